@@ -1,0 +1,1 @@
+"""Reproducible comparisons against the peers; run with ``./dev bench [name ...]``."""

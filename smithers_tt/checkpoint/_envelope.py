@@ -1,0 +1,219 @@
+"""The checkpoint envelope and the declarations agents make about the formats they speak."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from smithers_tt.checkpoint._json import canonical_bytes, clone, content_hash, loads, validate
+from smithers_tt.errors import CheckpointInvalid, CheckpointTooLarge, InvalidArgument
+
+MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
+"""Hard ceiling on the canonical bytes of one checkpoint (16 MiB). A run may lower it, never
+raise it."""
+
+CheckpointMode = Literal["resume", "fork"]
+MODES: tuple[CheckpointMode, ...] = ("resume", "fork")
+
+_FIELDS = frozenset({"codec", "version", "payload"})
+
+
+def size_limit(limit: int | None = None) -> int:
+    """Return the checkpoint size limit in force: ``limit`` if given and allowed, else 16 MiB.
+
+    Raises:
+        InvalidArgument: ``limit`` is not a positive int or is above the 16 MiB hard ceiling.
+    """
+    if limit is None:
+        return MAX_CHECKPOINT_BYTES
+    if type(limit) is not int or limit < 1:
+        raise InvalidArgument(f"checkpoint size limit must be a positive int, got {limit!r}")
+    if limit > MAX_CHECKPOINT_BYTES:
+        raise InvalidArgument(
+            f"checkpoint size limit {limit} is above the hard ceiling of "
+            f"{MAX_CHECKPOINT_BYTES} bytes (16 MiB); it may only be lowered"
+        )
+    return limit
+
+
+def _check_codec(codec: Any, where: str) -> str:
+    if type(codec) is not str or not codec.strip():
+        raise CheckpointInvalid(f"{where}: codec must be a non-empty string, got {codec!r}",
+                                path="$.codec")
+    validate(codec, "$.codec")
+    return codec
+
+
+def _check_version(version: Any, where: str) -> int:
+    # bool is a subclass of int in Python; an envelope version of True is a mistake.
+    if type(version) is not int or not 1 <= version <= 2**31 - 1:
+        raise CheckpointInvalid(
+            f"{where}: version must be an int >= 1, got {version!r} ({type(version).__name__})",
+            path="$.version",
+        )
+    return version
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedCheckpoint:
+    """A checkpoint in its canonical form, ready to be stored: bytes, address and size."""
+
+    codec: str
+    version: int
+    data: bytes
+    content_hash: str
+
+    @property
+    def size(self) -> int:
+        """Length of the canonical bytes."""
+        return len(self.data)
+
+    def decode(self) -> AgentCheckpoint:
+        """Parse the canonical bytes back into a fresh :class:`AgentCheckpoint`."""
+        return AgentCheckpoint.from_json(loads(self.data))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentCheckpoint:
+    """The state an agent publishes: ``codec`` names the format, ``version`` (>= 1) its
+    revision, ``payload`` the strict-JSON state itself.
+
+    Construction validates all three fields and raises :class:`CheckpointInvalid` with the JSON
+    path of the first offending value (``$.payload.messages[2].content``).
+    """
+
+    codec: str
+    version: int
+    payload: Any
+
+    def __post_init__(self) -> None:
+        _check_codec(self.codec, "AgentCheckpoint")
+        _check_version(self.version, "AgentCheckpoint")
+        validate(self.payload, "$.payload")
+
+    @classmethod
+    def from_json(cls, value: Any) -> AgentCheckpoint:
+        """Build from a parsed envelope ``{"codec", "version", "payload"}``; no other keys."""
+        if type(value) is not dict:
+            raise CheckpointInvalid(
+                f"a checkpoint envelope must be an object, got {type(value).__name__}", path="$"
+            )
+        keys = set(value)
+        if keys != _FIELDS:
+            missing, extra = sorted(_FIELDS - keys), sorted(map(repr, keys - _FIELDS))
+            raise CheckpointInvalid(
+                "a checkpoint envelope has exactly the fields codec, version and payload"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unexpected {', '.join(extra)}" if extra else ""),
+                path="$",
+            )
+        return cls(value["codec"], value["version"], value["payload"])
+
+    def to_json(self) -> dict[str, Any]:
+        """The envelope as a plain dict (sharing the payload; see :meth:`clone`)."""
+        return {"codec": self.codec, "version": self.version, "payload": self.payload}
+
+    def clone(self) -> AgentCheckpoint:
+        """A deep copy whose payload shares nothing mutable with this one."""
+        copy = object.__new__(AgentCheckpoint)
+        object.__setattr__(copy, "codec", self.codec)
+        object.__setattr__(copy, "version", self.version)
+        object.__setattr__(copy, "payload", clone(self.payload))
+        return copy
+
+    def encode(self, max_bytes: int | None = None) -> EncodedCheckpoint:
+        """Canonical bytes and SHA-256 address of the whole envelope.
+
+        Raises:
+            CheckpointInvalid: the payload was mutated into something that is not strict JSON.
+            CheckpointTooLarge: the canonical bytes exceed ``max_bytes`` (default 16 MiB).
+        """
+        limit = size_limit(max_bytes)
+        data = canonical_bytes(self.to_json())
+        if len(data) > limit:
+            raise CheckpointTooLarge(
+                f"checkpoint {self.codec} v{self.version} is {len(data)} bytes in canonical form,"
+                f" above the limit of {limit} bytes; publish less state (or a summary of it)",
+                size=len(data),
+                limit=limit,
+            )
+        return EncodedCheckpoint(self.codec, self.version, data, content_hash(data))
+
+
+def _versions(versions: Iterable[int], where: str) -> tuple[int, ...]:
+    if isinstance(versions, int | str):
+        raise CheckpointInvalid(f"{where}: versions must be a list of ints, got {versions!r}")
+    out = tuple(sorted({_check_version(v, where) for v in versions}))
+    if not out:
+        raise CheckpointInvalid(f"{where}: versions must not be empty")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointFormat:
+    """A codec and the versions of it an agent may *produce* (publish)."""
+
+    codec: str
+    versions: tuple[int, ...]
+
+    def __init__(self, codec: str, versions: Iterable[int]) -> None:
+        object.__setattr__(self, "codec", _check_codec(codec, "CheckpointFormat"))
+        object.__setattr__(self, "versions", _versions(versions, "CheckpointFormat"))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointCapability:
+    """A codec, versions and modes (``resume``, ``fork``) an agent may *consume*.
+
+    Matching is exact: ``resume`` never implies ``fork`` and vice versa.
+    """
+
+    codec: str
+    versions: tuple[int, ...]
+    modes: tuple[CheckpointMode, ...]
+
+    def __init__(
+        self, codec: str, versions: Iterable[int], modes: Iterable[CheckpointMode] = ("resume",)
+    ) -> None:
+        object.__setattr__(self, "codec", _check_codec(codec, "CheckpointCapability"))
+        object.__setattr__(self, "versions", _versions(versions, "CheckpointCapability"))
+        if isinstance(modes, str):
+            modes = (modes,)  # type: ignore[assignment]
+        chosen = set(modes)
+        unknown = chosen - set(MODES)
+        if unknown or not chosen:
+            raise CheckpointInvalid(
+                f"CheckpointCapability: modes must be a non-empty subset of {list(MODES)}, "
+                f"got {sorted(map(repr, modes))}"
+            )
+        object.__setattr__(self, "modes", tuple(m for m in MODES if m in chosen))
+
+
+def produces(formats: Iterable[CheckpointFormat], codec: str, version: int) -> bool:
+    """Whether any of ``formats`` declares exactly this codec and version."""
+    return any(f.codec == codec and version in f.versions for f in formats)
+
+
+def accepts(
+    capabilities: Iterable[CheckpointCapability], codec: str, version: int, mode: CheckpointMode
+) -> bool:
+    """Whether any of ``capabilities`` consumes exactly this codec, version and mode."""
+    return any(
+        c.codec == codec and version in c.versions and mode in c.modes for c in capabilities
+    )
+
+
+def declaration_signature(
+    formats: Iterable[CheckpointFormat], capabilities: Iterable[CheckpointCapability]
+) -> str:
+    """A stable hash of what an agent declares, ignoring order and duplicates.
+
+    Two agents that produce and consume exactly the same (codec, version[, mode]) tuples get
+    the same signature; it goes into cache keys so a cached result is never handed to an agent
+    that could not have consumed the state behind it.
+    """
+    produced = sorted({(f.codec, v) for f in formats for v in f.versions})
+    consumed = sorted({(c.codec, v, m) for c in capabilities for v in c.versions for m in c.modes})
+    doc = {"formats": [list(p) for p in produced], "capabilities": [list(c) for c in consumed]}
+    return content_hash(canonical_bytes(doc))

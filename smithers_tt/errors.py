@@ -1,0 +1,283 @@
+"""The one error tree of smithers_tt.
+
+Every error the library raises on purpose derives from :class:`SmithersError`, carries a
+stable ``code`` (for scripts and the ``--json`` CLI output) and says whether retrying the same
+call may succeed (``retryable``). Families mix in the matching builtin so generic handlers
+(``except ValueError``, ``except LookupError``) keep working::
+
+    SmithersError
+    ├── InvalidInput (ValueError)
+    │   ├── CheckpointInvalid           payload is not strict JSON / envelope malformed
+    │   ├── CheckpointTooLarge          canonical bytes above the run's limit
+    │   ├── FormatNotDeclared           agent published a format it did not declare
+    │   └── InvalidArgument             a bad limit, cursor, URL, option ...
+    ├── NotFound (LookupError)
+    │   ├── RunNotFound
+    │   ├── AttemptNotFound
+    │   ├── FrameNotFound
+    │   └── CheckpointMissing           a ref points at content that is not there
+    ├── StoreError
+    │   ├── CheckpointCorrupt           stored bytes fail their SHA-256 or size check
+    │   ├── RefConflict                 an immutable ref would be rebound
+    │   ├── SchemaMismatch              the database has a shape we do not recognise
+    │   ├── MigrationError
+    │   ├── HistoryExhausted            a history scan hit its documented bound
+    │   └── TransientStoreError         retries inside the store ran out (retryable)
+    ├── ConcurrencyError
+    │   ├── FenceLost                   this attempt no longer owns the node
+    │   └── LeaseBusy                   another process holds the run's lease
+    ├── WorkflowError
+    │   ├── TaskFailed
+    │   ├── ForkIncompatible
+    │   ├── WorkflowChanged
+    │   └── RunCancelled
+    └── TimeTravelError
+        └── ConfirmationRequired
+
+Errors survive pickling (worker processes, multiprocessing pools): every subclass keeps its
+message and attributes through ``pickle.loads(pickle.dumps(err))``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class SmithersError(Exception):
+    """Root of every error raised by smithers_tt on purpose."""
+
+    code: ClassVar[str] = "smithers_error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword details would be lost by the default Exception pickling.
+        return (_rebuild, (type(self), self.message, self.details))
+
+    def __str__(self) -> str:
+        return self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-friendly description: code, message, retryable and details."""
+        return {
+            "code": self.code,
+            "message": self.message,
+            "retryable": self.retryable,
+            "details": {k: _jsonable(v) for k, v in self.details.items()},
+        }
+
+
+def _rebuild(cls: type[SmithersError], message: str, details: dict[str, Any]) -> SmithersError:
+    err = cls.__new__(cls)
+    SmithersError.__init__(err, message, **details)
+    return err
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+# --- invalid input -----------------------------------------------------------------------
+
+
+class InvalidInput(SmithersError, ValueError):
+    """The caller passed something that can never be accepted as it is."""
+
+    code = "invalid_input"
+
+
+class CheckpointInvalid(InvalidInput):
+    """A checkpoint envelope or payload is not strict JSON; ``path`` names the first bad value."""
+
+    code = "checkpoint_invalid"
+
+    @property
+    def path(self) -> str | None:
+        """JSON path of the offending value, e.g. ``$.payload.messages[3].content``."""
+        return self.details.get("path")
+
+
+class CheckpointTooLarge(InvalidInput):
+    """The canonical bytes of a checkpoint exceed the size limit in force."""
+
+    code = "checkpoint_too_large"
+
+
+class FormatNotDeclared(InvalidInput):
+    """An agent published a codec/version it did not declare in ``checkpoint_formats``."""
+
+    code = "format_not_declared"
+
+
+class InvalidArgument(InvalidInput):
+    """An argument is out of range or malformed (limits, cursors, URLs, options)."""
+
+    code = "invalid_argument"
+
+
+# --- not found ---------------------------------------------------------------------------
+
+
+class NotFound(SmithersError, LookupError):
+    """Something that was asked for does not exist."""
+
+    code = "not_found"
+
+
+class RunNotFound(NotFound):
+    """No run has this id."""
+
+    code = "run_not_found"
+
+
+class AttemptNotFound(NotFound):
+    """No attempt has this key."""
+
+    code = "attempt_not_found"
+
+
+class FrameNotFound(NotFound):
+    """The run has no frame with this number."""
+
+    code = "frame_not_found"
+
+
+class CheckpointMissing(NotFound):
+    """No content is stored under this hash."""
+
+    code = "checkpoint_missing"
+
+
+# --- store -------------------------------------------------------------------------------
+
+
+class StoreError(SmithersError):
+    """The database refused or could not do what was asked."""
+
+    code = "store_error"
+
+
+class CheckpointCorrupt(StoreError):
+    """Stored checkpoint bytes do not match their SHA-256 address or recorded size."""
+
+    code = "checkpoint_corrupt"
+
+
+class RefConflict(StoreError):
+    """An immutable checkpoint ref already exists with different content."""
+
+    code = "ref_conflict"
+
+
+class SchemaMismatch(StoreError):
+    """The database has tables of a shape this version does not recognise."""
+
+    code = "schema_mismatch"
+
+
+class MigrationError(StoreError):
+    """Applying the schema migrations failed; nothing of the failing migration was kept."""
+
+    code = "migration_error"
+
+
+class HistoryExhausted(StoreError):
+    """A history scan reached its documented bound without finding what it looked for."""
+
+    code = "history_exhausted"
+
+
+class TransientStoreError(StoreError):
+    """The database stayed busy or unreachable through every retry; try again later."""
+
+    code = "transient_store_error"
+    retryable = True
+
+
+# --- concurrency -------------------------------------------------------------------------
+
+
+class ConcurrencyError(SmithersError):
+    """Another owner, process or operation got there first."""
+
+    code = "concurrency_error"
+
+
+class FenceLost(ConcurrencyError):
+    """This attempt no longer owns its node; nothing was written."""
+
+    code = "fence_lost"
+
+
+class LeaseBusy(ConcurrencyError):
+    """Another process holds the run's lease for a destructive operation."""
+
+    code = "lease_busy"
+    retryable = True
+
+
+# --- workflow ----------------------------------------------------------------------------
+
+
+class WorkflowError(SmithersError):
+    """A workflow could not be defined or executed as asked."""
+
+    code = "workflow_error"
+
+
+class TaskFailed(WorkflowError):
+    """A task failed on every attempt its retry policy allowed."""
+
+    code = "task_failed"
+
+
+class ForkIncompatible(WorkflowError):
+    """A task fork's source produced no checkpoint the forking agent can consume."""
+
+    code = "fork_incompatible"
+
+
+class WorkflowChanged(WorkflowError):
+    """The workflow definition differs from the one the run started with."""
+
+    code = "workflow_changed"
+
+
+class RunCancelled(WorkflowError):
+    """The run was cancelled."""
+
+    code = "run_cancelled"
+
+
+# --- time travel -------------------------------------------------------------------------
+
+
+class TimeTravelError(SmithersError):
+    """A rewind, fork, replay or reset could not be done."""
+
+    code = "time_travel_error"
+
+
+class ConfirmationRequired(TimeTravelError):
+    """A destructive operation was called without ``confirm=True``."""
+
+    code = "confirmation_required"
+
+
+def all_errors() -> list[type[SmithersError]]:
+    """Every error class of the tree, root first (used by docs and tests)."""
+    seen: list[type[SmithersError]] = []
+    stack: list[type[SmithersError]] = [SmithersError]
+    while stack:
+        cls = stack.pop(0)
+        seen.append(cls)
+        stack.extend(cls.__subclasses__())
+    return seen
