@@ -10,7 +10,9 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     here = Path(__file__).parent
-    names = sorted(m.name[6:] for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_"))
+    names = sorted(
+        m.name[6:] for m in pkgutil.iter_modules([str(here)]) if m.name.startswith("bench_")
+    )
     chosen = argv or names
     unknown = [n for n in chosen if n not in names]
     if unknown:

@@ -10,6 +10,7 @@ from smithers_tt.checkpoint import (
     CheckpointFormat,
     CheckpointMode,
 )
+from smithers_tt.database import Database, connect
 from smithers_tt.errors import (
     CheckpointCorrupt,
     CheckpointInvalid,
@@ -31,7 +32,9 @@ __all__ = [
     "CheckpointMissing",
     "CheckpointMode",
     "CheckpointTooLarge",
+    "Database",
     "FenceLost",
     "SmithersError",
     "__version__",
+    "connect",
 ]

@@ -39,8 +39,9 @@ def size_limit(limit: int | None = None) -> int:
 
 def _check_codec(codec: Any, where: str) -> str:
     if type(codec) is not str or not codec.strip():
-        raise CheckpointInvalid(f"{where}: codec must be a non-empty string, got {codec!r}",
-                                path="$.codec")
+        raise CheckpointInvalid(
+            f"{where}: codec must be a non-empty string, got {codec!r}", path="$.codec"
+        )
     validate(codec, "$.codec")
     return codec
 
@@ -199,9 +200,7 @@ def accepts(
     capabilities: Iterable[CheckpointCapability], codec: str, version: int, mode: CheckpointMode
 ) -> bool:
     """Whether any of ``capabilities`` consumes exactly this codec, version and mode."""
-    return any(
-        c.codec == codec and version in c.versions and mode in c.modes for c in capabilities
-    )
+    return any(c.codec == codec and version in c.versions and mode in c.modes for c in capabilities)
 
 
 def declaration_signature(

@@ -1,0 +1,37 @@
+"""Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
+
+from smithers_tt.store._engine import Engine, RetryPolicy
+from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
+from smithers_tt.store._migrate import check_shape, migrate
+from smithers_tt.store._records import (
+    MAX_PAGE_SIZE,
+    AttemptKey,
+    AttemptRecord,
+    CheckpointRef,
+    Fence,
+    Page,
+    RunId,
+    RunRecord,
+)
+from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
+
+__all__ = [
+    "HISTORY_SCAN_BOUND",
+    "MAX_PAGE_SIZE",
+    "AttemptKey",
+    "AttemptRecord",
+    "CheckpointRef",
+    "Engine",
+    "Fence",
+    "GcReport",
+    "Page",
+    "RetryPolicy",
+    "RunId",
+    "RunRecord",
+    "Store",
+    "VerifyReport",
+    "check_shape",
+    "collect_garbage",
+    "migrate",
+    "verify",
+]

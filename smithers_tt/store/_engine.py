@@ -1,0 +1,231 @@
+"""Connections, transactions, transient-error retries and error translation.
+
+One SQLAlchemy Core code path serves SQLite and PostgreSQL; the differences live here and in
+:mod:`smithers_tt.store._dialect`:
+
+* SQLite: WAL, ``synchronous=FULL`` (durability is the product), foreign keys on, a busy
+  timeout, and ``BEGIN IMMEDIATE`` for write transactions so two writers never deadlock on a
+  lock upgrade. Read transactions use a plain ``BEGIN`` and do not block writers.
+* PostgreSQL: psycopg 3, READ COMMITTED; row locks decide the races (see the store).
+
+Every transaction runs through :meth:`Engine.transaction`, which retries transient failures
+(``database is locked``, serialization failures, deadlocks, dropped connections) with jittered
+exponential backoff and translates everything else into the :mod:`smithers_tt.errors` tree.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event, exc
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.pool import NullPool
+
+from smithers_tt.errors import InvalidArgument, SmithersError, StoreError, TransientStoreError
+
+T = TypeVar("T")
+
+_WRITE = "smithers_tt_write"
+
+# SQLSTATE classes and codes that are worth a retry on PostgreSQL.
+_PG_TRANSIENT = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
+_SQLITE_TRANSIENT = (
+    "database is locked",
+    "database table is locked",
+    "database is busy",
+    "disk i/o error",
+)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How long the store keeps retrying a transient failure before giving up."""
+
+    attempts: int = 12
+    base_delay: float = 0.01
+    max_delay: float = 1.0
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a database error is worth retrying (locks, serialization, lost connections)."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    orig = getattr(error, "orig", error)
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate and (sqlstate in _PG_TRANSIENT or sqlstate.startswith("08")):
+        return True
+    message = str(orig).lower()
+    if any(text in message for text in _SQLITE_TRANSIENT):
+        return True
+    # psycopg raises OperationalError without a SQLSTATE when the server goes away.
+    return (
+        isinstance(error, exc.OperationalError)
+        and sqlstate is None
+        and ("connection" in message or "server closed" in message or "terminat" in message)
+    )
+
+
+class Engine:
+    """A SQLAlchemy engine set up for smithers_tt, with a retrying transaction runner."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        retry: RetryPolicy | None = None,
+        busy_timeout_ms: int = 5000,
+        synchronous: str = "FULL",
+        read_only: bool = False,
+    ) -> None:
+        self.url = url
+        self.retry = retry or RetryPolicy()
+        parsed = _parse(url)
+        self.dialect = parsed.get_backend_name()
+        if self.dialect == "sqlite":
+            self.sa = _sqlite_engine(parsed, busy_timeout_ms, synchronous, read_only)
+        else:
+            self.sa = sa.create_engine(
+                parsed,
+                pool_pre_ping=True,
+                pool_size=8,
+                max_overflow=24,
+                isolation_level="READ COMMITTED",
+                connect_args={"application_name": "smithers_tt"},
+            )
+
+    @property
+    def is_sqlite(self) -> bool:
+        """Whether the store is an SQLite file."""
+        return self.dialect == "sqlite"
+
+    @contextmanager
+    def connect(self, *, write: bool):
+        """A raw connection inside one transaction (no retries; prefer :meth:`transaction`)."""
+        with self.sa.connect() as conn:
+            conn.execution_options(**{_WRITE: write})
+            with conn.begin():
+                yield conn
+
+    def transaction(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
+        """Run ``work(conn)`` in one transaction, retrying it whole on transient failures.
+
+        ``work`` must be safe to run again from the start: it gets a fresh transaction each
+        time and everything it wrote in a failed try was rolled back.
+
+        Raises:
+            TransientStoreError: the database stayed busy or unreachable through every retry.
+            StoreError: any other database failure, with the driver error chained.
+        """
+        policy = self.retry
+        for attempt in range(1, policy.attempts + 1):
+            try:
+                with self.connect(write=write) as conn:
+                    return work(conn)
+            except SmithersError:
+                raise
+            except exc.DBAPIError as error:
+                if not is_transient(error):
+                    raise StoreError(f"database error: {_short(error)}") from error
+                if attempt == policy.attempts:
+                    raise TransientStoreError(
+                        f"the database stayed unavailable through {attempt} tries "
+                        f"({_short(error)}); retry later or raise the busy timeout",
+                        tries=attempt,
+                    ) from error
+                delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+                time.sleep(delay * (0.5 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        self.sa.dispose()
+
+
+def _short(error: BaseException) -> str:
+    orig = getattr(error, "orig", error)
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0][:300]
+
+
+def _parse(url: str) -> sa.URL:
+    try:
+        parsed = make_url(url)
+    except exc.ArgumentError as error:
+        raise InvalidArgument(
+            f"not a database URL: {url!r}; use sqlite:///path/to/file.db or "
+            "postgresql+psycopg://user@host:5432/dbname"
+        ) from error
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        if parsed.drivername != "postgresql+psycopg":
+            parsed = parsed.set(drivername="postgresql+psycopg")
+        return parsed
+    if backend != "sqlite":
+        raise InvalidArgument(f"unsupported database {backend!r}: use sqlite or postgresql")
+    if not parsed.database or parsed.database == ":memory:":
+        raise InvalidArgument(
+            "smithers_tt needs an SQLite *file* (durability is the point): "
+            "use sqlite:///path/to/file.db"
+        )
+    return parsed
+
+
+def _sqlite_engine(
+    url: sa.URL, busy_timeout_ms: int, synchronous: str, read_only: bool
+) -> sa.Engine:
+    path = Path(url.database or "")
+    if read_only:
+        # SQLite's URI form opens the file read-only: writes fail inside SQLite itself.
+        url = url.set(database=f"file:{path.resolve()}", query={"mode": "ro", "uri": "true"})
+        pooling: dict[str, Any] = {"poolclass": NullPool}
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Several pooled connections let threads wait on SQLite's busy timeout, not on Python.
+        pooling = {"pool_size": 8, "max_overflow": 24}
+    engine = sa.create_engine(
+        url,
+        connect_args={
+            "timeout": busy_timeout_ms / 1000,
+            "check_same_thread": False,
+            "isolation_level": None,
+        },
+        **pooling,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            if not read_only:
+                _set_wal(cur)
+                cur.execute(f"PRAGMA synchronous = {synchronous}")
+            cur.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE, True)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write and not read_only else "BEGIN")
+
+    return engine
+
+
+def _set_wal(cur: Any) -> None:
+    # Switching to WAL needs a moment of exclusive access; when many processes open a fresh
+    # file at once some of them see "database is locked" even with a busy timeout.
+    for attempt in range(50):
+        try:
+            cur.execute("PRAGMA journal_mode = WAL")
+            return
+        except Exception as error:  # sqlite3.OperationalError
+            if "locked" not in str(error).lower() or attempt == 49:
+                raise
+            time.sleep(0.02 * (1 + random.random()))

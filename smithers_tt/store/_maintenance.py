@@ -1,0 +1,143 @@
+"""Garbage collection of unreachable content, and integrity verification, in bounded pages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import content_hash
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._records import check_limit
+
+Progress = Callable[[int], None]
+"""Called after each page with the number of rows that page handled."""
+
+
+@dataclass
+class GcReport:
+    """What a collection did: content rows deleted, their bytes, pages, and where it stopped."""
+
+    deleted: int = 0
+    bytes_freed: int = 0
+    pages: int = 0
+    cursor: str | None = None
+    done: bool = False
+
+
+@dataclass
+class VerifyReport:
+    """What a verification found: rows checked, corrupt hashes, refs whose content is gone."""
+
+    checked: int = 0
+    corrupt: list[str] = field(default_factory=list)
+    missing: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Whether nothing was found wrong."""
+        return not self.corrupt and not self.missing
+
+
+def _unreachable(c: sa.Table) -> sa.ColumnElement[bool]:
+    return sa.and_(*(~sa.exists().where(pin == c.c.content_hash) for pin in S.CONTENT_PINS))
+
+
+def collect_garbage(
+    engine: Engine,
+    *,
+    page_size: int = 500,
+    cursor: str | None = None,
+    max_pages: int | None = None,
+    progress: Progress | None = None,
+) -> GcReport:
+    """Delete content that nothing reaches, ``page_size`` rows per transaction.
+
+    Safe while publishers run: on PostgreSQL each page locks its candidates ``FOR UPDATE SKIP
+    LOCKED`` (content a publisher is upserting is skipped) and re-checks reachability in the
+    deleting statement; on SQLite writers are serialised. ``max_pages`` bounds the work of one
+    call; pass the returned ``cursor`` back to continue.
+    """
+    check_limit(page_size)
+    c = S.contents
+    report = GcReport(cursor=cursor)
+
+    def page(conn: Connection) -> tuple[list[str], int, str | None]:
+        scan = sa.select(c.c.content_hash).order_by(c.c.content_hash).limit(page_size)
+        if report.cursor is not None:
+            scan = scan.where(c.c.content_hash > report.cursor)
+        seen = list(conn.execute(scan).scalars())
+        if not seen:
+            return [], 0, None
+        candidates = list(
+            conn.execute(
+                sa.select(c.c.content_hash)
+                .where(c.c.content_hash.in_(seen), _unreachable(c))
+                .with_for_update(skip_locked=True)
+            ).scalars()
+        )
+        freed = 0
+        deleted: list[str] = []
+        if candidates:
+            rows = conn.execute(
+                c.delete()
+                .where(c.c.content_hash.in_(candidates), _unreachable(c))
+                .returning(c.c.content_hash, c.c.size_bytes)
+            ).all()
+            deleted = [r.content_hash for r in rows]
+            freed = sum(r.size_bytes for r in rows)
+        return deleted, freed, seen[-1]
+
+    while max_pages is None or report.pages < max_pages:
+        deleted, freed, last = engine.transaction(page)
+        report.pages += 1
+        report.deleted += len(deleted)
+        report.bytes_freed += freed
+        if progress:
+            progress(len(deleted))
+        if last is None:
+            report.cursor, report.done = None, True
+            break
+        report.cursor = last
+    return report
+
+
+def verify(
+    engine: Engine, *, page_size: int = 200, progress: Progress | None = None
+) -> VerifyReport:
+    """Check every content row's SHA-256 and size, and every ref's content, page by page."""
+    check_limit(page_size)
+    c, f = S.contents, S.refs
+    report = VerifyReport()
+    after: str | None = None
+    while True:
+        stmt = (
+            sa.select(c.c.content_hash, c.c.data, c.c.size_bytes)
+            .order_by(c.c.content_hash)
+            .limit(page_size)
+        )
+        if after is not None:
+            stmt = stmt.where(c.c.content_hash > after)
+        rows = engine.transaction(lambda conn, s=stmt: conn.execute(s).all(), write=False)
+        for row in rows:
+            data = bytes(row.data)
+            if len(data) != row.size_bytes or content_hash(data) != row.content_hash:
+                report.corrupt.append(row.content_hash)
+        report.checked += len(rows)
+        if progress:
+            progress(len(rows))
+        if len(rows) < page_size:
+            break
+        after = rows[-1].content_hash
+    # Refs whose content is gone can only exist if foreign keys were bypassed; look anyway.
+    orphan = (
+        sa.select(f.c.run_id, f.c.node_id, f.c.iteration, f.c.attempt, f.c.sequence)
+        .where(~sa.exists().where(c.c.content_hash == f.c.content_hash))
+        .limit(10_000)
+    )
+    missing = engine.transaction(lambda conn: conn.execute(orphan).all(), write=False)
+    report.missing = [tuple(r) for r in missing]
+    return report

@@ -1,0 +1,299 @@
+"""Fenced, group-committed checkpoint publication.
+
+A publish is one unit inside a transaction:
+
+1. lock the run row for share and check the fence (run ``running``, owner epoch matches);
+2. allocate the next sequence of the attempt with one ``UPDATE ... RETURNING`` that also
+   requires the attempt to be ``in_progress`` under the same epoch (this is what makes
+   sequences dense and unique under any number of writers);
+3. insert the content if absent; when it was there, compare the stored bytes with the new ones
+   inside the database (a mismatch is corruption); on PostgreSQL the upsert locks the content
+   row, so a concurrent garbage collection either ran before (and the insert recreates the row)
+   or waits until this publication has committed its reference;
+4. insert the immutable ref.
+
+A unit that fails (fence lost, conflict, corruption) is rolled back to its savepoint and
+writes nothing, not even content, while the other units of the batch commit.
+
+**Group commit.** Publishers of one process queue their units; whoever holds the commit lock
+takes everything queued and commits it in one transaction (one fsync), then the next waiting
+thread does the same with what queued meanwhile. Each caller returns only after the commit
+that contains its unit.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import EncodedCheckpoint
+from smithers_tt.errors import (
+    AttemptNotFound,
+    CheckpointCorrupt,
+    CheckpointTooLarge,
+    FenceLost,
+    InvalidArgument,
+    RefConflict,
+    RunNotFound,
+    SmithersError,
+)
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
+
+
+@dataclass(eq=False)
+class PublishUnit:
+    """One checkpoint to publish into one attempt, and (after commit) its outcome."""
+
+    fence: Fence
+    key: AttemptKey
+    encoded: EncodedCheckpoint
+    purpose: str
+    agent_id: str | None
+    result: CheckpointRef | None = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
+    """Store content under its hash unless present; raise if present with other bytes.
+
+    On PostgreSQL the row is locked (a no-op upsert) until the transaction ends, so garbage
+    collection cannot remove it before the caller's reference is committed.
+    """
+    values = {
+        "content_hash": encoded.content_hash,
+        "data": encoded.data,
+        "size_bytes": encoded.size,
+        "created_at_ms": created_at_ms,
+    }
+    table = S.contents
+    if conn.dialect.name == "postgresql":
+        stmt = postgresql.insert(table).values(**values)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[table.c.content_hash],
+            set_={"created_at_ms": table.c.created_at_ms},
+        ).returning(sa.literal_column("(xmax = 0)").label("inserted"))
+        inserted = bool(conn.execute(stmt).scalar_one())
+    else:
+        stmt = sqlite.insert(table).values(**values).on_conflict_do_nothing()
+        inserted = conn.execute(stmt).rowcount == 1
+    if inserted:
+        return
+    same = conn.execute(
+        sa.select(table.c.size_bytes, (table.c.data == encoded.data).label("same")).where(
+            table.c.content_hash == encoded.content_hash
+        )
+    ).one()
+    if same.size_bytes != encoded.size or not same.same:
+        raise CheckpointCorrupt(
+            f"stored content {encoded.content_hash[:12]} differs from the bytes that hash to it; "
+            "run verify() and restore the database from a backup",
+            content_hash=encoded.content_hash,
+        )
+
+
+def check_fence(conn: Connection, fence: Fence) -> Any:
+    """Lock the run row for share and return it; raise unless ``fence`` owns a running run.
+
+    The shared row lock makes a concurrent takeover, cancel or finish (which update the row)
+    wait for this transaction, or this one see their result: never both.
+    """
+    runs = S.runs
+    row = conn.execute(
+        sa.select(runs.c.status, runs.c.owner_epoch, runs.c.max_checkpoint_bytes)
+        .where(runs.c.run_id == fence.run_id)
+        .with_for_update(read=True)
+    ).one_or_none()
+    if row is None:
+        raise RunNotFound(f"no run {fence.run_id!r}")
+    if row.status != "running" or row.owner_epoch != fence.epoch:
+        raise FenceLost(
+            f"run {fence.run_id} is {row.status} under epoch {row.owner_epoch}; epoch "
+            f"{fence.epoch} lost ownership and wrote nothing",
+            run_id=fence.run_id,
+            epoch=fence.epoch,
+        )
+    return row
+
+
+def _publish_one(conn: Connection, unit: PublishUnit) -> CheckpointRef:
+    run = check_fence(conn, unit.fence)
+    if run.max_checkpoint_bytes is not None and unit.encoded.size > run.max_checkpoint_bytes:
+        raise CheckpointTooLarge(
+            f"checkpoint is {unit.encoded.size} bytes, above run {unit.key.run_id}'s limit of "
+            f"{run.max_checkpoint_bytes} bytes",
+            size=unit.encoded.size,
+            limit=run.max_checkpoint_bytes,
+        )
+    att, key = S.attempts, unit.key
+    where = (
+        (att.c.run_id == key.run_id)
+        & (att.c.node_id == key.node_id)
+        & (att.c.iteration == key.iteration)
+        & (att.c.attempt == key.attempt)
+    )
+    sequence = conn.execute(
+        att.update()
+        .where(where & (att.c.state == "in_progress") & (att.c.owner_epoch == unit.fence.epoch))
+        .values(next_sequence=att.c.next_sequence + 1)
+        .returning(att.c.next_sequence)
+    ).scalar_one_or_none()
+    if sequence is None:
+        state = conn.execute(sa.select(att.c.state, att.c.owner_epoch).where(where)).one_or_none()
+        if state is None:
+            raise AttemptNotFound(f"attempt {key} does not exist; start it before publishing")
+        raise FenceLost(
+            f"attempt {key.node_id}#{key.attempt} is {state.state} under epoch "
+            f"{state.owner_epoch}; epoch {unit.fence.epoch} can no longer publish into it; "
+            "nothing was written",
+            run_id=key.run_id,
+        )
+    created = now_ms()
+    insert_content(conn, unit.encoded, created)
+    ref = CheckpointRef(
+        key.run_id,
+        key.node_id,
+        key.iteration,
+        key.attempt,
+        sequence - 1,
+        unit.encoded.content_hash,
+        unit.encoded.codec,
+        unit.encoded.version,
+        unit.purpose,
+        unit.agent_id,
+        created,
+    )
+    conn.execute(S.refs.insert().values(**ref_row(ref)))
+    return ref
+
+
+def ref_row(ref: CheckpointRef) -> dict[str, Any]:
+    """The column values of a ref."""
+    return {
+        "run_id": ref.run_id,
+        "node_id": ref.node_id,
+        "iteration": ref.iteration,
+        "attempt": ref.attempt,
+        "sequence": ref.sequence,
+        "content_hash": ref.content_hash,
+        "codec": ref.codec,
+        "version": ref.version,
+        "agent_id": ref.agent_id,
+        "purpose": ref.purpose,
+        "created_at_ms": ref.created_at_ms,
+    }
+
+
+def check_purpose(purpose: str) -> str:
+    """Validate a ref purpose."""
+    if purpose not in S.PURPOSES:
+        raise InvalidArgument(f"purpose must be one of {list(S.PURPOSES)}, got {purpose!r}")
+    return purpose
+
+
+def put_ref(conn: Connection, ref: CheckpointRef) -> CheckpointRef:
+    """Insert a ref with an explicit sequence; identical re-insertion is a no-op.
+
+    Raises:
+        RefConflict: the same key already points at other content, codec, version or purpose.
+    """
+    refs = S.refs
+    key_cols = (refs.c.run_id, refs.c.node_id, refs.c.iteration, refs.c.attempt, refs.c.sequence)
+    key_vals = (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+    where = sa.and_(*(c == v for c, v in zip(key_cols, key_vals, strict=True)))
+    existing = conn.execute(sa.select(refs).where(where)).one_or_none()
+    if existing is None:
+        conn.execute(refs.insert().values(**ref_row(ref)))
+        return ref
+    same = (existing.content_hash, existing.codec, existing.version, existing.purpose) == (
+        ref.content_hash,
+        ref.codec,
+        ref.version,
+        ref.purpose,
+    )
+    if not same:
+        raise RefConflict(
+            f"checkpoint ref {ref.node_id}#{ref.attempt}.{ref.sequence} of run {ref.run_id} "
+            f"already points at {existing.content_hash[:12]} ({existing.codec} "
+            f"v{existing.version}, {existing.purpose}); refs are immutable",
+        )
+    return ref_from_row(existing)
+
+
+def ref_from_row(row: Any) -> CheckpointRef:
+    """Build a :class:`CheckpointRef` from a row of ``tt_checkpoint_refs``."""
+    return CheckpointRef(
+        row.run_id,
+        row.node_id,
+        row.iteration,
+        row.attempt,
+        row.sequence,
+        row.content_hash,
+        row.codec,
+        row.version,
+        row.purpose,
+        row.agent_id,
+        row.created_at_ms,
+    )
+
+
+class GroupCommitter:
+    """Coalesces concurrent publications of one process into shared transactions."""
+
+    def __init__(self, engine: Engine, max_batch: int = 256) -> None:
+        self._engine = engine
+        self._max_batch = max_batch
+        self._queue: list[PublishUnit] = []
+        self._queue_lock = threading.Lock()
+        self._commit_lock = threading.Lock()
+        self.batches = 0
+        """How many transactions publications took (for tests and benchmarks)."""
+
+    def publish(self, unit: PublishUnit) -> CheckpointRef:
+        """Queue ``unit``, make sure a commit containing it happens, and return its ref."""
+        with self._queue_lock:
+            self._queue.append(unit)
+        while not unit.done.is_set():
+            with self._commit_lock:
+                if unit.done.is_set():
+                    break
+                with self._queue_lock:
+                    batch = self._queue[: self._max_batch]
+                    del self._queue[: self._max_batch]
+                if batch:
+                    self._commit(batch)
+        if unit.error is not None:
+            raise unit.error
+        assert unit.result is not None
+        return unit.result
+
+    def _commit(self, batch: list[PublishUnit]) -> None:
+        def work(conn: Connection) -> list[tuple[CheckpointRef | None, BaseException | None]]:
+            outcomes: list[tuple[CheckpointRef | None, BaseException | None]] = []
+            for unit in batch:
+                savepoint = conn.begin_nested()
+                try:
+                    ref = _publish_one(conn, unit)
+                except SmithersError as error:
+                    savepoint.rollback()
+                    outcomes.append((None, error))
+                else:
+                    savepoint.commit()
+                    outcomes.append((ref, None))
+            return outcomes
+
+        try:
+            outcomes = self._engine.transaction(work)
+            self.batches += 1
+        except BaseException as error:  # the whole transaction failed: every unit learns why
+            outcomes = [(None, error)] * len(batch)
+        for unit, (ref, error) in zip(batch, outcomes, strict=True):
+            unit.result, unit.error = ref, error
+            unit.done.set()

@@ -1,0 +1,153 @@
+"""Typed records the store hands out, and the opaque keyset cursors of its listings."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Generic, NewType, TypeVar
+
+from smithers_tt.errors import InvalidArgument
+
+RunId = NewType("RunId", str)
+T = TypeVar("T")
+
+MAX_PAGE_SIZE = 1000
+"""Largest page any listing returns; ask again with the cursor for more."""
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds, for people to read (never used to order events)."""
+    return time.time_ns() // 1_000_000
+
+
+def new_run_id() -> RunId:
+    """A new run id: creation time in hex then randomness, so ids sort roughly by age."""
+    return RunId(f"{now_ms():011x}{secrets.token_hex(5)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Proof of ownership of a run: writes succeed only while ``epoch`` is the run's epoch."""
+
+    run_id: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptKey:
+    """Identifies one attempt: ``(run_id, node_id, iteration, attempt)``."""
+
+    run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointRef:
+    """An immutable pointer from one publication of an attempt to stored content."""
+
+    run_id: str
+    node_id: str
+    iteration: int
+    attempt: int
+    sequence: int
+    content_hash: str
+    codec: str
+    version: int
+    purpose: str
+    agent_id: str | None
+    created_at_ms: int
+
+    @property
+    def attempt_key(self) -> AttemptKey:
+        """The attempt that published this checkpoint."""
+        return AttemptKey(self.run_id, self.node_id, self.iteration, self.attempt)
+
+    @property
+    def short_hash(self) -> str:
+        """The first 12 hex digits of the content address, for display."""
+        return self.content_hash[:12]
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One run as stored."""
+
+    run_id: str
+    workflow: str
+    workflow_hash: str | None
+    status: str
+    input: Any
+    output: Any
+    error: str | None
+    owner_epoch: int
+    owner_id: str | None
+    heartbeat_at_ms: int | None
+    cancel_requested: bool
+    parent_run_id: str | None
+    parent_frame_no: int | None
+    max_checkpoint_bytes: int | None
+    created_at_ms: int
+    updated_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """One attempt of a node as stored, with where it resumed from."""
+
+    key: AttemptKey
+    state: str
+    owner_epoch: int
+    next_sequence: int
+    discard_resume: bool
+    error: str | None
+    error_code: str | None
+    resumed_from: tuple[str, str, int, int, int] | None
+    started_at_ms: int
+    finished_at_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a keyset-paginated listing; ``next_cursor`` is None on the last page."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+def check_limit(limit: int) -> int:
+    """Validate a page size (1..MAX_PAGE_SIZE)."""
+    if type(limit) is not int or not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidArgument(f"page limit must be an int from 1 to {MAX_PAGE_SIZE}, got {limit!r}")
+    return limit
+
+
+def encode_cursor(kind: str, values: list[Any]) -> str:
+    """An opaque cursor for the row after which the next page starts."""
+    raw = json.dumps([kind, *values], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(kind: str, cursor: str, types: tuple[type, ...]) -> list[Any]:
+    """Parse a cursor made by :func:`encode_cursor` for the same listing, or raise."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+    except (ValueError, TypeError, binascii.Error):
+        data = None
+    if (
+        not isinstance(data, list)
+        or len(data) != len(types) + 1
+        or data[0] != kind
+        or not all(type(v) is t for v, t in zip(data[1:], types, strict=True))
+    ):
+        raise InvalidArgument(
+            f"not a cursor of this {kind} listing: {cursor[:40]!r}; pass the next_cursor of the "
+            "previous page unchanged"
+        )
+    return data[1:]

@@ -1,0 +1,156 @@
+"""The one definition of every table. Migrations create and check tables from this module.
+
+All names start with ``tt_`` so the tables can share a database with an application.
+Timestamps (``*_at_ms``) are wall-clock milliseconds for people to read; ordering decisions
+never use them (the per-run logical ``clock`` does that).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+metadata = MetaData()
+
+RUN_STATUSES = ("queued", "running", "finished", "failed", "cancelled", "interrupted")
+ATTEMPT_STATES = ("in_progress", "finished", "failed", "cancelled", "interrupted", "reset")
+PURPOSES = ("progress", "turn", "schema-correction", "session")
+
+HASH = String(64)
+ID = String(200)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    # Literals from the constants above, never from user input.
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+migrations_table = Table(
+    "tt_migrations",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("checksum", HASH, nullable=False),
+    Column("applied_at_ms", BigInteger, nullable=False),
+)
+
+runs = Table(
+    "tt_runs",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("workflow", String(200), nullable=False),
+    Column("workflow_hash", HASH, nullable=True),
+    Column("status", String(20), nullable=False),
+    Column("input_json", Text, nullable=True),
+    Column("output_json", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("owner_epoch", BigInteger, nullable=False),
+    Column("owner_id", String(200), nullable=True),
+    Column("heartbeat_at_ms", BigInteger, nullable=True),
+    Column("cancel_requested", Boolean, nullable=False),
+    Column("parent_run_id", ID, nullable=True),
+    Column("parent_frame_no", BigInteger, nullable=True),
+    Column("max_checkpoint_bytes", Integer, nullable=True),
+    Column("created_at_ms", BigInteger, nullable=False),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    CheckConstraint(_in("status", RUN_STATUSES), name="tt_runs_status"),
+    CheckConstraint("owner_epoch >= 0", name="tt_runs_epoch"),
+)
+Index("tt_runs_parent", runs.c.parent_run_id)
+Index("tt_runs_status_idx", runs.c.status, runs.c.run_id)
+
+NODE_STATES = ("pending", "running", "finished", "failed", "cancelled", "skipped", "cached")
+
+nodes = Table(
+    "tt_nodes",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("node_id", String(200), primary_key=True),
+    Column("iteration", Integer, primary_key=True),
+    Column("state", String(20), nullable=False),
+    Column("last_attempt", Integer, nullable=True),
+    Column("output_json", Text, nullable=True),
+    Column("updated_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+    CheckConstraint(_in("state", NODE_STATES), name="tt_nodes_state"),
+)
+
+attempts = Table(
+    "tt_attempts",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("node_id", String(200), primary_key=True),
+    Column("iteration", Integer, primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("state", String(20), nullable=False),
+    Column("owner_epoch", BigInteger, nullable=False),
+    Column("next_sequence", Integer, nullable=False),
+    Column("discard_resume", Boolean, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("error_code", String(100), nullable=True),
+    Column("resumed_run_id", ID, nullable=True),
+    Column("resumed_node_id", String(200), nullable=True),
+    Column("resumed_iteration", Integer, nullable=True),
+    Column("resumed_attempt", Integer, nullable=True),
+    Column("resumed_sequence", Integer, nullable=True),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("finished_at_ms", BigInteger, nullable=True),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+    CheckConstraint(_in("state", ATTEMPT_STATES), name="tt_attempts_state"),
+    CheckConstraint("attempt >= 1 AND iteration >= 0", name="tt_attempts_numbers"),
+)
+
+contents = Table(
+    "tt_checkpoint_contents",
+    metadata,
+    Column("content_hash", HASH, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("size_bytes", Integer, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    CheckConstraint("length(content_hash) = 64", name="tt_contents_hash"),
+)
+
+refs = Table(
+    "tt_checkpoint_refs",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("node_id", String(200), primary_key=True),
+    Column("iteration", Integer, primary_key=True),
+    Column("attempt", Integer, primary_key=True),
+    Column("sequence", Integer, primary_key=True),
+    Column("content_hash", HASH, nullable=False),
+    Column("codec", String(200), nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("agent_id", String(200), nullable=True),
+    Column("purpose", String(20), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(
+        ["run_id", "node_id", "iteration", "attempt"],
+        [
+            "tt_attempts.run_id",
+            "tt_attempts.node_id",
+            "tt_attempts.iteration",
+            "tt_attempts.attempt",
+        ],
+        ondelete="CASCADE",
+    ),
+    ForeignKeyConstraint(["content_hash"], ["tt_checkpoint_contents.content_hash"]),
+    CheckConstraint(_in("purpose", PURPOSES), name="tt_refs_purpose"),
+    CheckConstraint("sequence >= 0 AND version >= 1", name="tt_refs_numbers"),
+)
+Index("tt_refs_content", refs.c.content_hash)
+
+CONTENT_PINS: list[Column] = [refs.c.content_hash]
+"""Columns whose values keep content alive: garbage collection removes a content row only
+when no column listed here holds its hash."""

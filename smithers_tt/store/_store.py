@@ -1,0 +1,613 @@
+"""The checkpoint store: runs, attempts, fenced publication and verified reads.
+
+One synchronous implementation for SQLite and PostgreSQL. The engine calls it through a
+single async adapter (``asyncio.to_thread``); nothing here is written twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, content_hash, loads
+from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.errors import (
+    AttemptNotFound,
+    CheckpointCorrupt,
+    CheckpointMissing,
+    FenceLost,
+    HistoryExhausted,
+    InvalidArgument,
+    RunNotFound,
+)
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._publish import (
+    GroupCommitter,
+    PublishUnit,
+    check_fence,
+    check_purpose,
+    put_ref,
+    ref_from_row,
+)
+from smithers_tt.store._records import (
+    AttemptKey,
+    AttemptRecord,
+    CheckpointRef,
+    Fence,
+    Page,
+    RunRecord,
+    check_limit,
+    decode_cursor,
+    encode_cursor,
+    new_run_id,
+    now_ms,
+)
+
+HISTORY_SCAN_BOUND = 1000
+"""How many refs of a node a resume scan looks at before raising HistoryExhausted."""
+
+_TERMINAL_RUN = ("finished", "failed", "cancelled")
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else canonical_bytes(value).decode("utf-8")
+
+
+def _run_from_row(row: Any) -> RunRecord:
+    return RunRecord(
+        row.run_id,
+        row.workflow,
+        row.workflow_hash,
+        row.status,
+        None if row.input_json is None else loads(row.input_json),
+        None if row.output_json is None else loads(row.output_json),
+        row.error,
+        row.owner_epoch,
+        row.owner_id,
+        row.heartbeat_at_ms,
+        bool(row.cancel_requested),
+        row.parent_run_id,
+        row.parent_frame_no,
+        row.max_checkpoint_bytes,
+        row.created_at_ms,
+        row.updated_at_ms,
+    )
+
+
+def _attempt_from_row(row: Any) -> AttemptRecord:
+    resumed = None
+    if row.resumed_run_id is not None:
+        resumed = (
+            row.resumed_run_id,
+            row.resumed_node_id,
+            row.resumed_iteration,
+            row.resumed_attempt,
+            row.resumed_sequence,
+        )
+    return AttemptRecord(
+        AttemptKey(row.run_id, row.node_id, row.iteration, row.attempt),
+        row.state,
+        row.owner_epoch,
+        row.next_sequence,
+        bool(row.discard_resume),
+        row.error,
+        row.error_code,
+        resumed,
+        row.started_at_ms,
+        row.finished_at_ms,
+    )
+
+
+def _attempt_where(key: AttemptKey) -> sa.ColumnElement[bool]:
+    a = S.attempts
+    return (
+        (a.c.run_id == key.run_id)
+        & (a.c.node_id == key.node_id)
+        & (a.c.iteration == key.iteration)
+        & (a.c.attempt == key.attempt)
+    )
+
+
+class Store:
+    """Durable runs, attempts and checkpoints on one database (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._committer = GroupCommitter(engine)
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        workflow: str,
+        input: Any = None,
+        *,
+        workflow_hash: str | None = None,
+        owner_id: str | None = None,
+        status: str = "running",
+        max_checkpoint_bytes: int | None = None,
+        parent_run_id: str | None = None,
+        parent_frame_no: int | None = None,
+        run_id: str | None = None,
+    ) -> tuple[RunRecord, Fence]:
+        """Create a run; a ``running`` run is owned at epoch 1 by the returned fence."""
+        if status not in ("running", "queued"):
+            raise InvalidArgument(f"a new run is running or queued, not {status!r}")
+        if max_checkpoint_bytes is not None:
+            from smithers_tt.checkpoint import size_limit
+
+            size_limit(max_checkpoint_bytes)
+        run_id = run_id or new_run_id()
+        stamp = now_ms()
+        epoch = 1 if status == "running" else 0
+        values = {
+            "run_id": run_id,
+            "workflow": workflow,
+            "workflow_hash": workflow_hash,
+            "status": status,
+            "input_json": _json_or_none(input),
+            "output_json": None,
+            "error": None,
+            "owner_epoch": epoch,
+            "owner_id": owner_id,
+            "heartbeat_at_ms": stamp if status == "running" else None,
+            "cancel_requested": False,
+            "parent_run_id": parent_run_id,
+            "parent_frame_no": parent_frame_no,
+            "max_checkpoint_bytes": max_checkpoint_bytes,
+            "created_at_ms": stamp,
+            "updated_at_ms": stamp,
+        }
+        self.engine.transaction(lambda conn: conn.execute(S.runs.insert().values(**values)))
+        return self.get_run(run_id), Fence(run_id, epoch)
+
+    def get_run(self, run_id: str) -> RunRecord:
+        """The run with this id.
+
+        Raises:
+            RunNotFound: there is none.
+        """
+        row = self.engine.transaction(
+            lambda conn: conn.execute(
+                sa.select(S.runs).where(S.runs.c.run_id == run_id)
+            ).one_or_none(),
+            write=False,
+        )
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+        return _run_from_row(row)
+
+    def list_runs(
+        self, *, limit: int = 100, cursor: str | None = None, status: str | None = None
+    ) -> Page[RunRecord]:
+        """Runs oldest first, a page at a time."""
+        check_limit(limit)
+        r = S.runs
+        stmt = sa.select(r).order_by(r.c.run_id).limit(limit + 1)
+        if status is not None:
+            stmt = stmt.where(r.c.status == status)
+        if cursor is not None:
+            (after,) = decode_cursor("runs", cursor, (str,))
+            stmt = stmt.where(r.c.run_id > after)
+        rows = self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+        items = [_run_from_row(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return Page(items, encode_cursor("runs", [items[-1].run_id]) if more else None)
+
+    def claim_run(self, run_id: str, owner_id: str | None = None) -> Fence:
+        """Take ownership of a run under a new epoch; the previous owner is fenced out.
+
+        Attempts left ``in_progress`` by earlier epochs become ``interrupted``.
+
+        Raises:
+            RunNotFound: no such run.
+            InvalidArgument: the run already ended (finished, failed or cancelled).
+        """
+
+        def work(conn: Connection) -> Fence:
+            r = S.runs
+            row = conn.execute(
+                r.update()
+                .where(r.c.run_id == run_id)
+                .where(r.c.status.not_in(_TERMINAL_RUN))
+                .values(
+                    owner_epoch=r.c.owner_epoch + 1,
+                    status="running",
+                    owner_id=owner_id,
+                    heartbeat_at_ms=now_ms(),
+                    updated_at_ms=now_ms(),
+                )
+                .returning(r.c.owner_epoch)
+            ).one_or_none()
+            if row is None:
+                status = conn.execute(sa.select(r.c.status).where(r.c.run_id == run_id))
+                found = status.scalar_one_or_none()
+                if found is None:
+                    raise RunNotFound(f"no run {run_id!r}")
+                raise InvalidArgument(f"run {run_id} is {found}; only unfinished runs are claimed")
+            self._end_open_attempts(conn, run_id, "interrupted", before_epoch=row.owner_epoch)
+            return Fence(run_id, row.owner_epoch)
+
+        return self.engine.transaction(work)
+
+    def _end_open_attempts(
+        self, conn: Connection, run_id: str, state: str, before_epoch: int | None = None
+    ) -> None:
+        a = S.attempts
+        stmt = a.update().where(a.c.run_id == run_id, a.c.state == "in_progress")
+        if before_epoch is not None:
+            stmt = stmt.where(a.c.owner_epoch < before_epoch)
+        conn.execute(stmt.values(state=state, finished_at_ms=now_ms()))
+
+    def finish_run(
+        self, fence: Fence, status: str, *, output: Any = None, error: str | None = None
+    ) -> None:
+        """End an owned run as ``finished`` or ``failed``; every later fenced write fails."""
+        if status not in ("finished", "failed"):
+            raise InvalidArgument(f"finish_run takes finished or failed, not {status!r}")
+
+        def work(conn: Connection) -> None:
+            check_fence(conn, fence)
+            r = S.runs
+            conn.execute(
+                r.update()
+                .where(r.c.run_id == fence.run_id)
+                .values(
+                    status=status,
+                    output_json=_json_or_none(output),
+                    error=error,
+                    owner_epoch=r.c.owner_epoch + 1,
+                    updated_at_ms=now_ms(),
+                )
+            )
+
+        self.engine.transaction(work)
+
+    def request_cancel(self, run_id: str) -> None:
+        """Ask the owner of a run to cancel it (it finishes the cancellation after a grace)."""
+        r = S.runs
+        done = self.engine.transaction(
+            lambda conn: (
+                conn.execute(
+                    r.update()
+                    .where(r.c.run_id == run_id)
+                    .values(cancel_requested=True, updated_at_ms=now_ms())
+                ).rowcount
+            )
+        )
+        if not done:
+            raise RunNotFound(f"no run {run_id!r}")
+
+    def cancel_run(self, run_id: str) -> None:
+        """Make a run ``cancelled`` now: a new epoch fences every writer, open attempts end."""
+
+        def work(conn: Connection) -> None:
+            r = S.runs
+            n = conn.execute(
+                r.update()
+                .where(r.c.run_id == run_id)
+                .values(
+                    status="cancelled",
+                    cancel_requested=True,
+                    owner_epoch=r.c.owner_epoch + 1,
+                    updated_at_ms=now_ms(),
+                )
+            ).rowcount
+            if not n:
+                raise RunNotFound(f"no run {run_id!r}")
+            self._end_open_attempts(conn, run_id, "cancelled")
+
+        self.engine.transaction(work)
+
+    # --- attempts ------------------------------------------------------------------------
+
+    def start_attempt(
+        self,
+        fence: Fence,
+        node_id: str,
+        iteration: int = 0,
+        *,
+        resumed_from: CheckpointRef | None = None,
+    ) -> AttemptRecord:
+        """Open the next attempt (numbered from 1) of a node under the owner's fence."""
+        if type(iteration) is not int or iteration < 0:
+            raise InvalidArgument(f"iteration must be an int >= 0, got {iteration!r}")
+
+        def work(conn: Connection) -> AttemptKey:
+            check_fence(conn, fence)
+            a = S.attempts
+            last = conn.execute(
+                sa.select(sa.func.max(a.c.attempt)).where(
+                    a.c.run_id == fence.run_id,
+                    a.c.node_id == node_id,
+                    a.c.iteration == iteration,
+                )
+            ).scalar_one_or_none()
+            key = AttemptKey(fence.run_id, node_id, iteration, (last or 0) + 1)
+            src = resumed_from
+            conn.execute(
+                a.insert().values(
+                    run_id=key.run_id,
+                    node_id=key.node_id,
+                    iteration=key.iteration,
+                    attempt=key.attempt,
+                    state="in_progress",
+                    owner_epoch=fence.epoch,
+                    next_sequence=0,
+                    discard_resume=False,
+                    error=None,
+                    error_code=None,
+                    resumed_run_id=src.run_id if src else None,
+                    resumed_node_id=src.node_id if src else None,
+                    resumed_iteration=src.iteration if src else None,
+                    resumed_attempt=src.attempt if src else None,
+                    resumed_sequence=src.sequence if src else None,
+                    started_at_ms=now_ms(),
+                    finished_at_ms=None,
+                )
+            )
+            return key
+
+        return self.get_attempt(self.engine.transaction(work))
+
+    def finish_attempt(
+        self,
+        fence: Fence,
+        key: AttemptKey,
+        state: str,
+        *,
+        error: str | None = None,
+        error_code: str | None = None,
+        discard_resume: bool = False,
+    ) -> None:
+        """End an in-progress attempt as finished, failed or cancelled under the fence.
+
+        ``discard_resume=True`` marks its checkpoints as poisoned: later resume scans skip
+        them.
+        """
+        if state not in ("finished", "failed", "cancelled"):
+            raise InvalidArgument(f"an attempt ends finished, failed or cancelled, not {state!r}")
+
+        def work(conn: Connection) -> None:
+            check_fence(conn, fence)
+            a = S.attempts
+            n = conn.execute(
+                a.update()
+                .where(
+                    _attempt_where(key), a.c.state == "in_progress", a.c.owner_epoch == fence.epoch
+                )
+                .values(
+                    state=state,
+                    error=error,
+                    error_code=error_code,
+                    discard_resume=discard_resume,
+                    finished_at_ms=now_ms(),
+                )
+            ).rowcount
+            if not n:
+                self.get_attempt(key)  # raises AttemptNotFound if it does not exist
+                raise FenceLost(
+                    f"attempt {key} is no longer in progress under epoch {fence.epoch}",
+                    run_id=key.run_id,
+                )
+
+        self.engine.transaction(work)
+
+    def get_attempt(self, key: AttemptKey) -> AttemptRecord:
+        """The attempt with this key.
+
+        Raises:
+            AttemptNotFound: there is none.
+        """
+        row = self.engine.transaction(
+            lambda conn: conn.execute(
+                sa.select(S.attempts).where(_attempt_where(key))
+            ).one_or_none(),
+            write=False,
+        )
+        if row is None:
+            raise AttemptNotFound(f"no attempt {key}")
+        return _attempt_from_row(row)
+
+    def list_attempts(self, run_id: str, node_id: str | None = None) -> list[AttemptRecord]:
+        """Attempts of a run (optionally one node), in key order."""
+        a = S.attempts
+        stmt = sa.select(a).where(a.c.run_id == run_id)
+        if node_id is not None:
+            stmt = stmt.where(a.c.node_id == node_id)
+        stmt = stmt.order_by(a.c.node_id, a.c.iteration, a.c.attempt)
+        rows = self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+        return [_attempt_from_row(r) for r in rows]
+
+    def delete_attempt(self, key: AttemptKey) -> None:
+        """Delete an attempt and its refs (content stays until garbage collection)."""
+        self.engine.transaction(
+            lambda conn: conn.execute(S.attempts.delete().where(_attempt_where(key)))
+        )
+
+    # --- publication ---------------------------------------------------------------------
+
+    def publish(
+        self,
+        fence: Fence,
+        key: AttemptKey,
+        checkpoint: AgentCheckpoint | EncodedCheckpoint,
+        *,
+        purpose: str = "progress",
+        agent_id: str | None = None,
+        max_bytes: int | None = None,
+    ) -> CheckpointRef:
+        """Durably publish a checkpoint into an in-progress attempt.
+
+        Returns only once the commit containing it is done; concurrent callers share commits.
+
+        Raises:
+            FenceLost: ``fence`` no longer owns the run, or the attempt is not in progress;
+                nothing was written, not even content.
+            CheckpointTooLarge: above ``max_bytes`` or the run's own limit.
+            CheckpointCorrupt: the stored content under this hash has other bytes.
+        """
+        check_purpose(purpose)
+        if key.run_id != fence.run_id:
+            raise InvalidArgument(f"attempt {key} is not in run {fence.run_id}")
+        encoded = (
+            checkpoint
+            if isinstance(checkpoint, EncodedCheckpoint)
+            else checkpoint.encode(max_bytes)
+        )
+        return self._committer.publish(PublishUnit(fence, key, encoded, purpose, agent_id))
+
+    def put_ref(self, ref: CheckpointRef) -> CheckpointRef:
+        """Insert a ref with an explicit sequence (restores, imports); see :func:`put_ref`."""
+        check_purpose(ref.purpose)
+        return self.engine.transaction(lambda conn: put_ref(conn, ref))
+
+    @property
+    def commit_batches(self) -> int:
+        """How many transactions publications have used so far in this process."""
+        return self._committer.batches
+
+    # --- reads ---------------------------------------------------------------------------
+
+    def read_content(self, content_hash_: str) -> bytes:
+        """The canonical bytes stored under a hash, verified against hash and size.
+
+        Raises:
+            CheckpointMissing: nothing is stored under this hash.
+            CheckpointCorrupt: the bytes do not hash to their address or have the wrong size.
+        """
+        c = S.contents
+        row = self.engine.transaction(
+            lambda conn: conn.execute(
+                sa.select(c.c.data, c.c.size_bytes).where(c.c.content_hash == content_hash_)
+            ).one_or_none(),
+            write=False,
+        )
+        if row is None:
+            raise CheckpointMissing(f"no checkpoint content {content_hash_[:12]} is stored")
+        data = bytes(row.data)
+        if len(data) != row.size_bytes or content_hash(data) != content_hash_:
+            raise CheckpointCorrupt(
+                f"checkpoint content {content_hash_[:12]} failed its integrity check "
+                f"({len(data)} bytes, recorded {row.size_bytes}); it is never handed to an "
+                "agent; run verify() and restore from a backup",
+                content_hash=content_hash_,
+            )
+        return data
+
+    def load(self, ref: CheckpointRef) -> AgentCheckpoint:
+        """The verified checkpoint a ref points at, as a fresh object."""
+        data = self.read_content(ref.content_hash)
+        checkpoint = AgentCheckpoint.from_json(loads(data))
+        if (checkpoint.codec, checkpoint.version) != (ref.codec, ref.version):
+            raise CheckpointCorrupt(
+                f"ref says {ref.codec} v{ref.version} but content {ref.short_hash} holds "
+                f"{checkpoint.codec} v{checkpoint.version}",
+                content_hash=ref.content_hash,
+            )
+        return checkpoint
+
+    def list_refs(
+        self,
+        run_id: str,
+        *,
+        node_id: str | None = None,
+        iteration: int | None = None,
+        attempt: int | None = None,
+        purpose: str | None = None,
+        limit: int = 100,
+        cursor: str | None = None,
+    ) -> Page[CheckpointRef]:
+        """Refs of a run in (node, iteration, attempt, sequence) order, a page at a time."""
+        check_limit(limit)
+        f = S.refs
+        key = (f.c.node_id, f.c.iteration, f.c.attempt, f.c.sequence)
+        stmt = sa.select(f).where(f.c.run_id == run_id).order_by(*key).limit(limit + 1)
+        for column, value in (
+            (f.c.node_id, node_id),
+            (f.c.iteration, iteration),
+            (f.c.attempt, attempt),
+        ):
+            if value is not None:
+                stmt = stmt.where(column == value)
+        if purpose is not None:
+            stmt = stmt.where(f.c.purpose == check_purpose(purpose))
+        if cursor is not None:
+            after = decode_cursor("refs", cursor, (str, int, int, int))
+            stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))
+        rows = self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+        items = [ref_from_row(r) for r in rows[:limit]]
+        nxt = None
+        if len(rows) > limit:
+            last = items[-1]
+            nxt = encode_cursor("refs", [last.node_id, last.iteration, last.attempt, last.sequence])
+        return Page(items, nxt)
+
+    def newest_ref(
+        self,
+        run_id: str,
+        node_id: str,
+        iteration: int = 0,
+        *,
+        before: tuple[int, int] | None = None,
+    ) -> CheckpointRef | None:
+        """The newest ref of a node, optionally strictly before ``(attempt, sequence)``."""
+        for ref in self.iter_refs_newest_first(
+            run_id, node_id, iteration, before=before, page=1, bound=1
+        ):
+            return ref
+        return None
+
+    def iter_refs_newest_first(
+        self,
+        run_id: str,
+        node_id: str,
+        iteration: int = 0,
+        *,
+        before: tuple[int, int] | None = None,
+        page: int = 100,
+        bound: int = HISTORY_SCAN_BOUND,
+        skip_discarded: bool = False,
+    ) -> Iterator[CheckpointRef]:
+        """Refs of a node newest first, in pages; stops with HistoryExhausted past ``bound``.
+
+        ``skip_discarded`` leaves out refs of attempts that asked to discard their state.
+        """
+        f, a = S.refs, S.attempts
+        seen = 0
+        cursor = before
+        while True:
+            stmt = (
+                sa.select(f)
+                .where(f.c.run_id == run_id, f.c.node_id == node_id, f.c.iteration == iteration)
+                .order_by(f.c.attempt.desc(), f.c.sequence.desc())
+                .limit(page)
+            )
+            if cursor is not None:
+                stmt = stmt.where(sa.tuple_(f.c.attempt, f.c.sequence) < sa.tuple_(*cursor))
+            if skip_discarded:
+                stmt = stmt.join(
+                    a,
+                    (a.c.run_id == f.c.run_id)
+                    & (a.c.node_id == f.c.node_id)
+                    & (a.c.iteration == f.c.iteration)
+                    & (a.c.attempt == f.c.attempt),
+                ).where(~a.c.discard_resume)
+            rows = self.engine.transaction(lambda conn, s=stmt: conn.execute(s).all(), write=False)
+            for row in rows:
+                if seen >= bound:
+                    raise HistoryExhausted(
+                        f"scanned {bound} checkpoint refs of {node_id}[{iteration}] in run "
+                        f"{run_id} without finding a usable one; refusing to start fresh "
+                        "silently: reset the node to start over",
+                        bound=bound,
+                    )
+                seen += 1
+                yield ref_from_row(row)
+            if len(rows) < page:
+                return
+            cursor = (rows[-1].attempt, rows[-1].sequence)
