@@ -1,4 +1,4 @@
-"""Runs, attempts, content-addressed checkpoint contents and immutable checkpoint refs."""
+"""Runs, nodes, attempts, checkpoint contents and refs, frames and the task cache."""
 
 
 def upgrade(ctx):
@@ -8,4 +8,6 @@ def upgrade(ctx):
         "tt_attempts",
         "tt_checkpoint_contents",
         "tt_checkpoint_refs",
+        "tt_frames",
+        "tt_cache",
     )

@@ -1,6 +1,7 @@
 """Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
 
 from smithers_tt.store._engine import Engine, RetryPolicy
+from smithers_tt.store._frames import Frame
 from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
 from smithers_tt.store._migrate import check_shape, migrate
 from smithers_tt.store._records import (
@@ -9,6 +10,7 @@ from smithers_tt.store._records import (
     AttemptRecord,
     CheckpointRef,
     Fence,
+    NodeRecord,
     Page,
     RunId,
     RunRecord,
@@ -23,7 +25,9 @@ __all__ = [
     "CheckpointRef",
     "Engine",
     "Fence",
+    "Frame",
     "GcReport",
+    "NodeRecord",
     "Page",
     "RetryPolicy",
     "RunId",

@@ -2,7 +2,9 @@
 
 A publish is one unit inside a transaction:
 
-1. lock the run row for share and check the fence (run ``running``, owner epoch matches);
+1. advance the run's clock (an ``UPDATE`` that locks the run row) and check the fence: run
+   ``running``, owner epoch matches; a takeover, cancel or finish updates the same row, so it
+   either waits for this transaction or this one sees its result, never both;
 2. allocate the next sequence of the attempt with one ``UPDATE ... RETURNING`` that also
    requires the attempt to be ``in_progress`` under the same epoch (this is what makes
    sequences dense and unique under any number of writers);
@@ -10,7 +12,7 @@ A publish is one unit inside a transaction:
    inside the database (a mismatch is corruption); on PostgreSQL the upsert locks the content
    row, so a concurrent garbage collection either ran before (and the insert recreates the row)
    or waits until this publication has committed its reference;
-4. insert the immutable ref.
+4. insert the immutable ref and the ``checkpoint`` frame that pins its content.
 
 A unit that fails (fence lost, conflict, corruption) is rolled back to its savepoint and
 writes nothing, not even content, while the other units of the batch commit.
@@ -39,11 +41,11 @@ from smithers_tt.errors import (
     FenceLost,
     InvalidArgument,
     RefConflict,
-    RunNotFound,
     SmithersError,
 )
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._frames import Frame, advance_clock, insert_frame
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
 
 
@@ -57,6 +59,7 @@ class PublishUnit:
     purpose: str
     agent_id: str | None
     result: CheckpointRef | None = None
+    frame: Frame | None = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -99,40 +102,17 @@ def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: 
         )
 
 
-def check_fence(conn: Connection, fence: Fence) -> Any:
-    """Lock the run row for share and return it; raise unless ``fence`` owns a running run.
-
-    The shared row lock makes a concurrent takeover, cancel or finish (which update the row)
-    wait for this transaction, or this one see their result: never both.
-    """
-    runs = S.runs
-    row = conn.execute(
-        sa.select(runs.c.status, runs.c.owner_epoch, runs.c.max_checkpoint_bytes)
-        .where(runs.c.run_id == fence.run_id)
-        .with_for_update(read=True)
-    ).one_or_none()
-    if row is None:
-        raise RunNotFound(f"no run {fence.run_id!r}")
-    if row.status != "running" or row.owner_epoch != fence.epoch:
-        raise FenceLost(
-            f"run {fence.run_id} is {row.status} under epoch {row.owner_epoch}; epoch "
-            f"{fence.epoch} lost ownership and wrote nothing",
-            run_id=fence.run_id,
-            epoch=fence.epoch,
-        )
-    return row
-
-
-def _publish_one(conn: Connection, unit: PublishUnit) -> CheckpointRef:
-    run = check_fence(conn, unit.fence)
+def _publish_one(conn: Connection, unit: PublishUnit) -> tuple[CheckpointRef, Frame]:
+    key = unit.key
+    run = advance_clock(conn, key.run_id, unit.fence)
     if run.max_checkpoint_bytes is not None and unit.encoded.size > run.max_checkpoint_bytes:
         raise CheckpointTooLarge(
-            f"checkpoint is {unit.encoded.size} bytes, above run {unit.key.run_id}'s limit of "
+            f"checkpoint is {unit.encoded.size} bytes, above run {key.run_id}'s limit of "
             f"{run.max_checkpoint_bytes} bytes",
             size=unit.encoded.size,
             limit=run.max_checkpoint_bytes,
         )
-    att, key = S.attempts, unit.key
+    att = S.attempts
     where = (
         (att.c.run_id == key.run_id)
         & (att.c.node_id == key.node_id)
@@ -171,7 +151,27 @@ def _publish_one(conn: Connection, unit: PublishUnit) -> CheckpointRef:
         created,
     )
     conn.execute(S.refs.insert().values(**ref_row(ref)))
-    return ref
+    frame = insert_frame(
+        conn,
+        Frame(
+            key.run_id,
+            run.clock,
+            "checkpoint",
+            key.node_id,
+            key.iteration,
+            key.attempt,
+            ref.sequence,
+            None,
+            ref.content_hash,
+            ref.codec,
+            ref.version,
+            ref.purpose,
+            ref.agent_id,
+            {"size": unit.encoded.size},
+            created,
+        ),
+    )
+    return ref, frame
 
 
 def ref_row(ref: CheckpointRef) -> dict[str, Any]:
@@ -275,18 +275,20 @@ class GroupCommitter:
         return unit.result
 
     def _commit(self, batch: list[PublishUnit]) -> None:
-        def work(conn: Connection) -> list[tuple[CheckpointRef | None, BaseException | None]]:
-            outcomes: list[tuple[CheckpointRef | None, BaseException | None]] = []
+        Outcome = tuple[tuple[CheckpointRef, Frame] | None, BaseException | None]
+
+        def work(conn: Connection) -> list[Outcome]:
+            outcomes: list[Outcome] = []
             for unit in batch:
                 savepoint = conn.begin_nested()
                 try:
-                    ref = _publish_one(conn, unit)
+                    done = _publish_one(conn, unit)
                 except SmithersError as error:
                     savepoint.rollback()
                     outcomes.append((None, error))
                 else:
                     savepoint.commit()
-                    outcomes.append((ref, None))
+                    outcomes.append((done, None))
             return outcomes
 
         try:
@@ -294,6 +296,8 @@ class GroupCommitter:
             self.batches += 1
         except BaseException as error:  # the whole transaction failed: every unit learns why
             outcomes = [(None, error)] * len(batch)
-        for unit, (ref, error) in zip(batch, outcomes, strict=True):
-            unit.result, unit.error = ref, error
+        for unit, (done, error) in zip(batch, outcomes, strict=True):
+            if done is not None:
+                unit.result, unit.frame = done
+            unit.error = error
             unit.done.set()

@@ -97,6 +97,18 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """A node of a run: its state, last attempt and output (of its final iteration)."""
+
+    run_id: str
+    node_id: str
+    iteration: int
+    state: str
+    last_attempt: int | None
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptRecord:
     """One attempt of a node as stored, with where it resumed from."""
 

@@ -62,6 +62,7 @@ runs = Table(
     Column("parent_run_id", ID, nullable=True),
     Column("parent_frame_no", BigInteger, nullable=True),
     Column("max_checkpoint_bytes", Integer, nullable=True),
+    Column("clock", BigInteger, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
     CheckConstraint(_in("status", RUN_STATUSES), name="tt_runs_status"),
@@ -151,6 +152,60 @@ refs = Table(
 )
 Index("tt_refs_content", refs.c.content_hash)
 
-CONTENT_PINS: list[Column] = [refs.c.content_hash]
+FRAME_KINDS = (
+    "run_created",
+    "run_claimed",
+    "run_finished",
+    "run_failed",
+    "run_cancelled",
+    "cancel_requested",
+    "attempt_started",
+    "checkpoint",
+    "attempt_finished",
+    "node_state",
+    "cache_hit",
+    "forked",
+    "reset",
+)
+
+frames = Table(
+    "tt_frames",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("frame_no", BigInteger, primary_key=True),
+    Column("kind", String(30), nullable=False),
+    Column("node_id", String(200), nullable=True),
+    Column("iteration", Integer, nullable=True),
+    Column("attempt", Integer, nullable=True),
+    Column("sequence", Integer, nullable=True),
+    Column("state", String(20), nullable=True),
+    Column("content_hash", HASH, nullable=True),
+    Column("codec", String(200), nullable=True),
+    Column("version", Integer, nullable=True),
+    Column("purpose", String(20), nullable=True),
+    Column("agent_id", String(200), nullable=True),
+    Column("data_json", Text, nullable=True),
+    Column("created_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+    CheckConstraint(_in("kind", FRAME_KINDS), name="tt_frames_kind"),
+)
+Index("tt_frames_content", frames.c.content_hash)
+
+cache = Table(
+    "tt_cache",
+    metadata,
+    Column("cache_key", HASH, primary_key=True),
+    Column("output_json", Text, nullable=True),
+    Column("content_hash", HASH, nullable=True),
+    Column("codec", String(200), nullable=True),
+    Column("version", Integer, nullable=True),
+    Column("run_id", ID, nullable=False),
+    Column("node_id", String(200), nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(["content_hash"], ["tt_checkpoint_contents.content_hash"]),
+)
+Index("tt_cache_content", cache.c.content_hash)
+
+CONTENT_PINS: list[Column] = [refs.c.content_hash, frames.c.content_hash, cache.c.content_hash]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""

@@ -6,13 +6,19 @@ single async adapter (``asyncio.to_thread``); nothing here is written twice.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, content_hash, loads
+from smithers_tt.checkpoint import (
+    AgentCheckpoint,
+    EncodedCheckpoint,
+    content_hash,
+    loads,
+    size_limit,
+)
 from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import (
     AttemptNotFound,
@@ -25,10 +31,17 @@ from smithers_tt.errors import (
 )
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._frames import (
+    Frame,
+    advance_clock,
+    frame_from_row,
+    insert_frame,
+    record,
+    select_frames,
+)
 from smithers_tt.store._publish import (
     GroupCommitter,
     PublishUnit,
-    check_fence,
     check_purpose,
     put_ref,
     ref_from_row,
@@ -38,6 +51,7 @@ from smithers_tt.store._records import (
     AttemptRecord,
     CheckpointRef,
     Fence,
+    NodeRecord,
     Page,
     RunRecord,
     check_limit,
@@ -46,6 +60,8 @@ from smithers_tt.store._records import (
     new_run_id,
     now_ms,
 )
+
+T = TypeVar("T")
 
 HISTORY_SCAN_BOUND = 1000
 """How many refs of a node a resume scan looks at before raising HistoryExhausted."""
@@ -102,6 +118,10 @@ def _attempt_from_row(row: Any) -> AttemptRecord:
     )
 
 
+def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
+    return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+
+
 def _attempt_where(key: AttemptKey) -> sa.ColumnElement[bool]:
     a = S.attempts
     return (
@@ -113,11 +133,36 @@ def _attempt_where(key: AttemptKey) -> sa.ColumnElement[bool]:
 
 
 class Store:
-    """Durable runs, attempts and checkpoints on one database (SQLite or PostgreSQL)."""
+    """Durable runs, attempts and checkpoints on one database (SQLite or PostgreSQL).
+
+    Every state change commits a :class:`Frame`; functions in ``listeners`` are called with
+    each frame this object committed, after the commit, in the calling thread.
+    """
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._committer = GroupCommitter(engine)
+        self.listeners: list[Callable[[Frame], None]] = []
+
+    def _emit(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            for listener in list(self.listeners):
+                listener(frame)
+
+    def _change(self, work: Callable[[Connection, list[Frame]], T]) -> T:
+        """Run ``work(conn, frames)`` in a write transaction, then emit the frames it made."""
+        frames: list[Frame] = []
+
+        def tx(conn: Connection) -> T:
+            frames.clear()  # a retried transaction starts over
+            return work(conn, frames)
+
+        result = self.engine.transaction(tx)
+        self._emit(frames)
+        return result
+
+    def _read(self, stmt: sa.Executable) -> list[Any]:
+        return self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -134,12 +179,10 @@ class Store:
         parent_frame_no: int | None = None,
         run_id: str | None = None,
     ) -> tuple[RunRecord, Fence]:
-        """Create a run; a ``running`` run is owned at epoch 1 by the returned fence."""
+        """Create a run (frame 0); a ``running`` run is owned at epoch 1 by the returned fence."""
         if status not in ("running", "queued"):
             raise InvalidArgument(f"a new run is running or queued, not {status!r}")
         if max_checkpoint_bytes is not None:
-            from smithers_tt.checkpoint import size_limit
-
             size_limit(max_checkpoint_bytes)
         run_id = run_id or new_run_id()
         stamp = now_ms()
@@ -159,10 +202,28 @@ class Store:
             "parent_run_id": parent_run_id,
             "parent_frame_no": parent_frame_no,
             "max_checkpoint_bytes": max_checkpoint_bytes,
+            "clock": 0,
             "created_at_ms": stamp,
             "updated_at_ms": stamp,
         }
-        self.engine.transaction(lambda conn: conn.execute(S.runs.insert().values(**values)))
+
+        def work(conn: Connection, frames: list[Frame]) -> None:
+            conn.execute(S.runs.insert().values(**values))
+            frames.append(
+                insert_frame(
+                    conn,
+                    Frame(
+                        run_id,
+                        0,
+                        "run_created",
+                        state=status,
+                        created_at_ms=stamp,
+                        data={"workflow": workflow, "input": input},
+                    ),
+                )
+            )
+
+        self._change(work)
         return self.get_run(run_id), Fence(run_id, epoch)
 
     def get_run(self, run_id: str) -> RunRecord:
@@ -171,15 +232,10 @@ class Store:
         Raises:
             RunNotFound: there is none.
         """
-        row = self.engine.transaction(
-            lambda conn: conn.execute(
-                sa.select(S.runs).where(S.runs.c.run_id == run_id)
-            ).one_or_none(),
-            write=False,
-        )
-        if row is None:
+        rows = self._read(sa.select(S.runs).where(S.runs.c.run_id == run_id))
+        if not rows:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-        return _run_from_row(row)
+        return _run_from_row(rows[0])
 
     def list_runs(
         self, *, limit: int = 100, cursor: str | None = None, status: str | None = None
@@ -193,7 +249,7 @@ class Store:
         if cursor is not None:
             (after,) = decode_cursor("runs", cursor, (str,))
             stmt = stmt.where(r.c.run_id > after)
-        rows = self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+        rows = self._read(stmt)
         items = [_run_from_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return Page(items, encode_cursor("runs", [items[-1].run_id]) if more else None)
@@ -208,40 +264,67 @@ class Store:
             InvalidArgument: the run already ended (finished, failed or cancelled).
         """
 
-        def work(conn: Connection) -> Fence:
+        def work(conn: Connection, frames: list[Frame]) -> Fence:
             r = S.runs
             row = conn.execute(
                 r.update()
-                .where(r.c.run_id == run_id)
-                .where(r.c.status.not_in(_TERMINAL_RUN))
+                .where(r.c.run_id == run_id, r.c.status.not_in(_TERMINAL_RUN))
                 .values(
                     owner_epoch=r.c.owner_epoch + 1,
                     status="running",
                     owner_id=owner_id,
                     heartbeat_at_ms=now_ms(),
-                    updated_at_ms=now_ms(),
                 )
                 .returning(r.c.owner_epoch)
             ).one_or_none()
             if row is None:
-                status = conn.execute(sa.select(r.c.status).where(r.c.run_id == run_id))
-                found = status.scalar_one_or_none()
-                if found is None:
-                    raise RunNotFound(f"no run {run_id!r}")
+                found = self.get_run(run_id).status  # raises RunNotFound
                 raise InvalidArgument(f"run {run_id} is {found}; only unfinished runs are claimed")
-            self._end_open_attempts(conn, run_id, "interrupted", before_epoch=row.owner_epoch)
+            frames.append(
+                record(
+                    conn,
+                    run_id,
+                    None,
+                    "run_claimed",
+                    state="running",
+                    data={"epoch": row.owner_epoch, "owner_id": owner_id},
+                )
+            )
+            self._end_open_attempts(conn, frames, run_id, "interrupted", row.owner_epoch)
             return Fence(run_id, row.owner_epoch)
 
-        return self.engine.transaction(work)
+        return self._change(work)
 
     def _end_open_attempts(
-        self, conn: Connection, run_id: str, state: str, before_epoch: int | None = None
+        self,
+        conn: Connection,
+        frames: list[Frame],
+        run_id: str,
+        state: str,
+        before_epoch: int | None = None,
     ) -> None:
         a = S.attempts
         stmt = a.update().where(a.c.run_id == run_id, a.c.state == "in_progress")
         if before_epoch is not None:
             stmt = stmt.where(a.c.owner_epoch < before_epoch)
-        conn.execute(stmt.values(state=state, finished_at_ms=now_ms()))
+        ended = conn.execute(
+            stmt.values(state=state, finished_at_ms=now_ms()).returning(
+                a.c.node_id, a.c.iteration, a.c.attempt
+            )
+        ).all()
+        for node_id, iteration, attempt in sorted(ended):
+            frames.append(
+                record(
+                    conn,
+                    run_id,
+                    None,
+                    "attempt_finished",
+                    node_id=node_id,
+                    iteration=iteration,
+                    attempt=attempt,
+                    state=state,
+                )
+            )
 
     def finish_run(
         self, fence: Fence, status: str, *, output: Any = None, error: str | None = None
@@ -250,8 +333,17 @@ class Store:
         if status not in ("finished", "failed"):
             raise InvalidArgument(f"finish_run takes finished or failed, not {status!r}")
 
-        def work(conn: Connection) -> None:
-            check_fence(conn, fence)
+        def work(conn: Connection, frames: list[Frame]) -> None:
+            frames.append(
+                record(
+                    conn,
+                    fence.run_id,
+                    fence,
+                    f"run_{status}",
+                    state=status,
+                    data={"output": output, "error": error},
+                )
+            )
             r = S.runs
             conn.execute(
                 r.update()
@@ -261,49 +353,128 @@ class Store:
                     output_json=_json_or_none(output),
                     error=error,
                     owner_epoch=r.c.owner_epoch + 1,
-                    updated_at_ms=now_ms(),
                 )
             )
 
-        self.engine.transaction(work)
+        self._change(work)
 
     def request_cancel(self, run_id: str) -> None:
-        """Ask the owner of a run to cancel it (it finishes the cancellation after a grace)."""
-        r = S.runs
-        done = self.engine.transaction(
-            lambda conn: (
-                conn.execute(
-                    r.update()
-                    .where(r.c.run_id == run_id)
-                    .values(cancel_requested=True, updated_at_ms=now_ms())
-                ).rowcount
+        """Ask the owner of a run to cancel it; it finishes the cancellation after a grace."""
+
+        def work(conn: Connection, frames: list[Frame]) -> None:
+            frames.append(record(conn, run_id, None, "cancel_requested"))
+            conn.execute(
+                S.runs.update().where(S.runs.c.run_id == run_id).values(cancel_requested=True)
             )
-        )
-        if not done:
-            raise RunNotFound(f"no run {run_id!r}")
+
+        self._change(work)
 
     def cancel_run(self, run_id: str) -> None:
         """Make a run ``cancelled`` now: a new epoch fences every writer, open attempts end."""
 
-        def work(conn: Connection) -> None:
+        def work(conn: Connection, frames: list[Frame]) -> None:
+            self._end_open_attempts(conn, frames, run_id, "cancelled")
+            frames.append(record(conn, run_id, None, "run_cancelled", state="cancelled"))
             r = S.runs
-            n = conn.execute(
+            conn.execute(
                 r.update()
                 .where(r.c.run_id == run_id)
                 .values(
                     status="cancelled",
                     cancel_requested=True,
                     owner_epoch=r.c.owner_epoch + 1,
-                    updated_at_ms=now_ms(),
                 )
-            ).rowcount
-            if not n:
-                raise RunNotFound(f"no run {run_id!r}")
-            self._end_open_attempts(conn, run_id, "cancelled")
+            )
 
-        self.engine.transaction(work)
+        self._change(work)
 
-    # --- attempts ------------------------------------------------------------------------
+    def heartbeat(self, fence: Fence) -> bool:
+        """Record that the owner is alive; False when it no longer owns the run."""
+        r = S.runs
+        n = self.engine.transaction(
+            lambda conn: (
+                conn.execute(
+                    r.update()
+                    .where(
+                        r.c.run_id == fence.run_id,
+                        r.c.owner_epoch == fence.epoch,
+                        r.c.status == "running",
+                    )
+                    .values(heartbeat_at_ms=now_ms())
+                ).rowcount
+            )
+        )
+        return bool(n)
+
+    # --- nodes and attempts --------------------------------------------------------------
+
+    def set_node(
+        self,
+        fence: Fence,
+        node_id: str,
+        iteration: int,
+        state: str,
+        *,
+        output: Any = None,
+        last_attempt: int | None = None,
+    ) -> Frame:
+        """Record a node's state (and output) under the owner's fence."""
+        if state not in S.NODE_STATES:
+            raise InvalidArgument(f"node state must be one of {list(S.NODE_STATES)}")
+        output_json = _json_or_none(output)
+
+        def work(conn: Connection, frames: list[Frame]) -> Frame:
+            frame = record(
+                conn,
+                fence.run_id,
+                fence,
+                "node_state",
+                node_id=node_id,
+                iteration=iteration,
+                attempt=last_attempt,
+                state=state,
+                data=None if output is None else {"output": output},
+            )
+            n = S.nodes
+            values = {
+                "state": state,
+                "output_json": output_json,
+                "last_attempt": last_attempt,
+                "updated_at_ms": frame.created_at_ms,
+            }
+            where = (
+                (n.c.run_id == fence.run_id)
+                & (n.c.node_id == node_id)
+                & (n.c.iteration == iteration)
+            )
+            if not conn.execute(n.update().where(where).values(**values)).rowcount:
+                conn.execute(
+                    n.insert().values(
+                        run_id=fence.run_id, node_id=node_id, iteration=iteration, **values
+                    )
+                )
+            frames.append(frame)
+            return frame
+
+        return self._change(work)
+
+    def list_nodes(self, run_id: str) -> list[NodeRecord]:
+        """Every node of a run with its state, last attempt and output."""
+        n = S.nodes
+        rows = self._read(
+            sa.select(n).where(n.c.run_id == run_id).order_by(n.c.node_id, n.c.iteration)
+        )
+        return [
+            NodeRecord(
+                r.run_id,
+                r.node_id,
+                r.iteration,
+                r.state,
+                r.last_attempt,
+                None if r.output_json is None else loads(r.output_json),
+            )
+            for r in rows
+        ]
 
     def start_attempt(
         self,
@@ -317,9 +488,9 @@ class Store:
         if type(iteration) is not int or iteration < 0:
             raise InvalidArgument(f"iteration must be an int >= 0, got {iteration!r}")
 
-        def work(conn: Connection) -> AttemptKey:
-            check_fence(conn, fence)
+        def work(conn: Connection, frames: list[Frame]) -> AttemptKey:
             a = S.attempts
+            run = advance_clock(conn, fence.run_id, fence)
             last = conn.execute(
                 sa.select(sa.func.max(a.c.attempt)).where(
                     a.c.run_id == fence.run_id,
@@ -329,6 +500,7 @@ class Store:
             ).scalar_one_or_none()
             key = AttemptKey(fence.run_id, node_id, iteration, (last or 0) + 1)
             src = resumed_from
+            stamp = now_ms()
             conn.execute(
                 a.insert().values(
                     run_id=key.run_id,
@@ -346,13 +518,29 @@ class Store:
                     resumed_iteration=src.iteration if src else None,
                     resumed_attempt=src.attempt if src else None,
                     resumed_sequence=src.sequence if src else None,
-                    started_at_ms=now_ms(),
+                    started_at_ms=stamp,
                     finished_at_ms=None,
+                )
+            )
+            frames.append(
+                insert_frame(
+                    conn,
+                    Frame(
+                        key.run_id,
+                        run.clock,
+                        "attempt_started",
+                        node_id,
+                        iteration,
+                        key.attempt,
+                        state="in_progress",
+                        created_at_ms=stamp,
+                        data=None if src is None else {"resumed_from": list(_ref_key(src))},
+                    ),
                 )
             )
             return key
 
-        return self.get_attempt(self.engine.transaction(work))
+        return self.get_attempt(self._change(work))
 
     def finish_attempt(
         self,
@@ -366,14 +554,23 @@ class Store:
     ) -> None:
         """End an in-progress attempt as finished, failed or cancelled under the fence.
 
-        ``discard_resume=True`` marks its checkpoints as poisoned: later resume scans skip
-        them.
+        ``discard_resume=True`` marks its checkpoints as poisoned: resume scans skip them.
         """
         if state not in ("finished", "failed", "cancelled"):
             raise InvalidArgument(f"an attempt ends finished, failed or cancelled, not {state!r}")
 
-        def work(conn: Connection) -> None:
-            check_fence(conn, fence)
+        def work(conn: Connection, frames: list[Frame]) -> None:
+            frame = record(
+                conn,
+                fence.run_id,
+                fence,
+                "attempt_finished",
+                node_id=key.node_id,
+                iteration=key.iteration,
+                attempt=key.attempt,
+                state=state,
+                data={"error": error, "error_code": error_code, "discard_resume": discard_resume},
+            )
             a = S.attempts
             n = conn.execute(
                 a.update()
@@ -385,7 +582,7 @@ class Store:
                     error=error,
                     error_code=error_code,
                     discard_resume=discard_resume,
-                    finished_at_ms=now_ms(),
+                    finished_at_ms=frame.created_at_ms,
                 )
             ).rowcount
             if not n:
@@ -394,8 +591,9 @@ class Store:
                     f"attempt {key} is no longer in progress under epoch {fence.epoch}",
                     run_id=key.run_id,
                 )
+            frames.append(frame)
 
-        self.engine.transaction(work)
+        self._change(work)
 
     def get_attempt(self, key: AttemptKey) -> AttemptRecord:
         """The attempt with this key.
@@ -403,15 +601,10 @@ class Store:
         Raises:
             AttemptNotFound: there is none.
         """
-        row = self.engine.transaction(
-            lambda conn: conn.execute(
-                sa.select(S.attempts).where(_attempt_where(key))
-            ).one_or_none(),
-            write=False,
-        )
-        if row is None:
+        rows = self._read(sa.select(S.attempts).where(_attempt_where(key)))
+        if not rows:
             raise AttemptNotFound(f"no attempt {key}")
-        return _attempt_from_row(row)
+        return _attempt_from_row(rows[0])
 
     def list_attempts(self, run_id: str, node_id: str | None = None) -> list[AttemptRecord]:
         """Attempts of a run (optionally one node), in key order."""
@@ -419,8 +612,7 @@ class Store:
         stmt = sa.select(a).where(a.c.run_id == run_id)
         if node_id is not None:
             stmt = stmt.where(a.c.node_id == node_id)
-        stmt = stmt.order_by(a.c.node_id, a.c.iteration, a.c.attempt)
-        rows = self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+        rows = self._read(stmt.order_by(a.c.node_id, a.c.iteration, a.c.attempt))
         return [_attempt_from_row(r) for r in rows]
 
     def delete_attempt(self, key: AttemptKey) -> None:
@@ -428,6 +620,14 @@ class Store:
         self.engine.transaction(
             lambda conn: conn.execute(S.attempts.delete().where(_attempt_where(key)))
         )
+
+    # --- frames --------------------------------------------------------------------------
+
+    def frames(
+        self, run_id: str, *, after: int | None = None, upto: int | None = None
+    ) -> list[Frame]:
+        """Frames of a run in order, optionally only ``after < frame_no <= upto``."""
+        return [frame_from_row(r) for r in self._read(select_frames(run_id, after, upto))]
 
     # --- publication ---------------------------------------------------------------------
 
@@ -459,7 +659,11 @@ class Store:
             if isinstance(checkpoint, EncodedCheckpoint)
             else checkpoint.encode(max_bytes)
         )
-        return self._committer.publish(PublishUnit(fence, key, encoded, purpose, agent_id))
+        unit = PublishUnit(fence, key, encoded, purpose, agent_id)
+        ref = self._committer.publish(unit)
+        if unit.frame is not None:
+            self._emit([unit.frame])
+        return ref
 
     def put_ref(self, ref: CheckpointRef) -> CheckpointRef:
         """Insert a ref with an explicit sequence (restores, imports); see :func:`put_ref`."""
