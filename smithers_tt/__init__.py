@@ -11,14 +11,22 @@ from smithers_tt.checkpoint import (
     CheckpointMode,
 )
 from smithers_tt.database import Database, connect
+from smithers_tt.engine import GenerateRequest, GenerateResult, Loop, Retry, TaskContext, Workflow
 from smithers_tt.errors import (
     CheckpointCorrupt,
     CheckpointInvalid,
     CheckpointMissing,
+    CheckpointPoisoned,
     CheckpointTooLarge,
     FenceLost,
+    ForkIncompatible,
+    OutputInvalid,
+    RunNotFound,
     SmithersError,
+    TaskFailed,
+    WorkflowChanged,
 )
+from smithers_tt.runs import Run
 
 __version__ = "0.1.0"
 
@@ -31,10 +39,23 @@ __all__ = [
     "CheckpointInvalid",
     "CheckpointMissing",
     "CheckpointMode",
+    "CheckpointPoisoned",
     "CheckpointTooLarge",
     "Database",
     "FenceLost",
+    "ForkIncompatible",
+    "GenerateRequest",
+    "GenerateResult",
+    "Loop",
+    "OutputInvalid",
+    "Retry",
+    "Run",
+    "RunNotFound",
     "SmithersError",
+    "TaskContext",
+    "TaskFailed",
+    "Workflow",
+    "WorkflowChanged",
     "__version__",
     "connect",
 ]

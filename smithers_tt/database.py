@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 from typing import Any
 
+from smithers_tt.engine import RunExecutor, Workflow, run_sync
+from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
+from smithers_tt.errors import WorkflowChanged
+from smithers_tt.runs import Run
 from smithers_tt.store import (
     Engine,
     GcReport,
@@ -16,8 +22,14 @@ from smithers_tt.store import (
     verify,
 )
 from smithers_tt.store._maintenance import Progress
+from smithers_tt.store._records import Fence
 
 DEFAULT_URL = "sqlite:///smithers.db"
+
+
+def owner_id() -> str:
+    """Who executes a run: ``host:pid``, recorded on the run for people to read."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Database:
@@ -35,6 +47,123 @@ class Database:
     def url(self) -> str:
         """The database URL this object was opened with."""
         return self.engine.url
+
+    # --- runs ----------------------------------------------------------------------------
+
+    def get_run(self, run_id: str) -> Run:
+        """A handle on an existing run.
+
+        Raises:
+            RunNotFound: no run has this id.
+        """
+        return Run(self, self.store.get_run(run_id))
+
+    def runs(self, *, status: str | None = None, limit: int = 100) -> list[Run]:
+        """The oldest ``limit`` runs (optionally with one status); see ``store.list_runs``."""
+        page = self.store.list_runs(limit=limit, status=status)
+        return [Run(self, record) for record in page.items]
+
+    def run(self, wf: Workflow, input: Any = None, **options: Any) -> Run:
+        """Run a workflow here and now, blocking until it ends; see :meth:`arun`.
+
+        Works in scripts and inside Jupyter (where the run gets a loop in a helper thread).
+        """
+        return run_sync(self.arun(wf, input, **options))
+
+    async def arun(
+        self,
+        wf: Workflow,
+        input: Any = None,
+        *,
+        on_event: EventCallback | None = None,
+        max_checkpoint_bytes: int | None = None,
+        cancel_grace: float = CANCEL_GRACE,
+        run_id: str | None = None,
+    ) -> Run:
+        """Create a run of ``wf`` with ``input`` and execute it to its end.
+
+        Args:
+            wf: the workflow.
+            input: the run input (strict JSON).
+            on_event: called in the event loop with every :class:`Frame` the run commits.
+            max_checkpoint_bytes: lower the 16 MiB checkpoint ceiling for this run.
+            cancel_grace: seconds cancelled agents get to publish a final checkpoint.
+            run_id: choose the run id (default: a new time-ordered id).
+
+        Raises:
+            FenceLost: another process took the run over while it executed here.
+        """
+        wf.check()
+        _, fence = await asyncio.to_thread(
+            self.store.create_run,
+            wf.name,
+            input,
+            workflow_hash=wf.signature(),
+            owner_id=owner_id(),
+            max_checkpoint_bytes=max_checkpoint_bytes,
+            run_id=run_id,
+        )
+        return await self._execute(wf, fence, on_event, cancel_grace)
+
+    def resume(self, run_id: str, wf: Workflow, **options: Any) -> Run:
+        """Continue an unfinished run (after a crash, in a new process); see :meth:`aresume`."""
+        return run_sync(self.aresume(run_id, wf, **options))
+
+    async def aresume(
+        self,
+        run_id: str,
+        wf: Workflow,
+        *,
+        accept_changed: bool = False,
+        on_event: EventCallback | None = None,
+        cancel_grace: float = CANCEL_GRACE,
+    ) -> Run:
+        """Claim an unfinished run under a new epoch and execute what is left of it.
+
+        Completed nodes are not run again; interrupted attempts end as ``interrupted`` and
+        their nodes resume from their newest acknowledged checkpoint. A run that already
+        ended is returned as it is, without calling any agent.
+
+        Raises:
+            WorkflowChanged: ``wf`` differs from the definition the run started with (pass
+                ``accept_changed=True`` to resume anyway).
+        """
+        record = await asyncio.to_thread(self.store.get_run, run_id)
+        if record.status in ("finished", "failed", "cancelled"):
+            return Run(self, record)
+        if record.workflow_hash != wf.signature() and not accept_changed:
+            raise WorkflowChanged(
+                f"run {run_id} started with another definition of workflow "
+                f"{record.workflow!r}; resume with the same definition, or pass "
+                "accept_changed=True to continue under the new one",
+                run_id=run_id,
+            )
+        fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
+        if record.cancel_requested:
+            await asyncio.to_thread(self.store.cancel_run, run_id)
+            return self.get_run(run_id)
+        return await self._execute(wf, fence, on_event, cancel_grace)
+
+    async def _execute(
+        self, wf: Workflow, fence: Fence, on_event: EventCallback | None, cancel_grace: float
+    ) -> Run:
+        executor = RunExecutor(self.store, wf, fence, on_event=on_event, cancel_grace=cancel_grace)
+        await executor.execute()
+        return Run(self, await asyncio.to_thread(self.store.get_run, fence.run_id))
+
+    def cancel(self, run_id: str) -> None:
+        """Cancel a run. A running run's owner cancels its agents, gives them a short grace to
+        publish a final checkpoint, then fences every later write; a run nobody executes
+        (queued or interrupted) is cancelled at once."""
+        record = self.store.get_run(run_id)
+        if record.status in ("finished", "failed", "cancelled"):
+            return
+        if record.status == "running":
+            self.store.request_cancel(run_id)
+        else:
+            self.store.cancel_run(run_id)
+
+    # --- maintenance ---------------------------------------------------------------------
 
     def verify(self, *, page_size: int = 200, progress: Progress | None = None) -> VerifyReport:
         """Check every stored checkpoint's SHA-256 and size; see :func:`store.verify`."""

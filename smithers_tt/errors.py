@@ -30,6 +30,8 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── TaskFailed
     │   ├── ForkIncompatible
     │   ├── WorkflowChanged
+    │   ├── OutputInvalid               output failed its schema after all correction turns
+    │   ├── CheckpointPoisoned          an agent asks to discard its attempt's checkpoints
     │   └── RunCancelled
     └── TimeTravelError
         └── ConfirmationRequired
@@ -249,6 +251,18 @@ class WorkflowChanged(WorkflowError):
     """The workflow definition differs from the one the run started with."""
 
     code = "workflow_changed"
+
+
+class OutputInvalid(WorkflowError):
+    """A task's output failed its schema after every schema-correction turn."""
+
+    code = "output_invalid"
+
+
+class CheckpointPoisoned(WorkflowError):
+    """Raised by an agent: fail this attempt and never resume from its checkpoints again."""
+
+    code = "checkpoint_poisoned"
 
 
 class RunCancelled(WorkflowError):

@@ -1,0 +1,15 @@
+"""The deterministic demo: agents and the workflow the README, notebooks and tests use."""
+
+from smithers_tt.demo.agents import Draft, Notes, Researcher, Review, Reviewer, Writer
+from smithers_tt.demo.workflow import DemoAgents, demo_workflow
+
+__all__ = [
+    "DemoAgents",
+    "Draft",
+    "Notes",
+    "Researcher",
+    "Review",
+    "Reviewer",
+    "Writer",
+    "demo_workflow",
+]

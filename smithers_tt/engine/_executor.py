@@ -1,0 +1,400 @@
+"""Executing one run: scheduling tasks, attempts, retries, schema correction, cancellation.
+
+The store is synchronous; this module reaches it through :class:`AsyncStore`, the single
+async adapter (each call runs in a worker thread, so concurrent tasks publish from several
+threads and the store's group commit coalesces them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from smithers_tt.checkpoint import AgentCheckpoint, produces, size_limit
+from smithers_tt.checkpoint._json import canonical_bytes, content_hash
+from smithers_tt.engine._agent import GenerateRequest, GenerateResult
+from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
+from smithers_tt.engine._workflow import Task, TaskContext, Workflow
+from smithers_tt.errors import (
+    CheckpointInvalid,
+    CheckpointPoisoned,
+    FenceLost,
+    FormatNotDeclared,
+    OutputInvalid,
+    TaskFailed,
+)
+from smithers_tt.store import AttemptKey, Fence, Frame, Store
+from smithers_tt.store._cache import cache_lookup, cache_store
+
+EventCallback = Callable[[Frame], None]
+
+CANCEL_GRACE = 3.0
+"""Seconds cancelled agents get to publish a final checkpoint before writes are fenced."""
+
+POLL_INTERVAL = 0.1
+"""Seconds between checks for a cancel request made by another thread or process."""
+
+HEARTBEAT_EVERY = 20
+"""Polls between heartbeats (about every two seconds)."""
+
+_NEVER_RETRY = (FenceLost, asyncio.CancelledError)
+
+
+class AsyncStore:
+    """Runs any :class:`Store` method in a worker thread: ``await astore.publish(...)``."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self._store, name)
+
+        @functools.wraps(method)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await asyncio.to_thread(method, *args, **kwargs)
+
+        return call
+
+
+class Publisher:
+    """The ``on_checkpoint`` of one attempt: validated, declared, ordered, fenced, durable."""
+
+    def __init__(self, ex: RunExecutor, task: Task, key: AttemptKey) -> None:
+        self.ex, self.task, self.key = ex, task, key
+        self._lock = asyncio.Lock()  # FIFO: publications of one attempt stay in call order
+        self.fence_lost: FenceLost | None = None
+        self.newest: AgentCheckpoint | None = None
+
+    async def __call__(self, checkpoint: AgentCheckpoint, purpose: str = "progress") -> Any:
+        if self.fence_lost is not None:
+            raise FenceLost(f"attempt {self.key} lost ownership earlier: {self.fence_lost}")
+        if not isinstance(checkpoint, AgentCheckpoint):
+            raise CheckpointInvalid(
+                f"on_checkpoint takes an AgentCheckpoint, got {type(checkpoint).__name__}"
+            )
+        agent = self.task.agent
+        if checkpoint.codec != SESSION_CODEC and not produces(
+            agent.formats, checkpoint.codec, checkpoint.version
+        ):
+            raise FormatNotDeclared(
+                f"agent {agent.id!r} published {checkpoint.codec} v{checkpoint.version}, "
+                f"which it does not declare in checkpoint_formats "
+                f"{[(f.codec, list(f.versions)) for f in agent.formats]}; nothing was written"
+            )
+        encoded = checkpoint.encode(self.ex.max_bytes)  # validates mutations since creation
+        async with self._lock:
+            try:
+                ref = await self.ex.astore.publish(
+                    self.ex.fence, self.key, encoded, purpose=purpose, agent_id=agent.id
+                )
+            except FenceLost as error:
+                self.fence_lost = error
+                raise
+        if checkpoint.codec != SESSION_CODEC:
+            self.newest = checkpoint.clone()
+        return ref
+
+
+class RunExecutor:
+    """Executes one owned run of a workflow to its end (or until it is cancelled/fenced)."""
+
+    def __init__(
+        self,
+        store: Store,
+        wf: Workflow,
+        fence: Fence,
+        *,
+        on_event: EventCallback | None = None,
+        cancel_grace: float = CANCEL_GRACE,
+        max_checkpoint_bytes: int | None = None,
+    ) -> None:
+        self.store, self.astore, self.wf, self.fence = store, AsyncStore(store), wf, fence
+        self.on_event = on_event
+        self.cancel_grace = cancel_grace
+        self.max_bytes = size_limit(max_checkpoint_bytes)
+        self.run = store.get_run(fence.run_id)
+        if self.run.max_checkpoint_bytes is not None:
+            self.max_bytes = min(self.max_bytes, self.run.max_checkpoint_bytes)
+        self.outputs: dict[str, Any] = {}
+        self.final_iteration: dict[str, int] = {}
+        self._node_tasks: dict[str, asyncio.Task[Any]] = {}
+
+    # --- the run -------------------------------------------------------------------------
+
+    async def execute(self) -> str:
+        """Run every task that is not finished yet; return the run's final status."""
+        loop = asyncio.get_running_loop()
+        listener = None
+        if self.on_event is not None:
+            callback = self.on_event
+
+            def listener(frame: Frame) -> None:
+                if frame.run_id == self.fence.run_id:
+                    loop.call_soon_threadsafe(callback, frame)
+
+            self.store.listeners.append(listener)
+        watcher = asyncio.create_task(self._watch_cancel())
+        try:
+            return await self._schedule(watcher)
+        finally:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
+            if listener is not None:
+                self.store.listeners.remove(listener)
+
+    async def _schedule(self, watcher: asyncio.Task[Any]) -> str:
+        pending = dict(self.wf.tasks)
+        failure: BaseException | None = None
+        while pending or self._node_tasks:
+            if failure is None:
+                for task_id, task in list(pending.items()):
+                    if all(dep in self.outputs for dep in task.needs):
+                        del pending[task_id]
+                        self._node_tasks[task_id] = asyncio.create_task(
+                            self._run_task(task), name=f"smithers:{task_id}"
+                        )
+            elif not self._node_tasks:
+                break
+            if not self._node_tasks:  # nothing runnable: a dependency failed
+                break
+            done, _ = await asyncio.wait(
+                {*self._node_tasks.values(), watcher}, return_when=asyncio.FIRST_COMPLETED
+            )
+            if watcher in done:
+                return await self._finish_cancel(watcher)
+            for task_id, node_task in list(self._node_tasks.items()):
+                if node_task not in done:
+                    continue
+                del self._node_tasks[task_id]
+                error = node_task.exception()
+                if isinstance(error, FenceLost):
+                    await self._abandon()
+                    raise error
+                if error is not None and failure is None:
+                    failure = error
+        if failure is not None:
+            await self.astore.finish_run(self.fence, "failed", error=str(failure)[:4000])
+            return "failed"
+        await self.astore.finish_run(self.fence, "finished", output=self.outputs)
+        return "finished"
+
+    async def _abandon(self) -> None:
+        for node_task in self._node_tasks.values():
+            node_task.cancel()
+        await asyncio.gather(*self._node_tasks.values(), return_exceptions=True)
+        self._node_tasks.clear()
+
+    async def _watch_cancel(self) -> None:
+        polls = 0
+        while True:
+            await asyncio.sleep(POLL_INTERVAL)
+            polls += 1
+            run = await self.astore.get_run(self.fence.run_id)
+            if run.cancel_requested or run.status == "cancelled":
+                return
+            if polls % HEARTBEAT_EVERY == 0:
+                await self.astore.heartbeat(self.fence)
+
+    async def _finish_cancel(self, watcher: asyncio.Task[Any]) -> str:
+        """Cancel running agents, give them the grace to publish, then fence everything."""
+        watcher.result()
+        for node_task in self._node_tasks.values():
+            node_task.cancel()
+        if self._node_tasks:
+            await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
+        await self.astore.cancel_run(self.fence.run_id)
+        await asyncio.gather(*self._node_tasks.values(), return_exceptions=True)
+        self._node_tasks.clear()
+        return "cancelled"
+
+    # --- one task (all its loop iterations) ----------------------------------------------
+
+    async def _run_task(self, task: Task) -> None:
+        nodes = {
+            (n.node_id, n.iteration): n
+            for n in await self.astore.list_nodes(self.fence.run_id)
+            if n.node_id == task.id
+        }
+        iteration, previous = 0, None
+        while True:
+            node = nodes.get((task.id, iteration))
+            if node is not None and node.state in ("finished", "cached"):
+                output = node.output
+            else:
+                output = await self._run_node(task, iteration, previous)
+            if (
+                task.loop is None
+                or iteration + 1 >= task.loop.max
+                or (task.loop.until is not None and task.loop.until(output))
+            ):
+                break
+            iteration, previous = iteration + 1, output
+        self.outputs[task.id] = output
+        self.final_iteration[task.id] = iteration
+
+    def _context(self, iteration: int, previous: Any) -> TaskContext:
+        return TaskContext(self.run.input, dict(self.outputs), iteration, previous)
+
+    async def _run_node(self, task: Task, iteration: int, previous: Any) -> Any:
+        ctx = self._context(iteration, previous)
+        prompt = task.render_prompt(ctx)
+        needs = {dep: self.outputs[dep] for dep in task.needs}
+        cache_key = self._cache_key(task, iteration, prompt, needs) if task.cache else None
+        if cache_key is not None:
+            hit = await asyncio.to_thread(cache_lookup, self.store, cache_key)
+            if hit is not None:
+                return await self._use_cache(task, iteration, hit)
+        attempts = await self.astore.list_attempts(self.fence.run_id, task.id)
+        failures = sum(1 for a in attempts if a.key.iteration == iteration and a.state == "failed")
+        await self.astore.set_node(self.fence, task.id, iteration, "running")
+        while True:
+            point = await self._start_point(task, iteration)
+            attempt = await self.astore.start_attempt(
+                self.fence, task.id, iteration, resumed_from=point.ref
+            )
+            key = attempt.key
+            try:
+                output, publisher = await self._attempt(task, key, prompt, needs, point)
+            except _NEVER_RETRY:
+                raise
+            except Exception as error:
+                failures += 1
+                await self.astore.finish_attempt(
+                    self.fence,
+                    key,
+                    "failed",
+                    error=f"{type(error).__name__}: {error}"[:4000],
+                    error_code=getattr(error, "code", type(error).__name__),
+                    discard_resume=isinstance(error, CheckpointPoisoned),
+                )
+                if failures <= task.retry.count and isinstance(error, task.retry.on):
+                    await asyncio.sleep(task.retry.delay(failures))
+                    continue
+                await self.astore.set_node(
+                    self.fence, task.id, iteration, "failed", last_attempt=key.attempt
+                )
+                raise TaskFailed(
+                    f"task {task.id!r} failed after {failures} attempt(s): {error}",
+                    task=task.id,
+                    iteration=iteration,
+                ) from error
+            await self.astore.finish_attempt(self.fence, key, "finished")
+            await self.astore.set_node(
+                self.fence, task.id, iteration, "finished", output=output, last_attempt=key.attempt
+            )
+            if cache_key is not None:
+                await asyncio.to_thread(
+                    cache_store, self.store, cache_key, key, output, publisher.newest
+                )
+            return output
+
+    async def _start_point(self, task: Task, iteration: int) -> ResumePoint:
+        if task.fork is not None:
+            # A forked task is always (re)seeded from its source, never from its own attempts.
+            return await asyncio.to_thread(
+                fork_point,
+                self.store,
+                task.agent,
+                self.run.run_id,
+                task.fork,
+                self.final_iteration[task.fork],
+                task.id,
+            )
+        return await asyncio.to_thread(
+            resume_point, self.store, task.agent, self.run.run_id, task.id, iteration
+        )
+
+    async def _attempt(
+        self,
+        task: Task,
+        key: AttemptKey,
+        prompt: str | None,
+        needs: dict[str, Any],
+        point: ResumePoint,
+    ) -> tuple[Any, Publisher]:
+        publisher = Publisher(self, task, key)
+        request = GenerateRequest(
+            run_id=key.run_id,
+            node_id=key.node_id,
+            iteration=key.iteration,
+            attempt=key.attempt,
+            prompt=prompt,
+            input=self.run.input,
+            needs=needs,
+            on_checkpoint=publisher,
+            resume_checkpoint=point.checkpoint.clone() if point.checkpoint else None,
+            checkpoint_mode=point.mode,
+            resume_session=point.session,
+            max_checkpoint_bytes=self.max_bytes,
+        )
+        turn = 0
+        while True:
+            call = task.agent.generate(request)
+            raw = await (asyncio.wait_for(call, task.timeout) if task.timeout else call)
+            result = raw if isinstance(raw, GenerateResult) else GenerateResult(raw)
+            purpose = "turn" if turn == 0 else "schema-correction"
+            if result.checkpoint is not None:
+                await publisher(result.checkpoint, purpose)
+            if result.session is not None:
+                await publisher(
+                    AgentCheckpoint(SESSION_CODEC, 1, {"session": result.session}), "session"
+                )
+            try:
+                return task.validate_output(result.output), publisher
+            except OutputInvalid as error:
+                if turn >= task.schema_retries:
+                    raise
+                turn += 1
+                newest = publisher.newest or point.checkpoint
+                request = replace(
+                    request,
+                    schema_error=str(error),
+                    correction_turn=turn,
+                    resume_checkpoint=newest.clone() if newest else None,
+                    checkpoint_mode=("resume" if publisher.newest else point.mode)
+                    if newest
+                    else None,
+                    resume_session=None if newest else request.resume_session,
+                )
+
+    # --- cache ---------------------------------------------------------------------------
+
+    def _cache_key(
+        self, task: Task, iteration: int, prompt: str | None, needs: dict[str, Any]
+    ) -> str:
+        doc = {
+            "workflow": self.wf.name,
+            "task": task.id,
+            "iteration": iteration,
+            "input": self.run.input,
+            "needs": needs,
+            "prompt": prompt,
+            "output": task.output_schema(),
+            "agent": task.agent.id,
+            "declarations": task.agent.signature,
+        }
+        return content_hash(canonical_bytes(doc))
+
+    async def _use_cache(self, task: Task, iteration: int, hit: Any) -> Any:
+        attempt = await self.astore.start_attempt(self.fence, task.id, iteration)
+        if hit.checkpoint is not None:
+            await self.astore.publish(
+                self.fence, attempt.key, hit.checkpoint, purpose="turn", agent_id=task.agent.id
+            )
+        await self.astore.finish_attempt(
+            self.fence, attempt.key, "finished", error_code="cache_hit"
+        )
+        await self.astore.set_node(
+            self.fence,
+            task.id,
+            iteration,
+            "cached",
+            output=hit.output,
+            last_attempt=attempt.attempt,
+        )
+        return hit.output
