@@ -27,6 +27,7 @@ from smithers_tt.errors import (
     WorkflowChanged,
 )
 from smithers_tt.runs import Run
+from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
 __version__ = "0.1.0"
 
@@ -52,10 +53,13 @@ __all__ = [
     "Run",
     "RunNotFound",
     "SmithersError",
+    "Snapshot",
+    "SnapshotDiff",
     "TaskContext",
     "TaskFailed",
     "Workflow",
     "WorkflowChanged",
     "__version__",
     "connect",
+    "diff",
 ]

@@ -7,6 +7,7 @@ import os
 import socket
 from typing import Any
 
+from smithers_tt import timetravel as tt
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
 from smithers_tt.errors import WorkflowChanged
@@ -23,6 +24,7 @@ from smithers_tt.store import (
 )
 from smithers_tt.store._maintenance import Progress
 from smithers_tt.store._records import Fence
+from smithers_tt.timetravel import _ops as tt_ops
 
 DEFAULT_URL = "sqlite:///smithers.db"
 
@@ -102,6 +104,7 @@ class Database:
             owner_id=owner_id(),
             max_checkpoint_bytes=max_checkpoint_bytes,
             run_id=run_id,
+            graph={t.id: list(t.needs) for t in wf.tasks.values()},
         )
         return await self._execute(wf, fence, on_event, cancel_grace)
 
@@ -162,6 +165,76 @@ class Database:
             self.store.request_cancel(run_id)
         else:
             self.store.cancel_run(run_id)
+
+    # --- time travel ---------------------------------------------------------------------
+
+    def snapshot(self, run_id: str, frame_no: int | None = None) -> tt.Snapshot:
+        """Exactly what frame ``frame_no`` (default: the newest) of a run makes visible.
+
+        Raises:
+            FrameNotFound: the run has no such frame.
+        """
+        snap = self.engine.transaction(
+            lambda conn: tt_ops.snapshot_at(conn, run_id, frame_no), write=False
+        )
+        snap.loader = self.store.load
+        return snap
+
+    def rewind(
+        self, run_id: str, frame_no: int, *, confirm: bool = False, force: bool = False
+    ) -> tt.Snapshot:
+        """Destructive: put a run back to frame ``frame_no`` in place (``confirm=True``).
+
+        See :func:`smithers_tt.timetravel.rewind`.
+        """
+        snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force)
+        snap.loader = self.store.load
+        return snap
+
+    def fork(
+        self,
+        run_id: str,
+        frame_no: int,
+        *,
+        reset: list[str] | tuple[str, ...] = (),
+        input: Any = None,
+        checkpoints: dict[str, Any] | None = None,
+        dependents: bool = True,
+        allow_new_format: bool = False,
+    ) -> Run:
+        """A child run whose frame 0 is the parent's frame ``frame_no``.
+
+        See :func:`smithers_tt.timetravel.fork`; run it with :meth:`resume` (or use
+        :meth:`replay`).
+        """
+        child = tt.fork(
+            self.store,
+            run_id,
+            frame_no,
+            reset=reset,
+            input=input,
+            checkpoints=checkpoints,
+            dependents=dependents,
+            allow_new_format=allow_new_format,
+        )
+        return self.get_run(child)
+
+    def replay(self, run_id: str, frame_no: int, wf: Workflow, **fork_options: Any) -> Run:
+        """Fork at ``frame_no`` and execute the child with ``wf``; completed nodes are kept,
+        reset and later nodes run again."""
+        child = self.fork(run_id, frame_no, **fork_options)
+        return self.resume(child.id, wf)
+
+    def reset(
+        self, run_id: str, node_id: str, *, dependents: bool = False, force: bool = False
+    ) -> list[str]:
+        """Retry a node from scratch (and, with ``dependents``, what needs it); run it again
+        with :meth:`resume`. Returns the reset node ids."""
+        return tt.reset(self.store, run_id, node_id, dependents=dependents, force=force)
+
+    def timeline(self, run_id: str) -> tt.Timeline:
+        """A run's frames plus the tree of runs forked from the same root."""
+        return tt.timeline(self.store, run_id)
 
     # --- maintenance ---------------------------------------------------------------------
 

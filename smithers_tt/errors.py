@@ -34,6 +34,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── CheckpointPoisoned          an agent asks to discard its attempt's checkpoints
     │   └── RunCancelled
     └── TimeTravelError
+        ├── SnapshotInvalid             frames corrupt or too large; nothing was changed
         └── ConfirmationRequired
 
 Errors survive pickling (worker processes, multiprocessing pools): every subclass keeps its
@@ -278,6 +279,12 @@ class TimeTravelError(SmithersError):
     """A rewind, fork, replay or reset could not be done."""
 
     code = "time_travel_error"
+
+
+class SnapshotInvalid(TimeTravelError):
+    """A run's frames are corrupt or too large to rebuild a snapshot from; nothing changed."""
+
+    code = "snapshot_invalid"
 
 
 class ConfirmationRequired(TimeTravelError):

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.store import AttemptRecord, CheckpointRef, Frame, NodeRecord, RunRecord
+from smithers_tt.timetravel import Snapshot
 
 if TYPE_CHECKING:
     from smithers_tt.database import Database
@@ -72,9 +73,13 @@ class Run:
         ref = self.db.store.newest_ref(self.id, node_id, iteration)
         return None if ref is None else self.db.store.load(ref)
 
+    def snapshot(self, frame_no: int | None = None) -> Snapshot:
+        """Exactly what frame ``frame_no`` (default: the newest) makes visible."""
+        return self.db.snapshot(self.id, frame_no)
+
     def frames(self) -> list[Frame]:
         """Every frame (state change) of the run in order."""
-        return self.db.store.frames(self.id)
+        return self.db.store.frames(self.id, after=-1)
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.record.workflow!r} {self.status}>"

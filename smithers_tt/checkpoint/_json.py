@@ -41,7 +41,8 @@ _encoder = json.JSONEncoder(
 )
 
 
-def _child(path: str, key: str | int) -> str:
+def child_path(path: str, key: str | int) -> str:
+    """The JSON path of ``key`` under ``path``: ``$.a``, ``$[0]``, ``$["odd key"]``."""
     if isinstance(key, int):
         return f"{path}[{key}]"
     if key.isidentifier():
@@ -57,25 +58,25 @@ def _bad(path: str, what: str) -> CheckpointInvalid:
     )
 
 
-def _walk(value: Any, path: str, depth: int, active: set[int], check_strings: bool) -> bool:
-    """Validate ``value``; return True when a float occurs anywhere below it."""
+def _walk(value: Any, path: str, depth: int, active: set[int], check_strings: bool) -> None:
+    """Validate ``value`` keeping its JSON path: the slow path, run to name a failure."""
     t = type(value)
     if t is str:
         if check_strings:
             _check_str(value, path, "string")
-        return False
+        return
     if t is int:
         if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
-            return False
+            return
         raise _bad(path, f"integer {value} beyond +-(2**53-1)")
     if t is bool or value is None:
-        return False
+        return
     if t is float:
         if not math.isfinite(value):
             raise _bad(path, f"non-finite number {value!r}")
         if value == 0.0 and math.copysign(1.0, value) < 0:
             raise _bad(path, "negative zero")
-        return True
+        return
     if t is dict or t is list:
         if depth >= MAX_DEPTH:
             raise _bad(path, f"nesting deeper than {MAX_DEPTH}")
@@ -83,20 +84,19 @@ def _walk(value: Any, path: str, depth: int, active: set[int], check_strings: bo
         if ident in active:
             raise _bad(path, "a cycle (a container that contains itself)")
         active.add(ident)
-        has_float = False
         if t is dict:
             for key, item in value.items():
                 if type(key) is not str:
                     raise _bad(path, f"non-string object key {key!r} ({type(key).__name__})")
-                sub = _child(path, key)
+                sub = child_path(path, key)
                 if check_strings:
                     _check_str(key, sub, "object key")
-                has_float |= _walk(item, sub, depth + 1, active, check_strings)
+                _walk(item, sub, depth + 1, active, check_strings)
         else:
             for index, item in enumerate(value):
-                has_float |= _walk(item, f"{path}[{index}]", depth + 1, active, check_strings)
+                _walk(item, f"{path}[{index}]", depth + 1, active, check_strings)
         active.discard(ident)
-        return has_float
+        return
     raise _bad(path, f"a value of type {t.__name__}")
 
 
@@ -107,9 +107,129 @@ def _check_str(value: str, path: str, what: str) -> None:
         raise _bad(path, f"{what} with a lone surrogate at index {exc.start}") from None
 
 
+def _orjson_writes_floats_like_repr(lo: float) -> bool:
+    """Whether orjson formats floats of magnitude >= ``lo`` exactly as ``repr`` does.
+
+    orjson writes ints, strings and containers exactly like the json module; its floats agree
+    with ``repr`` except below 1e-4 in magnitude (``0.0000999`` for ``9.99e-05``, ``1e-7`` for
+    ``1e-07``). A changed formatter in a future orjson must not change our bytes, so this is
+    checked on probes once at import (the property tests check it on random floats).
+    """
+    probes = [0.0, 1.0, -1.5, 0.1, 1 / 3, 2.5e-4, 1e15, 123456789012345.6, 9007199254740993.0]
+    probes += [1e16, 1e22, -2.5e100, 1.7976931348623157e308, 4.35e-3, 2.0**-13]
+    probes += [lo, -lo, 1e-4, 1e-3 - 2**-60]
+    return all(orjson.dumps(f) == repr(f).encode() for f in probes if f == 0 or abs(f) >= lo)
+
+
+# Floats of smaller magnitude (other than 0.0) are written by ``repr`` (see _patch).
+_FAST_FLOAT_MIN = 1e-4 if _orjson_writes_floats_like_repr(1e-4) else math.inf
+
+
+class _Invalid(Exception):
+    """Raised by the fast scan; the slow walk then finds the first bad value and its path."""
+
+
+def _scan(container: Any, depth: int, check_strings: bool, patched: set[int]) -> bool:
+    """Validate a dict or list without building paths; return True when a float below it
+    needs ``repr`` formatting (then ``id(container)`` is added to ``patched``).
+
+    This is the hot loop of every checkpoint: scalars are checked inline, only containers
+    recurse, and cycles are caught by the depth bound (the slow walk names them).
+    """
+    if depth >= MAX_DEPTH:
+        raise _Invalid
+    if type(container) is dict:
+        for key in container:
+            if type(key) is not str:
+                raise _Invalid
+            if check_strings and not key.isascii():
+                key.encode("utf-8")  # UnicodeEncodeError on a lone surrogate
+        items: Any = container.values()
+    else:
+        items = container
+    needs_patch = False
+    big, small = MAX_SAFE_INT, _FAST_FLOAT_MIN  # locals: read once per container, not per item
+    for item in items:
+        t = type(item)
+        if t is str:
+            if check_strings and not item.isascii():
+                item.encode("utf-8")
+        elif t is int:
+            if not -big <= item <= big:
+                raise _Invalid
+        elif t is float:
+            if item - item != 0.0:  # NaN or an infinity
+                raise _Invalid
+            if -small < item < small:
+                if item != 0.0:
+                    needs_patch = True
+                elif math.copysign(1.0, item) < 0:
+                    raise _Invalid
+        elif t is dict or t is list:
+            if _scan(item, depth + 1, check_strings, patched):
+                needs_patch = True
+        elif t is not bool and item is not None:
+            raise _Invalid
+    if needs_patch:
+        patched.add(id(container))
+    return needs_patch
+
+
+def _check(value: Any, path: str, check_strings: bool) -> set[int] | None:
+    """Validate ``value``; raise :class:`CheckpointInvalid` naming the first bad value.
+
+    Returns None, or (when some float must be written by ``repr``) the ids of the containers
+    that hold or lead to such floats, for :func:`_serialize`.
+    """
+    patched: set[int] = set()
+    root = [value]  # so that a scalar is checked like an item; the root container is depth 0
+    try:
+        needs_patch = _scan(root, -1, check_strings, patched)
+    except (_Invalid, UnicodeEncodeError):
+        pass
+    else:
+        patched.discard(id(root))
+        return patched if needs_patch else None
+    _walk(value, path, 0, set(), True)
+    raise AssertionError(f"strict JSON check failed at {path} but no bad value was found")
+
+
+def _patch_container(value: Any, patched: set[int]) -> Any:
+    """A copy of a container listed in ``patched``, with small floats replaced by their
+    ``repr`` as an :class:`orjson.Fragment`; only containers in ``patched`` are copied."""
+    small = _FAST_FLOAT_MIN
+    out = value.copy()
+    for key, item in value.items() if type(value) is dict else enumerate(value):
+        t = type(item)
+        if t is float:
+            if item != 0.0 and -small < item < small:
+                out[key] = orjson.Fragment(repr(item).encode("ascii"))
+        elif (t is dict or t is list) and id(item) in patched:
+            out[key] = _patch_container(item, patched)
+    return out
+
+
+def _patch(value: Any, patched: set[int]) -> Any:
+    if type(value) is float:
+        return orjson.Fragment(repr(value).encode("ascii"))  # a small float at the root
+    return _patch_container(value, patched)
+
+
+def _serialize(value: Any, patched: set[int] | None) -> bytes:
+    """Canonical bytes of a value already checked by :func:`_check` (strings unchecked)."""
+    try:
+        if patched is None:
+            return orjson.dumps(value, option=_ORJSON_OPTS)
+        return orjson.dumps(_patch(value, patched), option=_ORJSON_OPTS)
+    except orjson.JSONEncodeError:
+        # A lone surrogate, or deeper than orjson's own nesting limit (254): the json module
+        # writes the same bytes (UnicodeEncodeError on the surrogate).
+        return _encoder.encode(value).encode("utf-8")
+
+
 def validate(value: Any, path: str = "$") -> None:
     """Raise :class:`CheckpointInvalid` naming the first value that is not strict JSON."""
-    _walk(value, path, 0, set(), True)
+    _check(value, path, True)
 
 
 def canonical_bytes(value: Any, path: str = "$") -> bytes:
@@ -118,20 +238,28 @@ def canonical_bytes(value: Any, path: str = "$") -> bytes:
     Raises:
         CheckpointInvalid: ``value`` is not strict JSON; the error names the JSON path.
     """
-    # Strings are checked for lone surrogates by the encoder below (it fails on them), so
-    # the Python walk only visits containers and scalars; a failure re-walks to find the path.
-    has_float = _walk(value, path, 0, set(), False)
+    # Strings are checked for lone surrogates by the encoders (they fail on them), so the
+    # scan only visits containers and scalars; a failure re-walks to find the path.
+    patched = _check(value, path, False)
     try:
-        if not has_float:
-            # orjson writes ints, strings and containers exactly like the json module but much
-            # faster; floats are formatted differently, so those go through json (tested).
-            try:
-                return orjson.dumps(value, option=_ORJSON_OPTS)
-            except orjson.JSONEncodeError:
-                pass  # surrogates or orjson's own depth limit: the json path decides
-        return _encoder.encode(value).encode("utf-8")
+        return _serialize(value, patched)
     except UnicodeEncodeError:
         validate(value, path)
+        raise  # pragma: no cover - validate always finds the surrogate first
+
+
+def canonical_envelope(codec: str, version: int, payload: Any) -> bytes:
+    """Canonical bytes of ``{"codec", "payload", "version"}``; ``payload`` is validated and
+    nested at most :data:`MAX_DEPTH` deep counting from the payload (errors name
+    ``$.payload...``). ``codec`` and ``version`` must already be checked."""
+    patched = _check(payload, "$.payload", False)
+    envelope = {"codec": codec, "payload": payload, "version": version}
+    if patched is not None:
+        patched.add(id(envelope))
+    try:
+        return _serialize(envelope, patched)
+    except UnicodeEncodeError:
+        validate(payload, "$.payload")
         raise  # pragma: no cover - validate always finds the surrogate first
 
 

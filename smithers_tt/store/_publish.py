@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy import exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -42,9 +43,10 @@ from smithers_tt.errors import (
     InvalidArgument,
     RefConflict,
     SmithersError,
+    StoreError,
 )
 from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
+from smithers_tt.store._engine import Engine, _short, is_transient
 from smithers_tt.store._frames import Frame, advance_clock, insert_frame
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
 
@@ -210,6 +212,20 @@ def put_ref(conn: Connection, ref: CheckpointRef) -> CheckpointRef:
     where = sa.and_(*(c == v for c, v in zip(key_cols, key_vals, strict=True)))
     existing = conn.execute(sa.select(refs).where(where)).one_or_none()
     if existing is None:
+        # Keep the attempt's allocator past every stored sequence: a later publish into this
+        # attempt must not be handed the sequence of a restored ref (a duplicate key forever).
+        att = S.attempts
+        conn.execute(
+            att.update()
+            .where(
+                att.c.run_id == ref.run_id,
+                att.c.node_id == ref.node_id,
+                att.c.iteration == ref.iteration,
+                att.c.attempt == ref.attempt,
+                att.c.next_sequence <= ref.sequence,
+            )
+            .values(next_sequence=ref.sequence + 1)
+        )
         conn.execute(refs.insert().values(**ref_row(ref)))
         return ref
     same = (existing.content_hash, existing.codec, existing.version, existing.purpose) == (
@@ -286,6 +302,14 @@ class GroupCommitter:
                 except SmithersError as error:
                     savepoint.rollback()
                     outcomes.append((None, error))
+                except exc.DBAPIError as error:
+                    if is_transient(error):
+                        raise  # the whole batch is retried on a fresh transaction
+                    # Only this unit failed (a constraint, a too-long value): the others commit.
+                    savepoint.rollback()
+                    failure = StoreError(f"database error: {_short(error)}")
+                    failure.__cause__ = error
+                    outcomes.append((None, failure))
                 else:
                     savepoint.commit()
                     outcomes.append((done, None))

@@ -94,6 +94,9 @@ class RunRecord:
     max_checkpoint_bytes: int | None
     created_at_ms: int
     updated_at_ms: int
+    clock: int = 0
+    graph: dict[str, list[str]] | None = None
+    """Task ids and the tasks each needs, as defined when the run was created."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,6 +63,9 @@ runs = Table(
     Column("parent_frame_no", BigInteger, nullable=True),
     Column("max_checkpoint_bytes", Integer, nullable=True),
     Column("clock", BigInteger, nullable=False),
+    Column("graph_json", Text, nullable=True),
+    Column("lease_owner", String(200), nullable=True),
+    Column("lease_until_ms", BigInteger, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
     CheckConstraint(_in("status", RUN_STATUSES), name="tt_runs_status"),
@@ -205,6 +208,19 @@ cache = Table(
     ForeignKeyConstraint(["content_hash"], ["tt_checkpoint_contents.content_hash"]),
 )
 Index("tt_cache_content", cache.c.content_hash)
+
+audit = Table(
+    "tt_audit",
+    metadata,
+    Column("audit_id", String(40), primary_key=True),
+    Column("run_id", ID, nullable=False),
+    Column("operation", String(20), nullable=False),
+    Column("frame_no", BigInteger, nullable=True),
+    Column("actor", String(200), nullable=True),
+    Column("detail_json", Text, nullable=True),
+    Column("created_at_ms", BigInteger, nullable=False),
+)
+Index("tt_audit_run", audit.c.run_id, audit.c.created_at_ms)
 
 CONTENT_PINS: list[Column] = [refs.c.content_hash, frames.c.content_hash, cache.c.content_hash]
 """Columns whose values keep content alive: garbage collection removes a content row only

@@ -23,7 +23,9 @@ from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import (
     AttemptNotFound,
     CheckpointCorrupt,
+    CheckpointInvalid,
     CheckpointMissing,
+    CheckpointTooLarge,
     FenceLost,
     HistoryExhausted,
     InvalidArgument,
@@ -91,6 +93,8 @@ def _run_from_row(row: Any) -> RunRecord:
         row.max_checkpoint_bytes,
         row.created_at_ms,
         row.updated_at_ms,
+        row.clock,
+        None if row.graph_json is None else loads(row.graph_json),
     )
 
 
@@ -120,6 +124,26 @@ def _attempt_from_row(row: Any) -> AttemptRecord:
 
 def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
     return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+
+
+def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckpoint:
+    """An already encoded checkpoint, checked as :meth:`AgentCheckpoint.encode` would have:
+    within the size limit, and addressed by the SHA-256 of its bytes."""
+    limit = size_limit(max_bytes)
+    if encoded.size > limit:
+        raise CheckpointTooLarge(
+            f"checkpoint {encoded.codec} v{encoded.version} is {encoded.size} bytes, above the "
+            f"limit of {limit} bytes",
+            size=encoded.size,
+            limit=limit,
+        )
+    if content_hash(encoded.data) != encoded.content_hash:
+        raise CheckpointInvalid(
+            f"encoded checkpoint claims address {encoded.content_hash[:12]} but its bytes hash "
+            "to another; encode checkpoints with AgentCheckpoint.encode()",
+            path="$",
+        )
+    return encoded
 
 
 def _attempt_where(key: AttemptKey) -> sa.ColumnElement[bool]:
@@ -178,6 +202,7 @@ class Store:
         parent_run_id: str | None = None,
         parent_frame_no: int | None = None,
         run_id: str | None = None,
+        graph: dict[str, list[str]] | None = None,
     ) -> tuple[RunRecord, Fence]:
         """Create a run (frame 0); a ``running`` run is owned at epoch 1 by the returned fence."""
         if status not in ("running", "queued"):
@@ -203,6 +228,7 @@ class Store:
             "parent_frame_no": parent_frame_no,
             "max_checkpoint_bytes": max_checkpoint_bytes,
             "clock": 0,
+            "graph_json": _json_or_none(graph),
             "created_at_ms": stamp,
             "updated_at_ms": stamp,
         }
@@ -654,11 +680,10 @@ class Store:
         check_purpose(purpose)
         if key.run_id != fence.run_id:
             raise InvalidArgument(f"attempt {key} is not in run {fence.run_id}")
-        encoded = (
-            checkpoint
-            if isinstance(checkpoint, EncodedCheckpoint)
-            else checkpoint.encode(max_bytes)
-        )
+        if isinstance(checkpoint, EncodedCheckpoint):
+            encoded = _checked(checkpoint, max_bytes)
+        else:
+            encoded = checkpoint.encode(max_bytes)
         unit = PublishUnit(fence, key, encoded, purpose, agent_id)
         ref = self._committer.publish(unit)
         if unit.frame is not None:

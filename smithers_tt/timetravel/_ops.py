@@ -1,0 +1,459 @@
+"""Rewind, fork and reset: each one transaction, destructive ones under the run's lease.
+
+Every operation reads the run's frames, folds them into the snapshot it needs, checks that
+snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
+attempt) and only then changes anything, with a bounded number of statements per thousand
+rows. A crash in the middle leaves the transaction uncommitted: the run is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+from dataclasses import dataclass, replace
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import AgentCheckpoint, size_limit
+from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.errors import (
+    ConfirmationRequired,
+    FrameNotFound,
+    InvalidArgument,
+    LeaseBusy,
+    RunNotFound,
+)
+from smithers_tt.store import CheckpointRef, Frame, Store
+from smithers_tt.store import _schema as S
+from smithers_tt.store._frames import frame_from_row, record, select_frames
+from smithers_tt.store._publish import insert_content
+from smithers_tt.store._records import new_run_id, now_ms
+from smithers_tt.timetravel._materialize import (
+    base_frames,
+    check_contents,
+    insert_frames,
+    replace_live_state,
+)
+from smithers_tt.timetravel._snapshot import AttemptView, Snapshot, fold
+
+LEASE_MS = 60_000
+"""How long a time-travel lease holds if its holder dies without releasing it."""
+
+LIVE_OWNER_MS = 10_000
+"""A running run whose owner heartbeat is younger than this is being executed: hands off."""
+
+
+def _actor() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A held time-travel lease on one run."""
+
+    run_id: str
+    token: str
+
+
+def acquire_lease(store: Store, run_id: str, operation: str, *, force: bool = False) -> Lease:
+    """Take the run's durable lease for a destructive operation.
+
+    Raises:
+        RunNotFound: no such run.
+        LeaseBusy: another operation holds the lease, or a live process executes the run
+            (``force=True`` overrides the second, never the first).
+    """
+    token = f"{_actor()}:{operation}:{secrets.token_hex(4)}"
+    r = S.runs
+
+    def work(conn: Connection) -> None:
+        row = conn.execute(
+            sa.select(
+                r.c.status, r.c.owner_id, r.c.heartbeat_at_ms, r.c.lease_owner, r.c.lease_until_ms
+            ).where(r.c.run_id == run_id)
+        ).one_or_none()
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        now = now_ms()
+        if row.lease_owner is not None and (row.lease_until_ms or 0) > now:
+            raise LeaseBusy(
+                f"run {run_id} is busy: {row.lease_owner} holds its time-travel lease for "
+                f"{((row.lease_until_ms or now) - now) / 1000:.0f} s more; try again later",
+                run_id=run_id,
+            )
+        alive = row.status == "running" and now - (row.heartbeat_at_ms or 0) < LIVE_OWNER_MS
+        if alive and not force:
+            raise LeaseBusy(
+                f"run {run_id} is being executed by {row.owner_id} (heartbeat "
+                f"{(now - (row.heartbeat_at_ms or 0)) / 1000:.1f} s ago); cancel it first, "
+                "or pass force=True if that process is gone",
+                run_id=run_id,
+            )
+        conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(lease_owner=token, lease_until_ms=now + LEASE_MS)
+        )
+
+    store.engine.transaction(work)
+    return Lease(run_id, token)
+
+
+def release_lease(store: Store, lease: Lease) -> None:
+    """Give the lease back (a no-op if it expired and someone else took it)."""
+    r = S.runs
+    store.engine.transaction(
+        lambda conn: conn.execute(
+            r.update()
+            .where(r.c.run_id == lease.run_id, r.c.lease_owner == lease.token)
+            .values(lease_owner=None, lease_until_ms=None)
+        )
+    )
+
+
+def _check_lease(conn: Connection, lease: Lease) -> Any:
+    r = S.runs
+    row = conn.execute(sa.select(r).where(r.c.run_id == lease.run_id).with_for_update()).one()
+    if row.lease_owner != lease.token:
+        raise LeaseBusy(
+            f"the lease on run {lease.run_id} expired and was taken over; nothing was changed",
+            run_id=lease.run_id,
+        )
+    return row
+
+
+def _frames(conn: Connection, run_id: str, upto: int | None = None) -> list[Frame]:
+    return [frame_from_row(r) for r in conn.execute(select_frames(run_id, upto=upto))]
+
+
+def snapshot_at(conn: Connection, run_id: str, frame_no: int | None = None) -> Snapshot:
+    """The snapshot of ``run_id`` at ``frame_no`` (default: its newest frame).
+
+    Raises:
+        FrameNotFound: the run has no such frame.
+    """
+    clock = conn.execute(sa.select(S.runs.c.clock).where(S.runs.c.run_id == run_id))
+    last = clock.scalar_one_or_none()
+    if last is None:
+        raise RunNotFound(f"no run {run_id!r}")
+    frame_no = last if frame_no is None else frame_no
+    if type(frame_no) is not int or not 0 <= frame_no <= last:
+        raise FrameNotFound(
+            f"run {run_id} has frames 0 to {last}; there is no frame {frame_no!r}",
+            run_id=run_id,
+            frame_no=frame_no,
+        )
+    return fold(run_id, _frames(conn, run_id, frame_no), frame_no)
+
+
+def _audit(
+    conn: Connection, run_id: str, operation: str, frame_no: int | None, detail: dict[str, Any]
+) -> None:
+    conn.execute(
+        S.audit.insert().values(
+            audit_id=secrets.token_hex(16),
+            run_id=run_id,
+            operation=operation,
+            frame_no=frame_no,
+            actor=_actor(),
+            detail_json=canonical_bytes(detail).decode(),
+            created_at_ms=now_ms(),
+        )
+    )
+
+
+def _live_status(status: str) -> str:
+    return "interrupted" if status in ("running", "cancelled") else status
+
+
+def rewind(
+    store: Store, run_id: str, frame_no: int, *, confirm: bool = False, force: bool = False
+) -> Snapshot:
+    """Put a run back to frame ``frame_no`` in place; return the restored snapshot.
+
+    Restores exactly the nodes, attempts and refs visible at that frame, removes every frame,
+    attempt and ref above it (including attempt numbers reused after a reset), fences any
+    owner with a new epoch and records an audit row. Other runs and shared content are
+    untouched.
+
+    Raises:
+        ConfirmationRequired: ``confirm`` is not True (nothing changes).
+        LeaseBusy: another operation or a live process holds the run.
+        FrameNotFound, SnapshotInvalid, CheckpointMissing: nothing changes.
+    """
+    if confirm is not True:
+        raise ConfirmationRequired(
+            f"rewinding run {run_id} to frame {frame_no} deletes everything after it; "
+            "pass confirm=True to do it"
+        )
+    lease = acquire_lease(store, run_id, "rewind", force=force)
+    try:
+
+        def work(conn: Connection) -> Snapshot:
+            run = _check_lease(conn, lease)
+            snap = snapshot_at(conn, run_id, frame_no)
+            check_contents(conn, snap)
+            replace_live_state(conn, snap, run_id)
+            f = S.frames
+            conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > frame_no))
+            r = S.runs
+            conn.execute(
+                r.update()
+                .where(r.c.run_id == run_id)
+                .values(
+                    clock=frame_no,
+                    status=_live_status(snap.status),
+                    output_json=None
+                    if snap.output is None
+                    else canonical_bytes(snap.output).decode(),
+                    error=snap.error,
+                    owner_epoch=r.c.owner_epoch + 1,
+                    cancel_requested=False,
+                    lease_owner=None,
+                    lease_until_ms=None,
+                    updated_at_ms=now_ms(),
+                )
+            )
+            _audit(conn, run_id, "rewind", frame_no, {"from_frame": run.clock})
+            return snap
+
+        return store.engine.transaction(work)
+    finally:
+        release_lease(store, lease)
+
+
+def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: bool) -> set[str]:
+    if not dependents or not graph:
+        return set(names)
+    found = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for task, needs in graph.items():
+            if task not in found and found.intersection(needs):
+                found.add(task)
+                changed = True
+    return found
+
+
+def _check_nodes(run: Any, names: set[str], snap: Snapshot) -> None:
+    graph = None if run.graph_json is None else json.loads(run.graph_json)
+    known = set(graph or {}) | {k[0] for k in snap.nodes} | {k[0] for k in snap.attempts}
+    unknown = sorted(names - known)
+    if unknown:
+        raise InvalidArgument(f"run {run.run_id} has no task(s) {unknown}; it has {sorted(known)}")
+
+
+def _without(snap: Snapshot, nodes: set[str]) -> Snapshot:
+    return replace(
+        snap,
+        nodes={k: v for k, v in snap.nodes.items() if k[0] not in nodes},
+        attempts={k: v for k, v in snap.attempts.items() if k[0] not in nodes},
+        refs={k: v for k, v in snap.refs.items() if k[0] not in nodes},
+    )
+
+
+def _edit(
+    conn: Connection,
+    snap: Snapshot,
+    node_id: str,
+    checkpoint: AgentCheckpoint,
+    limit: int,
+    allow_new_format: bool,
+) -> None:
+    """Add to ``snap`` an attempt of ``node_id`` whose newest checkpoint is ``checkpoint``."""
+    if not isinstance(checkpoint, AgentCheckpoint):
+        raise InvalidArgument(f"checkpoints[{node_id!r}] must be an AgentCheckpoint")
+    iteration = max((k[1] for k in snap.attempts if k[0] == node_id), default=0)
+    previous = snap.newest_ref(node_id, iteration)
+    if (
+        previous is not None
+        and not allow_new_format
+        and (previous.codec, previous.version) != (checkpoint.codec, checkpoint.version)
+    ):
+        raise InvalidArgument(
+            f"the edited checkpoint of {node_id!r} is {checkpoint.codec} v{checkpoint.version}"
+            f" but the node's agent published {previous.codec} v{previous.version}; keep the "
+            "format (or pass allow_new_format=True)"
+        )
+    encoded = checkpoint.encode(limit)
+    stamp = now_ms()
+    insert_content(conn, encoded, stamp)
+    attempt = 1 + max((k[2] for k in snap.attempts if k[:2] == (node_id, iteration)), default=0)
+    snap.attempts[(node_id, iteration, attempt)] = AttemptView(
+        node_id,
+        iteration,
+        attempt,
+        "finished",
+        error_code="edited",
+        started_at_ms=stamp,
+        finished_at_ms=stamp,
+    )
+    snap.refs[(node_id, iteration, attempt, 0)] = CheckpointRef(
+        snap.run_id,
+        node_id,
+        iteration,
+        attempt,
+        0,
+        encoded.content_hash,
+        encoded.codec,
+        encoded.version,
+        "progress",
+        None,
+        stamp,
+    )
+
+
+def fork(
+    store: Store,
+    run_id: str,
+    frame_no: int,
+    *,
+    reset: list[str] | tuple[str, ...] = (),
+    input: Any = None,
+    checkpoints: dict[str, AgentCheckpoint] | None = None,
+    dependents: bool = True,
+    allow_new_format: bool = False,
+) -> str:
+    """Create a child run whose frame 0 is the parent's frame ``frame_no``; return its id.
+
+    The child shares content with its parent; metadata is copied in bulk. Nodes in ``reset``
+    (and, with ``dependents``, the tasks that need them) start fresh; ``input`` replaces the
+    run input; ``checkpoints`` gives a node an edited checkpoint to resume from (the node and
+    its dependents run again).
+    """
+    checkpoints = dict(checkpoints or {})
+    override_input = input is not None
+    if override_input:
+        canonical_bytes(input)  # strict JSON, or CheckpointInvalid naming the path
+
+    def work(conn: Connection) -> str:
+        parent = conn.execute(sa.select(S.runs).where(S.runs.c.run_id == run_id)).one_or_none()
+        if parent is None:
+            raise RunNotFound(f"no run {run_id!r}")
+        snap = snapshot_at(conn, run_id, frame_no)
+        named = set(reset) | set(checkpoints)
+        _check_nodes(parent, named, snap)
+        graph = None if parent.graph_json is None else json.loads(parent.graph_json)
+        gone = _expand(graph, named, dependents)
+        child_id = new_run_id()
+        base = _without(snap, gone)
+        base.run_id = child_id
+        limit = size_limit(parent.max_checkpoint_bytes)
+        for node_id, checkpoint in sorted(checkpoints.items()):
+            _edit(conn, base, node_id, checkpoint, limit, allow_new_format)
+        check_contents(conn, base)
+        status = (
+            snap.status if snap.status in ("finished", "failed") and not gone else ("interrupted")
+        )
+        child_input = input if override_input else snap.input
+        stamp = now_ms()
+        conn.execute(
+            S.runs.insert().values(
+                run_id=child_id,
+                workflow=parent.workflow,
+                workflow_hash=parent.workflow_hash,
+                status=status,
+                input_json=None if child_input is None else canonical_bytes(child_input).decode(),
+                output_json=None,
+                error=None,
+                owner_epoch=0,
+                owner_id=None,
+                heartbeat_at_ms=None,
+                cancel_requested=False,
+                parent_run_id=run_id,
+                parent_frame_no=frame_no,
+                max_checkpoint_bytes=parent.max_checkpoint_bytes,
+                clock=0,
+                graph_json=parent.graph_json,
+                lease_owner=None,
+                lease_until_ms=None,
+                created_at_ms=stamp,
+                updated_at_ms=stamp,
+            )
+        )
+        frames = base_frames(base, child_id)
+        frames.append(
+            Frame(
+                child_id,
+                0,
+                "forked",
+                state=status,
+                created_at_ms=stamp,
+                data={
+                    "parent_run_id": run_id,
+                    "parent_frame_no": frame_no,
+                    "input": child_input,
+                    "reset": sorted(gone),
+                    "edited": sorted(checkpoints),
+                },
+            )
+        )
+        insert_frames(conn, frames)
+        replace_live_state(conn, base, child_id)
+        _audit(conn, run_id, "fork", frame_no, {"child": child_id, "reset": sorted(gone)})
+        return child_id
+
+    return store.engine.transaction(work)
+
+
+def reset(
+    store: Store, run_id: str, node_id: str, *, dependents: bool = False, force: bool = False
+) -> list[str]:
+    """Retry a node from scratch: its attempts and refs leave the live state (frames keep
+    them), its next attempt is number 1 and can never see their checkpoints. With
+    ``dependents``, the tasks that need it (from the workflow graph) are reset too.
+    Returns the reset node ids; the run becomes ``interrupted`` so ``resume`` runs them.
+    """
+    lease = acquire_lease(store, run_id, "reset", force=force)
+    try:
+
+        def work(conn: Connection) -> list[str]:
+            run = _check_lease(conn, lease)
+            snap = snapshot_at(conn, run_id)
+            _check_nodes(run, {node_id}, snap)
+            graph = None if run.graph_json is None else json.loads(run.graph_json)
+            gone = sorted(_expand(graph, {node_id}, dependents))
+            a = S.attempts
+            removed = conn.execute(
+                sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
+                .where(a.c.run_id == run_id, a.c.node_id.in_(gone))
+                .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
+            ).all()
+            for table in (S.refs, S.attempts, S.nodes):
+                conn.execute(
+                    table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(gone))
+                )
+            record(
+                conn,
+                run_id,
+                None,
+                "reset",
+                node_id=node_id,
+                state="interrupted",
+                data={"nodes": gone, "removed": [list(r) for r in removed]},
+            )
+            r = S.runs
+            conn.execute(
+                r.update()
+                .where(r.c.run_id == run_id)
+                .values(
+                    status="interrupted",
+                    output_json=None,
+                    error=None,
+                    cancel_requested=False,
+                    owner_epoch=r.c.owner_epoch + 1,
+                    lease_owner=None,
+                    lease_until_ms=None,
+                )
+            )
+            _audit(conn, run_id, "reset", run.clock + 1, {"nodes": gone})
+            return gone
+
+        return store.engine.transaction(work)
+    finally:
+        release_lease(store, lease)

@@ -1,0 +1,243 @@
+"""Snapshots: the exact state a frame makes visible, rebuilt by folding the run's frames.
+
+A run's frames are its history; folding them in order up to frame N gives the nodes,
+attempts, outputs and checkpoint refs visible at N. A forked run starts with *base frames*
+(numbered below 0) that restate its parent's state at the fork point, so every run's history
+is self-contained: deleting a parent never breaks a child, and base frames pin the content
+they refer to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from smithers_tt.checkpoint import AgentCheckpoint
+from smithers_tt.errors import SnapshotInvalid
+from smithers_tt.store import CheckpointRef, Frame
+
+MAX_SNAPSHOT_ROWS = 1_000_000
+"""Most nodes + attempts + refs a snapshot may hold; past it time travel refuses to work."""
+
+NodeKey = tuple[str, int]
+AttemptKeyT = tuple[str, int, int]
+RefKey = tuple[str, int, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """A node as visible at a frame."""
+
+    node_id: str
+    iteration: int
+    state: str
+    last_attempt: int | None
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    """An attempt as visible at a frame."""
+
+    node_id: str
+    iteration: int
+    attempt: int
+    state: str
+    resumed_from: tuple[str, str, int, int, int] | None = None
+    error: str | None = None
+    error_code: str | None = None
+    discard_resume: bool = False
+    started_at_ms: int = 0
+    finished_at_ms: int | None = None
+
+
+@dataclass
+class Snapshot:
+    """Exactly what frame ``frame_no`` of run ``run_id`` makes visible."""
+
+    run_id: str
+    frame_no: int
+    status: str = "running"
+    input: Any = None
+    output: Any = None
+    error: str | None = None
+    nodes: dict[NodeKey, NodeView] = field(default_factory=dict)
+    attempts: dict[AttemptKeyT, AttemptView] = field(default_factory=dict)
+    refs: dict[RefKey, CheckpointRef] = field(default_factory=dict)
+    loader: Callable[[CheckpointRef], AgentCheckpoint] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """Reads (and verifies) the content of a ref; set when the snapshot came from a database."""
+
+    def payload(self, node_id: str, iteration: int = 0) -> Any:
+        """The payload of a node's newest checkpoint at this frame, or None."""
+        ref = self.newest_ref(node_id, iteration)
+        if ref is None or self.loader is None:
+            return None
+        return self.loader(ref).payload
+
+    def newest_ref(self, node_id: str, iteration: int = 0) -> CheckpointRef | None:
+        """The newest checkpoint ref of a node visible at this frame."""
+        keys = [k for k in self.refs if k[0] == node_id and k[1] == iteration]
+        return self.refs[max(keys, key=lambda k: (k[2], k[3]))] if keys else None
+
+    def outputs(self) -> dict[str, Any]:
+        """Output of each finished node (its highest iteration), by node id."""
+        best: dict[str, tuple[int, Any]] = {}
+        for (node_id, iteration), node in self.nodes.items():
+            if node.state in ("finished", "cached") and iteration >= best.get(node_id, (-1,))[0]:
+                best[node_id] = (iteration, node.output)
+        return {k: v[1] for k, v in sorted(best.items())}
+
+    @property
+    def size(self) -> int:
+        """Rows this snapshot would materialise (nodes + attempts + refs)."""
+        return len(self.nodes) + len(self.attempts) + len(self.refs)
+
+
+def _bad(frame: Frame, why: str) -> SnapshotInvalid:
+    return SnapshotInvalid(
+        f"frame {frame.frame_no} ({frame.kind}) of run {frame.run_id} is corrupt: {why}; "
+        "nothing was changed",
+        run_id=frame.run_id,
+        frame_no=frame.frame_no,
+    )
+
+
+def _need(frame: Frame, *names: str) -> None:
+    for name in names:
+        if getattr(frame, name) is None:
+            raise _bad(frame, f"{name} is missing")
+
+
+def _resumed(frame: Frame, data: dict[str, Any]) -> tuple[str, str, int, int, int] | None:
+    value = data.get("resumed_from")
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 5):
+        raise _bad(frame, "resumed_from is not a ref key")
+    return (str(value[0]), str(value[1]), int(value[2]), int(value[3]), int(value[4]))
+
+
+def apply(snap: Snapshot, frame: Frame) -> None:
+    """Apply one frame to a snapshot (in place)."""
+    kind = frame.kind
+    data = frame.data if isinstance(frame.data, dict) else {}
+    if frame.data is not None and not isinstance(frame.data, dict):
+        raise _bad(frame, "its data is not an object")
+    if kind in ("run_created", "forked"):
+        snap.status = frame.state or snap.status
+        if "input" in data:
+            snap.input = data["input"]
+    elif kind == "run_claimed":
+        snap.status = "running"
+    elif kind in ("run_finished", "run_failed", "run_cancelled"):
+        snap.status = frame.state or kind[4:]
+        snap.output, snap.error = data.get("output"), data.get("error")
+    elif kind == "attempt_started":
+        _need(frame, "node_id", "iteration", "attempt")
+        key = (frame.node_id, frame.iteration, frame.attempt)
+        snap.attempts[key] = AttemptView(
+            frame.node_id,
+            frame.iteration,
+            frame.attempt,
+            frame.state or "in_progress",
+            _resumed(frame, data),
+            data.get("error"),
+            data.get("error_code"),
+            bool(data.get("discard_resume", False)),
+            data.get("started_at_ms", frame.created_at_ms),
+            data.get("finished_at_ms"),
+        )
+    elif kind == "attempt_finished":
+        _need(frame, "node_id", "iteration", "attempt", "state")
+        key = (frame.node_id, frame.iteration, frame.attempt)
+        if key not in snap.attempts:
+            raise _bad(frame, f"it ends attempt {key}, which never started")
+        snap.attempts[key] = replace(
+            snap.attempts[key],
+            state=frame.state,
+            error=data.get("error"),
+            error_code=data.get("error_code"),
+            discard_resume=bool(data.get("discard_resume", False)),
+            finished_at_ms=frame.created_at_ms,
+        )
+    elif kind == "checkpoint":
+        _need(
+            frame,
+            "node_id",
+            "iteration",
+            "attempt",
+            "sequence",
+            "content_hash",
+            "codec",
+            "version",
+            "purpose",
+        )
+        assert frame.node_id is not None and frame.iteration is not None
+        assert frame.attempt is not None and frame.sequence is not None
+        if len(frame.content_hash or "") != 64:
+            raise _bad(frame, "its content hash is not a SHA-256")
+        key4 = (frame.node_id, frame.iteration, frame.attempt, frame.sequence)
+        snap.refs[key4] = CheckpointRef(
+            snap.run_id,
+            frame.node_id,
+            frame.iteration,
+            frame.attempt,
+            frame.sequence,
+            frame.content_hash or "",
+            frame.codec or "",
+            frame.version or 1,
+            frame.purpose or "progress",
+            frame.agent_id,
+            data.get("created_at_ms", frame.created_at_ms),
+        )
+    elif kind in ("node_state", "cache_hit"):
+        _need(frame, "node_id", "iteration", "state")
+        assert frame.node_id is not None and frame.iteration is not None
+        old = snap.nodes.get((frame.node_id, frame.iteration))
+        output = data.get("output")
+        if output is None and old is not None and frame.state == old.state:
+            output = old.output
+        snap.nodes[(frame.node_id, frame.iteration)] = NodeView(
+            frame.node_id,
+            frame.iteration,
+            frame.state or "pending",
+            frame.attempt if frame.attempt is not None else (old.last_attempt if old else None),
+            output,
+        )
+    elif kind == "reset":
+        gone = set(data.get("nodes") or [])
+        snap.nodes = {k: v for k, v in snap.nodes.items() if k[0] not in gone}
+        snap.attempts = {k: v for k, v in snap.attempts.items() if k[0] not in gone}
+        snap.refs = {k: v for k, v in snap.refs.items() if k[0] not in gone}
+        snap.status = frame.state or "interrupted"
+    elif kind == "cancel_requested":
+        pass
+    else:
+        raise _bad(frame, f"unknown frame kind {kind!r}")
+    if snap.size > MAX_SNAPSHOT_ROWS:
+        raise SnapshotInvalid(
+            f"run {snap.run_id} holds more than {MAX_SNAPSHOT_ROWS} nodes, attempts and refs "
+            f"at frame {frame.frame_no}; time travel refuses snapshots this large"
+        )
+
+
+def fold(run_id: str, frames: Iterable[Frame], upto: int | None = None) -> Snapshot:
+    """The snapshot at frame ``upto`` (default: the last frame) from a run's frames in order.
+
+    Raises:
+        SnapshotInvalid: a frame is malformed, or the snapshot is larger than allowed.
+    """
+    snap = Snapshot(run_id, -1)
+    previous: int | None = None
+    for frame in frames:
+        if upto is not None and frame.frame_no > upto:
+            break
+        if previous is not None and frame.frame_no != previous + 1:
+            raise _bad(frame, f"frames jump from {previous} to {frame.frame_no}")
+        previous = frame.frame_no
+        apply(snap, frame)
+        snap.frame_no = frame.frame_no
+    return snap
