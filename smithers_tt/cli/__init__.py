@@ -1,0 +1,12 @@
+"""The ``smithers-tt`` command line: the same operations as the Python API, for terminals."""
+
+from smithers_tt.cli import _commands, _maintenance  # noqa: F401  (they register commands)
+from smithers_tt.cli._app import cli
+
+
+def main() -> None:
+    """Entry point of the ``smithers-tt`` script."""
+    cli(prog_name="smithers-tt")
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,445 @@
+"""Commands about runs: listing, inspecting, diffing, time travel, resuming, cancelling."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from typing import Any
+
+import click
+
+from smithers_tt.checkpoint import AgentCheckpoint
+from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
+from smithers_tt.cli._output import emit_json, short, state, table, when
+from smithers_tt.errors import ConfirmationRequired, InvalidArgument
+from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
+
+
+def _parse_json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgument(f"{what} is not valid JSON: {error}") from error
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise ConfirmationRequired(f"{question} Refusing without --yes (no terminal to ask).")
+    if not click.confirm(question, default=False):
+        raise ConfirmationRequired("cancelled; nothing was changed")
+
+
+@cli.command()
+@click.option("--status", help="Only runs with this status (queued, running, finished ...).")
+@click.option("--limit", default=100, show_default=True, help="How many runs (1-1000).")
+@pass_ctx
+@handle_errors
+def runs(ctx: Context, status: str | None, limit: int) -> None:
+    """List runs, oldest first.
+
+    \b
+    Examples:
+      smithers-tt runs
+      smithers-tt runs --status failed --json
+    """
+    found = ctx.db.runs(status=status, limit=limit)
+    if ctx.as_json:
+        emit_json([dataclasses.asdict(r.record) for r in found])
+        return
+    table(
+        ["run", "workflow", "status", "frames", "parent", "created"],
+        [
+            [
+                r.id,
+                r.record.workflow,
+                state(r.status),
+                r.record.clock,
+                f"{r.record.parent_run_id}@{r.record.parent_frame_no}"
+                if r.record.parent_run_id
+                else "-",
+                when(r.record.created_at_ms),
+            ]
+            for r in found
+        ],
+    )
+
+
+@cli.command()
+@click.argument("run_id")
+@pass_ctx
+@handle_errors
+def timeline(ctx: Context, run_id: str) -> None:
+    """Frames of a run in order, and the tree of runs forked from the same root.
+
+    \b
+    Example:
+      smithers-tt timeline 1a22d5428410aaf6ffe2c
+    """
+    tl = ctx.db.timeline(run_id)
+    if ctx.as_json:
+        emit_json(
+            {
+                "run_id": tl.run_id,
+                "root": tl.root,
+                "frames": [dataclasses.asdict(f) for f in tl.frames],
+                "tree": [dataclasses.asdict(e) for e in tl.tree],
+            }
+        )
+        return
+    table(
+        ["frame", "kind", "node", "attempt", "seq", "state", "detail"],
+        [
+            [
+                f.frame_no,
+                f.kind,
+                f.node_id if f.iteration in (None, 0) else f"{f.node_id}[{f.iteration}]",
+                f.attempt or "",
+                "" if f.sequence is None else f.sequence,
+                state(f.state) if f.state else (f.purpose or ""),
+                short(f.content_hash[:12] if f.content_hash else (f.data or ""), 50),
+            ]
+            for f in tl.frames
+        ],
+    )
+    click.echo()
+    click.echo(click.style("fork tree", bold=True))
+    depth = {tl.root: 0}
+    for edge in tl.tree:
+        level = depth.get(edge.parent_run_id or "", -1) + 1
+        depth[edge.run_id] = level
+        mark = " <" if edge.run_id == run_id else ""
+        origin = f" (from frame {edge.parent_frame_no})" if edge.parent_run_id else ""
+        click.echo(f"{'  ' * level}{edge.run_id} {state(edge.status)}{origin}{mark}")
+
+
+def _snapshot_json(snap: Snapshot) -> dict[str, Any]:
+    return {
+        "run_id": snap.run_id,
+        "frame_no": snap.frame_no,
+        "status": snap.status,
+        "input": snap.input,
+        "nodes": [dataclasses.asdict(n) for n in snap.nodes.values()],
+        "attempts": [dataclasses.asdict(a) for a in snap.attempts.values()],
+        "checkpoints": [dataclasses.asdict(r) for r in snap.refs.values()],
+    }
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option("--frame", "frame_no", type=int, help="Show this frame (default: the newest).")
+@pass_ctx
+@handle_errors
+def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
+    """What a run looks like at a frame: nodes, attempts, outputs and checkpoint refs.
+
+    \b
+    Examples:
+      smithers-tt show RUN
+      smithers-tt show RUN --frame 12 --json
+    """
+    snap = ctx.db.snapshot(run_id, frame_no)
+    if ctx.as_json:
+        emit_json(_snapshot_json(snap))
+        return
+    click.echo(f"run {snap.run_id} at frame {snap.frame_no}: {state(snap.status)}")
+    table(
+        ["node", "state", "last attempt", "output"],
+        [
+            [
+                n.node_id if n.iteration == 0 else f"{n.node_id}[{n.iteration}]",
+                state(n.state),
+                n.last_attempt or "-",
+                short(n.output, 60) if n.output is not None else "",
+            ]
+            for n in snap.nodes.values()
+        ],
+    )
+    click.echo()
+    table(
+        ["attempt", "state", "resumed from", "error"],
+        [
+            [
+                f"{a.node_id}#{a.attempt}",
+                state(a.state),
+                f"{a.resumed_from[1]}#{a.resumed_from[3]}.{a.resumed_from[4]}"
+                if a.resumed_from
+                else "-",
+                short(a.error or "", 50),
+            ]
+            for a in snap.attempts.values()
+        ],
+    )
+    click.echo()
+    table(
+        ["checkpoint", "codec", "version", "purpose", "hash"],
+        [
+            [f"{r.node_id}#{r.attempt}.{r.sequence}", r.codec, r.version, r.purpose, r.short_hash]
+            for r in snap.refs.values()
+        ],
+    )
+
+
+def _diff_json(d: SnapshotDiff) -> dict[str, Any]:
+    return dataclasses.asdict(d)
+
+
+@cli.command("diff")
+@click.argument("run_id")
+@click.argument("a")
+@click.argument("b")
+@pass_ctx
+@handle_errors
+def diff_cmd(ctx: Context, run_id: str, a: str, b: str) -> None:
+    """Differences between two frames of a run, or between two runs.
+
+    A and B are frame numbers of RUN_ID, or RUN:FRAME of any run (a fork, say).
+
+    \b
+    Examples:
+      smithers-tt diff RUN 3 12
+      smithers-tt diff RUN 12 CHILD:0
+    """
+
+    def side(spec: str) -> Snapshot:
+        run, _, frame = spec.rpartition(":")
+        try:
+            number = int(frame) if frame else None
+        except ValueError as error:
+            raise InvalidArgument(f"{spec!r} is not FRAME or RUN:FRAME") from error
+        return ctx.db.snapshot(run or run_id, number)
+
+    result = diff(side(a), side(b))
+    if ctx.as_json:
+        emit_json(_diff_json(result))
+        return
+    if result.empty:
+        click.echo("no differences")
+        return
+    if result.status:
+        click.echo(f"status: {state(result.status[0])} -> {state(result.status[1])}")
+    sections = [
+        ("nodes", result.nodes),
+        ("attempts", result.attempts),
+        ("outputs", result.outputs),
+        *((f"checkpoint of {k}", v) for k, v in result.checkpoints.items()),
+    ]
+    for title, changes in sections:
+        if not changes:
+            continue
+        click.echo(click.style(title, bold=True))
+        for c in changes:
+            sign = {"add": click.style("+", fg="green"), "remove": click.style("-", fg="red")}.get(
+                c.op, click.style("~", fg="yellow")
+            )
+            detail = (
+                short(c.new, 70)
+                if c.op == "add"
+                else short(c.old, 70)
+                if c.op == "remove"
+                else f"{short(c.old, 34)} -> {short(c.new, 34)}"
+            )
+            click.echo(f"  {sign} {c.path}: {detail}")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("frame_no", type=int)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help="Even if a process seems to be executing the run.")
+@pass_ctx
+@handle_errors
+def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> None:
+    """Destructive: put a run back to a frame in place (asks first).
+
+    \b
+    Example:
+      smithers-tt rewind RUN 12 --yes
+    """
+    run = ctx.db.get_run(run_id)
+    _confirm(
+        f"Rewind run {run_id} from frame {run.record.clock} to frame {frame_no}, "
+        "deleting everything after it?",
+        yes,
+    )
+    snap = ctx.db.rewind(run_id, frame_no, confirm=True, force=force)
+    if ctx.as_json:
+        emit_json({"run_id": run_id, "frame_no": frame_no, "status": snap.status})
+        return
+    click.echo(
+        f"rewound {run_id} to frame {frame_no}; it is now "
+        f"{state(ctx.db.get_run(run_id).status)}. Continue it with: "
+        f"smithers-tt resume {run_id}"
+    )
+
+
+def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
+    edits: dict[str, AgentCheckpoint] = {}
+    for pair in pairs:
+        node, sep, path = pair.partition("=")
+        if not sep:
+            raise InvalidArgument(f"--checkpoint takes NODE=FILE.json, got {pair!r}")
+        with open(path, encoding="utf-8") as handle:
+            envelope = _parse_json(handle.read(), path)
+        edits[node] = AgentCheckpoint.from_json(envelope)
+    return edits
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("frame_no", type=int)
+@click.option(
+    "--reset",
+    "reset_nodes",
+    multiple=True,
+    metavar="NODE",
+    help="Start this node (and what needs it) fresh; repeatable.",
+)
+@click.option("--input", "input_json", metavar="JSON", help="Replace the run input.")
+@click.option(
+    "--checkpoint",
+    "edits",
+    multiple=True,
+    metavar="NODE=FILE",
+    help="Resume NODE from the checkpoint envelope in FILE (JSON).",
+)
+@pass_ctx
+@handle_errors
+def fork(
+    ctx: Context,
+    run_id: str,
+    frame_no: int,
+    reset_nodes: tuple[str, ...],
+    input_json: str | None,
+    edits: tuple[str, ...],
+) -> None:
+    """Create a child run whose frame 0 is RUN's frame FRAME_NO.
+
+    \b
+    Examples:
+      smithers-tt fork RUN 9 --reset write
+      smithers-tt fork RUN 9 --input '{"topic": "wasp"}'
+      smithers-tt fork RUN 9 --checkpoint research=edited.json
+    """
+    child = ctx.db.fork(
+        run_id,
+        frame_no,
+        reset=list(reset_nodes),
+        input=None if input_json is None else _parse_json(input_json, "--input"),
+        checkpoints=_edits(edits),
+    )
+    if ctx.as_json:
+        emit_json(
+            {
+                "run_id": child.id,
+                "parent_run_id": run_id,
+                "parent_frame_no": frame_no,
+                "status": child.status,
+            }
+        )
+        return
+    click.echo(
+        f"forked {child.id} from {run_id} at frame {frame_no} ({state(child.status)}). "
+        f"Run it with: smithers-tt resume {child.id}"
+    )
+
+
+def _finished(ctx: Context, run: Any) -> None:
+    if ctx.as_json:
+        emit_json(
+            {"run_id": run.id, "status": run.status, "error": run.error, "output": run.output}
+        )
+        return
+    click.echo(f"run {run.id} {state(run.status)}" + (f": {run.error}" if run.error else ""))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("frame_no", type=int)
+@click.option(
+    "--workflow",
+    "spec",
+    metavar="MODULE:ATTR",
+    help="Where the workflow is defined (default: the demo workflow).",
+)
+@click.option("--reset", "reset_nodes", multiple=True, metavar="NODE")
+@pass_ctx
+@handle_errors
+def replay(
+    ctx: Context, run_id: str, frame_no: int, spec: str | None, reset_nodes: tuple[str, ...]
+) -> None:
+    """Fork RUN at FRAME_NO and execute the child.
+
+    \b
+    Example:
+      smithers-tt replay RUN 9 --reset write
+    """
+    wf = load_workflow(spec, ctx.db.get_run(run_id).record.workflow)
+    _finished(ctx, ctx.db.replay(run_id, frame_no, wf, reset=list(reset_nodes)))
+
+
+@cli.command()
+@click.argument("run_id")
+@click.option(
+    "--workflow",
+    "spec",
+    metavar="MODULE:ATTR",
+    help="Where the workflow is defined (default: the demo workflow).",
+)
+@click.option(
+    "--accept-changed", is_flag=True, help="Resume even though the workflow definition changed."
+)
+@pass_ctx
+@handle_errors
+def resume(ctx: Context, run_id: str, spec: str | None, accept_changed: bool) -> None:
+    """Continue an unfinished run here (after a crash, a rewind, a fork or a reset).
+
+    \b
+    Example:
+      smithers-tt resume RUN --workflow mypkg.flows:report
+    """
+    wf = load_workflow(spec, ctx.db.get_run(run_id).record.workflow)
+    _finished(ctx, ctx.db.resume(run_id, wf, accept_changed=accept_changed))
+
+
+@cli.command()
+@click.argument("run_id")
+@pass_ctx
+@handle_errors
+def cancel(ctx: Context, run_id: str) -> None:
+    """Cancel a run (its owner gives agents a short grace to save a final checkpoint).
+
+    \b
+    Example:
+      smithers-tt cancel RUN
+    """
+    ctx.db.cancel(run_id)
+    status = ctx.db.get_run(run_id).status
+    if ctx.as_json:
+        emit_json({"run_id": run_id, "status": status})
+        return
+    click.echo(f"cancel requested for {run_id} (now {state(status)})")
+
+
+@cli.command()
+@click.argument("run_id")
+@click.argument("node_id")
+@click.option("--dependents", is_flag=True, help="Also reset the tasks that need NODE_ID.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_ctx
+@handle_errors
+def reset(ctx: Context, run_id: str, node_id: str, dependents: bool, yes: bool) -> None:
+    """Retry a node from scratch (its attempts leave the live state; frames keep them).
+
+    \b
+    Example:
+      smithers-tt reset RUN write --dependents --yes
+    """
+    _confirm(f"Reset {node_id}{' and its dependents' if dependents else ''} of run {run_id}?", yes)
+    gone = ctx.db.reset(run_id, node_id, dependents=dependents)
+    if ctx.as_json:
+        emit_json({"run_id": run_id, "reset": gone})
+        return
+    click.echo(f"reset {', '.join(gone)}; run them with: smithers-tt resume {run_id}")
