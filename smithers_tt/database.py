@@ -10,6 +10,7 @@ from typing import Any
 from smithers_tt import timetravel as tt
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
+from smithers_tt.engine._worker import Worker
 from smithers_tt.errors import WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import (
@@ -22,6 +23,7 @@ from smithers_tt.store import (
     migrate,
     verify,
 )
+from smithers_tt.store._claims import WorkerRecord, list_workers
 from smithers_tt.store._maintenance import Progress
 from smithers_tt.store._records import Fence
 from smithers_tt.timetravel import _ops as tt_ops
@@ -107,6 +109,33 @@ class Database:
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
         )
         return await self._execute(wf, fence, on_event, cancel_grace)
+
+    def submit(
+        self, wf: Workflow, input: Any = None, *, max_checkpoint_bytes: int | None = None
+    ) -> Run:
+        """Record a queued run of ``wf`` for a worker to execute; return it without running.
+
+        Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf`` claim it.
+        """
+        wf.check()
+        record, _ = self.store.create_run(
+            wf.name,
+            input,
+            workflow_hash=wf.signature(),
+            status="queued",
+            max_checkpoint_bytes=max_checkpoint_bytes,
+            graph={t.id: list(t.needs) for t in wf.tasks.values()},
+        )
+        return Run(self, record)
+
+    def worker(self, workflows: list[Workflow], **options: Any) -> Worker:
+        """A :class:`~smithers_tt.engine.Worker` executing queued runs of ``workflows``;
+        start it with ``await worker.run()``."""
+        return Worker(self.store, workflows, **options)
+
+    def workers(self) -> list[WorkerRecord]:
+        """Registered workers, their state, last heartbeat and the runs each owns."""
+        return list_workers(self.store)
 
     def resume(self, run_id: str, wf: Workflow, **options: Any) -> Run:
         """Continue an unfinished run (after a crash, in a new process); see :meth:`aresume`."""

@@ -68,7 +68,7 @@ def load_workflow(spec: str | None, workflow_name: str) -> Workflow:
     """The workflow named by ``module:attr`` (a Workflow, or a function returning one or a
     ``(workflow, agents)`` pair); the demo workflow for demo runs when no spec is given."""
     if spec is None:
-        if workflow_name != "demo-report":
+        if workflow_name != "demo-report":  # only the demo's definition is known by default
             raise InvalidArgument(
                 f"this run is of workflow {workflow_name!r}: say where it is defined with "
                 "--workflow module:attribute"

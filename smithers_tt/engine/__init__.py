@@ -4,6 +4,7 @@ from smithers_tt.engine._agent import AgentSpec, GenerateRequest, GenerateResult
 from smithers_tt.engine._executor import AsyncStore, RunExecutor
 from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
 from smithers_tt.engine._sync import run_sync
+from smithers_tt.engine._worker import Worker
 from smithers_tt.engine._workflow import Loop, Retry, Task, TaskContext, Workflow
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "RunExecutor",
     "Task",
     "TaskContext",
+    "Worker",
     "Workflow",
     "as_agent",
     "fork_point",

@@ -222,6 +222,18 @@ audit = Table(
 )
 Index("tt_audit_run", audit.c.run_id, audit.c.created_at_ms)
 
+workers = Table(
+    "tt_workers",
+    metadata,
+    Column("worker_id", String(200), primary_key=True),
+    Column("host", String(200), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("workflows_json", Text, nullable=False),
+    Column("state", String(20), nullable=False),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("heartbeat_at_ms", BigInteger, nullable=False),
+)
+
 CONTENT_PINS: list[Column] = [refs.c.content_hash, frames.c.content_hash, cache.c.content_hash]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""

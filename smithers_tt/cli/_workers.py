@@ -1,0 +1,112 @@
+"""Commands for workers sharing runs on one database."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import click
+
+from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
+from smithers_tt.cli._output import emit_json, state, table, when
+
+
+@cli.command()
+@click.option(
+    "--workflows",
+    "specs",
+    multiple=True,
+    required=True,
+    metavar="MODULE:ATTR",
+    help="A workflow this worker can execute; repeatable.",
+)
+@click.option("--concurrency", default=1, show_default=True, help="Runs executed at once.")
+@click.option("--id", "worker_id", help="A name for this worker (default host:pid).")
+@click.option(
+    "--stale-after",
+    default=10.0,
+    show_default=True,
+    help="Seconds without heartbeat before a running run is taken over.",
+)
+@click.option(
+    "--drain-timeout",
+    default=10.0,
+    show_default=True,
+    help="Seconds to finish runs on SIGTERM before releasing them.",
+)
+@click.option("--max-runs", type=int, help="Stop after this many runs ended.")
+@pass_ctx
+@handle_errors
+def worker(
+    ctx: Context,
+    specs: tuple[str, ...],
+    concurrency: int,
+    worker_id: str | None,
+    stale_after: float,
+    drain_timeout: float,
+    max_runs: int | None,
+) -> None:
+    """Execute queued runs (and take over runs whose owner died) until SIGTERM or Ctrl-C.
+
+    \b
+    Example:
+      smithers-tt --db postgresql+psycopg://postgres@127.0.0.1/test worker \\
+          --workflows smithers_tt.demo:demo_workflow --concurrency 4
+    """
+    workflows = [load_workflow(spec, "") for spec in specs]
+    w = ctx.db.worker(
+        workflows,
+        concurrency=concurrency,
+        worker_id=worker_id,
+        stale_after=stale_after,
+        drain_timeout=drain_timeout,
+    )
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await w.run(stop, max_runs=max_runs)
+
+    click.echo(
+        f"worker {w.worker_id} executing {', '.join(w.workflows)} "
+        f"({concurrency} at a time); SIGTERM stops it",
+        err=True,
+    )
+    done = asyncio.run(main())
+    if ctx.as_json:
+        emit_json({"worker_id": w.worker_id, "completed": done})
+    else:
+        click.echo(f"worker {w.worker_id} stopped after {done} run(s)")
+
+
+@cli.command()
+@pass_ctx
+@handle_errors
+def workers(ctx: Context) -> None:
+    """Registered workers: state, last heartbeat and the runs each owns; runs waiting.
+
+    \b
+    Example:
+      smithers-tt workers
+    """
+    found = ctx.db.workers()
+    waiting = len(ctx.db.runs(status="queued", limit=1000))
+    if ctx.as_json:
+        emit_json({"workers": [vars(w) for w in found], "queued": waiting})
+        return
+    table(
+        ["worker", "state", "heartbeat", "workflows", "runs"],
+        [
+            [
+                w.worker_id,
+                state(w.state),
+                when(w.heartbeat_at_ms),
+                ",".join(w.workflows),
+                " ".join(w.runs) or "-",
+            ]
+            for w in found
+        ],
+    )
+    click.echo(f"\n{waiting} run(s) queued")

@@ -1,0 +1,205 @@
+"""Claiming runs for workers: queued runs and runs whose owner stopped heartbeating.
+
+The database is the coordination engine. A claim is one transaction that picks a run
+(PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent workers never pick the same one; SQLite:
+``BEGIN IMMEDIATE`` serialises writers) and takes it over under a new owner epoch, which fences
+out whoever had it. Workers also register themselves so people can see who is alive.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.store import _schema as S
+from smithers_tt.store._frames import Frame, record
+from smithers_tt.store._records import Fence, now_ms
+from smithers_tt.store._store import Store
+
+
+@dataclass(frozen=True)
+class WorkerRecord:
+    """A registered worker process and what it is doing."""
+
+    worker_id: str
+    host: str
+    pid: int
+    workflows: list[str]
+    state: str
+    started_at_ms: int
+    heartbeat_at_ms: int
+    runs: list[str]
+
+
+def claim_next(
+    store: Store, worker_id: str, workflows: dict[str, str], *, stale_after_ms: int
+) -> Fence | None:
+    """Claim the oldest runnable run of a known workflow (name -> definition hash).
+
+    Runnable: ``queued``, or ``running`` with a heartbeat older than ``stale_after_ms`` (its
+    owner died or hangs). A run whose definition hash differs from the worker's is never
+    claimed. Returns the new fence, or None when nothing is runnable.
+    """
+    if not workflows:
+        return None
+    r = S.runs
+    known = sa.or_(
+        *(
+            (r.c.workflow == name) & (r.c.workflow_hash == digest)
+            for name, digest in workflows.items()
+        )
+    )
+
+    def work(conn: Connection, frames: list[Frame]) -> Fence | None:
+        now = now_ms()
+        runnable = (r.c.status == "queued") | (
+            (r.c.status == "running")
+            & (sa.func.coalesce(r.c.heartbeat_at_ms, 0) < now - stale_after_ms)
+        )
+        row = conn.execute(
+            sa.select(r.c.run_id)
+            .where(runnable, known, ~r.c.cancel_requested, r.c.lease_owner.is_(None))
+            .order_by(r.c.created_at_ms, r.c.run_id)
+            .limit(1)
+            .with_for_update(skip_locked=True)
+        ).one_or_none()
+        if row is None:
+            return None
+        epoch = conn.execute(
+            r.update()
+            .where(r.c.run_id == row.run_id)
+            .values(
+                owner_epoch=r.c.owner_epoch + 1,
+                status="running",
+                owner_id=worker_id,
+                heartbeat_at_ms=now,
+            )
+            .returning(r.c.owner_epoch)
+        ).scalar_one()
+        frames.append(
+            record(
+                conn,
+                row.run_id,
+                None,
+                "run_claimed",
+                state="running",
+                data={"epoch": epoch, "owner_id": worker_id},
+            )
+        )
+        store._end_open_attempts(conn, frames, row.run_id, "interrupted", epoch)
+        return Fence(row.run_id, epoch)
+
+    return store._change(work)
+
+
+def release_run(store: Store, fence: Fence) -> bool:
+    """Give an owned run back to the queue (a new epoch fences any late write of ours)."""
+    r = S.runs
+
+    def work(conn: Connection, frames: list[Frame]) -> bool:
+        owned = conn.execute(
+            r.update()
+            .where(
+                r.c.run_id == fence.run_id, r.c.owner_epoch == fence.epoch, r.c.status == "running"
+            )
+            .values(
+                status="queued",
+                owner_id=None,
+                heartbeat_at_ms=None,
+                owner_epoch=r.c.owner_epoch + 1,
+            )
+            .returning(r.c.owner_epoch)
+        ).scalar_one_or_none()
+        if owned is None:
+            return False
+        store._end_open_attempts(conn, frames, fence.run_id, "interrupted", owned)
+        return True
+
+    return store._change(work)
+
+
+def register_worker(
+    store: Store, worker_id: str, host: str, pid: int, workflows: list[str]
+) -> None:
+    """Record a worker as started (or restarted under the same id)."""
+    w = S.workers
+    now = now_ms()
+    values = {
+        "host": host,
+        "pid": pid,
+        "workflows_json": canonical_bytes(sorted(workflows)).decode(),
+        "state": "running",
+        "started_at_ms": now,
+        "heartbeat_at_ms": now,
+    }
+
+    def work(conn: Connection) -> None:
+        if not conn.execute(w.update().where(w.c.worker_id == worker_id).values(**values)).rowcount:
+            conn.execute(w.insert().values(worker_id=worker_id, **values))
+
+    store.engine.transaction(work)
+
+
+def worker_heartbeat(
+    store: Store, worker_id: str, fences: list[Fence], state: str = "running"
+) -> list[Fence]:
+    """Heartbeat a worker and every run it owns; return the fences it no longer holds."""
+    w, r = S.workers, S.runs
+
+    def work(conn: Connection) -> list[Fence]:
+        now = now_ms()
+        conn.execute(
+            w.update().where(w.c.worker_id == worker_id).values(heartbeat_at_ms=now, state=state)
+        )
+        lost = []
+        for fence in fences:
+            if not conn.execute(
+                r.update()
+                .where(
+                    r.c.run_id == fence.run_id,
+                    r.c.owner_epoch == fence.epoch,
+                    r.c.status == "running",
+                )
+                .values(heartbeat_at_ms=now)
+            ).rowcount:
+                lost.append(fence)
+        return lost
+
+    return store.engine.transaction(work)
+
+
+def list_workers(store: Store) -> list[WorkerRecord]:
+    """Registered workers with the runs each owns now."""
+    w, r = S.workers, S.runs
+
+    def work(conn: Connection) -> list[Any]:
+        workers = conn.execute(sa.select(w).order_by(w.c.started_at_ms)).all()
+        owned = conn.execute(
+            sa.select(r.c.owner_id, r.c.run_id).where(
+                r.c.status == "running", r.c.owner_id.is_not(None)
+            )
+        ).all()
+        return [workers, owned]
+
+    workers, owned = store.engine.transaction(work, write=False)
+    by_owner: dict[str, list[str]] = {}
+    for owner, run_id in owned:
+        by_owner.setdefault(owner, []).append(run_id)
+    return [
+        WorkerRecord(
+            row.worker_id,
+            row.host,
+            row.pid,
+            json.loads(row.workflows_json),
+            row.state,
+            row.started_at_ms,
+            row.heartbeat_at_ms,
+            sorted(by_owner.get(row.worker_id, [])),
+        )
+        for row in workers
+    ]
