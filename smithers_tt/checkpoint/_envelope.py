@@ -6,7 +6,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from smithers_tt.checkpoint._json import canonical_bytes, clone, content_hash, loads, validate
+from smithers_tt.checkpoint._json import (
+    canonical_bytes,
+    canonical_envelope,
+    clone,
+    content_hash,
+    loads,
+    validate,
+)
 from smithers_tt.errors import CheckpointInvalid, CheckpointTooLarge, InvalidArgument
 
 MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
@@ -14,7 +21,12 @@ MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024
 raise it."""
 
 CheckpointMode = Literal["resume", "fork"]
+"""How an agent is handed a checkpoint: ``resume`` (its own attempt, continued) or ``fork`` (a
+new run or task seeded from it). Capabilities name the modes they accept; neither implies the
+other."""
+
 MODES: tuple[CheckpointMode, ...] = ("resume", "fork")
+"""Every checkpoint mode, in canonical order."""
 
 _FIELDS = frozenset({"codec", "version", "payload"})
 
@@ -131,7 +143,10 @@ class AgentCheckpoint:
             CheckpointTooLarge: the canonical bytes exceed ``max_bytes`` (default 16 MiB).
         """
         limit = size_limit(max_bytes)
-        data = canonical_bytes(self.to_json())
+        # The payload is checked again (it may have been mutated since construction), in one
+        # pass fused with writing the bytes; its depth counts from the payload, as at
+        # construction.
+        data = canonical_envelope(self.codec, self.version, self.payload)
         if len(data) > limit:
             raise CheckpointTooLarge(
                 f"checkpoint {self.codec} v{self.version} is {len(data)} bytes in canonical form,"

@@ -107,22 +107,25 @@ def _check_str(value: str, path: str, what: str) -> None:
         raise _bad(path, f"{what} with a lone surrogate at index {exc.start}") from None
 
 
-def _orjson_writes_floats_like_repr(lo: float) -> bool:
-    """Whether orjson formats floats of magnitude >= ``lo`` exactly as ``repr`` does.
+def _orjson_writes_floats_like_repr() -> bool:
+    """Whether orjson writes 0.0 and floats of magnitude >= 1e-4 exactly as ``repr`` does.
 
     orjson writes ints, strings and containers exactly like the json module; its floats agree
     with ``repr`` except below 1e-4 in magnitude (``0.0000999`` for ``9.99e-05``, ``1e-7`` for
     ``1e-07``). A changed formatter in a future orjson must not change our bytes, so this is
     checked on probes once at import (the property tests check it on random floats).
     """
-    probes = [0.0, 1.0, -1.5, 0.1, 1 / 3, 2.5e-4, 1e15, 123456789012345.6, 9007199254740993.0]
-    probes += [1e16, 1e22, -2.5e100, 1.7976931348623157e308, 4.35e-3, 2.0**-13]
-    probes += [lo, -lo, 1e-4, 1e-3 - 2**-60]
-    return all(orjson.dumps(f) == repr(f).encode() for f in probes if f == 0 or abs(f) >= lo)
+    probes = [0.0, 1.0, -1.5, 0.1, 1 / 3, 1e-4, -1e-4, 1.5e-4, 2.0**-13, 4.35e-3, 0.001]
+    probes += [1e15, 123456789012345.6, 9007199254740993.0, 1e16, 1e22, -2.5e100]
+    probes += [1.7976931348623157e308]
+    return all(orjson.dumps(f) == repr(f).encode() for f in probes)
 
 
-# Floats of smaller magnitude (other than 0.0) are written by ``repr`` (see _patch).
-_FAST_FLOAT_MIN = 1e-4 if _orjson_writes_floats_like_repr(1e-4) else math.inf
+_ORJSON_FLOATS_OK = _orjson_writes_floats_like_repr()
+# Floats of smaller magnitude (other than 0.0) are written by ``repr`` (see _patch); if the
+# probe failed, every float is, zero included.
+_FAST_FLOAT_MIN = 1e-4 if _ORJSON_FLOATS_OK else math.inf
+_PATCH_ZERO = not _ORJSON_FLOATS_OK
 
 
 class _Invalid(Exception):
@@ -161,10 +164,10 @@ def _scan(container: Any, depth: int, check_strings: bool, patched: set[int]) ->
             if item - item != 0.0:  # NaN or an infinity
                 raise _Invalid
             if -small < item < small:
-                if item != 0.0:
-                    needs_patch = True
-                elif math.copysign(1.0, item) < 0:
+                if item == 0.0 and math.copysign(1.0, item) < 0:
                     raise _Invalid
+                if item != 0.0 or _PATCH_ZERO:
+                    needs_patch = True
         elif t is dict or t is list:
             if _scan(item, depth + 1, check_strings, patched):
                 needs_patch = True
@@ -202,7 +205,7 @@ def _patch_container(value: Any, patched: set[int]) -> Any:
     for key, item in value.items() if type(value) is dict else enumerate(value):
         t = type(item)
         if t is float:
-            if item != 0.0 and -small < item < small:
+            if -small < item < small and (item != 0.0 or _PATCH_ZERO):
                 out[key] = orjson.Fragment(repr(item).encode("ascii"))
         elif (t is dict or t is list) and id(item) in patched:
             out[key] = _patch_container(item, patched)
