@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
@@ -27,6 +28,10 @@ from smithers_tt.store._claims import WorkerRecord, list_workers
 from smithers_tt.store._maintenance import Progress
 from smithers_tt.store._records import Fence
 from smithers_tt.timetravel import _ops as tt_ops
+from smithers_tt.timetravel._retention import duration_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from smithers_tt.lineage import Lineage
 
 DEFAULT_URL = "sqlite:///smithers.db"
 
@@ -173,6 +178,10 @@ class Database:
         fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
         if record.cancel_requested:
             await asyncio.to_thread(self.store.cancel_run, run_id)
+        if on_event is not None:  # the claim's frames come before the executor listens
+            for frame in await asyncio.to_thread(self.store.frames, run_id, after=record.clock):
+                on_event(frame)
+        if record.cancel_requested:
             return self.get_run(run_id)
         return await self._execute(wf, fence, on_event, cancel_grace)
 
@@ -265,6 +274,13 @@ class Database:
         """A run's frames plus the tree of runs forked from the same root."""
         return tt.timeline(self.store, run_id)
 
+    def debug(self, run_id: str, **kw: Any) -> Any:
+        """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
+        ``notebook`` extra; imported only when called)."""
+        from smithers_tt.widgets import Debugger  # optional dependency: import on use
+
+        return Debugger(self, run_id, **kw)
+
     # --- maintenance ---------------------------------------------------------------------
 
     def verify(self, *, page_size: int = 200, progress: Progress | None = None) -> VerifyReport:
@@ -274,6 +290,42 @@ class Database:
     def collect_garbage(self, **options: Any) -> GcReport:
         """Delete checkpoint content nothing reaches; see :func:`store.collect_garbage`."""
         return collect_garbage(self.engine, **options)
+
+    def gc(
+        self,
+        older_than: datetime.timedelta | float | None = None,
+        *,
+        keep_forks: bool = True,
+        progress: Progress | None = None,
+    ) -> tt.PruneReport:
+        """Delete the history of runs that ended longer than ``older_than`` ago (a timedelta
+        or seconds), leaves of the fork tree first, then the content nothing reaches.
+
+        With ``keep_forks`` (default) a run stays while a run forked from it remains. With
+        ``older_than=None`` no run is deleted: only unreachable content is collected. See
+        :func:`smithers_tt.timetravel.prune_runs`.
+        """
+        if older_than is None:
+            return tt.PruneReport(content=collect_garbage(self.engine, progress=progress))
+        return tt.prune_runs(
+            self.store,
+            older_than_ms=duration_ms(older_than),
+            keep_forks=keep_forks,
+            progress=progress,
+        )
+
+    # --- analytics -----------------------------------------------------------------------
+
+    def lineage(self, **options: Any) -> Lineage:
+        """Read-only DuckDB analytics over this store, answered as pandas DataFrames.
+
+        Needs the ``lineage`` extra; duckdb and pandas are imported only here. Options are
+        those of :class:`smithers_tt.lineage.Lineage` (``snapshot``, ``reader``, ``threads``).
+        Close it (or use ``with db.lineage() as lin:``) when done.
+        """
+        from smithers_tt.lineage import Lineage
+
+        return Lineage(self, **options)
 
     def close(self) -> None:
         """Release every connection."""

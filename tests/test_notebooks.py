@@ -28,9 +28,24 @@ def test_notebook_runs_with_its_checked_outputs(notebook: Path, tmp_path: Path) 
     copy = tmp_path / notebook.name  # run in a scratch folder: notebooks write .db files
     shutil.copy(notebook, copy)
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--nbval-lax", "--nbval-current-env",
-         "--nbval-sanitize-with", str(SANITIZE), "-p", "no:cacheprovider", "-q", copy.name],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--nbval-lax",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(SANITIZE),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            copy.name,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-2000:]
 

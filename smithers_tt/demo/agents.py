@@ -148,7 +148,9 @@ class Writer(DemoAgent):
             state["revisions"].append(f"fixed: {request.schema_error.splitlines()[0][:120]}")
             state["title"] = f"What we know about the {topic}"
         elif self.first_output_invalid and state["title"] is None:
-            state["revisions"].append("first draft, no title yet")
+            # Resumed from its own untitled first draft (after a crash), it is that same draft.
+            if "first draft, no title yet" not in state["revisions"]:
+                state["revisions"].append("first draft, no title yet")
         else:
             state["title"] = state["title"] or f"What we know about the {topic}"
         checkpoint = AgentCheckpoint(DRAFT, 1, state)

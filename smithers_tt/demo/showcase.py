@@ -15,6 +15,7 @@ from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.database import Database
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.demo.workflow import demo_workflow
+from smithers_tt.engine import run_sync
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,11 @@ def build_demo(db: Database, *, step: Step | None = None) -> list[DemoRun]:
     )
 
     say("cancelled run")
-    cancelled = asyncio.run(_cancelled(db))
+    cancelled = run_sync(_cancelled(db))
     made.append(DemoRun("cancelled", cancelled, "cancelled mid-research; its notes are kept"))
 
     say("interrupted and resumed")
-    crashed = asyncio.run(_interrupted(db))
+    crashed = run_sync(_interrupted(db))
     wf, _ = demo_workflow()
     db.resume(crashed, wf)
     made.append(

@@ -86,6 +86,9 @@ class Publisher:
                 f"{[(f.codec, list(f.versions)) for f in agent.formats]}; nothing was written"
             )
         encoded = checkpoint.encode(self.ex.max_bytes)  # validates mutations since creation
+        # Snapshot what is stored now: the agent may edit its state while the publish is in
+        # flight, and a correction turn must resume exactly the stored checkpoint.
+        stored = checkpoint.clone()
         async with self._lock:
             try:
                 ref = await self.ex.astore.publish(
@@ -95,7 +98,7 @@ class Publisher:
                 self.fence_lost = error
                 raise
         if checkpoint.codec != SESSION_CODEC:
-            self.newest = checkpoint.clone()
+            self.newest = stored
         return ref
 
 
@@ -144,6 +147,8 @@ class RunExecutor:
             watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await watcher
+            if self._node_tasks:  # the caller cancelled the run's task: stop its agents too
+                await self._abandon()
             if listener is not None:
                 self.store.listeners.remove(listener)
 
@@ -251,13 +256,23 @@ class RunExecutor:
                 return await self._use_cache(task, iteration, hit)
         attempts = await self.astore.list_attempts(self.fence.run_id, task.id)
         failures = sum(1 for a in attempts if a.key.iteration == iteration and a.state == "failed")
+        last = max((a.key.attempt for a in attempts if a.key.iteration == iteration), default=None)
         await self.astore.set_node(self.fence, task.id, iteration, "running")
         while True:
-            point = await self._start_point(task, iteration)
+            try:
+                point = await self._start_point(task, iteration)
+            except Exception:
+                # No usable start (ForkIncompatible, HistoryExhausted): the node fails before
+                # its agent is called, instead of staying "running" in a failed run.
+                await self.astore.set_node(
+                    self.fence, task.id, iteration, "failed", last_attempt=last
+                )
+                raise
             attempt = await self.astore.start_attempt(
                 self.fence, task.id, iteration, resumed_from=point.ref
             )
             key = attempt.key
+            last = key.attempt
             try:
                 output, publisher = await self._attempt(task, key, prompt, needs, point)
             except _NEVER_RETRY:
@@ -395,6 +410,6 @@ class RunExecutor:
             iteration,
             "cached",
             output=hit.output,
-            last_attempt=attempt.attempt,
+            last_attempt=attempt.key.attempt,
         )
         return hit.output

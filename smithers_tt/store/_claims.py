@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import Frame, record
 from smithers_tt.store._records import Fence, now_ms
@@ -36,17 +37,36 @@ class WorkerRecord:
     runs: list[str]
 
 
+@dataclass(frozen=True)
+class Claim:
+    """A run a worker just claimed: its fence, and what the worker needs to know about it."""
+
+    fence: Fence
+    workflow: str
+    cancel_requested: bool
+    """A cancel was requested (its previous owner died before finishing it): the claimer
+    completes the cancellation instead of executing the run."""
+    previous_owner: str | None
+    """Who owned the run before (None for a queued run never executed)."""
+    takeover: bool
+    """The run was ``running`` under an owner that stopped heartbeating."""
+
+
 def claim_next(
     store: Store, worker_id: str, workflows: dict[str, str], *, stale_after_ms: int
-) -> Fence | None:
+) -> Claim | None:
     """Claim the oldest runnable run of a known workflow (name -> definition hash).
 
     Runnable: ``queued``, or ``running`` with a heartbeat older than ``stale_after_ms`` (its
     owner died or hangs). A run whose definition hash differs from the worker's is never
-    claimed. Returns the new fence, or None when nothing is runnable.
+    claimed, nor one under a time-travel lease. A run whose cancellation was requested is
+    claimed too (its owner may have died before completing it): the caller cancels it.
+    Returns the claim, or None when nothing is runnable.
     """
     if not workflows:
         return None
+    if type(stale_after_ms) is not int or stale_after_ms < 1:
+        raise InvalidArgument(f"stale_after_ms must be an int >= 1, got {stale_after_ms!r}")
     r = S.runs
     known = sa.or_(
         *(
@@ -55,21 +75,22 @@ def claim_next(
         )
     )
 
-    def work(conn: Connection, frames: list[Frame]) -> Fence | None:
+    def work(conn: Connection, frames: list[Frame]) -> Claim | None:
         now = now_ms()
         runnable = (r.c.status == "queued") | (
             (r.c.status == "running")
             & (sa.func.coalesce(r.c.heartbeat_at_ms, 0) < now - stale_after_ms)
         )
         row = conn.execute(
-            sa.select(r.c.run_id)
-            .where(runnable, known, ~r.c.cancel_requested, r.c.lease_owner.is_(None))
+            sa.select(r.c.run_id, r.c.status, r.c.owner_id, r.c.workflow, r.c.cancel_requested)
+            .where(runnable, known, r.c.lease_owner.is_(None))
             .order_by(r.c.created_at_ms, r.c.run_id)
             .limit(1)
             .with_for_update(skip_locked=True)
         ).one_or_none()
         if row is None:
             return None
+        takeover = row.status == "running"
         epoch = conn.execute(
             r.update()
             .where(r.c.run_id == row.run_id)
@@ -81,18 +102,18 @@ def claim_next(
             )
             .returning(r.c.owner_epoch)
         ).scalar_one()
-        frames.append(
-            record(
-                conn,
-                row.run_id,
-                None,
-                "run_claimed",
-                state="running",
-                data={"epoch": epoch, "owner_id": worker_id},
-            )
-        )
+        data: dict[str, Any] = {"epoch": epoch, "owner_id": worker_id}
+        if takeover:
+            data["took_over_from"] = row.owner_id
+        frames.append(record(conn, row.run_id, None, "run_claimed", state="running", data=data))
         store._end_open_attempts(conn, frames, row.run_id, "interrupted", epoch)
-        return Fence(row.run_id, epoch)
+        return Claim(
+            Fence(row.run_id, epoch),
+            row.workflow,
+            bool(row.cancel_requested),
+            row.owner_id if takeover else None,
+            takeover,
+        )
 
     return store._change(work)
 
@@ -203,3 +224,16 @@ def list_workers(store: Store) -> list[WorkerRecord]:
         )
         for row in workers
     ]
+
+
+def count_runs(store: Store, status: str) -> int:
+    """How many runs have ``status`` (e.g. how many wait in the queue)."""
+    r = S.runs
+    return int(
+        store.engine.transaction(
+            lambda conn: conn.execute(
+                sa.select(sa.func.count()).select_from(r).where(r.c.status == status)
+            ).scalar_one(),
+            write=False,
+        )
+    )

@@ -44,6 +44,7 @@ from smithers_tt.errors import (
     RefConflict,
     SmithersError,
     StoreError,
+    TransientStoreError,
 )
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine, _short, is_transient
@@ -69,39 +70,42 @@ class PublishUnit:
 def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
     """Store content under its hash unless present; raise if present with other bytes.
 
-    On PostgreSQL the row is locked (a no-op upsert) until the transaction ends, so garbage
-    collection cannot remove it before the caller's reference is committed.
+    Read-and-lock first, insert only when absent: an existing row is compared inside the
+    database and, on PostgreSQL, held ``FOR KEY SHARE`` until the transaction ends, so garbage
+    collection (which locks ``FOR UPDATE SKIP LOCKED``) cannot remove it before the caller's
+    reference commits, and a duplicate publish writes no new row version. If a collection
+    deletes the row between the read and the insert, the insert simply recreates it.
     """
-    values = {
-        "content_hash": encoded.content_hash,
-        "data": encoded.data,
-        "size_bytes": encoded.size,
-        "created_at_ms": created_at_ms,
-    }
     table = S.contents
-    if conn.dialect.name == "postgresql":
-        stmt = postgresql.insert(table).values(**values)
-        stmt = stmt.on_conflict_do_update(
-            index_elements=[table.c.content_hash],
-            set_={"created_at_ms": table.c.created_at_ms},
-        ).returning(sa.literal_column("(xmax = 0)").label("inserted"))
-        inserted = bool(conn.execute(stmt).scalar_one())
-    else:
-        stmt = sqlite.insert(table).values(**values).on_conflict_do_nothing()
-        inserted = conn.execute(stmt).rowcount == 1
-    if inserted:
-        return
-    same = conn.execute(
-        sa.select(table.c.size_bytes, (table.c.data == encoded.data).label("same")).where(
-            table.c.content_hash == encoded.content_hash
-        )
-    ).one()
-    if same.size_bytes != encoded.size or not same.same:
-        raise CheckpointCorrupt(
-            f"stored content {encoded.content_hash[:12]} differs from the bytes that hash to it; "
-            "run verify() and restore the database from a backup",
-            content_hash=encoded.content_hash,
-        )
+    check = (
+        sa.select(table.c.size_bytes, (table.c.data == encoded.data).label("same"))
+        .where(table.c.content_hash == encoded.content_hash)
+        .with_for_update(key_share=True)
+    )
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+    insert = insert.values(
+        content_hash=encoded.content_hash,
+        data=encoded.data,
+        size_bytes=encoded.size,
+        created_at_ms=created_at_ms,
+    ).on_conflict_do_nothing(index_elements=[table.c.content_hash])
+    for _ in range(5):  # each turn loses only to a concurrent insert or delete of this row
+        same = conn.execute(check).one_or_none()
+        if same is not None:
+            if same.size_bytes != encoded.size or not same.same:
+                raise CheckpointCorrupt(
+                    f"stored content {encoded.content_hash[:12]} differs from the bytes that "
+                    "hash to it; run verify() and restore the database from a backup",
+                    content_hash=encoded.content_hash,
+                )
+            return
+        if conn.execute(insert).rowcount == 1:
+            return
+    raise TransientStoreError(
+        f"content {encoded.content_hash[:12]} kept appearing and disappearing under a "
+        "concurrent collection; retry",
+        content_hash=encoded.content_hash,
+    )
 
 
 def _publish_one(conn: Connection, unit: PublishUnit) -> tuple[CheckpointRef, Frame]:
@@ -267,24 +271,35 @@ class GroupCommitter:
         self._engine = engine
         self._max_batch = max_batch
         self._queue: list[PublishUnit] = []
-        self._queue_lock = threading.Lock()
-        self._commit_lock = threading.Lock()
+        self._state = threading.Condition()
+        self._committing = False
         self.batches = 0
         """How many transactions publications took (for tests and benchmarks)."""
 
     def publish(self, unit: PublishUnit) -> CheckpointRef:
-        """Queue ``unit``, make sure a commit containing it happens, and return its ref."""
-        with self._queue_lock:
+        """Queue ``unit``, make sure a commit containing it happens, and return its ref.
+
+        While a commit is running, callers wait for it (not for the lock of the next one): a
+        caller whose unit it contained returns as soon as it ends, and one of the others takes
+        everything queued meanwhile into the next commit.
+        """
+        with self._state:
             self._queue.append(unit)
-        while not unit.done.is_set():
-            with self._commit_lock:
+        while True:
+            with self._state:
+                while self._committing and not unit.done.is_set():
+                    self._state.wait()
                 if unit.done.is_set():
                     break
-                with self._queue_lock:
-                    batch = self._queue[: self._max_batch]
-                    del self._queue[: self._max_batch]
-                if batch:
-                    self._commit(batch)
+                self._committing = True
+                batch = self._queue[: self._max_batch]
+                del self._queue[: self._max_batch]
+            try:
+                self._commit(batch)
+            finally:
+                with self._state:
+                    self._committing = False
+                    self._state.notify_all()
         if unit.error is not None:
             raise unit.error
         assert unit.result is not None

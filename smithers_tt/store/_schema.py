@@ -234,6 +234,34 @@ workers = Table(
     Column("heartbeat_at_ms", BigInteger, nullable=False),
 )
 
+# --- LangGraph saver (smithers_tt.integrations.langgraph) ------------------------------------
+# A LangGraph thread (thread_id + checkpoint_ns) is one run (workflow "langgraph"). Its
+# checkpoints are "checkpoint" frames of that run, which pin their content; these two tables
+# only index them by LangGraph's own keys. Neither holds a content hash: frames do the pinning.
+
+lg_threads = Table(
+    "tt_lg_threads",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("thread_id", Text, nullable=False),
+    Column("checkpoint_ns", Text, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+)
+Index("tt_lg_threads_thread", lg_threads.c.thread_id, lg_threads.c.checkpoint_ns)
+
+lg_checkpoints = Table(
+    "tt_lg_checkpoints",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("checkpoint_id", String(200), primary_key=True),
+    Column("frame_no", BigInteger, nullable=True),
+    Column("writes_json", Text, nullable=True),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+)
+"""``frame_no`` is the frame holding the checkpoint document (NULL while only writes arrived);
+``writes_json`` holds the checkpoint's pending writes, small values inline."""
+
 CONTENT_PINS: list[Column] = [refs.c.content_hash, frames.c.content_hash, cache.c.content_hash]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""

@@ -2,6 +2,7 @@
 
 from smithers_tt.timetravel._diff import Change, SnapshotDiff, diff, json_diff
 from smithers_tt.timetravel._ops import acquire_lease, fork, release_lease, reset, rewind
+from smithers_tt.timetravel._retention import PruneReport, prune_runs
 from smithers_tt.timetravel._snapshot import (
     MAX_SNAPSHOT_ROWS,
     AttemptView,
@@ -17,6 +18,7 @@ __all__ = [
     "Change",
     "ForkEdge",
     "NodeView",
+    "PruneReport",
     "Snapshot",
     "SnapshotDiff",
     "Timeline",
@@ -26,6 +28,7 @@ __all__ = [
     "fork",
     "fork_tree",
     "json_diff",
+    "prune_runs",
     "release_lease",
     "reset",
     "rewind",

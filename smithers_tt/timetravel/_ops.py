@@ -26,6 +26,7 @@ from smithers_tt.errors import (
     InvalidArgument,
     LeaseBusy,
     RunNotFound,
+    SnapshotInvalid,
 )
 from smithers_tt.store import CheckpointRef, Frame, Store
 from smithers_tt.store import _schema as S
@@ -59,26 +60,45 @@ class Lease:
     token: str
 
 
-def acquire_lease(store: Store, run_id: str, operation: str, *, force: bool = False) -> Lease:
+def acquire_lease(
+    store: Store,
+    run_id: str,
+    operation: str,
+    *,
+    force: bool = False,
+    lease_ms: int | None = None,
+) -> Lease:
     """Take the run's durable lease for a destructive operation.
+
+    The lease holds for ``lease_ms`` (default :data:`LEASE_MS`) if its holder dies without
+    releasing it; after that anyone may take it. The run is first read without waiting for
+    any lock, so an operation that starts while another one holds the lease fails at once;
+    one that had to wait for another to finish (both started together) fails too, because
+    the run changed under it (its owner epoch moved on): it never acts on a state its caller
+    did not see.
 
     Raises:
         RunNotFound: no such run.
-        LeaseBusy: another operation holds the lease, or a live process executes the run
-            (``force=True`` overrides the second, never the first).
+        LeaseBusy: another operation holds the lease or changed the run meanwhile, or a live
+            process executes the run (``force=True`` overrides the last, never the others).
     """
     token = f"{_actor()}:{operation}:{secrets.token_hex(4)}"
+    hold = LEASE_MS if lease_ms is None else lease_ms
+    if type(hold) is not int or hold <= 0:
+        raise InvalidArgument(f"lease_ms must be a positive int, got {lease_ms!r}")
     r = S.runs
+    columns = (
+        r.c.status,
+        r.c.owner_id,
+        r.c.owner_epoch,
+        r.c.heartbeat_at_ms,
+        r.c.lease_owner,
+        r.c.lease_until_ms,
+    )
 
-    def work(conn: Connection) -> None:
-        row = conn.execute(
-            sa.select(
-                r.c.status, r.c.owner_id, r.c.heartbeat_at_ms, r.c.lease_owner, r.c.lease_until_ms
-            ).where(r.c.run_id == run_id)
-        ).one_or_none()
+    def check(row: Any, now: int) -> None:
         if row is None:
             raise RunNotFound(f"no run {run_id!r}")
-        now = now_ms()
         if row.lease_owner is not None and (row.lease_until_ms or 0) > now:
             raise LeaseBusy(
                 f"run {run_id} is busy: {row.lease_owner} holds its time-travel lease for "
@@ -93,10 +113,24 @@ def acquire_lease(store: Store, run_id: str, operation: str, *, force: bool = Fa
                 "or pass force=True if that process is gone",
                 run_id=run_id,
             )
+
+    select = sa.select(*columns).where(r.c.run_id == run_id)
+    seen = store.engine.transaction(lambda conn: conn.execute(select).one_or_none(), write=False)
+    check(seen, now_ms())
+
+    def work(conn: Connection) -> None:
+        row = conn.execute(select.with_for_update()).one_or_none()
+        check(row, now_ms())
+        if row.owner_epoch != seen.owner_epoch:
+            raise LeaseBusy(
+                f"run {run_id} changed while this {operation} waited for it (another "
+                "operation or a new owner took it); look at it again, then retry",
+                run_id=run_id,
+            )
         conn.execute(
             r.update()
             .where(r.c.run_id == run_id)
-            .values(lease_owner=token, lease_until_ms=now + LEASE_MS)
+            .values(lease_owner=token, lease_until_ms=now_ms() + hold)
         )
 
     store.engine.transaction(work)
@@ -127,7 +161,18 @@ def _check_lease(conn: Connection, lease: Lease) -> Any:
 
 
 def _frames(conn: Connection, run_id: str, upto: int | None = None) -> list[Frame]:
-    return [frame_from_row(r) for r in conn.execute(select_frames(run_id, upto=upto))]
+    frames = []
+    for row in conn.execute(select_frames(run_id, upto=upto)):
+        try:
+            frames.append(frame_from_row(row))
+        except ValueError as error:  # data_json that is not JSON at all
+            raise SnapshotInvalid(
+                f"frame {row.frame_no} ({row.kind}) of run {run_id} is corrupt: its data is "
+                f"not JSON ({error}); nothing was changed",
+                run_id=run_id,
+                frame_no=row.frame_no,
+            ) from error
+    return frames
 
 
 def snapshot_at(conn: Connection, run_id: str, frame_no: int | None = None) -> Snapshot:
@@ -264,12 +309,18 @@ def _edit(
     checkpoint: AgentCheckpoint,
     limit: int,
     allow_new_format: bool,
+    source: Snapshot,
 ) -> None:
-    """Add to ``snap`` an attempt of ``node_id`` whose newest checkpoint is ``checkpoint``."""
+    """Add to ``snap`` an attempt of ``node_id`` whose newest checkpoint is ``checkpoint``.
+
+    ``source`` is the snapshot before its nodes were reset: the edit must keep the format
+    of the node's newest checkpoint there.
+    """
     if not isinstance(checkpoint, AgentCheckpoint):
         raise InvalidArgument(f"checkpoints[{node_id!r}] must be an AgentCheckpoint")
     iteration = max((k[1] for k in snap.attempts if k[0] == node_id), default=0)
-    previous = snap.newest_ref(node_id, iteration)
+    last_iteration = max((k[1] for k in source.refs if k[0] == node_id), default=0)
+    previous = source.newest_ref(node_id, last_iteration)
     if (
         previous is not None
         and not allow_new_format
@@ -345,12 +396,16 @@ def fork(
         base.run_id = child_id
         limit = size_limit(parent.max_checkpoint_bytes)
         for node_id, checkpoint in sorted(checkpoints.items()):
-            _edit(conn, base, node_id, checkpoint, limit, allow_new_format)
+            _edit(conn, base, node_id, checkpoint, limit, allow_new_format, snap)
         check_contents(conn, base)
         status = (
             snap.status if snap.status in ("finished", "failed") and not gone else ("interrupted")
         )
         child_input = input if override_input else snap.input
+        # A child that keeps its parent's ending (nothing reset) keeps its output and error too.
+        ended = status == snap.status
+        output = snap.output if ended else None
+        error = snap.error if ended else None
         stamp = now_ms()
         conn.execute(
             S.runs.insert().values(
@@ -359,8 +414,8 @@ def fork(
                 workflow_hash=parent.workflow_hash,
                 status=status,
                 input_json=None if child_input is None else canonical_bytes(child_input).decode(),
-                output_json=None,
-                error=None,
+                output_json=None if output is None else canonical_bytes(output).decode(),
+                error=error,
                 owner_epoch=0,
                 owner_id=None,
                 heartbeat_at_ms=None,
@@ -388,6 +443,8 @@ def fork(
                     "parent_run_id": run_id,
                     "parent_frame_no": frame_no,
                     "input": child_input,
+                    "output": output,
+                    "error": error,
                     "reset": sorted(gone),
                     "edited": sorted(checkpoints),
                 },

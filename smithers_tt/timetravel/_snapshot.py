@@ -130,6 +130,8 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         snap.status = frame.state or snap.status
         if "input" in data:
             snap.input = data["input"]
+        if kind == "forked":
+            snap.output, snap.error = data.get("output"), data.get("error")
     elif kind == "run_claimed":
         snap.status = "running"
     elif kind in ("run_finished", "run_failed", "run_cancelled"):

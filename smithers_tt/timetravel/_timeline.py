@@ -55,16 +55,18 @@ def fork_tree(store: Store, run_id: str) -> tuple[str, list[ForkEdge]]:
 
     def work(conn: sa.Connection) -> tuple[str, list[ForkEdge]]:
         root, seen = run_id, {run_id}
+        child: str | None = None
         while True:
             parent = conn.execute(sa.select(r.c.parent_run_id).where(r.c.run_id == root))
             row = parent.one_or_none()
             if row is None:
-                if root == run_id:
+                if child is None:
                     raise RunNotFound(f"no run {run_id!r}")
-                break  # the parent was deleted: the lineage starts here now
+                root = child  # the parent was deleted: the lineage starts at its child now
+                break
             if row.parent_run_id is None or row.parent_run_id in seen:
                 break
-            root = row.parent_run_id
+            child, root = root, row.parent_run_id
             seen.add(root)
         edges = [ForkEdge(*conn.execute(sa.select(*cols).where(r.c.run_id == root)).one())]
         level = [root]

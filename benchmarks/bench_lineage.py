@@ -1,0 +1,425 @@
+"""Lineage analytics: DuckDB scans of the store against ``pandas.read_sql`` plus group-by.
+
+Run with ``./dev bench lineage`` (or ``python -m benchmarks lineage``);
+``SMITHERS_TT_BENCH_QUICK=1`` shrinks the store for a smoke run.
+
+A store of 1,000,000 checkpoint refs over 10,000 runs is generated directly with bulk SQL into
+a temporary SQLite file that ``smithers_tt.connect`` migrated first (so the tables are the real
+ones): five workflows, a handful of nodes each (some looping), retries with failed attempts,
+forks whose first attempts point at their parent's content, five codecs at versions 1 to 3,
+the four purposes weighted as agents use them (mostly ``progress``), log-normal content sizes
+(median about 600 bytes, up to 64 KiB) and about half of the refs pointing at content that
+another ref already stored (unchanged states, shared prompts, forks). Every content row holds
+real canonical JSON bytes of the envelope under their real SHA-256.
+
+Three typical questions are then answered both ways, in the same run, on the same file:
+
+1. refs and bytes per codec and purpose;
+2. attempts per node with their failure rate;
+3. the dedup ratio (logical bytes over distinct stored bytes) per run.
+
+**ours**: one ``Lineage`` (``db.lineage()``, DuckDB with the SQLite scanner attached
+read-only) answers each question with one query into a pandas DataFrame. **pandas**:
+``pandas.read_sql`` of the needed columns of the needed tables (over the stdlib ``sqlite3``
+driver), then merges and group-bys. Each question is timed cold on both sides (each reads what
+it needs from the file; the operating system's page cache is warm for both after the first
+pass), best of three. Goals: every question under 1 s with DuckDB, and >= 10x faster than pandas.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import smithers_tt
+
+from ._common import QUICK, note, print_table, scaled, scratch_dir, verdict
+
+RUNS = scaled(10_000, 300)
+REFS_PER_RUN = 100
+REPEATS = 3
+GOAL_SECONDS = 1.0
+GOAL_SPEEDUP = 10.0
+
+WORKFLOWS = {
+    "support-triage": ["classify", "retrieve", "draft", "review"],
+    "code-review": ["checkout", "analyze", "comment", "summarize", "approve"],
+    "research-report": ["plan", "search", "read", "write", "critique"],
+    "data-cleanup": ["profile", "fix", "validate"],
+    "demo-report": ["research", "write", "review"],
+}
+LOOPING = {"critique", "fix", "read"}  # nodes that run more than one iteration
+CODECS = [
+    ("smithers.chat/messages", 0.40),
+    ("langgraph.state", 0.25),
+    ("openai.responses", 0.15),
+    ("anthropic.messages", 0.15),
+    ("custom.scratchpad", 0.05),
+]
+PURPOSES = [("progress", 0.70), ("turn", 0.20), ("schema-correction", 0.05), ("session", 0.05)]
+ERRORS = [
+    ("TimeoutError", "TimeoutError: the model did not answer within 60 s"),
+    ("RateLimited", "RateLimited: 429 from the provider, retry after 2 s"),
+    ("OutputInvalid", "OutputInvalid: output failed validation after 3 correction turns"),
+]
+BATCH = 50_000
+
+
+# --- generating the store ------------------------------------------------------------------
+
+
+class _Contents:
+    """New content rows: real canonical envelope bytes under their real SHA-256."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.count = 0
+        self.rows: list[tuple[str, bytes, int, int]] = []
+        self.shared: list[tuple[str, str, int]] = []  # popular (hash, codec, version)
+
+    def new(self, codec: str, version: int, now: int) -> str:
+        self.count += 1
+        size = int(min(65_536, max(160, self.rng.lognormvariate(math.log(600), 0.9))))
+        head = f'{{"codec":"{codec}","payload":{{"n":{self.count},"text":"'
+        tail = f'"}},"version":{version}}}'
+        data = (head + "x" * max(1, size - len(head) - len(tail)) + tail).encode()
+        digest = hashlib.sha256(data).hexdigest()
+        self.rows.append((digest, data, len(data), now))
+        return digest
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+def _weighted(rng: random.Random, table: list[tuple[str, float]]) -> str:
+    return rng.choices([v for v, _ in table], [w for _, w in table])[0]
+
+
+def _attempt_plan(rng: random.Random, nodes: list[str]) -> list[tuple[str, int, int, str]]:
+    """(node, iteration, attempt, state) of one run's attempts."""
+    plan = []
+    for node in nodes:
+        for iteration in range(rng.randint(2, 3) if node in LOOPING else 1):
+            attempt = 1
+            while attempt < 3 and rng.random() < 0.15:
+                plan.append((node, iteration, attempt, "failed"))
+                attempt += 1
+            plan.append((node, iteration, attempt, "finished"))
+    return plan
+
+
+def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[str, int]:
+    """Fill a migrated SQLite file with ``runs`` runs of ``refs_per_run`` refs each."""
+    smithers_tt.connect(f"sqlite:///{path}").close()  # the real schema, migrated
+    rng = random.Random(seed)
+    contents = _Contents(rng)
+    conn = sqlite3.connect(path, isolation_level=None)
+    # A bulk load of a scratch file: no journal, no fsync; WAL (the product's mode) comes back
+    # at the end.
+    conn.execute("PRAGMA journal_mode = OFF")
+    conn.execute("PRAGMA synchronous = OFF")
+    conn.execute("PRAGMA cache_size = -262144")
+    base_ms = 1_790_000_000_000
+    run_rows: list[tuple] = []
+    attempt_rows: list[tuple] = []
+    ref_rows: list[tuple] = []
+    frame_rows: list[tuple] = []
+    history: list[tuple[str, list[tuple[str, str, int]]]] = []  # run -> its (hash, codec, v)
+    totals = {"runs": 0, "attempts": 0, "refs": 0, "contents": 0}
+
+    def flush(final: bool = False) -> None:
+        if not final and len(ref_rows) < BATCH:
+            return
+        conn.execute("BEGIN")
+        conn.executemany(f"INSERT INTO tt_runs VALUES ({_marks(20)})", run_rows)  # noqa: S608
+        conn.executemany(f"INSERT INTO tt_attempts VALUES ({_marks(17)})", attempt_rows)  # noqa: S608
+        conn.executemany("INSERT INTO tt_checkpoint_contents VALUES (?,?,?,?)", contents.rows)
+        conn.executemany(f"INSERT INTO tt_checkpoint_refs VALUES ({_marks(11)})", ref_rows)  # noqa: S608
+        conn.executemany(
+            "INSERT INTO tt_frames (run_id, frame_no, kind, created_at_ms) VALUES (?,?,?,?)",
+            frame_rows,
+        )
+        conn.execute("COMMIT")
+        totals["runs"] += len(run_rows)
+        totals["attempts"] += len(attempt_rows)
+        totals["refs"] += len(ref_rows)
+        totals["contents"] += len(contents.rows)
+        for rows in (run_rows, attempt_rows, ref_rows, frame_rows, contents.rows):
+            rows.clear()
+
+    for i in range(runs):
+        now = base_ms + i * 60_000
+        run_id = f"{now:011x}{i:010x}"
+        workflow = rng.choice(list(WORKFLOWS))
+        parent = rng.choice(history[-500:]) if history and rng.random() < 0.1 else None
+        status = "failed" if rng.random() < 0.04 else "finished"
+        plan = _attempt_plan(rng, WORKFLOWS[workflow])
+        # Spread the run's refs over its attempts (every attempt publishes at least one).
+        cuts = sorted(rng.sample(range(1, refs_per_run), len(plan) - 1))
+        counts = [b - a for a, b in zip([0, *cuts], [*cuts, refs_per_run], strict=True)]
+        mine: list[tuple[str, str, int]] = []
+        inherited = list(parent[1]) if parent else []
+        for (node, iteration, attempt, state), count in zip(plan, counts, strict=True):
+            code, error = rng.choice(ERRORS) if state == "failed" else (None, None)
+            resumed = (run_id, node, iteration, attempt - 1, 0) if attempt > 1 else (None,) * 5
+            row = (run_id, node, iteration, attempt, state, 1, count, False, error, code)
+            attempt_rows.append((*row, *resumed, now, now + 5_000))
+            codec = _weighted(rng, CODECS)
+            version = rng.choice((1, 1, 2, 3))
+            previous: str | None = None
+            for sequence in range(count):
+                roll = rng.random()
+                if inherited and roll < 0.5:  # a fork's early refs point at parent content
+                    digest, codec, version = inherited.pop(0)
+                elif previous is not None and roll < 0.30:  # unchanged state, same bytes
+                    digest = previous
+                elif contents.shared and roll < 0.48:  # a popular state (shared prompt)
+                    digest, codec, version = rng.choice(contents.shared)
+                else:
+                    digest = contents.new(codec, version, now)
+                    if rng.random() < 0.002:
+                        contents.shared.append((digest, codec, version))
+                purpose = _weighted(rng, PURPOSES)
+                key = (run_id, node, iteration, attempt, sequence)
+                ref_rows.append(
+                    (*key, digest, codec, version, f"{node}-agent", purpose, now + sequence)
+                )
+                mine.append((digest, codec, version))
+                previous = digest
+        run_rows.append(
+            (run_id, workflow, "0" * 64, status, "{}", None, None, 1, "bench:1", None, False)
+            + ((parent[0], rng.randint(5, 60)) if parent else (None, None))
+            + (None, 2, None, None, None, now, now + 10_000)
+        )
+        frame_rows.append((run_id, 0, "run_created", now))
+        frame_rows.append(
+            (run_id, 1, "run_finished" if status == "finished" else "run_failed", now)
+        )
+        history.append((run_id, mine))
+        flush()
+    flush(final=True)
+    conn.execute("ANALYZE")
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.close()
+    return totals
+
+
+# --- the three questions -------------------------------------------------------------------
+
+Q1_SQL = """
+    SELECT codec, purpose, count(*) AS refs, sum(size_bytes) AS bytes
+    FROM checkpoints GROUP BY codec, purpose ORDER BY codec, purpose
+"""
+Q2_SQL = """
+    SELECT node_id, count(DISTINCT (run_id, iteration)) AS nodes, count(*) AS attempts,
+           count(*) FILTER (WHERE state = 'failed') AS failed,
+           count(*) / count(DISTINCT (run_id, iteration)) AS attempts_per_node,
+           count(*) FILTER (WHERE state = 'failed') / count(*) AS failure_rate
+    FROM attempts GROUP BY node_id ORDER BY node_id
+"""
+
+
+QUESTIONS = (
+    "1. refs and bytes per codec and purpose",
+    "2. attempts per node, failure rate",
+    "3. dedup ratio per run",
+)
+
+
+def ours(lin: Any) -> dict[str, Callable[[], Any]]:
+    """The three questions through a Lineage: one query each, answered as a DataFrame."""
+    asks = (lambda: lin.sql(Q1_SQL), lambda: lin.sql(Q2_SQL), lambda: lin.dedup(by="run"))
+    return dict(zip(QUESTIONS, asks, strict=True))
+
+
+def _read(path: Path, sql: str) -> Any:
+    import pandas as pd
+
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return pd.read_sql(sql, conn)
+    finally:
+        conn.close()
+
+
+_REFS = "SELECT {} FROM tt_checkpoint_refs"
+_SIZES = "SELECT content_hash, size_bytes FROM tt_checkpoint_contents"
+_ATTEMPTS = "SELECT run_id, node_id, iteration, state FROM tt_attempts"
+
+
+def _q1(refs: Any, sizes: Any) -> Any:
+    both = refs.merge(sizes, on="content_hash", how="left")
+    return (
+        both.groupby(["codec", "purpose"], as_index=False)
+        .agg(refs=("content_hash", "size"), bytes=("size_bytes", "sum"))
+        .sort_values(["codec", "purpose"], ignore_index=True)
+    )
+
+
+def _q2(attempts: Any) -> Any:
+    failed = attempts.assign(failed=attempts.state == "failed")
+    out = failed.groupby("node_id", as_index=False).agg(
+        attempts=("state", "size"), failed=("failed", "sum")
+    )
+    nodes = attempts.drop_duplicates(["run_id", "node_id", "iteration"]).groupby("node_id").size()
+    out["nodes"] = out.node_id.map(nodes)
+    out["attempts_per_node"] = out.attempts / out.nodes
+    out["failure_rate"] = out.failed / out.attempts
+    return out.sort_values("node_id", ignore_index=True)
+
+
+def _q3(refs: Any, sizes: Any) -> Any:
+    both = refs[["run_id", "content_hash"]].merge(sizes, on="content_hash")
+    logical = both.groupby("run_id").size_bytes.agg(["size", "sum"])
+    distinct = both.drop_duplicates(["run_id", "content_hash"]).groupby("run_id").size_bytes
+    out = logical.rename(columns={"size": "ref_count", "sum": "logical_bytes"})
+    out["content_count"] = distinct.size()
+    out["stored_bytes"] = distinct.sum()
+    out["ratio"] = out.logical_bytes / out.stored_bytes
+    return out.reset_index().sort_values("run_id", ignore_index=True)
+
+
+def theirs_cold(path: Path) -> dict[str, Callable[[], Any]]:
+    """The questions with ``pandas.read_sql`` of just the needed columns, then pandas."""
+    return dict(
+        zip(
+            QUESTIONS,
+            (
+                lambda: _q1(
+                    _read(path, _REFS.format("codec, purpose, content_hash")), _read(path, _SIZES)
+                ),
+                lambda: _q2(_read(path, _ATTEMPTS)),
+                lambda: _q3(_read(path, _REFS.format("run_id, content_hash")), _read(path, _SIZES)),
+            ),
+            strict=True,
+        )
+    )
+
+
+def theirs_warm(path: Path) -> tuple[float, dict[str, Callable[[], Any]]]:
+    """Seconds to load every needed column once, and the questions on those DataFrames."""
+    t0 = time.perf_counter()
+    refs = _read(path, _REFS.format("run_id, codec, purpose, content_hash"))
+    sizes = _read(path, _SIZES)
+    attempts = _read(path, _ATTEMPTS)
+    seconds = time.perf_counter() - t0
+    asks = (lambda: _q1(refs, sizes), lambda: _q2(attempts), lambda: _q3(refs, sizes))
+    return seconds, dict(zip(QUESTIONS, asks, strict=True))
+
+
+def _same(question: str, a: Any, b: Any) -> None:
+    """Both paths must give the same answer (compared on their shared columns)."""
+    shared = [c for c in a.columns if c in b.columns]
+    left = a[shared].reset_index(drop=True)
+    right = b[shared].reset_index(drop=True)
+    for column in shared:
+        x, y = left[column].tolist(), right[column].tolist()
+        if x and isinstance(x[0], float):
+            ok = all(math.isclose(p, q, rel_tol=1e-9) for p, q in zip(x, y, strict=True))
+        else:
+            ok = [_num(v) for v in x] == [_num(v) for v in y]
+        if not ok:
+            raise AssertionError(f"{question}: column {column} differs between the two paths")
+
+
+def _num(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def timed(fn: Callable[[], Any], repeats: int = REPEATS) -> tuple[float, Any]:
+    """Median wall seconds of ``repeats`` calls, and the last result."""
+    samples, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        samples.append(time.perf_counter() - t0)
+    samples.sort()
+    return samples[len(samples) // 2], result
+
+
+@contextlib.contextmanager
+def _store() -> Iterator[tuple[Path, dict[str, int], float]]:
+    with scratch_dir("smithers-tt-bench-lineage-") as tmp:
+        path = tmp / "store.db"
+        t0 = time.perf_counter()
+        totals = generate(path, RUNS, REFS_PER_RUN)
+        yield path, totals, time.perf_counter() - t0
+
+
+def main() -> None:
+    """Generate the store, answer the three questions both ways, print the figures."""
+    import duckdb
+    import pandas as pd
+
+    note(
+        f"duckdb {duckdb.__version__}, pandas {pd.__version__}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f} at start{' (QUICK)' if QUICK else ''}"
+    )
+    with _store() as (path, totals, build_s):
+        note(
+            f"store: {totals['runs']:,} runs, {totals['attempts']:,} attempts, "
+            f"{totals['refs']:,} refs, {totals['contents']:,} distinct contents, "
+            f"{path.stat().st_size / 1e6:,.0f} MB SQLite file (generated in {build_s:.0f} s)"
+        )
+        db = smithers_tt.connect(f"sqlite:///{path}", migrate_schema=False)
+        try:
+            cold, open_live = _compare(db, theirs_cold(path), snapshot=False)
+            load_pd, warm_asks = theirs_warm(path)
+            warm, open_snap = _compare(db, warm_asks, snapshot=True)
+        finally:
+            db.close()
+    print_table(
+        "Cold: each question reads the store (pandas.read_sql + pandas vs a live lineage), "
+        f"median of {REPEATS}, seconds",
+        ["question", "pandas s", "lineage s", "speedup", "< 1 s", ">= 10x"],
+        cold,
+    )
+    note(f"opening the live lineage (load the extension, attach read-only): {open_live:.2f} s")
+    print_table(
+        "Warm: data loaded once (pandas DataFrames in memory vs db.lineage(snapshot=True)), "
+        f"median of {REPEATS}, seconds",
+        ["question", "pandas s", "lineage s", "speedup", "< 1 s", ">= 10x"],
+        warm,
+    )
+    note(
+        f"one-off loads: pandas.read_sql of every needed column {load_pd:.2f} s; "
+        f"db.lineage(snapshot=True) {open_snap:.2f} s (every table, no content bytes)"
+    )
+    note(f"load average {os.getloadavg()[0]:.1f} at the end (2 cores: above 2 means contention)")
+
+
+def _compare(
+    db: smithers_tt.Database, pandas_asks: dict[str, Callable[[], Any]], *, snapshot: bool
+) -> tuple[list[list[Any]], float]:
+    t0 = time.perf_counter()
+    lin = db.lineage(snapshot=snapshot)
+    opened = time.perf_counter() - t0
+    rows: list[list[Any]] = []
+    with lin:
+        if not snapshot:
+            note(f"lineage reader: {lin.reader} ({lin.extension})")
+        for question, ask in ours(lin).items():
+            pd_s, expected = timed(pandas_asks[question])
+            ours_s, got = timed(ask)
+            _same(question, got, expected)
+            speedup = pd_s / ours_s
+            rows.append(
+                [
+                    question,
+                    pd_s,
+                    ours_s,
+                    f"{speedup:.1f}x",
+                    verdict(ours_s < GOAL_SECONDS),
+                    verdict(speedup >= GOAL_SPEEDUP),
+                ]
+            )
+    return rows, opened

@@ -1,0 +1,410 @@
+"""Opening DuckDB over the store: offline extensions, read-only attachment, and the fallback.
+
+Two readers fill the ``raw`` schema the views read (see :mod:`smithers_tt.lineage._views`):
+
+* **scanner** (the primary path): DuckDB's own ``sqlite`` / ``postgres`` extension attaches
+  the store read-only as the catalog ``store``. The extension binaries come from the
+  ``duckdb-ext-sqlite`` / ``duckdb-ext-postgres`` packages (the ``lineage`` extra pins them to
+  the pinned ``duckdb``) and are loaded from their installed file with ``LOAD '<path>'``.
+  DuckDB's autoinstall and autoload are off and the configuration is locked afterwards, so a
+  missing extension fails loudly and nothing is ever downloaded at run time.
+* **arrow** (the documented fallback, when no matching extension binary is installed): the
+  tables are streamed through SQLAlchemy in one read-only transaction, in bounded batches,
+  as Arrow record batches into a temporary DuckDB file that is then attached read-only. It is a
+  snapshot taken at open time, slower to open, and reads every content's bytes once.
+
+With ``snapshot=True`` the scanner reader copies the tables (not the content bytes) into such a
+read-only DuckDB file too, so that many questions run at in-memory speed on one consistent copy.
+Every snapshot also stores the views marked ``materialize`` (``checkpoints``: refs joined with
+their content sizes) as tables, so the costliest join is done once, at open.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from smithers_tt.errors import SmithersError
+from smithers_tt.lineage._views import DATA_TABLE, MIRRORED, VIEWS, raw_columns
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+
+EXTENSIONS_ENV = "SMITHERS_TT_DUCKDB_EXTENSIONS"
+"""A directory holding ``<name>.duckdb_extension`` files (flat, or in DuckDB's
+``v<version>/<platform>/`` layout) to load before the pip-installed ones."""
+
+_PACKAGES = {"sqlite_scanner": "duckdb-ext-sqlite", "postgres_scanner": "duckdb-ext-postgres"}
+_ARROW_BATCH_BYTES = 64 * 1024 * 1024
+_DATA_FETCH_ROWS = 64
+
+
+class LineageError(SmithersError):
+    """A lineage query failed (bad SQL, a write attempt on the read-only store ...)."""
+
+    code = "lineage_error"
+
+
+class LineageUnavailable(LineageError):
+    """DuckDB, pandas or the reader a lineage needs is not installed or cannot load."""
+
+    code = "lineage_unavailable"
+
+
+class LineageFallbackWarning(RuntimeWarning):
+    """The scanner extension could not be loaded; the lineage uses the Arrow fallback."""
+
+
+def import_duckdb() -> Any:
+    """The ``duckdb`` module, or :class:`LineageUnavailable` saying what to install."""
+    try:
+        import duckdb
+        import pandas  # noqa: F401  (results are pandas DataFrames)
+    except ImportError as error:
+        raise LineageUnavailable(
+            f"lineage analytics need duckdb and pandas ({error}); install them with "
+            "pip install 'smithers-tt[lineage]'"
+        ) from error
+    return duckdb
+
+
+def new_connection(threads: int | None = None) -> Any:
+    """An in-memory DuckDB connection that never installs or autoloads an extension."""
+    duckdb = import_duckdb()
+    config: dict[str, Any] = {
+        "autoinstall_known_extensions": False,
+        "autoload_known_extensions": False,
+        "allow_community_extensions": False,
+    }
+    if threads is not None:
+        config["threads"] = threads
+    return duckdb.connect(":memory:", config=config)
+
+
+def literal(text: str) -> str:
+    """``text`` as a SQL string literal (for statements that take no parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --- extensions ------------------------------------------------------------------------------
+
+
+def extension_candidates(name: str, version: str, platform: str) -> list[Path]:
+    """Files that may hold extension ``name`` built for this DuckDB, most specific first."""
+    found: list[Path] = []
+    nested = Path(f"v{version}") / platform / f"{name}.duckdb_extension"
+    override = os.environ.get(EXTENSIONS_ENV)
+    if override:
+        found += [Path(override) / nested, Path(override) / f"{name}.duckdb_extension"]
+    try:
+        dist = importlib.metadata.distribution(_PACKAGES[name])
+        files = dist.files or []
+        found += [
+            Path(str(dist.locate_file(f)))
+            for f in files
+            if f.name == nested.name and f"v{version}" in f.parts and platform in f.parts
+        ]
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    spec = importlib.util.find_spec("duckdb_ext")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        found.append(Path(root) / "extensions" / nested)
+    unique: list[Path] = []
+    for path in found:
+        if path not in unique:
+            unique.append(path)
+    return unique
+
+
+def load_extension(con: Any, name: str) -> str:
+    """Load scanner extension ``name`` from a local file; return where it came from.
+
+    Raises:
+        LineageUnavailable: no installed file loads into this DuckDB.
+    """
+    import duckdb
+
+    version = duckdb.__version__
+    platform = con.execute("PRAGMA platform").fetchone()[0]
+    tried: list[str] = []
+    for path in extension_candidates(name, version, platform):
+        if not path.is_file():
+            continue
+        try:
+            con.execute(f"LOAD {literal(str(path))}")
+            return str(path)
+        except duckdb.Error as error:
+            tried.append(f"{path}: {str(error).splitlines()[0]}")
+    try:
+        # DuckDB's own extension directory: only what an earlier `INSTALL` put there. LOAD
+        # never downloads, and autoinstall is off.
+        con.execute(f"LOAD {name}")
+        return f"duckdb extension directory ({name})"
+    except duckdb.Error as error:
+        tried.append(f"LOAD {name}: {str(error).splitlines()[0]}")
+    raise LineageUnavailable(
+        f"the DuckDB {name} extension for duckdb {version} ({platform}) is not installed; "
+        f"install it with pip install 'smithers-tt[lineage]' (package {_PACKAGES[name]} pinned "
+        f"to this duckdb) or point ${EXTENSIONS_ENV} at a directory holding "
+        f"{name}.duckdb_extension. Tried: " + ("; ".join(tried) or "no candidate file exists"),
+        extension=name,
+    )
+
+
+# --- attaching the store ---------------------------------------------------------------------
+
+
+def sqlite_file(engine: Engine) -> Path:
+    """The SQLite file of an engine."""
+    return Path(engine.sa.url.database or "").resolve()
+
+
+def pg_schema(engine: Engine) -> str:
+    """The PostgreSQL schema holding the store's tables, as the store's search_path finds it.
+
+    Raises:
+        LineageError: the database has no smithers_tt tables on its search_path.
+    """
+    query = sa.text(
+        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.oid = to_regclass('tt_runs')"
+    )
+    with engine.sa.connect() as conn:
+        schema = conn.execute(query).scalar()
+    if schema is None:
+        raise LineageError("no smithers_tt tables (tt_runs) on this database's search_path")
+    return str(schema)
+
+
+def _conninfo_value(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def pg_connection(engine: Engine) -> tuple[dict[str, str], str]:
+    """``(secret parameters, libpq conninfo)`` for DuckDB to reach the store's PostgreSQL.
+
+    Credentials go into a temporary DuckDB secret (never shown by ``duckdb_databases()``); the
+    conninfo keeps the URL's other parameters and makes every session read-only on the server
+    too (``default_transaction_read_only``).
+    """
+    url = engine.sa.url
+    secret = {
+        key: str(value)
+        for key, value in (
+            ("HOST", url.host),
+            ("PORT", url.port),
+            ("DATABASE", url.database),
+            ("USER", url.username),
+            ("PASSWORD", url.password),
+        )
+        if value is not None
+    }
+    params: dict[str, str] = {}
+    for key, value in url.query.items():
+        params[key] = value if isinstance(value, str) else " ".join(value)
+    options = params.get("options", "")
+    params["options"] = f"{options} -cdefault_transaction_read_only=on".strip()
+    conninfo = " ".join(f"{key}={_conninfo_value(value)}" for key, value in params.items())
+    return secret, conninfo
+
+
+def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
+    """Attach the store read-only as ``store``.
+
+    Returns:
+        ``(source, extension)``: ``source(table)`` is the SQL a view reads that store table
+        from, and ``extension`` where the scanner was loaded from.
+
+    On SQLite the views read through ``sqlite_scan(file, table)`` rather than the attached
+    catalog: it opens the file read-only too, and splits a table into rowid ranges scanned by
+    every DuckDB thread (a table of the attached catalog is scanned by one thread).
+    """
+    if engine.is_sqlite:
+        loaded = load_extension(con, "sqlite_scanner")
+        path = sqlite_file(engine)
+        if not path.is_file():
+            raise LineageError(f"no SQLite store at {path}")
+        con.execute(f"ATTACH {literal(str(path))} AS store (TYPE sqlite, READ_ONLY)")
+        return lambda table: f"sqlite_scan({literal(str(path))}, {literal(table)})", loaded
+    loaded = load_extension(con, "postgres_scanner")
+    schema = pg_schema(engine)
+    secret, conninfo = pg_connection(engine)
+    fields = ", ".join(f"{key} {literal(value)}" for key, value in secret.items())
+    con.execute(f"CREATE TEMPORARY SECRET smithers_tt_store (TYPE postgres, {fields})")
+    con.execute(
+        f"ATTACH {literal(conninfo)} AS store "
+        f"(TYPE postgres, READ_ONLY, SECRET smithers_tt_store, SCHEMA {literal(schema)})"
+    )
+    return lambda table: f"store.{ident(schema)}.{ident(table)}", loaded
+
+
+def create_source_views(con: Any, source: Callable[[str], str]) -> None:
+    """Typed views ``source.<table>`` over the attached store (and ``source`` content bytes)."""
+    con.execute("CREATE SCHEMA source")
+    for table in MIRRORED:
+        # Identifiers and types come from the schema module, never from input.
+        columns = ", ".join(f"CAST({ident(n)} AS {t}) AS {ident(n)}" for n, t in raw_columns(table))
+        name = ident(table.name)
+        con.execute(
+            f"CREATE VIEW source.{name} AS SELECT {columns} FROM {source(table.name)}"  # noqa: S608
+        )
+    con.execute(
+        f"CREATE VIEW source.{DATA_TABLE} AS SELECT CAST(content_hash AS VARCHAR) AS "  # noqa: S608
+        f"content_hash, CAST(data AS BLOB) AS data FROM {source(S.contents.name)}"
+    )
+
+
+def create_raw_views(con: Any, tables_from: str, data_from: str) -> None:
+    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes."""
+    con.execute("CREATE SCHEMA raw")
+    for table in MIRRORED:
+        name = ident(table.name)
+        con.execute(f"CREATE VIEW raw.{name} AS SELECT * FROM {tables_from}.{name}")  # noqa: S608
+    con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS SELECT * FROM {data_from}.{DATA_TABLE}")  # noqa: S608
+
+
+# --- snapshots -------------------------------------------------------------------------------
+
+
+class Scratch:
+    """A temporary directory for a snapshot's DuckDB file, removed on :meth:`remove`."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="smithers-tt-lineage-"))
+
+    @property
+    def file(self) -> Path:
+        """The snapshot's DuckDB file."""
+        return self.path / "snapshot.duckdb"
+
+    def remove(self) -> None:
+        """Delete the directory and everything in it."""
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _create_snapshot_tables(con: Any, with_data: bool) -> None:
+    for table in MIRRORED:
+        columns = ", ".join(f"{ident(n)} {t}" for n, t in raw_columns(table))
+        con.execute(f"CREATE TABLE snap.{ident(table.name)} ({columns})")
+    if with_data:
+        con.execute(f"CREATE TABLE snap.{DATA_TABLE} (content_hash VARCHAR, data BLOB)")
+
+
+def materialize_views(con: Any) -> None:
+    """Store the views marked ``materialize`` as tables of the (still writable) snapshot."""
+    for view in VIEWS:
+        if view.materialize:
+            con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {view.sql}")
+
+
+def _finish_snapshot(con: Any, scratch: Scratch, data_from: str) -> None:
+    create_raw_views(con, "snap.main", data_from)
+    materialize_views(con)
+    con.execute("DETACH snap")
+    con.execute(f"ATTACH {literal(str(scratch.file))} AS snap (READ_ONLY)")
+
+
+def snapshot_from_source(con: Any, scratch: Scratch) -> None:
+    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only."""
+    con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
+    _create_snapshot_tables(con, with_data=False)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        for table in MIRRORED:
+            name = ident(table.name)
+            con.execute(f"INSERT INTO snap.{name} SELECT * FROM source.{name}")  # noqa: S608
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
+    _finish_snapshot(con, scratch, "source")
+
+
+def _arrow_type(duck: str) -> Any:
+    import pyarrow as pa
+
+    return {
+        "BOOLEAN": pa.bool_(),
+        "BIGINT": pa.int64(),
+        "INTEGER": pa.int32(),
+        "VARCHAR": pa.string(),
+        "BLOB": pa.binary(),
+    }[duck]
+
+
+def _insert_batch(
+    con: Any, table: str, names: list[str], types: list[Any], rows: list[Any]
+) -> None:
+    """Append ``rows`` to ``snap.<table>`` as one Arrow record batch."""
+    import pyarrow as pa
+
+    arrays = [pa.array([row[i] for row in rows], type=kind) for i, kind in enumerate(types)]
+    con.register("smithers_tt_batch", pa.Table.from_arrays(arrays, names=names))
+    try:
+        con.execute(f"INSERT INTO snap.{ident(table)} SELECT * FROM smithers_tt_batch")  # noqa: S608
+    finally:
+        con.unregister("smithers_tt_batch")
+
+
+def snapshot_with_arrow(con: Any, engine: Engine, scratch: Scratch, batch_rows: int) -> None:
+    """Stream every mirrored table and the content bytes through SQLAlchemy into a DuckDB file.
+
+    One read-only transaction (REPEATABLE READ on PostgreSQL, one WAL snapshot on SQLite), so
+    the copy is consistent; batches are bounded by ``batch_rows`` rows and 64 MiB of bytes.
+    """
+    if importlib.util.find_spec("pyarrow") is None:
+        raise LineageUnavailable(
+            "the Arrow fallback needs pyarrow; pip install 'smithers-tt[lineage]'"
+        )
+    con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
+    _create_snapshot_tables(con, with_data=True)
+    jobs: list[tuple[str, list[Any], list[tuple[str, str]], int]] = []
+    for table in MIRRORED:
+        spec = raw_columns(table)
+        jobs.append((table.name, [table.c[n] for n, _ in spec], spec, batch_rows))
+    data_spec = [("content_hash", "VARCHAR"), ("data", "BLOB")]
+    jobs.append(
+        (DATA_TABLE, [S.contents.c.content_hash, S.contents.c.data], data_spec, _DATA_FETCH_ROWS)
+    )
+    with engine.connect(write=False) as conn:
+        if not engine.is_sqlite:
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        for name, columns, spec, fetch in jobs:
+            types = [_arrow_type(t) for _, t in spec]
+            names = [n for n, _ in spec]
+            result = conn.execute(sa.select(*columns).execution_options(yield_per=fetch))
+            pending: list[Any] = []
+            pending_bytes = 0
+
+            for part in result.partitions():
+                pending.extend(part)
+                if name == DATA_TABLE:
+                    pending_bytes += sum(len(row[1]) for row in part)
+                if len(pending) >= batch_rows or pending_bytes >= _ARROW_BATCH_BYTES:
+                    _insert_batch(con, name, names, types, pending)
+                    pending, pending_bytes = [], 0
+            if pending:
+                _insert_batch(con, name, names, types, pending)
+    _finish_snapshot(con, scratch, "snap.main")
+
+
+def warn_fallback(reason: LineageUnavailable) -> None:
+    """Tell the user the lineage runs on the slower Arrow fallback, and why."""
+    warnings.warn(
+        f"DuckDB scanner unavailable, using the Arrow snapshot fallback: {reason}",
+        LineageFallbackWarning,
+        stacklevel=4,
+    )

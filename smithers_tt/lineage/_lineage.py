@@ -1,0 +1,264 @@
+"""The :class:`Lineage` object: DuckDB over the store, answering with pandas DataFrames."""
+
+from __future__ import annotations
+
+import textwrap
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+from smithers_tt.errors import InvalidArgument
+from smithers_tt.lineage import _connect as C
+from smithers_tt.lineage._views import BY_NAME, VIEWS
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas
+
+    from smithers_tt.database import Database
+
+F = TypeVar("F", bound=Callable[..., Any])
+Reader = Literal["auto", "scanner", "arrow"]
+
+
+def _columns_of(*names: str) -> Callable[[F], F]:
+    """Append the column documentation of views ``names`` to a method's docstring."""
+
+    def decorate(method: F) -> F:
+        docs = "\n\n".join(BY_NAME[name].doc() for name in names)
+        columns = textwrap.indent(f"Columns:\n\n{textwrap.indent(docs, '    ')}", " " * 8)
+        method.__doc__ = f"{(method.__doc__ or '').rstrip()}\n\n{columns}\n"
+        return method
+
+    return decorate
+
+
+class Lineage:
+    """Read-only analytics over a smithers_tt store with DuckDB; answers are pandas DataFrames.
+
+    Open it with :meth:`smithers_tt.Database.lineage`; close it (or use ``with``) when done.
+    DuckDB attaches the store **read-only** (the SQLite file opened read-only, or PostgreSQL
+    through a read-only attachment on the store's schema, with read-only server sessions) and
+    defines the documented views ``runs``, ``nodes``, ``attempts``, ``checkpoints``,
+    ``contents``, ``checkpoint_payloads``, ``frames``, ``forks``, ``dedup``, ``run_dedup`` and
+    ``audit`` (columns in each method's docstring, or ``lin.sql("DESCRIBE runs")``). The
+    ``raw`` schema mirrors the store's tables; the attached store itself is the catalog
+    ``store`` (scanner reader only). Any SQL over these goes through :meth:`sql`.
+
+    Args:
+        db: the database to read.
+        snapshot: copy the tables (not the content bytes) into a temporary read-only DuckDB
+            file at open, so every later question runs at in-memory speed on one consistent
+            copy; without it (the default) every query reads the store as it is now.
+        reader: ``"scanner"`` (DuckDB's sqlite / postgres extension, loaded from the
+            installed ``duckdb-ext-*`` package files, never downloaded), ``"arrow"`` (the
+            fallback: tables streamed through SQLAlchemy as Arrow batches into a read-only
+            snapshot, content bytes included), or ``"auto"`` (scanner, else arrow with a
+            :class:`LineageFallbackWarning`).
+        threads: DuckDB worker threads (default: one per core).
+        batch_rows: rows per Arrow batch in the fallback.
+
+    Attributes:
+        reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
+        snapshot: whether the views read a copy taken at open (always so for ``"arrow"``).
+        extension: the extension file the scanner was loaded from (None for ``"arrow"``).
+
+    Raises:
+        LineageUnavailable: duckdb or pandas is not installed, or ``reader="scanner"`` and the
+            extension cannot be loaded.
+
+    A connection is not shared between threads: calls are serialised by a lock.
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        *,
+        snapshot: bool = False,
+        reader: Reader = "auto",
+        threads: int | None = None,
+        batch_rows: int = 50_000,
+    ) -> None:
+        if reader not in ("auto", "scanner", "arrow"):
+            raise InvalidArgument(f"reader must be 'auto', 'scanner' or 'arrow', got {reader!r}")
+        if type(batch_rows) is not int or batch_rows < 1:
+            raise InvalidArgument(f"batch_rows must be a positive int, got {batch_rows!r}")
+        self._duckdb = C.import_duckdb()
+        self._lock = threading.Lock()
+        self._scratch: C.Scratch | None = None
+        self._con = C.new_connection(threads)
+        self.extension: str | None = None
+        try:
+            self.reader, self.snapshot = self._open(db, snapshot, reader, batch_rows)
+            for view in VIEWS:
+                name = C.ident(view.name)
+                if self.snapshot and view.materialize:
+                    self._con.execute(f"CREATE VIEW {name} AS SELECT * FROM snap.main.{name}")  # noqa: S608
+                else:
+                    self._con.execute(f"CREATE VIEW {name} AS {view.sql}")
+            # Nobody turns autoinstall back on through sql(): the configuration is frozen.
+            self._con.execute("SET lock_configuration = true")
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(
+        self, db: Database, snapshot: bool, reader: Reader, batch_rows: int
+    ) -> tuple[str, bool]:
+        if reader != "arrow":
+            try:
+                source, self.extension = C.attach_store(self._con, db.engine)
+            except C.LineageUnavailable as error:
+                if reader == "scanner":
+                    raise
+                C.warn_fallback(error)
+            else:
+                C.create_source_views(self._con, source)
+                if snapshot:
+                    self._scratch = C.Scratch()
+                    C.snapshot_from_source(self._con, self._scratch)
+                else:
+                    C.create_raw_views(self._con, "source", "source")
+                return "scanner", snapshot
+        self._scratch = C.Scratch()
+        C.snapshot_with_arrow(self._con, db.engine, self._scratch, batch_rows)
+        return "arrow", True
+
+    # --- any SQL -----------------------------------------------------------------------------
+
+    def sql(
+        self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None
+    ) -> pandas.DataFrame:
+        """Run one SQL statement over the views and return its result as a DataFrame.
+
+        Args:
+            query: DuckDB SQL over the views (``runs``, ``checkpoints`` ...), ``raw.*`` or the
+                attached ``store``; ``?`` / ``$1`` placeholders or ``$name`` with a mapping.
+            params: values for the placeholders (never formatted into the SQL).
+
+        Raises:
+            LineageError: the statement failed, e.g. it tried to write: the store is attached
+                read-only, so every INSERT, UPDATE, DELETE or DDL on it fails.
+        """
+        return self._query(query, params)
+
+    def _query(self, query: str, params: Any = None) -> pandas.DataFrame:
+        with self._lock:
+            if self._con is None:
+                raise C.LineageError("this lineage is closed; open another with db.lineage()")
+            try:
+                cursor = (
+                    self._con.execute(query) if params is None else self._con.execute(query, params)
+                )
+                return cursor.df()
+            except self._duckdb.Error as error:
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                raise C.LineageError(f"lineage query failed: {first}") from error
+
+    # --- the documented views ----------------------------------------------------------------
+
+    @_columns_of("runs")
+    def runs(self) -> pandas.DataFrame:
+        """Every run, oldest id first, with its counts of nodes, attempts, refs and frames."""
+        return self._query("SELECT * FROM runs ORDER BY run_id")
+
+    @_columns_of("nodes")
+    def nodes(self, run_id: str | None = None) -> pandas.DataFrame:
+        """Nodes of one run (or of every run), in key order."""
+        return self._where("nodes", run_id, "run_id, node_id, iteration")
+
+    @_columns_of("attempts")
+    def attempts(self, run_id: str | None = None) -> pandas.DataFrame:
+        """Attempts of one run (or of every run), in key order, with state, error and the
+        checkpoint ref each resumed from."""
+        return self._where("attempts", run_id, "run_id, node_id, iteration, attempt")
+
+    @_columns_of("checkpoints")
+    def checkpoints(self, run_id: str | None = None) -> pandas.DataFrame:
+        """Checkpoint refs of one run (or of every run), in key order, with content sizes."""
+        return self._where("checkpoints", run_id, "run_id, node_id, iteration, attempt, sequence")
+
+    @_columns_of("frames")
+    def frames(self, run_id: str) -> pandas.DataFrame:
+        """The public frames of one run in order (a fork's copied base frames excluded)."""
+        return self._query("SELECT * FROM frames WHERE run_id = ? ORDER BY frame_no", [run_id])
+
+    @_columns_of("forks")
+    def forks(self) -> pandas.DataFrame:
+        """The fork tree: one row per forked run, ordered by root, depth and child id."""
+        return self._query("SELECT * FROM forks ORDER BY root_run_id, depth, child_run_id")
+
+    @_columns_of("contents")
+    def contents(self) -> pandas.DataFrame:
+        """Stored contents (no bytes), with the refs and runs using each."""
+        return self._query("SELECT * FROM contents ORDER BY content_hash")
+
+    @_columns_of("dedup", "run_dedup")
+    def dedup(self, by: Literal["codec", "run"] = "codec") -> pandas.DataFrame:
+        """How much content de-duplication saves: logical bytes (every ref counted) against
+        stored bytes (each distinct content once), per codec with an overall row last
+        (``by="codec"``, view ``dedup``), or per run (``by="run"``, view ``run_dedup``)."""
+        if by == "codec":
+            return self._query("SELECT * FROM dedup ORDER BY scope = 'all', codec")
+        if by == "run":
+            return self._query("SELECT * FROM run_dedup ORDER BY run_id")
+        raise InvalidArgument(f"dedup(by=...) takes 'codec' or 'run', got {by!r}")
+
+    def _where(self, view: str, run_id: str | None, order: str) -> pandas.DataFrame:
+        if run_id is None:
+            return self._query(f"SELECT * FROM {view} ORDER BY {order}")  # noqa: S608 (constants)
+        return self._query(
+            f"SELECT * FROM {view} WHERE run_id = ? ORDER BY {order}",  # noqa: S608 (constants)
+            [run_id],
+        )
+
+    # --- export ------------------------------------------------------------------------------
+
+    def export_parquet(
+        self, directory: str | Path, views: Iterable[str] | None = None
+    ) -> dict[str, Path]:
+        """Write each view (or the named ones) to ``<directory>/<view>.parquet`` (zstd).
+
+        Returns:
+            The path written for each view, in view order.
+
+        Raises:
+            InvalidArgument: a name is not one of the documented views.
+        """
+        chosen = [v.name for v in VIEWS] if views is None else list(views)
+        unknown = [name for name in chosen if name not in BY_NAME]
+        if unknown:
+            raise InvalidArgument(f"no lineage view {unknown}; choose from {list(BY_NAME)}")
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        paths: dict[str, Path] = {}
+        for name in chosen:
+            path = (out / f"{name}.parquet").resolve()
+            self._query(
+                f"COPY (SELECT * FROM {C.ident(name)}) TO {C.literal(str(path))} "  # noqa: S608
+                "(FORMAT parquet, COMPRESSION zstd)"
+            )
+            paths[name] = path
+        return paths
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the DuckDB connection and delete any snapshot file (idempotent)."""
+        with self._lock:
+            con, self._con = self._con, None
+            if con is not None:
+                con.close()
+            if self._scratch is not None:
+                self._scratch.remove()
+                self._scratch = None
+
+    def __enter__(self) -> Lineage:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._con is None else ("snapshot" if self.snapshot else "live")
+        return f"<smithers_tt.Lineage reader={self.reader} {state}>"

@@ -1,0 +1,193 @@
+"""Migrations: exact shape, idempotence, concurrent start-up, fail-closed checks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import sqlalchemy as sa
+
+import smithers_tt as st
+from smithers_tt.errors import MigrationError, SchemaMismatch
+from smithers_tt.store import Engine, migrate
+from smithers_tt.store._migrate import load_migrations
+from smithers_tt.store._schema import metadata
+
+from ._support import count, execute, run_together
+
+TABLES = sorted(metadata.tables)
+KNOWN = [m.name for m in load_migrations()]
+
+
+@pytest.fixture
+def raw(db_url: str):
+    """A plain SQLAlchemy engine on the (still empty) database, for setting up shapes."""
+    engine = sa.create_engine(db_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()
+
+
+def table_names(raw: sa.Engine) -> set[str]:
+    return set(sa.inspect(raw).get_table_names())
+
+
+def migration_rows(raw: sa.Engine) -> list[tuple[str, str]]:
+    with raw.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.text("SELECT name, checksum FROM tt_migrations"))]
+
+
+def test_migrate_applies_every_migration_when_the_database_is_empty(db_url: str) -> None:
+    engine = Engine(db_url)
+    try:
+        assert migrate(engine) == KNOWN
+    finally:
+        engine.dispose()
+
+
+def test_migrate_creates_exactly_the_schema_tables(db: st.Database) -> None:
+    assert set(sa.inspect(db.engine.sa).get_table_names()) == set(TABLES)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_migrate_creates_columns_nullability_and_primary_key_of_the_schema(
+    db: st.Database, table: str
+) -> None:
+    inspector = sa.inspect(db.engine.sa)
+    want = metadata.tables[table]
+    columns = {c["name"]: bool(c["nullable"]) for c in inspector.get_columns(table)}
+    assert columns == {c.name: bool(c.nullable) for c in want.columns}
+    primary_key = inspector.get_pk_constraint(table)["constrained_columns"]
+    assert primary_key == [c.name for c in want.primary_key.columns]
+    indexes = {i["name"] for i in inspector.get_indexes(table)}
+    assert indexes == {i.name for i in want.indexes}
+
+
+def test_migrate_records_each_migration_with_its_checksum(db: st.Database, raw) -> None:
+    assert sorted(migration_rows(raw)) == sorted((m.name, m.checksum) for m in load_migrations())
+
+
+def test_migrate_is_a_no_op_when_run_twice(db: st.Database, raw) -> None:
+    before = migration_rows(raw)
+    assert migrate(db.engine) == []
+    assert migration_rows(raw) == before
+
+
+CONNECT_AND_CREATE_A_RUN = """
+import smithers_tt
+url = args[0]
+wait_for_go()
+db = smithers_tt.connect(url)
+run, _ = db.store.create_run("started-at-once")
+emit(run.run_id)
+db.close()
+"""
+
+
+def test_connect_succeeds_in_8_processes_when_they_migrate_an_empty_database_at_once(
+    db_url: str, raw, tmp_path
+) -> None:
+    run_ids = run_together(CONNECT_AND_CREATE_A_RUN, [[db_url]] * 8, tmp_path)
+
+    assert sorted(name for name, _ in migration_rows(raw)) == sorted(KNOWN)
+    db = st.connect(db_url)
+    try:
+        assert sorted(r.run_id for r in db.store.list_runs().items) == sorted(run_ids)
+    finally:
+        db.close()
+
+
+# --- fail closed on a shape we do not recognise ---------------------------------------------
+
+NULLABLE_CONTENT_HASH = {
+    # SQLite: a rowid table's TEXT PRIMARY KEY accepts NULL (and many of them).
+    "sqlite": "CREATE TABLE tt_checkpoint_contents (content_hash TEXT PRIMARY KEY, "
+    "data BLOB NOT NULL, size_bytes INTEGER NOT NULL, created_at_ms BIGINT NOT NULL)",
+    # PostgreSQL: a primary key is never nullable; a unique column is.
+    "postgresql": "CREATE TABLE tt_checkpoint_contents (content_hash VARCHAR(64) UNIQUE, "
+    "data BYTEA NOT NULL, size_bytes INTEGER NOT NULL, created_at_ms BIGINT NOT NULL)",
+}
+
+
+def nullable_content_hash(raw: sa.Engine) -> None:
+    with raw.begin() as conn:
+        conn.exec_driver_sql(NULLABLE_CONTENT_HASH[raw.dialect.name])
+
+
+def _schema_with(change: Callable[[sa.MetaData], None]) -> Callable[[sa.Engine], None]:
+    def create(raw: sa.Engine) -> None:
+        copy = sa.MetaData()
+        for table in metadata.sorted_tables:
+            table.to_metadata(copy)
+        change(copy)
+        copy.create_all(raw)
+
+    return create
+
+
+def _agent_id_not_null(md: sa.MetaData) -> None:
+    md.tables["tt_checkpoint_refs"].c.agent_id.nullable = False
+
+
+def _unknown_column(md: sa.MetaData) -> None:
+    md.tables["tt_runs"].append_column(sa.Column("surprise", sa.Text, nullable=True))
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        pytest.param(
+            nullable_content_hash,
+            "tt_checkpoint_contents.content_hash is NULL, expected NOT NULL",
+            id="nullable_content_hash",
+        ),
+        pytest.param(
+            _schema_with(_agent_id_not_null),
+            "tt_checkpoint_refs.agent_id is NOT NULL, expected NULL",
+            id="agent_id_not_null",
+        ),
+        pytest.param(
+            _schema_with(_unknown_column),
+            "tt_runs.surprise is not a known column",
+            id="unknown_column",
+        ),
+    ],
+)
+def test_connect_raises_schema_mismatch_and_commits_nothing_when_a_table_has_another_shape(
+    db_url: str, raw, build: Callable[[sa.Engine], None], problem: str
+) -> None:
+    build(raw)
+    tables_before = table_names(raw)
+
+    with pytest.raises(SchemaMismatch) as caught:
+        st.connect(db_url)
+
+    assert problem in caught.value.details["problems"]
+    assert table_names(raw) == tables_before
+    if "tt_migrations" in tables_before:
+        assert migration_rows(raw) == []
+
+
+def test_connect_raises_migration_error_when_an_applied_migration_changed(
+    db: st.Database,
+) -> None:
+    execute(db, "UPDATE tt_migrations SET checksum = :c WHERE name = :n", c="0" * 64, n=KNOWN[0])
+
+    with pytest.raises(MigrationError, match=KNOWN[0]):
+        st.connect(db.url)
+
+
+def test_connect_raises_schema_mismatch_when_a_newer_migration_was_applied(
+    db: st.Database,
+) -> None:
+    execute(
+        db,
+        "INSERT INTO tt_migrations (name, checksum, applied_at_ms) VALUES (:n, :c, 0)",
+        n="9999_future",
+        c="f" * 64,
+    )
+
+    with pytest.raises(SchemaMismatch, match="9999_future"):
+        st.connect(db.url)
+    assert count(db, "tt_migrations") == len(KNOWN) + 1

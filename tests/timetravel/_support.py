@@ -1,0 +1,344 @@
+"""Helpers of the time-travel tests: live state read back, runs built in bulk, raw SQL."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+import smithers_tt as st
+from smithers_tt.checkpoint import AgentCheckpoint
+from smithers_tt.engine import GenerateRequest, Workflow
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store import _schema as S
+from smithers_tt.store._frames import frame_row
+from smithers_tt.store._publish import ref_row
+from smithers_tt.store._records import now_ms
+from smithers_tt.timetravel import Snapshot
+from smithers_tt.timetravel._materialize import insert_rows
+
+TOPIC = {"topic": "bee"}
+
+
+# --- comparing live tables with snapshots ---------------------------------------------------
+
+
+def snapshot_view(snap: Snapshot) -> dict[str, Any]:
+    """What a snapshot shows, in the shape :func:`live_view` reads from the live tables."""
+    return {
+        "status": snap.status,
+        "nodes": {k: (n.state, n.last_attempt, n.output) for k, n in snap.nodes.items()},
+        "attempts": {
+            k: (a.state, a.resumed_from, a.error, a.error_code, a.discard_resume)
+            for k, a in snap.attempts.items()
+        },
+        "refs": {k: dataclasses.replace(r, run_id="") for k, r in snap.refs.items()},
+    }
+
+
+def live_view(db: st.Database, run_id: str) -> dict[str, Any]:
+    """The run's live nodes, attempts and refs, read through the store API."""
+    store = db.store
+    refs: dict[tuple[str, int, int, int], CheckpointRef] = {}
+    cursor = None
+    while True:
+        page = store.list_refs(run_id, limit=1000, cursor=cursor)
+        for r in page.items:
+            refs[(r.node_id, r.iteration, r.attempt, r.sequence)] = dataclasses.replace(
+                r, run_id=""
+            )
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    return {
+        "status": store.get_run(run_id).status,
+        "nodes": {
+            (n.node_id, n.iteration): (n.state, n.last_attempt, n.output)
+            for n in store.list_nodes(run_id)
+        },
+        "attempts": {
+            (a.key.node_id, a.key.iteration, a.key.attempt): (
+                a.state,
+                a.resumed_from,
+                a.error,
+                a.error_code,
+                a.discard_resume,
+            )
+            for a in store.list_attempts(run_id)
+        },
+        "refs": refs,
+    }
+
+
+def restored_view(snap: Snapshot) -> dict[str, Any]:
+    """What the live tables hold after a rewind to (or a fork at) ``snap``: exactly its nodes,
+    attempts and refs (the run status is not compared: a restored run is not running)."""
+    return without_status(snapshot_view(snap))
+
+
+def without_status(view: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in view.items() if k != "status"}
+
+
+def capture_live(db: st.Database) -> tuple[dict[int, dict[str, Any]], Callable[[], None]]:
+    """Record the live state after every frame this database commits (by frame number).
+
+    Returns the dict that fills up and a function that stops the recording.
+    """
+    seen: dict[int, dict[str, Any]] = {}
+
+    def listener(frame: Frame) -> None:
+        seen[frame.frame_no] = live_view(db, frame.run_id)
+
+    db.store.listeners.append(listener)
+    return seen, lambda: db.store.listeners.remove(listener)
+
+
+# --- raw tables -----------------------------------------------------------------------------
+
+LIVE_TABLES = ("tt_runs", "tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frames")
+VOLATILE = {"updated_at_ms", "heartbeat_at_ms"}
+
+
+def table_rows(db: st.Database, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
+    """Every row of a table (optionally of one run), sorted, as plain tuples."""
+    t = S.metadata.tables[table]
+    stmt = sa.select(t)
+    if run_id is not None:
+        stmt = stmt.where(t.c.run_id == run_id)
+    with db.engine.sa.connect() as conn:
+        rows = conn.execute(stmt).all()
+    return sorted((tuple(r) for r in rows), key=repr)
+
+
+def dump(db: st.Database, run_id: str | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Every live table (and content) as rows: compare before and after an operation."""
+    out = {name: table_rows(db, name, run_id) for name in LIVE_TABLES}
+    out["tt_checkpoint_contents"] = table_rows(db, "tt_checkpoint_contents")
+    return out
+
+
+def count(db: st.Database, table: str, where: str = "", **params: Any) -> int:
+    with db.engine.sa.connect() as conn:
+        sql = f"SELECT count(*) FROM {table}" + (f" WHERE {where}" if where else "")  # noqa: S608
+        return int(conn.execute(sa.text(sql), params).scalar_one())
+
+
+def execute(db: st.Database, sql: str, **params: Any) -> None:
+    """Raw SQL in a transaction of its own (to corrupt data on purpose)."""
+    with db.engine.sa.begin() as conn:
+        conn.execute(sa.text(sql), params)
+
+
+def compact_state(db: st.Database, run_id: str) -> dict[str, Any]:
+    """A cheap projection of a (large) run's live state: clock, status, frame count, and the
+    keys and states of its nodes, attempts and refs."""
+    with db.engine.sa.connect() as conn:
+        run = conn.execute(
+            sa.select(S.runs.c.clock, S.runs.c.status).where(S.runs.c.run_id == run_id)
+        ).one_or_none()
+        if run is None:
+            return {"exists": False}
+        r, a, n, f = S.refs, S.attempts, S.nodes, S.frames
+        return {
+            "exists": True,
+            "clock": run.clock,
+            "status": run.status,
+            "frames": conn.execute(
+                sa.select(sa.func.count(), sa.func.max(f.c.frame_no)).where(f.c.run_id == run_id)
+            ).one()[:],
+            "refs": set(
+                conn.execute(
+                    sa.select(r.c.node_id, r.c.attempt, r.c.sequence, r.c.content_hash).where(
+                        r.c.run_id == run_id
+                    )
+                ).all()
+            ),
+            "attempts": set(
+                conn.execute(
+                    sa.select(a.c.node_id, a.c.attempt, a.c.state).where(a.c.run_id == run_id)
+                ).all()
+            ),
+            "nodes": set(
+                conn.execute(sa.select(n.c.node_id, n.c.state).where(n.c.run_id == run_id)).all()
+            ),
+        }
+
+
+def compact_snapshot(snap: Snapshot, *, clock: int, frames: tuple[int, int]) -> dict[str, Any]:
+    """What :func:`compact_state` reads after a rewind to ``snap`` (or a fork at it)."""
+    return {
+        "exists": True,
+        "clock": clock,
+        "status": "interrupted" if snap.status in ("running", "cancelled") else snap.status,
+        "frames": frames,
+        "refs": {(k[0], k[2], k[3], r.content_hash) for k, r in snap.refs.items()},
+        "attempts": {(k[0], k[2], a.state) for k, a in snap.attempts.items()},
+        "nodes": {(k[0], n.state) for k, n in snap.nodes.items()},
+    }
+
+
+# --- runs built in bulk ---------------------------------------------------------------------
+
+
+def fast_commits(db: st.Database) -> None:
+    """Stop waiting for the disk at each commit, on every connection opened from now on.
+
+    For tests that make thousands of small transactions to build history and measure
+    something other than durability; crash tests never use it.
+    """
+    db.engine.dispose()
+
+    @sa.event.listens_for(db.engine.sa, "connect")
+    def _no_fsync(dbapi_conn: Any, _record: Any) -> None:
+        cur = dbapi_conn.cursor()
+        try:
+            if db.engine.is_sqlite:
+                cur.execute("PRAGMA synchronous = OFF")
+            else:
+                cur.execute("SET synchronous_commit = off")
+        finally:
+            cur.close()
+        if not db.engine.is_sqlite:
+            dbapi_conn.commit()
+
+
+def bulk_content(node: str, step: int) -> Any:
+    return AgentCheckpoint("bulk.state", 1, {"node": node, "step": step, "pad": "x" * 40}).encode()
+
+
+def build_bulk_run(db: st.Database, *, nodes: int, refs_per_node: int) -> str:
+    """A finished run of ``nodes`` independent nodes with ``refs_per_node`` checkpoints each
+    (one attempt per node, distinct content per checkpoint), written in a few bulk
+    statements with exactly the frames, attempts and refs the store would have written."""
+    graph = {f"n{i:05d}": [] for i in range(nodes)}
+    record, _ = db.store.create_run("bulk", {"nodes": nodes}, graph=graph)
+    run_id = record.run_id
+    stamp = now_ms()
+    frames: list[dict[str, Any]] = []
+    attempts: list[dict[str, Any]] = []
+    refs: list[dict[str, Any]] = []
+    node_rows: list[dict[str, Any]] = []
+    contents: dict[str, dict[str, Any]] = {}
+    clock = 0
+
+    def frame(kind: str, **fields: Any) -> None:
+        nonlocal clock
+        clock += 1
+        frames.append(frame_row(Frame(run_id, clock, kind, created_at_ms=stamp, **fields)))
+
+    for node in graph:
+        frame("attempt_started", node_id=node, iteration=0, attempt=1, state="in_progress")
+        for step in range(refs_per_node):
+            enc = bulk_content(node, step)
+            contents[enc.content_hash] = {
+                "content_hash": enc.content_hash,
+                "data": enc.data,
+                "size_bytes": enc.size,
+                "created_at_ms": stamp,
+            }
+            ref = CheckpointRef(
+                run_id, node, 0, 1, step, enc.content_hash, enc.codec, 1, "progress", None, stamp
+            )
+            refs.append(ref_row(ref))
+            frame(
+                "checkpoint",
+                node_id=node,
+                iteration=0,
+                attempt=1,
+                sequence=step,
+                content_hash=enc.content_hash,
+                codec=enc.codec,
+                version=1,
+                purpose="progress",
+                data={"size": enc.size},
+            )
+        frame(
+            "attempt_finished",
+            node_id=node,
+            iteration=0,
+            attempt=1,
+            state="finished",
+            data={"error": None, "error_code": None, "discard_resume": False},
+        )
+        attempts.append(
+            {
+                "run_id": run_id,
+                "node_id": node,
+                "iteration": 0,
+                "attempt": 1,
+                "state": "finished",
+                "owner_epoch": 1,
+                "next_sequence": refs_per_node,
+                "discard_resume": False,
+                "error": None,
+                "error_code": None,
+                "resumed_run_id": None,
+                "resumed_node_id": None,
+                "resumed_iteration": None,
+                "resumed_attempt": None,
+                "resumed_sequence": None,
+                "started_at_ms": stamp,
+                "finished_at_ms": stamp,
+            }
+        )
+        frame("node_state", node_id=node, iteration=0, attempt=1, state="finished")
+        node_rows.append(
+            {
+                "run_id": run_id,
+                "node_id": node,
+                "iteration": 0,
+                "state": "finished",
+                "last_attempt": 1,
+                "output_json": None,
+                "updated_at_ms": stamp,
+            }
+        )
+    frame("run_finished", state="finished", data={"output": None, "error": None})
+
+    def work(conn: sa.Connection) -> None:
+        c = S.contents
+        have: set[str] = set()
+        hashes = list(contents)
+        for start in range(0, len(hashes), 1000):
+            part = hashes[start : start + 1000]
+            have.update(
+                conn.execute(sa.select(c.c.content_hash).where(c.c.content_hash.in_(part)))
+                .scalars()
+                .all()
+            )
+        insert_rows(conn, c, [v for k, v in contents.items() if k not in have])
+        insert_rows(conn, S.attempts, attempts)
+        insert_rows(conn, S.refs, refs)
+        insert_rows(conn, S.nodes, node_rows)
+        insert_rows(conn, S.frames, frames)
+        conn.execute(
+            S.runs.update()
+            .where(S.runs.c.run_id == run_id)
+            .values(status="finished", clock=clock, owner_epoch=2)
+        )
+
+    db.engine.transaction(work)
+    return run_id
+
+
+# --- agents that remember what they were given -------------------------------------------
+
+
+def record_requests(wf: Workflow, task_id: str) -> list[GenerateRequest]:
+    """Wrap a task's agent so every request it gets is kept (with a copy of its
+    ``resume_checkpoint`` taken before the agent can mutate it); the workflow signature does
+    not change."""
+    seen: list[GenerateRequest] = []
+    task = wf.tasks[task_id]
+    inner = task.agent.generate
+
+    async def generate(request: GenerateRequest) -> Any:
+        cp = request.resume_checkpoint
+        seen.append(dataclasses.replace(request, resume_checkpoint=cp.clone() if cp else None))
+        return await inner(request)
+
+    task.agent = dataclasses.replace(task.agent, generate=generate)
+    return seen

@@ -1,0 +1,142 @@
+"""kill -9 in the middle of a rewind or a fork: afterwards it either happened whole or not at
+all, and the run can be rewound again once the dead holder's lease has expired."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import smithers_tt as st
+from smithers_tt.errors import LeaseBusy
+from tests.timetravel._support import (
+    build_bulk_run,
+    compact_snapshot,
+    compact_state,
+    count,
+)
+
+LEASE_MS = 1500
+"""The lease a killed child leaves behind holds this long (instead of the default 60 s)."""
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+
+    import smithers_tt as st
+    from smithers_tt.timetravel import _ops
+
+    url, op, run_id, frame_no, lease_ms = sys.argv[1:]
+    _ops.LEASE_MS = int(lease_ms)
+    real = _ops.snapshot_at
+
+    def snapshot_at(*args, **kwargs):
+        print("working", flush=True)  # inside the operation's transaction now
+        return real(*args, **kwargs)
+
+    _ops.snapshot_at = snapshot_at
+    db = st.connect(url)
+    print("ready", flush=True)
+    if op == "rewind":
+        db.rewind(run_id, int(frame_no), confirm=True)
+    else:
+        db.fork(run_id, int(frame_no))
+    print("done", flush=True)
+    """
+)
+
+
+def _kill_during(
+    tmp_path: Path, db_url: str, op: str, run_id: str, frame_no: int, wait_for: str, delay: float
+) -> bool:
+    """Start ``op`` in a child process, SIGKILL it ``delay`` seconds after it printed
+    ``wait_for``; return whether it had finished anyway."""
+    script = tmp_path / "child.py"
+    script.write_text(CHILD)
+    child = subprocess.Popen(
+        [sys.executable, str(script), db_url, op, run_id, str(frame_no), str(LEASE_MS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        while True:
+            line = child.stdout.readline()
+            assert line, f"the child died early: {child.stderr.read()}"
+            if line.strip() == wait_for:
+                break
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait(30)
+        rest = child.stdout.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        child.stdout.close()
+        child.stderr.close()
+    return "done" in rest
+
+
+def _await_lease(db: st.Database, run_id: str, attempt: callable) -> None:
+    """Run ``attempt`` until the lease a dead child left behind has expired (a few seconds)."""
+    deadline = time.monotonic() + LEASE_MS / 1000 + 20
+    while True:
+        try:
+            attempt()
+            return
+        except LeaseBusy:
+            assert time.monotonic() < deadline, "the dead child's lease never expired"
+            time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_rewind_and_fork_happen_whole_or_not_at_all_when_killed_with_sigkill(
+    db_url: str, db: st.Database, tmp_path: Path
+) -> None:
+    rng = random.Random()
+    run_id = build_bulk_run(db, nodes=100, refs_per_node=100)  # 10,000 refs
+    clock = db.store.get_run(run_id).clock
+    target = clock // 2
+    at = db.snapshot(run_id, target)
+    before = compact_state(db, run_id)
+
+    # A fork killed at a random moment inside its transaction (or just after it).
+    delay = rng.uniform(0.0, 1.5)
+    finished = _kill_during(tmp_path, db_url, "fork", run_id, target, "working", delay)
+    children = [r for r in db.runs(limit=1000) if r.record.parent_run_id == run_id]
+    assert len(children) <= 1 and (len(children) == 1 or not finished)
+    if children:  # the fork happened: all of it
+        frames = len(at.nodes) + len(at.attempts) + len(at.refs) + 1
+        expected = compact_snapshot(at, clock=0, frames=(frames, 0))
+        assert compact_state(db, children[0].id) == dict(expected, status="interrupted")
+    forks = count(db, "tt_audit", "run_id = :r AND operation = 'fork'", r=run_id)
+    assert forks == len(children)
+    for table in ("tt_frames", "tt_attempts", "tt_checkpoint_refs", "tt_nodes"):
+        orphans = count(db, table, "run_id NOT IN (SELECT run_id FROM tt_runs)")
+        assert orphans == 0, f"{table}: rows of a half-made fork (delay {delay:.2f} s)"
+    assert compact_state(db, run_id) == before  # a fork never changes its parent
+
+    # A rewind killed at a random moment inside its transaction (or just after it).
+    after = compact_snapshot(at, clock=target, frames=(target + 1, target))
+    delay = rng.uniform(0.0, 1.5)
+    finished = _kill_during(tmp_path, db_url, "rewind", run_id, target, "working", delay)
+    state = compact_state(db, run_id)
+    assert state in (before, after), f"half a rewind (delay {delay:.2f} s)"
+    assert state == after or not finished
+    rewinds = 1 if state == after else 0
+    assert count(db, "tt_audit", "run_id = :r AND operation = 'rewind'", r=run_id) == rewinds
+
+    # The dead child's lease (if it left one) expires, and the run can be rewound again.
+    later = target // 2
+    _await_lease(db, run_id, lambda: db.rewind(run_id, later, confirm=True))
+    assert compact_state(db, run_id) == compact_snapshot(
+        db.snapshot(run_id, later), clock=later, frames=(later + 1, later)
+    )
+    assert db.verify().ok
