@@ -1,0 +1,124 @@
+"""The notebook debugger at scale: ``Debugger(db, run_id)`` on runs of 100 to 10,000 frames.
+
+For each size: the time from ``Debugger(db, run_id)`` to a built widget (median of a few
+builds after a warm-up, wall clock and this process's CPU time, which moves less with the
+machine's load), the time to select another frame (what the slider and a click cost), and
+the size of the figure sent to the browser (plotly JSON of the timeline). Goal: a
+10,000-frame run opens in under 1 s.
+
+Runs are written with :func:`smithers_tt.widgets.large_run` (the same history a finished run
+has, in bulk) on a scratch SQLite file, and on PostgreSQL when it is reachable.
+
+``python -m benchmarks widgets`` (``SMITHERS_TT_BENCH_QUICK=1`` for a smoke run).
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from benchmarks._common import (
+    QUICK,
+    fresh_pg_database,
+    note,
+    pg_available,
+    print_table,
+    scaled,
+    scratch_dir,
+    sqlalchemy_url,
+    verdict,
+)
+
+SIZES = (100, 1_000, 10_000)
+GOAL_S = 1.0
+
+
+@contextmanager
+def _databases() -> Iterator[list[tuple[str, str]]]:
+    with scratch_dir() as tmp:
+        urls = [("sqlite", f"sqlite:///{tmp / 'widgets.db'}")]
+        reason = pg_available()
+        if reason is None and not QUICK:
+            with fresh_pg_database("widgets") as url:
+                urls.append(("postgres", sqlalchemy_url(url)))
+                yield urls
+            return
+        if reason:
+            note(f"PostgreSQL skipped: {reason}")
+        yield urls
+
+
+def _build(db, run_id: str):  # type: ignore[no-untyped-def]
+    from smithers_tt.widgets import Debugger
+
+    wall, cpu = time.perf_counter(), time.process_time()
+    dbg = Debugger(db, run_id, live=False)
+    return dbg, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def main() -> None:
+    import plotly.io as pio
+
+    import smithers_tt as st
+    from smithers_tt.widgets import large_run
+
+    rounds = scaled(5, 2)
+    rows = []
+    with _databases() as urls:
+        for backend, url in urls:
+            db = st.connect(url)
+            try:
+                runs = {n: large_run(db, n) for n in SIZES}
+                cold = _build(db, runs[SIZES[0]])[1]  # imports plotly, anywidget, ipywidgets
+                note(f"{backend}: first Debugger in this process (imports included) {cold:.2f} s")
+                for n in SIZES:
+                    walls, cpus = [], []
+                    for _ in range(rounds):
+                        dbg, wall, cpu = _build(db, runs[n])
+                        walls.append(wall)
+                        cpus.append(cpu)
+                    figure_bytes = len(pio.to_json(dbg.timeline.figure, validate=False))
+                    points = sum(len(t.x) for t in dbg.timeline.figure.data)
+                    picks = random.Random(n).sample(range(n), min(20, n))
+                    steps = []
+                    for frame in picks:
+                        started = time.perf_counter()
+                        dbg.select_frame(frame)
+                        steps.append(time.perf_counter() - started)
+                    median = statistics.median(walls)
+                    rows.append(
+                        [
+                            backend,
+                            n,
+                            median,
+                            statistics.median(cpus),
+                            statistics.median(steps) * 1000,
+                            figure_bytes / 1024,
+                            points,
+                            "yes" if dbg.timeline.data.aggregated else "no",
+                            verdict(median < GOAL_S) if n == 10_000 else "",
+                        ]
+                    )
+                    dbg.close()
+            finally:
+                db.close()
+    print_table(
+        f"Debugger(db, run_id) to a built widget (median of {rounds} builds after a warm-up)",
+        [
+            "backend",
+            "frames",
+            "build s",
+            "build CPU s",
+            "select frame ms",
+            "figure KiB",
+            "points",
+            "binned",
+            f"goal < {GOAL_S:.0f} s",
+        ],
+        rows,
+    )
+    note("select frame: median over 20 random frames (inspector, diff, timeline line, slider)")
+    note("figure KiB: plotly JSON of the timeline (data + layout) sent to the browser")

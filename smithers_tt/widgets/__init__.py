@@ -1,0 +1,25 @@
+"""The notebook debugger (needs the ``notebook`` extra: ipywidgets, plotly, anywidget).
+
+``Debugger(db, run_id, workflow=None)`` (or ``db.debug(run_id)``) shows a run's timeline,
+a frame scrubber, an inspector of nodes and checkpoints, diffs between frames, attempts and
+forks, Rewind / Fork / Replay with confirmation, the fork tree, and follows running runs
+live. :class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
+which is what the widgets observe and what tests drive.
+"""
+
+from smithers_tt.widgets._debugger import Debugger
+from smithers_tt.widgets._model import ActionResult, DebuggerModel, DiffResult, Message, Pending
+from smithers_tt.widgets._synthetic import large_run
+from smithers_tt.widgets._timeline import TimelineData, build_timeline
+
+__all__ = [
+    "ActionResult",
+    "Debugger",
+    "DebuggerModel",
+    "DiffResult",
+    "Message",
+    "Pending",
+    "TimelineData",
+    "build_timeline",
+    "large_run",
+]

@@ -1,0 +1,165 @@
+"""Rewind, Fork and Replay from the selected frame, each behind a Confirm / Cancel step.
+
+The fork form (shared by Replay): nodes to reset, an input override (JSON), and an editor for
+one node's checkpoint payload, validated as an ``AgentCheckpoint`` before anything is written.
+Outcomes and expected errors are reported in plain words (escaped), never as a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+
+from smithers_tt.widgets._html import esc, wrap
+from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DebuggerModel
+
+_NO_EDIT = "(no edit)"
+
+
+class Actions:
+    """The action buttons, the fork form, the confirmation row and the report line."""
+
+    def __init__(self, model: DebuggerModel) -> None:
+        self.model = model
+        self.title = W.HTML()
+        self.rewind = W.Button(
+            description="Rewind…",
+            button_style="danger",
+            tooltip="put this run back to the selected frame, in place (asks first)",
+        )
+        self.fork = W.Button(
+            description="Fork…",
+            button_style="primary",
+            tooltip="a new run whose frame 0 is the selected frame (asks first)",
+        )
+        self.replay = W.Button(
+            description="Replay…",
+            button_style="warning",
+            tooltip="fork at the selected frame and execute the new run (asks first)",
+        )
+        for button, name in ((self.rewind, "rewind"), (self.fork, "fork"), (self.replay, "replay")):
+            button.add_class(f"stt-{name}")
+        self.rewind.on_click(lambda _: model.request_rewind())
+        self.fork.on_click(lambda _: model.request_fork(**self.form()))
+        self.replay.on_click(lambda _: model.request_replay(**self.form()))
+        self.replay_note = W.HTML(
+            ""
+            if model.workflow is not None
+            else wrap(f'<div class="stt-muted">{esc(REPLAY_NEEDS_WORKFLOW)}</div>')
+        )
+        self.replay.disabled = model.workflow is None
+
+        wide = {"description_width": "initial"}
+        self.reset = W.SelectMultiple(options=[], rows=4, description="reset nodes", style=wide)
+        self.input = W.Textarea(
+            value="",
+            placeholder="input override as JSON (empty: keep the run input)",
+            description="input",
+            layout=W.Layout(width="95%", height="48px"),
+        )
+        self.edit_node = W.Dropdown(
+            options=[_NO_EDIT], description="edit checkpoint of", style=wide
+        )
+        self.edit_node.observe(self._edit_node_changed, names="value")
+        self.editor = W.Textarea(
+            value="",
+            placeholder="the payload of the node's newest checkpoint, as JSON",
+            description="payload",
+            layout=W.Layout(width="95%", height="160px", display="none"),
+        )
+        self.editor.add_class("stt-editor")
+        self._prefilled = ""
+
+        self.confirm_text = W.HTML()
+        self.confirm = W.Button(description="Confirm", button_style="danger")
+        self.cancel = W.Button(description="Cancel")
+        self.confirm.add_class("stt-confirm")
+        self.cancel.add_class("stt-cancel")
+        self.confirm.on_click(lambda _: model.confirm())
+        self.cancel.on_click(lambda _: model.cancel())
+        self.confirm_box = W.VBox(
+            [self.confirm_text, W.HBox([self.confirm, self.cancel])],
+            layout=W.Layout(display="none", border="1px solid #d62728", padding="4px"),
+        )
+        self.report = W.HTML()
+        self.report.add_class("stt-report")
+        self.widget = W.VBox(
+            [
+                self.title,
+                W.HBox([self.rewind, self.fork, self.replay]),
+                self.replay_note,
+                self.reset,
+                self.input,
+                self.edit_node,
+                self.editor,
+                self.confirm_box,
+                self.report,
+            ],
+            layout=W.Layout(width="60%", padding="0 8px 0 0"),
+        )
+        for event in ("frame", "run", "frames"):
+            model.on(event, self.update)
+        model.on("pending", self.show_pending)
+        model.on("message", self.show_message)
+        self.update()
+        self.show_pending()
+        self.show_message()
+
+    def form(self) -> dict[str, Any]:
+        """The fork form's values, as :meth:`DebuggerModel.fork_options` takes them."""
+        edit = self.edit_node.value
+        return {
+            "reset": list(self.reset.value),
+            "input_text": self.input.value,
+            "edit_node": None if edit in (None, _NO_EDIT) else edit,
+            "edit_text": self.editor.value,
+        }
+
+    def _edit_node_changed(self, change: dict[str, Any]) -> None:
+        self._prefill(force=True)
+
+    def _prefill(self, force: bool = False) -> None:
+        node = self.edit_node.value
+        if node in (None, _NO_EDIT):
+            self.editor.layout.display = "none"
+            return
+        self.editor.layout.display = None
+        if force or self.editor.value == self._prefilled:  # never overwrite a person's edits
+            self._prefilled = self.model.checkpoint_text(node)
+            self.editor.value = self._prefilled
+
+    def update(self) -> None:
+        """Follow the selected frame: node lists and the editor's default payload."""
+        m = self.model
+        self.title.value = wrap(f"<h4>Actions at frame {m.frame_no} of run {esc(m.run_id)}</h4>")
+        names = m.node_ids
+        kept = [n for n in self.reset.value if n in names]
+        self.reset.options = names
+        self.reset.value = tuple(kept)
+        editable = sorted({k[0] for k in m.snapshot.refs})
+        current = self.edit_node.value
+        self.edit_node.options = [_NO_EDIT, *editable]
+        self.edit_node.value = current if current in editable else _NO_EDIT
+        self._prefill()
+
+    def show_pending(self) -> None:
+        """Show or hide the Confirm / Cancel row."""
+        pending = self.model.pending
+        if pending is None:
+            self.confirm_box.layout.display = "none"
+            self.confirm_text.value = ""
+            return
+        self.confirm.description = f"Confirm {pending.action}"
+        self.confirm.button_style = "danger" if pending.action == "rewind" else "primary"
+        self.confirm_text.value = wrap(f"<div>{esc(pending.summary)}</div>")
+        self.confirm_box.layout.display = None
+
+    def show_message(self) -> None:
+        """Show what the last action did, or why it could not."""
+        message = self.model.message
+        if message is None:
+            self.report.value = ""
+            return
+        css = {"error": "stt-error", "success": "stt-ok"}.get(message.kind, "stt-muted")
+        self.report.value = wrap(f'<div class="{css}">{esc(message.text)}</div>')

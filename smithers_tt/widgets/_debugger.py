@@ -1,0 +1,112 @@
+"""``Debugger(db, run_id)``: the whole notebook debugger in one widget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as W
+
+from smithers_tt.errors import SmithersError
+from smithers_tt.widgets._actions import Actions
+from smithers_tt.widgets._diffview import DiffView
+from smithers_tt.widgets._forktree import ForkTree
+from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._inspector import Inspector
+from smithers_tt.widgets._live import LiveRefresh
+from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._scrubber import Scrubber
+from smithers_tt.widgets._timeline import TimelineView
+
+
+class Debugger(W.VBox):
+    """Timeline, scrubber, inspector, diff, actions and fork tree of one run.
+
+    Args:
+        db: a :class:`smithers_tt.Database`.
+        run_id: the run to show.
+        workflow: the run's workflow definition; Replay needs it (disabled otherwise).
+        live: follow the run while it executes (default True).
+        interval: seconds between live polls.
+
+    Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
+    observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
+    ``.fork_tree`` and ``.live`` are the parts.
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        run_id: str,
+        workflow: Any = None,
+        *,
+        live: bool = True,
+        interval: float = 1.0,
+        **kwargs: Any,
+    ) -> None:
+        self.model = DebuggerModel(db, run_id, workflow)
+        self.header = W.HTML()
+        self.refresh_button = W.Button(
+            description="Refresh", tooltip="read the run again from the database"
+        )
+        self.refresh_button.on_click(lambda _: self.refresh())
+        self.timeline = TimelineView(self.model)
+        self.scrubber = Scrubber(self.model)
+        self.inspector = Inspector(self.model)
+        self.diff = DiffView(self.model)
+        self.actions = Actions(self.model)
+        self.fork_tree = ForkTree(self.model)
+        self.live = LiveRefresh(self.model, interval, on_change=self.update_header)
+        self.live.enabled = live
+        for event in ("run", "frames", "tree"):
+            self.model.on(event, self.update_header)
+        self.update_header()
+        super().__init__(
+            [
+                W.HTML(CSS),
+                W.HBox([self.header, self.refresh_button]),
+                self.timeline.widget,
+                self.scrubber.widget,
+                W.HBox([self.inspector.widget, self.diff.widget]),
+                W.HBox([self.actions.widget, self.fork_tree.widget]),
+            ],
+            **kwargs,
+        )
+        self.add_class("stt-debugger")
+        self.live.maybe_start()
+
+    def update_header(self) -> None:
+        """Show the run's id, workflow, status, frames and lineage."""
+        m = self.model
+        r = m.record
+        lineage = ""
+        if r.parent_run_id:
+            lineage = f" · fork of {esc(r.parent_run_id)} @ frame {r.parent_frame_no}"
+        children = sum(1 for e in m.tree if e.parent_run_id == m.run_id)
+        if children:
+            lineage += f" · {children} fork(s)"
+        live = " · <b>live</b>" if self.live.running else ""
+        self.header.value = wrap(
+            f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(r.status)} · "
+            f"frames 0 to {m.last_frame}{lineage}{live}</h4>"
+        )
+
+    def refresh(self) -> None:
+        """Read the run again now."""
+        try:
+            self.model.refresh()
+        except SmithersError as error:
+            self.model.message = None
+            self.header.value += wrap(f'<div class="stt-error">{esc(error.message)}</div>')
+        self.update_header()
+        self.live.maybe_start()
+
+    def select_frame(self, frame_no: int) -> None:
+        """Select a frame (as a click on the timeline or the slider would)."""
+        self.model.select_frame(frame_no)
+
+    def close(self) -> None:
+        """Stop live refresh and close the widget."""
+        live = getattr(self, "live", None)  # None when __init__ failed half-way
+        if live is not None:
+            live.stop()
+        super().close()

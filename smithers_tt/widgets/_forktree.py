@@ -1,0 +1,68 @@
+"""The fork tree: every run descending from the root, with its fork frame; click to switch."""
+
+from __future__ import annotations
+
+import ipywidgets as W
+
+from smithers_tt.errors import SmithersError
+from smithers_tt.timetravel import ForkEdge
+from smithers_tt.widgets._html import esc, wrap
+from smithers_tt.widgets._model import DebuggerModel
+
+MAX_SHOWN = 200
+"""Runs listed; a larger tree says how many more there are."""
+
+
+def _depths(tree: list[ForkEdge]) -> dict[str, int]:
+    depth: dict[str, int] = {}
+    for edge in tree:  # parents come before children
+        depth[edge.run_id] = depth.get(edge.parent_run_id or "", -1) + 1
+    return depth
+
+
+class ForkTree:
+    """One button per run (text, never HTML), indented by depth; the shown run is highlighted."""
+
+    def __init__(self, model: DebuggerModel) -> None:
+        self.model = model
+        self.title = W.HTML(wrap("<h4>Fork tree</h4>"))
+        self.list = W.VBox()
+        self.note = W.HTML()
+        self.buttons: dict[str, W.Button] = {}
+        self.widget = W.VBox(
+            [self.title, self.list, self.note], layout=W.Layout(width="40%", overflow="auto")
+        )
+        model.on("tree", self.update)
+        model.on("run", self.update)
+        self.update()
+
+    def update(self) -> None:
+        """Redraw the tree."""
+        m = self.model
+        depth = _depths(m.tree)
+        buttons: dict[str, W.Button] = {}
+        for edge in m.tree[:MAX_SHOWN]:
+            where = "root" if edge.parent_run_id is None else f"fork @ frame {edge.parent_frame_no}"
+            button = W.Button(
+                description=f"{edge.run_id} · {edge.status} · {where}",
+                tooltip=f"show run {edge.run_id}",
+                button_style="info" if edge.run_id == m.run_id else "",
+                layout=W.Layout(
+                    width="auto", margin=f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px"
+                ),
+            )
+            button.add_class("stt-run")
+            button.on_click(lambda _, run_id=edge.run_id: self.open(run_id))
+            buttons[edge.run_id] = button
+        self.buttons = buttons
+        self.list.children = list(buttons.values())
+        more = len(m.tree) - MAX_SHOWN
+        note = f'<div class="stt-muted">… {more} more runs</div>' if more > 0 else ""
+        self.note.value = wrap(note) if note else ""
+
+    def open(self, run_id: str) -> None:
+        """Show another run in the debugger."""
+        try:
+            self.model.switch_run(run_id)
+        except SmithersError as error:
+            self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')

@@ -1,0 +1,212 @@
+"""Escaped HTML for the debugger: every string from a payload, output, error or id goes
+through :func:`esc` before it reaches an HTML widget or plotly's hover text.
+
+Payloads are untrusted text (they come from language models): ``<img src=x onerror=...>``
+must show as text and execute nothing. Nothing here emits a tag built from data; tags are
+fixed strings and data only ever appears escaped between them.
+"""
+
+from __future__ import annotations
+
+import difflib
+import html
+import json
+from typing import Any
+
+STATE_COLOURS = {
+    "in_progress": "#1f77b4",
+    "running": "#1f77b4",
+    "pending": "#aec7e8",
+    "finished": "#2ca02c",
+    "failed": "#d62728",
+    "cancelled": "#7f7f7f",
+    "interrupted": "#ff7f0e",
+    "reset": "#9467bd",
+    "cached": "#17becf",
+    "skipped": "#bcbd22",
+    "queued": "#aec7e8",
+    "inherited": "#c7c7c7",
+}
+"""Colour of each run, node and attempt state (the same in the timeline and the tables)."""
+
+STRING_LIMIT = 2_000
+"""Characters of one string shown before it is cut (the rest is announced, not dropped)."""
+
+CSS = """
+<style>
+.stt { font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; line-height: 1.4; }
+.stt table { border-collapse: collapse; }
+.stt th, .stt td { border-bottom: 1px solid #e0e0e0; padding: 2px 6px; text-align: left;
+  vertical-align: top; }
+.stt .stt-badge { border-radius: 3px; color: #fff; padding: 0 4px; white-space: nowrap; }
+.stt .stt-muted { color: #777; }
+.stt .stt-key { color: #7a3e9d; }
+.stt .stt-str { color: #1a7f37; white-space: pre-wrap; word-break: break-word; }
+.stt .stt-num { color: #0550ae; }
+.stt .stt-lit { color: #cf222e; }
+.stt details { margin-left: 12px; }
+.stt details > summary { cursor: pointer; margin-left: -12px; }
+.stt .stt-kids { margin-left: 4px; border-left: 1px dotted #ccc; padding-left: 6px; }
+.stt .stt-add { background: #e6ffec; }
+.stt .stt-remove { background: #ffebe9; }
+.stt .stt-change { background: #fff8c5; }
+.stt ins { background: #abf2bc; text-decoration: none; }
+.stt del { background: #ffb8b0; }
+.stt .stt-path { font-family: var(--jp-code-font-family, monospace); }
+.stt .stt-value { font-family: var(--jp-code-font-family, monospace); white-space: pre-wrap;
+  word-break: break-word; max-width: 420px; }
+.stt .stt-error { color: #b00020; }
+.stt .stt-ok { color: #1a7f37; }
+.stt h4 { margin: 6px 0 2px 0; font-size: 12px; }
+</style>
+"""
+
+
+def esc(value: Any) -> str:
+    """``value`` as text, HTML-escaped (quotes too): safe inside tags and attributes."""
+    return html.escape(value if isinstance(value, str) else str(value), quote=True)
+
+
+def wrap(body: str) -> str:
+    """Put already-escaped HTML in the debugger's styled container."""
+    return f'<div class="stt">{body}</div>'
+
+
+def badge(state: str | None) -> str:
+    """A coloured state label."""
+    label = "none" if state is None else state
+    colour = STATE_COLOURS.get(label, "#555")
+    return f'<span class="stt-badge" style="background:{colour}">{esc(label)}</span>'
+
+
+def compact(value: Any, limit: int = 300) -> str:
+    """A one-line JSON rendering of ``value`` (plain text, not escaped), cut at ``limit``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": "))
+    except (TypeError, ValueError):
+        text = repr(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}… ({len(text) - limit} more characters)"
+    return text
+
+
+def human_bytes(size: int | None) -> str:
+    """``1.2 KiB`` style sizes."""
+    if size is None:
+        return "?"
+    value = float(size)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024 or unit == "MiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+# --- a collapsible JSON tree -----------------------------------------------------------------
+
+
+class _Budget:
+    def __init__(self, nodes: int) -> None:
+        self.left = nodes
+        self.truncated = False
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, str):
+        text = value
+        extra = ""
+        if len(text) > STRING_LIMIT:
+            extra = f' <span class="stt-muted">… {len(text) - STRING_LIMIT} more characters</span>'
+            text = text[:STRING_LIMIT]
+        return f'<span class="stt-str">"{esc(text)}"</span>{extra}'
+    if value is None or isinstance(value, bool):
+        return f'<span class="stt-lit">{esc(json.dumps(value))}</span>'
+    if isinstance(value, int | float):
+        return f'<span class="stt-num">{esc(repr(value))}</span>'
+    return f'<span class="stt-muted">{esc(repr(value))}</span>'
+
+
+def _label(key: str | int | None) -> str:
+    if key is None:
+        return ""
+    if isinstance(key, int):
+        return f'<span class="stt-muted">[{key}]</span> '
+    return f'<span class="stt-key">{esc(json.dumps(key, ensure_ascii=False))}</span>: '
+
+
+def _tree(value: Any, key: str | int | None, depth: int, open_depth: int, budget: _Budget) -> str:
+    budget.left -= 1
+    if isinstance(value, dict | list):
+        items: list[tuple[str | int, Any]] = (
+            list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+        )
+        kind = f"{{…}} {len(items)} keys" if isinstance(value, dict) else f"[…] {len(items)} items"
+        if not items:
+            return f"<div>{_label(key)}{'{}' if isinstance(value, dict) else '[]'}</div>"
+        parts: list[str] = []
+        for index, (k, v) in enumerate(items):
+            if budget.left <= 0:
+                budget.truncated = True
+                parts.append(f'<div class="stt-muted">… {len(items) - index} more not shown</div>')
+                break
+            parts.append(_tree(v, k, depth + 1, open_depth, budget))
+        state = " open" if depth < open_depth else ""
+        return (
+            f'<details{state}><summary>{_label(key)}<span class="stt-muted">{kind}</span>'
+            f'</summary><div class="stt-kids">{"".join(parts)}</div></details>'
+        )
+    return f"<div>{_label(key)}{_scalar(value)}</div>"
+
+
+def json_tree(value: Any, *, budget: int = 400, open_depth: int = 2) -> tuple[str, bool]:
+    """A collapsible (``<details>``) tree of a JSON value, every key and string escaped.
+
+    At most ``budget`` values are rendered; returns the HTML and whether some were left out
+    (the caller offers a "show more" control that asks again with a bigger budget).
+    """
+    counter = _Budget(budget)
+    return _tree(value, None, 0, open_depth, counter), counter.truncated
+
+
+# --- text differences ------------------------------------------------------------------------
+
+
+def is_long_text(old: Any, new: Any) -> bool:
+    """Whether two values are strings worth a text diff rather than old -> new."""
+    return (
+        isinstance(old, str)
+        and isinstance(new, str)
+        and (len(old) > 80 or len(new) > 80 or "\n" in old or "\n" in new)
+    )
+
+
+def text_diff(old: str, new: str, limit: int = 6_000) -> str:
+    """An inline diff of two strings (by line when multi-line, else by word), escaped."""
+    if "\n" in old or "\n" in new:
+        a, b, joiner = old.splitlines(keepends=True), new.splitlines(keepends=True), ""
+    else:
+        a, b, joiner = old.split(" "), new.split(" "), " "
+    matcher = difflib.SequenceMatcher(a=a, b=b, autojunk=False)
+    out: list[str] = []
+    shown = 0
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if shown > limit:
+            out.append('<span class="stt-muted"> … (diff cut)</span>')
+            break
+        if tag == "equal":
+            chunk = joiner.join(a[i1:i2])
+            if len(chunk) > 200:  # keep context short around the changes
+                chunk = f"{chunk[:80]} … {chunk[-80:]}"
+            out.append(esc(chunk))
+            shown += len(chunk)
+            continue
+        if i2 > i1:
+            removed = joiner.join(a[i1:i2])
+            out.append(f"<del>{esc(removed)}</del>")
+            shown += len(removed)
+        if j2 > j1:
+            added = joiner.join(b[j1:j2])
+            out.append(f"<ins>{esc(added)}</ins>")
+            shown += len(added)
+        out.append(joiner)
+    return f'<span class="stt-value">{"".join(out)}</span>'

@@ -1,0 +1,501 @@
+"""The timeline: a plotly figure of a run, one row per node (and loop iteration).
+
+Attempts are bars coloured by state; checkpoint publications are markers by purpose
+(``progress`` circle, ``turn`` diamond, ``schema-correction`` star, ``session`` square);
+retries are marked where the new attempt starts; fork points are dashed lines. Every point
+knows its frame: a click selects it through the controller.
+
+:func:`build_timeline` is pure (a figure dict plus, per trace, the frame of every point);
+:class:`TimelineView` wraps it in a ``FigureWidget``. Past ``AGGREGATE_AT`` frames the
+markers are binned (one per node, purpose and bin of frames, with a count) and past
+``GL_AT`` points the traces are WebGL (``scattergl``), so a 10,000-frame run stays light.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from smithers_tt.store import Frame
+
+try:  # optional: speeds up figures of long runs
+    import numpy as np
+except ImportError:  # pragma: no cover
+    np = None  # type: ignore[assignment]
+from smithers_tt.widgets._html import STATE_COLOURS, esc
+from smithers_tt.widgets._model import DebuggerModel, describe_frame, node_label
+
+AGGREGATE_AT = 2_000
+"""Runs with more frames than this get binned markers."""
+
+BINS = 400
+"""About how many bins of frames an aggregated timeline has."""
+
+GL_AT = 1_500
+"""Past this many points the traces are drawn with WebGL."""
+
+MAX_ROWS = 40
+"""More (node, iteration) pairs than this: one row per node instead."""
+
+PURPOSE_SYMBOLS = {
+    "progress": "circle",
+    "turn": "diamond",
+    "schema-correction": "star",
+    "session": "square",
+}
+RUN_KINDS = {
+    "run_created",
+    "run_claimed",
+    "run_finished",
+    "run_failed",
+    "run_cancelled",
+    "cancel_requested",
+    "forked",
+    "reset",
+}
+
+
+@dataclass
+class TimelineData:
+    """A figure (plain dict) and, per trace, the frame each point selects (None for gaps)."""
+
+    figure: dict[str, Any]
+    frames_of: list[list[int | None]]
+    rows: list[str] = field(default_factory=list)
+    aggregated: bool = False
+
+
+@dataclass
+class _Trace:
+    name: str
+    kind: str  # "bar" or "marker"
+    x: list[Any] = field(default_factory=list)
+    y: list[Any] = field(default_factory=list)
+    text: list[str | None] = field(default_factory=list)
+    frames: list[int | None] = field(default_factory=list)
+    style: dict[str, Any] = field(default_factory=dict)
+
+    def point(self, x: float, y: int, text: str, frame: int | None) -> None:
+        self.x.append(x)
+        self.y.append(y)
+        self.text.append(text)
+        self.frames.append(frame)
+
+    def gap(self) -> None:
+        self.point(None, None, None, None)  # type: ignore[arg-type]
+
+
+@dataclass
+class _Attempt:
+    node_id: str
+    iteration: int
+    attempt: int
+    start: float
+    end: float | None = None
+    state: str = "in_progress"
+    error: str | None = None
+    resumed_from: Any = None
+    inherited: bool = False
+
+
+class _Rows:
+    def __init__(self, frames: list[Frame]) -> None:
+        pairs: dict[tuple[str, int], None] = {}
+        for f in frames:
+            if f.node_id is not None:
+                pairs.setdefault((f.node_id, f.iteration or 0), None)
+        self.by_iteration = len(pairs) <= MAX_ROWS
+        self.labels = ["run"]
+        self.index: dict[Any, int] = {}
+        for node_id, iteration in pairs:
+            key = (node_id, iteration) if self.by_iteration else node_id
+            if key not in self.index:
+                self.index[key] = len(self.labels)
+                self.labels.append(node_label(node_id, iteration) if self.by_iteration else node_id)
+
+    def of(self, node_id: str | None, iteration: int | None) -> int:
+        if node_id is None:
+            return 0
+        key = (node_id, iteration or 0) if self.by_iteration else node_id
+        return self.index.get(key, 0)
+
+
+def _frame_text(f: Frame) -> str:
+    return f"<b>frame {f.frame_no}</b><br>{esc(describe_frame(f))}"
+
+
+def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> str:
+    if compact:  # long runs: one short line per bar end keeps the figure light
+        end = "now" if end_frame is None else str(end_frame)
+        label = node_label(a.node_id, a.iteration)
+        text = f"{label} #{a.attempt} {a.state}, frames {int(a.start)}-{end}"
+        if a.error:
+            text += f": {a.error[:60]}"
+        return esc(text)
+    lines = [
+        f"<b>{esc(node_label(a.node_id, a.iteration))} attempt #{a.attempt}</b>",
+        f"state: {esc(a.state)}",
+    ]
+    if a.inherited:
+        lines.append("inherited from the parent run at the fork")
+    else:
+        end = "now" if end_frame is None else f"frame {end_frame}"
+        lines.append(f"frames {int(a.start)} to {end}")
+    if isinstance(a.resumed_from, list) and len(a.resumed_from) == 5:
+        src = a.resumed_from
+        lines.append(f"resumed from {esc(src[1])} #{esc(src[3])} seq {esc(src[4])}")
+    if a.error:
+        text = a.error if len(a.error) <= 200 else a.error[:200] + "…"
+        lines.append(f"error: {esc(text)}")
+    return "<br>".join(lines)
+
+
+def build_timeline(
+    model: DebuggerModel,
+    *,
+    aggregate_at: int = AGGREGATE_AT,
+    gl_at: int = GL_AT,
+) -> TimelineData:
+    """The timeline figure of the model's run (see the module docstring)."""
+    frames = model.visible_frames
+    base = [f for f in model.frames if f.frame_no < 0]
+    rows = _Rows(model.frames)
+    last = model.last_frame
+    aggregated = len(frames) > aggregate_at
+    width = max(1, math.ceil(len(frames) / BINS)) if aggregated else 1
+    run_id = model.run_id
+
+    attempts: dict[tuple[str, int, int], _Attempt] = {}
+    for f in base:  # the parent's history a fork starts from
+        if f.kind == "attempt_started" and f.node_id is not None:
+            data = f.data if isinstance(f.data, dict) else {}
+            attempts[(f.node_id, f.iteration or 0, f.attempt or 0)] = _Attempt(
+                f.node_id,
+                f.iteration or 0,
+                f.attempt or 0,
+                -1.0,
+                0.0,
+                f.state or "finished",
+                data.get("error"),
+                data.get("resumed_from"),
+                inherited=True,
+            )
+    checkpoints = {p: _Trace(f"checkpoint: {p}", "marker") for p in PURPOSE_SYMBOLS}
+    node_events = _Trace("node state", "marker")
+    run_events = _Trace("run", "marker")
+    retries = _Trace("retry", "marker")
+    bins: dict[tuple[str, int, int], list[Frame]] = {}
+
+    def marker(trace_key: str, trace: _Trace, f: Frame, row: int) -> None:
+        if aggregated:
+            bins.setdefault((trace_key, row, f.frame_no // width), []).append(f)
+        else:
+            trace.point(f.frame_no, row, _frame_text(f), f.frame_no)
+
+    for f in frames:
+        kind = f.kind
+        row = rows.of(f.node_id, f.iteration)
+        data = f.data if isinstance(f.data, dict) else {}
+        if kind == "checkpoint":
+            purpose = f.purpose if f.purpose in checkpoints else "progress"
+            marker(f"cp:{purpose}", checkpoints[purpose], f, row)
+        elif kind == "attempt_started" and f.node_id is not None:
+            key = (f.node_id, f.iteration or 0, f.attempt or 0)
+            attempts[key] = _Attempt(
+                f.node_id,
+                f.iteration or 0,
+                f.attempt or 0,
+                float(f.frame_no),
+                resumed_from=data.get("resumed_from"),
+            )
+            if (f.attempt or 0) > 1:
+                marker("retry", retries, f, row)
+        elif kind == "attempt_finished" and f.node_id is not None:
+            key = (f.node_id, f.iteration or 0, f.attempt or 0)
+            a = attempts.setdefault(key, _Attempt(key[0], key[1], key[2], float(f.frame_no)))
+            a.end, a.state, a.error = float(f.frame_no), f.state or "finished", data.get("error")
+        elif kind in ("node_state", "cache_hit"):
+            marker("node", node_events, f, row)
+        elif kind in RUN_KINDS or f.node_id is None:
+            if kind == "reset":
+                gone = set(data.get("nodes") or [])
+                for a in attempts.values():
+                    if a.node_id in gone and a.end is None:
+                        a.end, a.state = float(f.frame_no), "reset"
+            marker("run", run_events, f, 0)
+        else:
+            marker("node", node_events, f, row)
+
+    # attempt bars, one trace per state
+    bars: dict[str, _Trace] = {}
+    for a in attempts.values():
+        state = "inherited" if a.inherited else a.state
+        trace = bars.setdefault(state, _Trace(f"attempt: {state}", "bar"))
+        row = rows.of(a.node_id, a.iteration)
+        end = a.end if a.end is not None else last + 0.4
+        text = _attempt_text(a, None if a.end is None else int(a.end), aggregated)
+        start_frame = None if a.inherited else int(a.start)
+        end_frame = None if a.inherited else (int(a.end) if a.end is not None else last)
+        if a.inherited:
+            start_frame = end_frame = 0
+        trace.point(a.start, row, text, start_frame)
+        trace.point(end, row, text, end_frame)
+        trace.gap()
+
+    if aggregated:
+        named = {"run": run_events, "node": node_events, "retry": retries}
+        named.update({f"cp:{p}": t for p, t in checkpoints.items()})
+        for (trace_key, row, _), group in sorted(bins.items(), key=lambda kv: kv[0][2]):
+            first, final = group[0], group[-1]
+            if len(group) == 1:
+                text = _frame_text(first)
+            else:
+                what = named[trace_key].name
+                text = (
+                    f"<b>frames {first.frame_no}-{final.frame_no}</b><br>{len(group)} x {esc(what)}"
+                )
+            named[trace_key].point(final.frame_no, row, text, final.frame_no)
+
+    traces: list[_Trace] = []
+    order = ["inherited", "in_progress", "finished", "failed", "cancelled", "interrupted", "reset"]
+    for state in order + sorted(set(bars) - set(order)):
+        if state in bars:
+            t = bars[state]
+            colour = STATE_COLOURS.get(state, "#555")
+            t.style = {"mode": "lines", "line": {"width": 12, "color": colour}, "opacity": 0.55}
+            traces.append(t)
+    for purpose, t in checkpoints.items():
+        if t.x:
+            t.style = {
+                "mode": "markers",
+                "marker": {
+                    "symbol": PURPOSE_SYMBOLS[purpose],
+                    "size": 11 if purpose == "schema-correction" else 8,
+                    "color": "#e377c2" if purpose == "schema-correction" else "#333",
+                    "line": {"width": 1, "color": "#fff"},
+                },
+            }
+            traces.append(t)
+    if retries.x:
+        retries.style = {
+            "mode": "markers",
+            "marker": {"symbol": "triangle-right", "size": 13, "color": "#d62728"},
+        }
+        traces.append(retries)
+    if node_events.x:
+        node_events.style = {
+            "mode": "markers",
+            "marker": {"symbol": "line-ns-open", "size": 12, "color": "#555"},
+        }
+        traces.append(node_events)
+    if run_events.x:
+        run_events.style = {
+            "mode": "markers",
+            "marker": {"symbol": "square", "size": 9, "color": "#444"},
+        }
+        traces.append(run_events)
+
+    points = sum(len(t.x) for t in traces)
+    kind = "scattergl" if points > gl_at else "scatter"
+    data = [
+        {
+            "type": kind,
+            "name": esc(t.name),
+            "x": _array(t.x),
+            "y": _array(t.y),
+            "hovertext": _array(t.text),
+            "hoverinfo": "text",
+            "showlegend": True,
+            **t.style,
+        }
+        for t in traces
+    ]
+
+    shapes, annotations = _fork_marks(model)
+    shapes.insert(
+        0,
+        {
+            "type": "line",
+            "x0": model.frame_no,
+            "x1": model.frame_no,
+            "y0": 0,
+            "y1": 1,
+            "yref": "paper",
+            "line": {"color": "#000", "width": 1.5, "dash": "dot"},
+        },
+    )
+    nrows = len(rows.labels)
+    layout = {
+        "height": max(260, min(700, 110 + 26 * nrows)),
+        "margin": {"l": 10, "r": 10, "t": 40, "b": 40},
+        "xaxis": {
+            "title": {"text": "frame"},
+            "range": [-1.5 if base else -0.8, last + 0.8],
+            "zeroline": False,
+            "showgrid": True,
+            "gridcolor": "#eee",
+        },
+        "yaxis": {
+            "tickvals": list(range(nrows)),
+            "ticktext": [esc(label) for label in rows.labels],
+            "range": [nrows - 0.5, -0.5],
+            "automargin": True,
+            "fixedrange": True,
+            "zeroline": False,
+        },
+        "hovermode": "closest",
+        "clickmode": "event",
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 10}},
+        "shapes": shapes,
+        "annotations": annotations,
+        "uirevision": run_id,
+        "template": "none",  # the built-in templates cost more than the whole figure
+        "plot_bgcolor": "#fff",
+        "paper_bgcolor": "#fff",
+    }
+    return TimelineData(
+        {"data": data, "layout": layout}, [t.frames for t in traces], rows.labels, aggregated
+    )
+
+
+def _array(values: list[Any]) -> Any:
+    """An object array when numpy is there: plotly copies it instead of validating every
+    element (four times faster for a long run); a list otherwise."""
+    if np is None:
+        return values
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _fork_marks(model: DebuggerModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+
+    def mark(x: int, text: str, colour: str) -> None:
+        shapes.append(
+            {
+                "type": "line",
+                "x0": x,
+                "x1": x,
+                "y0": 0,
+                "y1": 1,
+                "yref": "paper",
+                "line": {"color": colour, "width": 2, "dash": "dash"},
+            }
+        )
+        annotations.append(
+            {
+                "x": x,
+                "y": 1 - 0.06 * (len(annotations) % 4),  # staggered: nearby forks stay legible
+                "yref": "paper",
+                "text": text,
+                "showarrow": False,
+                "xanchor": "left",
+                "yanchor": "top",
+                "font": {"size": 10, "color": colour},
+                "bgcolor": "rgba(255,255,255,0.7)",
+            }
+        )
+
+    edge = model.edge(model.run_id)
+    if edge is not None and edge.parent_run_id is not None:
+        mark(0, f"fork of {esc(edge.parent_run_id)} @ {edge.parent_frame_no}", "#9467bd")
+    children = [e for e in model.tree if e.parent_run_id == model.run_id]
+    for child in children[:20]:
+        if child.parent_frame_no is not None and child.parent_frame_no <= model.last_frame:
+            mark(int(child.parent_frame_no), f"fork → {esc(child.run_id)}", "#8c564b")
+    if len(children) > 20:
+        annotations.append(
+            {
+                "x": 1,
+                "y": 1,
+                "xref": "paper",
+                "yref": "paper",
+                "text": f"+{len(children) - 20} more forks",
+                "showarrow": False,
+            }
+        )
+    return shapes, annotations
+
+
+def _figure_widget(figure: dict[str, Any]) -> Any:
+    """A ``FigureWidget`` whose comm opens with the figure already in its state.
+
+    plotly opens the widget's comm first and sets ``_widget_data`` / ``_widget_layout`` in a
+    second message; a view that renders in between (seen in JupyterLab under load, about one
+    time in four) draws an empty plot and never recovers, because later trace messages only
+    edit what it drew. Reopening the comm sends everything in the opening message.
+    """
+    import plotly.graph_objects as go
+
+    fig = go.FigureWidget(figure)
+    fig.close()
+    vars(fig).pop("_repr_mimebundle_", None)  # close() hides plotly's own display method
+    fig.open()
+    return fig
+
+
+class TimelineView:
+    """The timeline as a plotly ``FigureWidget`` driven by (and driving) the model."""
+
+    def __init__(self, model: DebuggerModel) -> None:
+        self.model = model
+        self.data = build_timeline(model)
+        self.figure = _figure_widget(self.data.figure)
+        self._hook_clicks()
+        model.on("run", self.rebuild)
+        model.on("frames", self.rebuild)
+        model.on("tree", self.rebuild)
+        model.on("frame", self.show_selection)
+
+    @property
+    def widget(self) -> Any:
+        """The widget to lay out."""
+        return self.figure
+
+    def _hook_clicks(self) -> None:
+        for trace in self.figure.data:
+            trace.on_click(self.on_click)
+
+    def on_click(self, trace: Any, points: Any, selector: Any = None) -> None:
+        """plotly's click callback: select the frame of the clicked point."""
+        if not points.point_inds:
+            return
+        frames = self.data.frames_of[points.trace_index]
+        frame = frames[points.point_inds[0]]
+        if frame is not None:
+            self.model.select_frame(frame)
+
+    def click(self, trace_name: str, point: int = 0) -> None:
+        """Act as if the person clicked point ``point`` of the named trace (for tests)."""
+        for index, trace in enumerate(self.figure.data):
+            if trace.name == trace_name:
+
+                class _Points:
+                    trace_index = index
+                    point_inds = [point]
+
+                self.on_click(trace, _Points())
+                return
+        raise KeyError(trace_name)
+
+    def rebuild(self) -> None:
+        """Redraw every trace (new frames, another run, a rewind)."""
+        self.data = build_timeline(self.model)
+        fig = self.figure
+        with fig.batch_update():
+            fig.data = ()
+            fig.add_traces(self.data.figure["data"])
+            fig.layout = self.data.figure["layout"]
+        with fig.hold_sync():  # what a view created later (a second display) starts from
+            fig._widget_data = copy.deepcopy(fig._data)
+            fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        self._hook_clicks()
+
+    def show_selection(self) -> None:
+        """Move the selected-frame line."""
+        n = self.model.frame_no
+        self.figure.layout.shapes[0].update(x0=n, x1=n)

@@ -1,0 +1,70 @@
+"""Helpers of the widget tests: a hostile workflow and walkers over a widget tree."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import ipywidgets as W
+
+import smithers_tt as st
+from smithers_tt import AgentCheckpoint, CheckpointCapability, CheckpointFormat, Retry, Workflow
+
+HOSTILE = '<img src=x onerror="window.__pwned=1">'
+SCRIPT = "<script>window.__pwned=2</script>"
+HOSTILE_NODE = "<img src=x onerror=alert(3)>"
+HOSTILE_CODEC = "x<svg onload=alert(4)>"
+HOSTILE_RUN = "<b onmouseover=alert(5)>run</b>"
+
+
+class HostileAgent:
+    """Publishes checkpoints full of markup, fails its first attempt with markup in the error,
+    and returns markup as its output."""
+
+    id = "<i onclick=alert(6)>agent</i>"
+    checkpoint_formats = [CheckpointFormat(HOSTILE_CODEC, [1])]
+    checkpoint_capabilities = [CheckpointCapability(HOSTILE_CODEC, [1], ["resume"])]
+
+    async def generate(self, request: st.GenerateRequest) -> Any:
+        state = (
+            request.resume_checkpoint.payload
+            if request.resume_checkpoint is not None
+            else {"notes": [], HOSTILE: SCRIPT, "long": "word " * 60}
+        )
+        state["notes"].append(f"{HOSTILE} step {request.attempt}")
+        state["long"] = state["long"] + f" {SCRIPT} "
+        await request.on_checkpoint(AgentCheckpoint(HOSTILE_CODEC, 1, state))
+        if request.attempt == 1:
+            raise RuntimeError(f"the model answered {HOSTILE}")
+        return {"answer": HOSTILE, SCRIPT: [HOSTILE]}
+
+
+def hostile_workflow() -> Workflow:
+    wf = Workflow("<i>hostile</i>")
+    wf.task(HOSTILE_NODE, agent=HostileAgent(), retry=Retry(count=1))
+    wf.task("after", agent=lambda request: {"echo": HOSTILE}, needs=[HOSTILE_NODE])
+    return wf
+
+
+def walk(widget: Any) -> Iterator[Any]:
+    """Every widget under ``widget`` (children of boxes, depth first)."""
+    yield widget
+    for child in getattr(widget, "children", ()) or ():
+        yield from walk(child)
+
+
+def html_values(widget: Any) -> list[str]:
+    """The values of every HTML widget under ``widget`` (what the browser parses as HTML)."""
+    return [w.value for w in walk(widget) if isinstance(w, W.HTML | W.HTMLMath)]
+
+
+def figure_texts(figure: Any) -> list[str]:
+    """Every string plotly renders with its pseudo-HTML: hover texts, names, ticks, notes."""
+    out: list[str] = []
+    for trace in figure.data:
+        out.append(str(trace.name))
+        texts = trace.hovertext if trace.hovertext is not None else ()
+        out.extend(str(t) for t in texts if t is not None)
+    out.extend(str(t) for t in (figure.layout.yaxis.ticktext or ()))
+    out.extend(str(a.text) for a in figure.layout.annotations)
+    return out
