@@ -1,0 +1,96 @@
+"""The command line, driven through click's runner against a real demo database."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from smithers_tt.cli import cli
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+@pytest.fixture(scope="module")
+def demo_db(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("cli") / "demo.db"
+    result = CliRunner().invoke(cli, ["--db", str(path), "--json", "demo"])
+    assert result.exit_code == 0, result.output
+    return str(path)
+
+
+def run(db: str, *args: str, input: str | None = None) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--db", db, *args], input=input)
+    return result.exit_code, result.output
+
+
+def run_json(db: str, *args: str) -> object:
+    result = CliRunner().invoke(cli, ["--db", db, "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def demo_runs(db: str) -> dict[str, str]:
+    return {r["run_id"]: r["status"] for r in run_json(db, "runs")}  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("command", sorted(cli.commands))
+def test_cli_command_is_documented_in_the_readme_and_its_help(command: str) -> None:
+    assert re.search(rf"`{command}`", README.read_text()), f"{command} missing from README"
+    result = CliRunner().invoke(cli, [command, "--help"])
+    assert result.exit_code == 0 and "Example" in result.output
+
+
+def test_cli_demo_builds_seven_runs_that_all_verify(demo_db: str) -> None:
+    statuses = demo_runs(demo_db)
+    assert len(statuses) == 7
+    assert sorted(set(statuses.values())) == ["cancelled", "finished"]
+    assert run_json(demo_db, "verify")["ok"] is True  # type: ignore[index]
+
+
+def test_cli_timeline_show_and_diff_describe_a_run(demo_db: str) -> None:
+    run_id = next(iter(demo_runs(demo_db)))
+    timeline = run_json(demo_db, "timeline", run_id)
+    frames = timeline["frames"]  # type: ignore[index]
+    assert [f["frame_no"] for f in frames] == list(range(len(frames)))
+    shown = run_json(demo_db, "show", run_id, "--frame", "3")
+    assert shown["frame_no"] == 3  # type: ignore[index]
+    changes = run_json(demo_db, "diff", run_id, "3", str(len(frames) - 1))
+    assert changes["nodes"]  # type: ignore[index]
+
+
+def test_cli_rewind_refuses_without_yes_and_rewinds_with_it(demo_db: str) -> None:
+    run_id = next(iter(demo_runs(demo_db)))
+    code, out = run(demo_db, "rewind", run_id, "5")
+    assert code == 1 and "--yes" in out and "Traceback" not in out
+    assert run_json(demo_db, "rewind", run_id, "5", "--yes")["frame_no"] == 5  # type: ignore[index]
+    assert run_json(demo_db, "resume", run_id)["status"] == "finished"  # type: ignore[index]
+
+
+def test_cli_fork_replay_reset_cancel_and_gc(demo_db: str) -> None:
+    run_id = next(iter(demo_runs(demo_db)))
+    child = run_json(demo_db, "fork", run_id, "9", "--reset", "write")
+    assert child["parent_run_id"] == run_id  # type: ignore[index]
+    replayed = run_json(demo_db, "replay", run_id, "9", "--reset", "write")
+    assert replayed["status"] == "finished"  # type: ignore[index]
+    reset = run_json(demo_db, "reset", child["run_id"], "review", "--yes")  # type: ignore[index]
+    assert reset["reset"] == ["review"]  # type: ignore[index]
+    assert run_json(demo_db, "cancel", child["run_id"])["status"] == "cancelled"  # type: ignore[index]
+    assert "deleted_contents" in run_json(demo_db, "gc")  # type: ignore[operator]
+
+
+def test_cli_lineage_migrate_tables_and_workers(demo_db: str) -> None:
+    rows = run_json(demo_db, "lineage", "SELECT count(*) AS n FROM runs")
+    assert rows[0]["n"] >= 7  # type: ignore[index]
+    assert run_json(demo_db, "migrate")["applied"] == []  # type: ignore[index]
+    assert run_json(demo_db, "tables")["tt_runs"] >= 7  # type: ignore[index]
+    assert run_json(demo_db, "workers")["queued"] == 0  # type: ignore[index]
+
+
+def test_cli_expected_error_is_one_line_without_traceback(demo_db: str) -> None:
+    code, out = run(demo_db, "show", "no-such-run")
+    assert code == 1
+    assert out.strip().startswith("error:") and "Traceback" not in out
