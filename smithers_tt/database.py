@@ -26,7 +26,7 @@ from smithers_tt.store import (
 )
 from smithers_tt.store._claims import WorkerRecord, list_workers
 from smithers_tt.store._maintenance import Progress
-from smithers_tt.store._records import Fence
+from smithers_tt.store._records import Fence, now_ms
 from smithers_tt.timetravel import _ops as tt_ops
 from smithers_tt.timetravel._retention import duration_ms
 
@@ -195,11 +195,13 @@ class Database:
     def cancel(self, run_id: str) -> None:
         """Cancel a run. A running run's owner cancels its agents, gives them a short grace to
         publish a final checkpoint, then fences every later write; a run nobody executes
-        (queued or interrupted) is cancelled at once."""
+        (queued, interrupted, or running with an owner that stopped heartbeating) is
+        cancelled at once."""
         record = self.store.get_run(run_id)
         if record.status in ("finished", "failed", "cancelled"):
             return
-        if record.status == "running":
+        alive = now_ms() - (record.heartbeat_at_ms or 0) < tt_ops.LIVE_OWNER_MS
+        if record.status == "running" and alive:
             self.store.request_cancel(run_id)
         else:
             self.store.cancel_run(run_id)

@@ -213,7 +213,10 @@ class RunExecutor:
         if self._node_tasks:
             await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
         await self.astore.cancel_run(self.fence.run_id)
-        await asyncio.gather(*self._node_tasks.values(), return_exceptions=True)
+        # Every later write is fenced now; an agent that swallows its cancellation is left
+        # behind after one more grace instead of holding the run open forever.
+        if self._node_tasks:
+            await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
         self._node_tasks.clear()
         return "cancelled"
 

@@ -400,6 +400,26 @@ class Store:
 
         def work(conn: Connection, frames: list[Frame]) -> None:
             self._end_open_attempts(conn, frames, run_id, "cancelled")
+            n = S.nodes
+            running = conn.execute(
+                n.update()
+                .where(n.c.run_id == run_id, n.c.state == "running")
+                .values(state="cancelled")
+                .returning(n.c.node_id, n.c.iteration, n.c.last_attempt)
+            ).all()
+            for node_id, iteration, last_attempt in sorted(running):
+                frames.append(
+                    record(
+                        conn,
+                        run_id,
+                        None,
+                        "node_state",
+                        node_id=node_id,
+                        iteration=iteration,
+                        attempt=last_attempt,
+                        state="cancelled",
+                    )
+                )
             frames.append(record(conn, run_id, None, "run_cancelled", state="cancelled"))
             r = S.runs
             conn.execute(
