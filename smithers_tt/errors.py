@@ -33,6 +33,8 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── OutputInvalid               output failed its schema after all correction turns
     │   ├── CheckpointPoisoned          an agent asks to discard its attempt's checkpoints
     │   └── RunCancelled
+    ├── LineageError                   a lineage (DuckDB) query failed
+    │   └── LineageUnavailable          DuckDB or its reader is not installed or cannot load
     └── TimeTravelError
         ├── SnapshotInvalid             frames corrupt or too large; nothing was changed
         └── ConfirmationRequired
@@ -270,6 +272,21 @@ class RunCancelled(WorkflowError):
     """The run was cancelled."""
 
     code = "run_cancelled"
+
+
+# --- lineage -----------------------------------------------------------------------------
+
+
+class LineageError(SmithersError):
+    """A lineage query failed (bad SQL, a write attempt on the read-only store ...)."""
+
+    code = "lineage_error"
+
+
+class LineageUnavailable(LineageError):
+    """DuckDB, pandas or the reader a lineage needs is not installed or cannot load."""
+
+    code = "lineage_unavailable"
 
 
 # --- time travel -------------------------------------------------------------------------

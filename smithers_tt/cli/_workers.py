@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
+import sys
+import time
 
 import click
 
 from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
 from smithers_tt.cli._output import emit_json, state, table, when
+from smithers_tt.store._claims import count_runs
 
 
 @cli.command()
@@ -35,6 +39,13 @@ from smithers_tt.cli._output import emit_json, state, table, when
     help="Seconds to finish runs on SIGTERM before releasing them.",
 )
 @click.option("--max-runs", type=int, help="Stop after this many runs ended.")
+@click.option(
+    "--idle-exit",
+    type=float,
+    metavar="SECONDS",
+    help="Stop after this many seconds with nothing to do (default: keep waiting).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="Log only warnings (takeovers, lost runs).")
 @pass_ctx
 @handle_errors
 def worker(
@@ -45,6 +56,8 @@ def worker(
     stale_after: float,
     drain_timeout: float,
     max_runs: int | None,
+    idle_exit: float | None,
+    quiet: bool,
 ) -> None:
     """Execute queued runs (and take over runs whose owner died) until SIGTERM or Ctrl-C.
 
@@ -67,14 +80,27 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await w.run(stop, max_runs=max_runs)
+        return await w.run(stop, max_runs=max_runs, idle_exit=idle_exit)
 
     click.echo(
         f"worker {w.worker_id} executing {', '.join(w.workflows)} "
         f"({concurrency} at a time); SIGTERM stops it",
         err=True,
     )
-    done = asyncio.run(main())
+    # Claims, takeovers, lost and released runs go to stderr, one line each.
+    logger = logging.getLogger("smithers_tt.worker")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING if quiet else logging.INFO)
+    logger.propagate = False
+    try:
+        done = asyncio.run(main())
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
     if ctx.as_json:
         emit_json({"worker_id": w.worker_id, "completed": done})
     else:
@@ -92,17 +118,18 @@ def workers(ctx: Context) -> None:
       smithers-tt workers
     """
     found = ctx.db.workers()
-    waiting = len(ctx.db.runs(status="queued", limit=1000))
+    waiting = count_runs(ctx.db.store, "queued")
     if ctx.as_json:
         emit_json({"workers": [vars(w) for w in found], "queued": waiting})
         return
+    now = time.time() * 1000
     table(
         ["worker", "state", "heartbeat", "workflows", "runs"],
         [
             [
                 w.worker_id,
                 state(w.state),
-                when(w.heartbeat_at_ms),
+                f"{when(w.heartbeat_at_ms)} ({max(0.0, now - w.heartbeat_at_ms) / 1000:.0f} s ago)",
                 ",".join(w.workflows),
                 " ".join(w.runs) or "-",
             ]

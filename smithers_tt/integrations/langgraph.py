@@ -355,7 +355,7 @@ class _Row(NamedTuple):
     size_bytes: int | None
 
 
-class _Stale(SmithersError):
+class _Stale(Exception):
     """A cached parent belongs to an earlier incarnation of the thread's run."""
 
 

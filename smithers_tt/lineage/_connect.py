@@ -33,7 +33,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from smithers_tt.errors import SmithersError
+from smithers_tt.errors import LineageError, LineageUnavailable
 from smithers_tt.lineage._views import DATA_TABLE, MIRRORED, VIEWS, raw_columns
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
@@ -45,18 +45,6 @@ EXTENSIONS_ENV = "SMITHERS_TT_DUCKDB_EXTENSIONS"
 _PACKAGES = {"sqlite_scanner": "duckdb-ext-sqlite", "postgres_scanner": "duckdb-ext-postgres"}
 _ARROW_BATCH_BYTES = 64 * 1024 * 1024
 _DATA_FETCH_ROWS = 64
-
-
-class LineageError(SmithersError):
-    """A lineage query failed (bad SQL, a write attempt on the read-only store ...)."""
-
-    code = "lineage_error"
-
-
-class LineageUnavailable(LineageError):
-    """DuckDB, pandas or the reader a lineage needs is not installed or cannot load."""
-
-    code = "lineage_unavailable"
 
 
 class LineageFallbackWarning(RuntimeWarning):

@@ -19,7 +19,12 @@ from smithers_tt.database import Database
 from smithers_tt.store import Frame
 from smithers_tt.store import _schema as S
 from smithers_tt.store._records import now_ms
-from smithers_tt.timetravel._materialize import insert_frames, insert_rows, replace_live_state
+from smithers_tt.timetravel._materialize import (
+    chunks,
+    insert_frames,
+    insert_rows,
+    replace_live_state,
+)
 from smithers_tt.timetravel._snapshot import fold
 
 CODEC = "synthetic.state"
@@ -187,14 +192,13 @@ def large_run(
     snap = fold(record.run_id, [Frame(record.run_id, 0, "run_created", state="running"), *w.frames])
 
     def work(conn: Connection) -> None:
-        existing = {
-            row.content_hash
-            for row in conn.execute(
-                sa.select(S.contents.c.content_hash).where(
-                    S.contents.c.content_hash.in_(list(w.contents))
-                )
+        existing: set[str] = set()
+        for part in chunks(list(w.contents), 1):  # bounded IN lists (PostgreSQL's 65,535)
+            existing.update(
+                conn.execute(
+                    sa.select(S.contents.c.content_hash).where(S.contents.c.content_hash.in_(part))
+                ).scalars()
             )
-        }
         insert_rows(conn, S.contents, [v for k, v in w.contents.items() if k not in existing])
         insert_frames(conn, w.frames)
         replace_live_state(conn, snap, record.run_id)
