@@ -32,7 +32,10 @@ def strip(book: nbformat.NotebookNode) -> nbformat.NotebookNode:
             cell.outputs = []
         for output in cell.outputs:
             output.pop("execution_count", None)
-            output.metadata = {} if "metadata" in output else output.get("metadata")
+            if output.get("output_type") == "stream":
+                output.pop("metadata", None)  # stream outputs may not carry metadata
+            elif "metadata" in output:
+                output.metadata = {}
     return book
 
 
