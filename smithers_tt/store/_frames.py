@@ -86,6 +86,29 @@ def insert_frame(conn: Connection, frame: Frame) -> Frame:
     return frame
 
 
+def checkpoint_frame(
+    ref: Any, run_id: str, frame_no: int, data: Any, created_at_ms: int | None = None
+) -> Frame:
+    """The ``checkpoint`` frame of a ref (which pins its content by hash)."""
+    return Frame(
+        run_id,
+        frame_no,
+        "checkpoint",
+        ref.node_id,
+        ref.iteration,
+        ref.attempt,
+        ref.sequence,
+        None,
+        ref.content_hash,
+        ref.codec,
+        ref.version,
+        ref.purpose,
+        ref.agent_id,
+        data,
+        ref.created_at_ms if created_at_ms is None else created_at_ms,
+    )
+
+
 def frame_row(frame: Frame) -> dict[str, Any]:
     """The column values of a frame."""
     return {

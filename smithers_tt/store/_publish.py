@@ -48,7 +48,7 @@ from smithers_tt.errors import (
 )
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine, _short, is_transient
-from smithers_tt.store._frames import Frame, advance_clock, insert_frame
+from smithers_tt.store._frames import Frame, advance_clock, checkpoint_frame, insert_frame
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
 
 
@@ -158,24 +158,7 @@ def _publish_one(conn: Connection, unit: PublishUnit) -> tuple[CheckpointRef, Fr
     )
     conn.execute(S.refs.insert().values(**ref_row(ref)))
     frame = insert_frame(
-        conn,
-        Frame(
-            key.run_id,
-            run.clock,
-            "checkpoint",
-            key.node_id,
-            key.iteration,
-            key.attempt,
-            ref.sequence,
-            None,
-            ref.content_hash,
-            ref.codec,
-            ref.version,
-            ref.purpose,
-            ref.agent_id,
-            {"size": unit.encoded.size},
-            created,
-        ),
+        conn, checkpoint_frame(ref, key.run_id, run.clock, {"size": unit.encoded.size})
     )
     return ref, frame
 

@@ -14,7 +14,7 @@ from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
 from smithers_tt.store import Frame
 from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import frame_row
+from smithers_tt.store._frames import checkpoint_frame, frame_row
 from smithers_tt.store._publish import ref_row
 from smithers_tt.store._records import now_ms
 from smithers_tt.timetravel._snapshot import Snapshot
@@ -189,22 +189,8 @@ def base_frames(snap: Snapshot, run_id: str) -> list[Frame]:
     for key in sorted(snap.refs):
         ref = snap.refs[key]
         frames.append(
-            Frame(
-                run_id,
-                0,
-                "checkpoint",
-                ref.node_id,
-                ref.iteration,
-                ref.attempt,
-                ref.sequence,
-                None,
-                ref.content_hash,
-                ref.codec,
-                ref.version,
-                ref.purpose,
-                ref.agent_id,
-                {"created_at_ms": ref.created_at_ms},
-                ref.created_at_ms,
+            checkpoint_frame(
+                ref, run_id, 0, {"created_at_ms": ref.created_at_ms}, ref.created_at_ms
             )
         )
     for key in sorted(snap.nodes):
