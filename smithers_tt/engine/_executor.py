@@ -282,6 +282,8 @@ class RunExecutor:
                 raise
             except Exception as error:
                 failures += 1
+                retry = failures <= task.retry.count and isinstance(error, task.retry.on)
+                # The attempt's end and, without a retry, the node's end commit together.
                 await self.astore.finish_attempt(
                     self.fence,
                     key,
@@ -289,21 +291,20 @@ class RunExecutor:
                     error=f"{type(error).__name__}: {error}"[:4000],
                     error_code=getattr(error, "code", type(error).__name__),
                     discard_resume=isinstance(error, CheckpointPoisoned),
+                    node_state=None if retry else "failed",
                 )
-                if failures <= task.retry.count and isinstance(error, task.retry.on):
+                if retry:
                     await asyncio.sleep(task.retry.delay(failures))
                     continue
-                await self.astore.set_node(
-                    self.fence, task.id, iteration, "failed", last_attempt=key.attempt
-                )
                 raise TaskFailed(
                     f"task {task.id!r} failed after {failures} attempt(s): {error}",
                     task=task.id,
                     iteration=iteration,
                 ) from error
-            await self.astore.finish_attempt(self.fence, key, "finished")
-            await self.astore.set_node(
-                self.fence, task.id, iteration, "finished", output=output, last_attempt=key.attempt
+            # One transaction: a crash between the attempt's end and the node's would make the
+            # next owner run a finished node again.
+            await self.astore.finish_attempt(
+                self.fence, key, "finished", node_state="finished", output=output
             )
             if cache_key is not None:
                 await asyncio.to_thread(
@@ -405,14 +406,11 @@ class RunExecutor:
                 self.fence, attempt.key, hit.checkpoint, purpose="turn", agent_id=task.agent.id
             )
         await self.astore.finish_attempt(
-            self.fence, attempt.key, "finished", error_code="cache_hit"
-        )
-        await self.astore.set_node(
             self.fence,
-            task.id,
-            iteration,
-            "cached",
+            attempt.key,
+            "finished",
+            error_code="cache_hit",
+            node_state="cached",
             output=hit.output,
-            last_attempt=attempt.key.attempt,
         )
         return hit.output

@@ -156,6 +156,47 @@ def _attempt_where(key: AttemptKey) -> sa.ColumnElement[bool]:
     )
 
 
+def _check_node_state(state: str) -> None:
+    if state not in S.NODE_STATES:
+        raise InvalidArgument(f"node state must be one of {list(S.NODE_STATES)}")
+
+
+def _write_node(
+    conn: Connection,
+    fence: Fence,
+    node_id: str,
+    iteration: int,
+    state: str,
+    output: Any,
+    last_attempt: int | None,
+) -> Frame:
+    """Upsert a node's state and output under the fence and record its ``node_state`` frame."""
+    frame = record(
+        conn,
+        fence.run_id,
+        fence,
+        "node_state",
+        node_id=node_id,
+        iteration=iteration,
+        attempt=last_attempt,
+        state=state,
+        data=None if output is None else {"output": output},
+    )
+    n = S.nodes
+    values = {
+        "state": state,
+        "output_json": _json_or_none(output),
+        "last_attempt": last_attempt,
+        "updated_at_ms": frame.created_at_ms,
+    }
+    where = (n.c.run_id == fence.run_id) & (n.c.node_id == node_id) & (n.c.iteration == iteration)
+    if not conn.execute(n.update().where(where).values(**values)).rowcount:
+        conn.execute(
+            n.insert().values(run_id=fence.run_id, node_id=node_id, iteration=iteration, **values)
+        )
+    return frame
+
+
 class Store:
     """Durable runs, attempts and checkpoints on one database (SQLite or PostgreSQL).
 
@@ -465,40 +506,10 @@ class Store:
         last_attempt: int | None = None,
     ) -> Frame:
         """Record a node's state (and output) under the owner's fence."""
-        if state not in S.NODE_STATES:
-            raise InvalidArgument(f"node state must be one of {list(S.NODE_STATES)}")
-        output_json = _json_or_none(output)
+        _check_node_state(state)
 
         def work(conn: Connection, frames: list[Frame]) -> Frame:
-            frame = record(
-                conn,
-                fence.run_id,
-                fence,
-                "node_state",
-                node_id=node_id,
-                iteration=iteration,
-                attempt=last_attempt,
-                state=state,
-                data=None if output is None else {"output": output},
-            )
-            n = S.nodes
-            values = {
-                "state": state,
-                "output_json": output_json,
-                "last_attempt": last_attempt,
-                "updated_at_ms": frame.created_at_ms,
-            }
-            where = (
-                (n.c.run_id == fence.run_id)
-                & (n.c.node_id == node_id)
-                & (n.c.iteration == iteration)
-            )
-            if not conn.execute(n.update().where(where).values(**values)).rowcount:
-                conn.execute(
-                    n.insert().values(
-                        run_id=fence.run_id, node_id=node_id, iteration=iteration, **values
-                    )
-                )
+            frame = _write_node(conn, fence, node_id, iteration, state, output, last_attempt)
             frames.append(frame)
             return frame
 
@@ -597,13 +608,22 @@ class Store:
         error: str | None = None,
         error_code: str | None = None,
         discard_resume: bool = False,
+        node_state: str | None = None,
+        output: Any = None,
     ) -> None:
         """End an in-progress attempt as finished, failed or cancelled under the fence.
 
         ``discard_resume=True`` marks its checkpoints as poisoned: resume scans skip them.
+        ``node_state`` (with ``output``) also records the node's end, with this attempt as its
+        last, in the same transaction: a crash can never leave a finished attempt under a node
+        still running, which the next owner would run again.
         """
         if state not in ("finished", "failed", "cancelled"):
             raise InvalidArgument(f"an attempt ends finished, failed or cancelled, not {state!r}")
+        if node_state is not None:
+            _check_node_state(node_state)
+        elif output is not None:
+            raise InvalidArgument("an output is recorded with a node_state")
 
         def work(conn: Connection, frames: list[Frame]) -> None:
             frame = record(
@@ -638,6 +658,12 @@ class Store:
                     run_id=key.run_id,
                 )
             frames.append(frame)
+            if node_state is not None:
+                frames.append(
+                    _write_node(
+                        conn, fence, key.node_id, key.iteration, node_state, output, key.attempt
+                    )
+                )
 
         self._change(work)
 

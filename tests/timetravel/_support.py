@@ -96,6 +96,27 @@ def capture_live(db: st.Database) -> tuple[dict[int, dict[str, Any]], Callable[[
     return seen, lambda: db.store.listeners.remove(listener)
 
 
+def ends_with_its_node(frames: dict[int, Frame]) -> set[int]:
+    """The ``attempt_finished`` frames committed together with their node's end (the next
+    frame): the live state between the two never existed, so it is never observed."""
+    return {
+        n
+        for n, f in frames.items()
+        if f.kind == "attempt_finished"
+        and n + 1 in frames
+        and frames[n + 1].kind == "node_state"
+        and (frames[n + 1].node_id, frames[n + 1].iteration, frames[n + 1].attempt)
+        == (f.node_id, f.iteration, f.attempt)
+    }
+
+
+def check_joint_frame(snap: Snapshot, before: Snapshot, after_live: dict[str, Any]) -> None:
+    """Frame ``snap`` ended an attempt in the commit that also ended its node: its snapshot is
+    the committed state with the node's entry still as it was one frame before."""
+    view = snapshot_view(snap)
+    assert view == {**after_live, "nodes": snapshot_view(before)["nodes"]}, snap.frame_no
+
+
 # --- raw tables -----------------------------------------------------------------------------
 
 LIVE_TABLES = ("tt_runs", "tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frames")

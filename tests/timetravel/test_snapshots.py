@@ -12,7 +12,9 @@ from smithers_tt.checkpoint import AgentCheckpoint
 from tests.timetravel._support import (
     TOPIC,
     capture_live,
+    check_joint_frame,
     count,
+    ends_with_its_node,
     fast_commits,
     live_view,
     snapshot_view,
@@ -30,9 +32,14 @@ def test_snapshot_matches_live_state_at_every_frame(db: st.Database) -> None:
     last = run.refresh().record.clock
     assert sorted(seen) == list(range(last + 1))
     assert last > 20  # retry, schema correction and task fork all made frames
+    joint = ends_with_its_node({f.frame_no: f for f in run.frames()})
+    assert len(joint) == 3  # research, write and review each ended with their node
     for n in range(last + 1):
         snap = run.snapshot(n)
         assert snap.frame_no == n
+        if n in joint:
+            check_joint_frame(snap, run.snapshot(n - 1), seen[n])
+            continue
         assert snapshot_view(snap) == seen[n], f"frame {n}"
         for node_id in {k[0] for k in snap.refs}:
             newest = max((k for k in seen[n]["refs"] if k[0] == node_id), key=lambda k: k[2:])
@@ -55,7 +62,12 @@ def test_snapshot_matches_live_state_at_every_frame_when_a_reset_node_reran(demo
         stop()
     last = run.refresh().record.clock
     assert sorted(seen) == list(range(after_reset + 1, last + 1))
+    joint = ends_with_its_node({f.frame_no: f for f in run.frames()})
+    assert joint & set(seen)
     for n, live in seen.items():
+        if n in joint:
+            check_joint_frame(run.snapshot(n), run.snapshot(n - 1), live)
+            continue
         assert snapshot_view(run.snapshot(n)) == live, f"frame {n}"
     # The rerun reused attempt numbers 1 and 2 of research; each frame still tells them apart.
     before = run.snapshot(after_reset - 1)
