@@ -189,7 +189,7 @@ class _Driver:
     for any other statement.
     """
 
-    __slots__ = ("_conn", "_cursor", "_error", "sql")
+    __slots__ = ("_conn", "_cursor", "_error", "pipelines", "sql")
 
     def __init__(self, conn: Connection) -> None:
         name = conn.dialect.name
@@ -200,6 +200,8 @@ class _Driver:
         self._conn = conn
         self._cursor = conn.connection.cursor()
         self._error: type[Exception] = conn.dialect.loaded_dbapi.Error
+        self.pipelines = name == "postgresql"
+        """Whether :meth:`together` sends its statements in one round trip."""
 
     def close(self) -> None:
         """Close the cursor (so no statement of it stays open until the commit)."""
@@ -230,6 +232,44 @@ class _Driver:
                 self._cursor.executemany(statement, rows)
         except self._error as error:
             raise self._wrap(error, statement, rows) from error
+
+    def together(self, steps: list[tuple[str, Any, bool]]) -> list[tuple[Any, ...] | None]:
+        """Execute ``(statement, params, many)`` steps in order; return each one's first row.
+
+        On PostgreSQL they go in one round trip (psycopg's pipeline mode: the server runs them
+        in order, and a failure aborts the rest and surfaces here); SQLite runs them one by
+        one. Use it only for statements that do not depend on each other's results.
+        """
+        if not self.pipelines:
+            out = []
+            for statement, params, many in steps:
+                if many:
+                    self.many(statement, params)
+                    out.append(None)
+                else:
+                    out.append(self.one(statement, params))
+            return out
+        raw = self._conn.connection.dbapi_connection
+        cursors = []
+        statement, params = "", None
+        try:
+            with raw.pipeline():
+                for statement, params, many in steps:
+                    cur = raw.cursor()
+                    cursors.append(cur)
+                    if many:
+                        cur.executemany(statement, params)
+                    else:
+                        cur.execute(statement, params)
+            return [
+                None if many or cur.description is None else cur.fetchone()
+                for cur, (_, _, many) in zip(cursors, steps, strict=True)
+            ]
+        except self._error as error:
+            raise self._wrap(error, statement, params) from error
+        finally:
+            for cur in cursors:
+                cur.close()
 
     def _wrap(self, error: Exception, statement: str, params: Any) -> BaseException:
         conn = self._conn
@@ -311,10 +351,25 @@ def _apply(db: _Driver, units: list[PublishUnit]) -> list[Published]:
     by_run: dict[str, list[int]] = {}
     for i, unit in enumerate(units):
         by_run.setdefault(unit.key.run_id, []).append(i)
+    runs = sorted(by_run)
+    # The runs' clocks and the attempts' sequences do not depend on each other: on PostgreSQL
+    # they go in one round trip. Runs first, in sorted order, then attempts (the lock order
+    # of every other writer). If a fence fails, the caller rolls all of it back.
+    steps: list[tuple[str, Any, bool]] = [
+        (sql.advance_run, (len(by_run[run_id]), stamp, run_id), False) for run_id in runs
+    ]
+    steps += [
+        (
+            sql.next_sequence,
+            (u.key.run_id, u.key.node_id, u.key.iteration, u.key.attempt, u.fence.epoch),
+            False,
+        )
+        for u in units
+    ]
+    rows = db.together(steps)
     frame_nos = [0] * len(units)
-    for run_id in sorted(by_run):
+    for run_id, row in zip(runs, rows, strict=False):
         members = by_run[run_id]
-        row = db.one(sql.advance_run, (len(members), stamp, run_id))
         if row is None:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
         status, epoch, clock, max_bytes = row
@@ -337,11 +392,10 @@ def _apply(db: _Driver, units: list[PublishUnit]) -> list[Published]:
                 )
             frame_nos[i] = first + offset
     sequences = []
-    for unit in units:
-        key = unit.key
-        where = (key.run_id, key.node_id, key.iteration, key.attempt)
-        row = db.one(sql.next_sequence, (*where, unit.fence.epoch))
+    for unit, row in zip(units, rows[len(runs) :], strict=True):
         if row is None:
+            key = unit.key
+            where = (key.run_id, key.node_id, key.iteration, key.attempt)
             state = db.one(sql.attempt_state, where)
             if state is None:
                 raise AttemptNotFound(f"attempt {key} does not exist; start it before publishing")
@@ -380,8 +434,7 @@ def _apply(db: _Driver, units: list[PublishUnit]) -> list[Published]:
         row = frame_row(frame)
         frame_rows.append(tuple(row[c] for c in _FRAME_COLUMNS))
         done.append((ref, frame))
-    db.many(sql.insert_ref, ref_rows)
-    db.many(sql.insert_frame, frame_rows)
+    db.together([(sql.insert_ref, ref_rows, True), (sql.insert_frame, frame_rows, True)])
     return done
 
 
