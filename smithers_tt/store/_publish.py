@@ -36,6 +36,7 @@ checkout or pre-ping per commit); a connection that fails is dropped and replace
 from __future__ import annotations
 
 import threading
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +206,8 @@ class _Driver:
 
     def close(self) -> None:
         """Close the cursor (so no statement of it stays open until the commit)."""
-        self._cursor.close()
+        with suppress(Exception):  # never hide the error that ended the transaction
+            self._cursor.close()
 
     def one(self, statement: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Execute and return the first row (``None`` if there is none)."""
