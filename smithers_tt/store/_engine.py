@@ -16,9 +16,11 @@ exponential backoff and translates everything else into the :mod:`smithers_tt.er
 from __future__ import annotations
 
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -100,6 +102,8 @@ class Engine:
                 connect_args={"application_name": "smithers_tt"},
             )
 
+        self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+
     @property
     def is_sqlite(self) -> bool:
         """Whether the store is an SQLite file."""
@@ -113,11 +117,24 @@ class Engine:
             with conn.begin():
                 yield conn
 
-    def transaction(self, work: Callable[[Connection], T], *, write: bool = True) -> T:
+    def hold(self) -> HeldConnection:
+        """A connection kept checked out between transactions, for one serial caller."""
+        held = HeldConnection(self)
+        self._held.add(held)
+        return held
+
+    def transaction(
+        self,
+        work: Callable[[Connection], T],
+        *,
+        write: bool = True,
+        held: HeldConnection | None = None,
+    ) -> T:
         """Run ``work(conn)`` in one transaction, retrying it whole on transient failures.
 
         ``work`` must be safe to run again from the start: it gets a fresh transaction each
-        time and everything it wrote in a failed try was rolled back.
+        time and everything it wrote in a failed try was rolled back. With ``held``, the
+        transaction runs on that connection instead of one checked out of the pool.
 
         Raises:
             TransientStoreError: the database stayed busy or unreachable through every retry.
@@ -126,7 +143,7 @@ class Engine:
         policy = self.retry
         for attempt in range(1, policy.attempts + 1):
             try:
-                with self.connect(write=write) as conn:
+                with (held or self).connect(write=write) as conn:
                     return work(conn)
             except SmithersError:
                 raise
@@ -144,8 +161,53 @@ class Engine:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def dispose(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (held ones included)."""
+        for held in list(self._held):
+            held.release()
         self.sa.dispose()
+
+
+class HeldConnection:
+    """One connection kept out of the pool between transactions, for a caller whose
+    transactions run one at a time (the publication committer).
+
+    It saves the pool checkout, the check-in's reset and, on PostgreSQL, the pre-ping round
+    trip of every transaction. Pre-ping is not needed: a connection the server dropped fails
+    its next statement with a disconnect, which is transient, so :meth:`Engine.transaction`
+    retries; and any failure releases the connection, so the retry checks out (and pings) a
+    fresh one.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._conn: Connection | None = None
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def connect(self, *, write: bool):
+        """The held connection (checked out on first use) inside one transaction."""
+        with self._lock:
+            conn = self._conn
+            if conn is None or conn.closed or conn.invalidated:
+                conn = self._conn = self._engine.sa.connect()
+            try:
+                conn.execution_options(**{_WRITE: write})
+                with conn.begin():
+                    yield conn
+            except BaseException:
+                self._release()  # start the next transaction on a known-good connection
+                raise
+
+    def release(self) -> None:
+        """Return the connection to the pool (it is checked out again when next needed)."""
+        with self._lock:
+            self._release()
+
+    def _release(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            with suppress(Exception):  # a broken connection: the pool discards it
+                conn.close()
 
 
 def _short(error: BaseException) -> str:

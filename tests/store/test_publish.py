@@ -148,6 +148,39 @@ def test_publish_into_a_healthy_attempt_succeeds_when_its_batch_holds_a_failing_
     assert refs_of(db, fence.run_id, node_id="healthy") == [units[1].result]
 
 
+def test_publish_commits_the_healthy_units_of_a_batch_over_two_runs_with_dense_frames(
+    db: st.Database, store: Store, fence: Fence
+) -> None:
+    """A batch spanning two runs, one of whose units is fenced out: the batch is applied
+    again one unit per savepoint, the fenced unit writes nothing, and each run's frames stay
+    dense and in queue order."""
+    _, other = store.create_run("wf")
+    a = store.start_attempt(fence, "a").key
+    b = store.start_attempt(other, "b").key
+    stale = Fence(fence.run_id, fence.epoch - 1)
+    clocks = {r: store.get_run(r).clock for r in (fence.run_id, other.run_id)}
+    units = [
+        PublishUnit(fence, a, checkpoint("a0").encode(), "progress", None),
+        PublishUnit(other, b, checkpoint("b0").encode(), "progress", None),
+        PublishUnit(stale, a, checkpoint("never").encode(), "progress", None),
+        PublishUnit(fence, a, checkpoint("a1").encode(), "progress", None),
+    ]
+    store._committer._commit(units)
+
+    assert type(units[2].error) is FenceLost
+    assert all(u.error is None for u in (units[0], units[1], units[3]))
+    assert [u.result.sequence for u in (units[0], units[3])] == [0, 1]
+    assert [f.frame_no for f in store.frames(fence.run_id, after=clocks[fence.run_id])] == [
+        clocks[fence.run_id] + 1,
+        clocks[fence.run_id] + 2,
+    ]
+    assert [f.sequence for f in store.frames(fence.run_id, after=clocks[fence.run_id])] == [0, 1]
+    assert [f.frame_no for f in store.frames(other.run_id, after=clocks[other.run_id])] == [
+        clocks[other.run_id] + 1
+    ]
+    assert count(db, "tt_checkpoint_contents", content_hash=units[2].encoded.content_hash) == 0
+
+
 # --- fencing ------------------------------------------------------------------------------
 
 

@@ -188,14 +188,19 @@ def admin(pg_schema_url: str) -> Iterator[sa.Connection]:
     engine.dispose()
 
 
-def pooled_backend_pids(db: st.Database) -> set[int]:
-    """The server pids of every connection idle in the store's pool."""
+def idle_backend_pids(db: st.Database) -> set[int]:
+    """The server pids of every idle connection of the store: those in its pool and the one
+    the publication committer holds between commits."""
     conns = [db.engine.sa.connect() for _ in range(db.engine.sa.pool.checkedin())]
     try:
-        return {c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for c in conns}
+        pids = {c.execute(sa.text("SELECT pg_backend_pid()")).scalar_one() for c in conns}
     finally:
         for c in conns:
             c.close()
+    for held in db.engine._held:
+        if held._conn is not None:
+            pids.add(held._conn.connection.driver_connection.info.backend_pid)
+    return pids
 
 
 def terminate(admin: sa.Connection, pids: set[int]) -> None:
@@ -221,7 +226,7 @@ def test_publish_succeeds_on_a_fresh_connection_when_the_pooled_ones_were_termin
     _, fence = store.create_run("wf")
     key = store.start_attempt(fence, "node").key
     first = store.publish(fence, key, checkpoint(1))
-    killed = pooled_backend_pids(pg)
+    killed = idle_backend_pids(pg)
     assert killed
 
     terminate(admin, killed)
@@ -229,7 +234,7 @@ def test_publish_succeeds_on_a_fresh_connection_when_the_pooled_ones_were_termin
 
     assert second.sequence == first.sequence + 1
     assert store.load(second) == checkpoint(2)
-    assert pooled_backend_pids(pg).isdisjoint(killed)
+    assert idle_backend_pids(pg).isdisjoint(killed)
 
 
 @pytest.mark.postgres
