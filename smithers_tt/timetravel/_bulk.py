@@ -143,18 +143,23 @@ class StoredRefs:
     def where(self) -> tuple[str, dict[str, Any]]:
         """A condition on ``tt_frames f`` that holds for exactly the visible checkpoint frames
         (one per visible ref), and its parameters."""
-        params: dict[str, Any] = {"src_run": self.run_id, "src_upto": self.frame_no}
+        cut, params = self.after_cut()
         sql = "f.run_id = :src_run AND f.kind = 'checkpoint' AND f.frame_no <= :src_upto"
-        cuts = {n: c for n, c in self.cut.items() if c is not None}
-        if cuts:
-            whens = []
-            for i, (node, cut) in enumerate(sorted(cuts.items())):
-                params[f"cut_node_{i}"] = node
-                params[f"cut_no_{i}"] = cut
-                whens.append(f"WHEN :cut_node_{i} THEN :cut_no_{i}")
-            params["cut_floor"] = _FLOOR
-            sql += f" AND f.frame_no > CASE f.node_id {' '.join(whens)} ELSE :cut_floor END"
-        return sql, params
+        params.update(src_run=self.run_id, src_upto=self.frame_no)
+        return f"{sql} AND {cut}", params
+
+    def after_cut(self) -> tuple[str, dict[str, Any]]:
+        """A condition on ``tt_frames f``: the frame comes after its node's cut."""
+        params: dict[str, Any] = {}
+        whens = []
+        for i, (node, cut) in enumerate(sorted(self.cut.items())):
+            params[f"cut_node_{i}"] = node
+            params[f"cut_no_{i}"] = cut
+            whens.append(f"WHEN :cut_node_{i} THEN :cut_no_{i}")
+        if not whens:
+            return "1 = 1", params
+        params["cut_floor"] = _FLOOR
+        return f"f.frame_no > CASE f.node_id {' '.join(whens)} ELSE :cut_floor END", params
 
     def rows(self, conn: Connection) -> list[tuple[Any, ...]]:
         """The visible refs as tuples in :class:`CheckpointRef` field order (no run id)."""
@@ -279,21 +284,27 @@ def state_at(conn: Connection, run_id: str, frame_no: int) -> Snapshot | None:
     cut, largest = _fold_other_frames(conn, snap, frame_no)
     snap.frame_no = frame_no
 
-    # Every checkpoint frame, visible or not, is well-formed (fold checks each one).
+    # One pass over the checkpoint frames, per attempt: every frame, visible or not, is
+    # well-formed (fold checks each one); how many refs are visible, and their top sequence.
+    refs = StoredRefs(run_id, frame_no, cut)
+    visible, params = refs.after_cut()
     if dialect == "postgresql":
         saved = conn.begin_nested()  # a cast error must not abort the whole transaction
-    total, bad = 0, 1
     try:
-        total, bad = run_sql(
+        groups = run_sql(
             conn,
-            "SELECT count(*), coalesce(sum(CASE WHEN f.node_id IS NULL OR f.iteration IS NULL "  # noqa: S608
+            "SELECT f.node_id, f.iteration, f.attempt, count(*), "  # noqa: S608
+            "sum(CASE WHEN f.node_id IS NULL OR f.iteration IS NULL "
             "OR f.attempt IS NULL OR f.sequence IS NULL OR f.content_hash IS NULL "
             "OR f.codec IS NULL OR f.version IS NULL OR f.purpose IS NULL "
             "OR length(f.content_hash) <> 64 OR f.version = 0 OR f.purpose = '' "
-            f"OR {_data_ok(dialect)} = 0 THEN 1 ELSE 0 END), 0) FROM tt_frames f "
-            "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no <= :upto",
-            {"run": run_id, "upto": frame_no},
-        ).one()
+            f"OR {_data_ok(dialect)} = 0 THEN 1 ELSE 0 END), "
+            f"sum(CASE WHEN {visible} THEN 1 ELSE 0 END), "
+            f"max(CASE WHEN {visible} THEN f.sequence END) FROM tt_frames f "
+            "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no <= :upto "
+            "GROUP BY f.node_id, f.iteration, f.attempt",
+            dict(params, run=run_id, upto=frame_no),
+        ).fetchall()
     except sa.exc.DataError:  # PostgreSQL could not read some data_json as JSON
         if dialect != "postgresql":
             raise
@@ -301,23 +312,18 @@ def state_at(conn: Connection, run_id: str, frame_no: int) -> Snapshot | None:
         return None
     if dialect == "postgresql":
         saved.commit()
-    if bad:
-        return None
-    if total + largest > _snapshot.MAX_SNAPSHOT_ROWS:
-        return None  # maybe too large at some frame: fold decides, and says so
-
-    refs = StoredRefs(run_id, frame_no, cut)
-    where, params = refs.where()
-    groups = run_sql(
-        conn,
-        "SELECT f.node_id, f.iteration, f.attempt, count(*), max(f.sequence) "  # noqa: S608
-        f"FROM tt_frames f WHERE {where} GROUP BY f.node_id, f.iteration, f.attempt",
-        params,
-    ).fetchall()
-    for node_id, iteration, attempt, n, top in groups:
+    total = 0
+    for node_id, iteration, attempt, n, bad, shown, top in groups:
+        if bad:
+            return None  # fold names the frame
+        total += n
+        if not shown:
+            continue  # reset away
         key = (node_id, iteration, attempt)
         if key not in snap.attempts:
             return None  # a ref no visible attempt owns: check_contents names it
-        refs.per_attempt[key] = (n, top + 1)
+        refs.per_attempt[key] = (shown, top + 1)
+    if total + largest > _snapshot.MAX_SNAPSHOT_ROWS:
+        return None  # maybe too large at some frame: fold decides, and says so
     snap.stored_refs = refs
     return snap
