@@ -89,11 +89,21 @@ def roomy(conn: Connection) -> Iterator[None]:
 
 def _data_ok(dialect: str) -> str:
     """SQL: 1 when ``f.data_json`` is what ``fold`` accepts on a checkpoint frame and the set
-    path can read (NULL, or a JSON object whose ``created_at_ms``, if any, is an integer)."""
+    path can read (NULL, or a JSON object whose ``created_at_ms``, if any, is an integer).
+
+    Data with a ``\\u`` escape goes to the fold: an escape could spell the key, and SQLite
+    matches JSON paths against keys as written. Only data that mentions ``created_at_ms`` is
+    parsed a second time for it.
+    """
     if dialect == "postgresql":
         j = "CAST(f.data_json AS jsonb)"
         return (
-            f"CASE WHEN f.data_json IS NULL THEN 1 WHEN jsonb_typeof({j}) <> 'object' THEN 0 "
+            "CASE WHEN f.data_json IS NULL THEN 1 "
+            "WHEN json_typeof(CAST(f.data_json AS json)) <> 'object' THEN 0 "
+            "WHEN strpos(f.data_json, '\\u') > 0 THEN 0 "
+            "WHEN strpos(f.data_json, 'created_at_ms') = 0 THEN 1 "
+            "WHEN length(f.data_json) - length(replace(f.data_json, 'created_at_ms', '')) > 13 "
+            "THEN 0 "
             f"WHEN NOT jsonb_exists({j}, 'created_at_ms') THEN 1 "
             f"WHEN jsonb_typeof({j} -> 'created_at_ms') = 'number' "
             f"AND ({j} ->> 'created_at_ms') ~ '^-?[0-9]{{1,18}}$' THEN 1 ELSE 0 END"
@@ -101,6 +111,12 @@ def _data_ok(dialect: str) -> str:
     return (
         "CASE WHEN f.data_json IS NULL THEN 1 WHEN NOT json_valid(f.data_json) THEN 0 "
         "WHEN json_type(f.data_json) <> 'object' THEN 0 "
+        "WHEN instr(f.data_json, '\\u') > 0 THEN 0 "
+        "WHEN instr(f.data_json, 'created_at_ms') = 0 THEN 1 "
+        # the key twice: SQLite's path finds the first, fold keeps the last (so both go to
+        # the fold, on PostgreSQL too)
+        "WHEN length(f.data_json) - length(replace(f.data_json, 'created_at_ms', '')) > 13 "
+        "THEN 0 "
         "WHEN coalesce(json_type(f.data_json, '$.created_at_ms'), 'integer') <> 'integer' "
         "THEN 0 ELSE 1 END"
     )
@@ -108,13 +124,18 @@ def _data_ok(dialect: str) -> str:
 
 def created_expr(dialect: str) -> str:
     """SQL: a ref's ``created_at_ms`` from its checkpoint frame ``f``, as ``fold`` takes it
-    (``data.created_at_ms`` when present, else the frame's own)."""
+    (``data.created_at_ms`` when present, else the frame's own); ``data`` was checked by
+    :func:`_data_ok`."""
     if dialect == "postgresql":
         return (
-            "coalesce(CAST(CAST(f.data_json AS jsonb) ->> 'created_at_ms' AS bigint), "
+            "coalesce(CASE WHEN strpos(f.data_json, 'created_at_ms') > 0 THEN "
+            "CAST(CAST(f.data_json AS jsonb) ->> 'created_at_ms' AS bigint) END, "
             "f.created_at_ms)"
         )
-    return "coalesce(json_extract(f.data_json, '$.created_at_ms'), f.created_at_ms)"
+    return (
+        "coalesce(CASE WHEN instr(f.data_json, 'created_at_ms') > 0 THEN "
+        "json_extract(f.data_json, '$.created_at_ms') END, f.created_at_ms)"
+    )
 
 
 @dataclass

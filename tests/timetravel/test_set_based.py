@@ -134,8 +134,14 @@ def test_a_ref_key_bound_twice_is_decided_by_the_fold_in_rewind_fork_and_snapsho
 
 @pytest.mark.parametrize(
     "data",
-    ['{"broken', "[1]", '{"created_at_ms": null}', '{"created_at_ms": 1.5}'],
-    ids=["not_json", "not_an_object", "null_time", "float_time"],
+    [
+        '{"broken',
+        "[1]",
+        '{"created_at_ms": null}',
+        '{"created_at_ms": 1.5}',
+        '{"created_at_ms": 1, "created_at_ms": 2}',
+    ],
+    ids=["not_json", "not_an_object", "null_time", "float_time", "time_twice"],
 )
 def test_unusual_checkpoint_frame_data_goes_to_the_fold(demo: Demo, data: str) -> None:
     db, run = demo.db, demo.run
@@ -162,3 +168,27 @@ def test_unusual_checkpoint_frame_data_goes_to_the_fold(demo: Demo, data: str) -
         quick, snap, full = _both(db, run.id, n)
         assert quick is None
         assert snap == full
+
+
+def test_a_creation_time_in_checkpoint_data_is_read_by_the_fold_when_escaped(
+    demo: Demo,
+) -> None:
+    db, run = demo.db, demo.run
+    n = demo.frame("node_state", "research", state="finished")
+    first = demo.frame("checkpoint", "research")
+    # What a fork's base frames hold, with the key's "_" written as an escape.
+    execute(
+        db,
+        "UPDATE tt_frames SET data_json = :d WHERE run_id = :r AND frame_no = :f",
+        d='{"created\\u005fat_ms":5,"size":1}',
+        r=run.id,
+        f=first,
+    )
+    quick, snap, full = _both(db, run.id, n)
+    assert quick is None  # an escape in checkpoint data: the fold reads it
+    assert snap == full
+    key = next(k for k in full.refs if k[0] == "research")
+    assert full.refs[key].created_at_ms == 5
+    child = db.fork(run.id, n)
+    assert child.snapshot(0).refs[key].created_at_ms == 5
+    assert db.rewind(run.id, n, confirm=True).refs[key].created_at_ms == 5
