@@ -21,6 +21,7 @@ from smithers_tt.timetravel._bulk import Refold, created_expr, run_sql
 from smithers_tt.timetravel._snapshot import Snapshot
 
 _MAX_PARAMS = 30_000  # below SQLite's 32,766 and PostgreSQL's 65,535 bind parameters
+_PG_ROWS = 10_000  # rows per unnest(...) insert on PostgreSQL: one array parameter per column
 
 
 def chunks(rows: Sequence[Any], columns: int, limit: int = 1000) -> Iterable[Sequence[Any]]:
@@ -66,7 +67,7 @@ def insert_tuples(
     if conn.dialect.name == "postgresql":
         arrays = ", ".join(f"%s::{c.type.compile(dialect=conn.dialect)}[]" for c in columns)
         sql = f"{head}SELECT * FROM unnest({arrays})"  # noqa: S608
-        for part in chunks(rows, 1):
+        for part in chunks(rows, 1, limit=_PG_ROWS):
             conn.exec_driver_sql(sql, tuple([row[i] for row in part] for i in range(len(names))))
         return
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
