@@ -1,17 +1,27 @@
-"""Rewind and fork of a run with many checkpoint refs, and snapshot storage per frame.
+"""Rewind and fork of a run with many checkpoint refs, fork vs DBOS, snapshot storage.
 
 Run: ``./dev bench timetravel`` (``SMITHERS_TT_BENCH_QUICK=1`` for a smoke run).
 
-* rewind to the middle and fork near the end of a run holding ~100,000 checkpoint refs, on
-  SQLite and PostgreSQL (goal: under 2 s on SQLite, under 5 s on PostgreSQL), with the number
-  of SQL statements each took;
+* rewind to the middle and fork near the end of a run holding 100,000 checkpoint refs
+  (155,000 frames of :func:`large_run`), on SQLite and PostgreSQL (goal: under 2 s on SQLite,
+  under 5 s on PostgreSQL), with the number of SQL statements each took;
+* fork at frame 1,995 of a 2,000-frame run vs DBOS ``fork_workflow`` at step 1,995 of a
+  2,000-step workflow (each step returns a state of the size our checkpoints have), on each
+  backend in one run (goal: ours at least 20x faster). DBOS's time is the
+  ``DBOS.fork_workflow`` call, which returns once the copy of the earlier steps is committed;
+  the forked workflow then runs its last 5 steps in the background and is awaited, untimed,
+  before the next fork;
 * snapshot storage: bytes of frame rows per frame vs a naive full copy of the live state
   (nodes + attempts + refs rows) at every frame (goal: < 5%).
 """
 
 from __future__ import annotations
 
+import statistics
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -38,12 +48,22 @@ def _count_statements(db: st.Database) -> list[int]:
     return counter
 
 
+REFS = 100_000
+"""Checkpoint refs of the large run (:func:`large_run` with :data:`LARGE_FRAMES` frames)."""
+
+LARGE_FRAMES = 155_000
+"""Frames of a :func:`large_run` holding exactly :data:`REFS` refs (about 65% of its frames
+are checkpoints; the rest start, end and retry attempts and record node states)."""
+
+
 def _measure(label: str, url: str, frames: int, goal_s: float) -> list[list[object]]:
     db = st.connect(url)
     started = time.perf_counter()
     run_id = large_run(db, frames, payload_bytes=120)
     build = time.perf_counter() - started
     refs = len(db.get_run(run_id).checkpoints())
+    if frames == LARGE_FRAMES and refs < REFS:
+        raise AssertionError(f"the large run holds {refs} refs, fewer than {REFS}")
     counter = _count_statements(db)
     rows = []
     for name, action in (
@@ -87,8 +107,108 @@ def _storage(frames: int) -> list[object]:
     return ["200 nodes", frames, frame_rows, live, naive, f"{ratio:.4f}", verdict(ratio < 0.05)]
 
 
+# --- fork vs DBOS fork_workflow ------------------------------------------------------------
+
+DBOS_GOAL = 20.0
+"""Ours must fork at least this many times faster than DBOS's ``fork_workflow``."""
+
+FORKS = 5
+"""Forks timed per side (the median is reported)."""
+
+_DBOS_WORKFLOW: Callable[[int], Any] | None = None
+
+
+def _dbos_workflow() -> Callable[[int], Any]:
+    """A workflow of ``n`` steps, each returning a state like our synthetic checkpoints;
+    registered once per process (DBOS keeps a global registry)."""
+    global _DBOS_WORKFLOW
+    if _DBOS_WORKFLOW is None:
+        from dbos import DBOS
+
+        @DBOS.step()
+        def bench_tt_step(step: int) -> dict[str, Any]:
+            digest = f"{step:08d}" * 8
+            return {"node": "research", "step": step, "scratch": (digest * 2)[:120]}
+
+        @DBOS.workflow()
+        def bench_tt_workflow(n: int) -> int:
+            for step in range(n):
+                bench_tt_step(step)
+            return n
+
+        _DBOS_WORKFLOW = bench_tt_workflow
+    return _DBOS_WORKFLOW
+
+
+@contextmanager
+def _dbos(url: str) -> Iterator[Any]:
+    """DBOS launched on ``url`` (a process-wide singleton: one backend at a time); JSON
+    serialisation (DBOS's portable serializer), no pickle."""
+    from dbos import DBOS
+    from dbos._serialization import DBOSPortableJSON
+
+    _dbos_workflow()
+    DBOS(
+        config={
+            "name": "smithers-tt-bench-timetravel",
+            "system_database_url": url,
+            "log_level": "WARNING",
+            "serializer": DBOSPortableJSON,
+        }
+    )
+    try:
+        DBOS.launch()
+        yield DBOS
+    finally:
+        DBOS.destroy()
+
+
+def _median_s(action: Callable[[], Callable[[], None]]) -> float:
+    """Median seconds of :data:`FORKS` calls of ``action``; each returns a function that
+    waits (untimed) for whatever the call left running."""
+    times = []
+    for _ in range(FORKS):
+        t0 = time.perf_counter()
+        settle = action()
+        times.append(time.perf_counter() - t0)
+        settle()
+    return statistics.median(times)
+
+
+def _fork_vs_dbos(label: str, ours_url: str, dbos_url: str, steps: int) -> list[object]:
+    at = steps - 5
+    db = st.connect(ours_url)
+    run_id = large_run(db, steps, payload_bytes=120)
+    refs = len(db.get_run(run_id).checkpoints())
+    ours = _median_s(lambda: (db.fork(run_id, at), lambda: None)[1])
+    db.close()
+    with _dbos(dbos_url) as dbos:
+        handle = dbos.start_workflow(_dbos_workflow(), steps)
+        if handle.get_result() != steps:
+            raise AssertionError("the DBOS workflow did not finish")
+        workflow_id = handle.get_workflow_id()
+        recorded = len(dbos.list_workflow_steps(workflow_id))
+
+        def dbos_fork() -> Callable[[], None]:
+            fork = dbos.fork_workflow(workflow_id, at)
+            return lambda: fork.get_result()
+
+        theirs = _median_s(dbos_fork)
+    ratio = theirs / ours
+    return [
+        label,
+        f"frame {at:,} of {steps:,} ({refs:,} refs)",
+        f"step {at:,} of {recorded:,}",
+        f"{ours * 1000:.1f}",
+        f"{theirs * 1000:.1f}",
+        f"{ratio:.1f}x",
+        f">= {DBOS_GOAL:g}x",
+        verdict(ratio >= DBOS_GOAL),
+    ]
+
+
 def main() -> None:
-    frames = scaled(130_000, 8_000)
+    frames = scaled(LARGE_FRAMES, 8_000)
     rows = []
     with scratch_dir() as folder:
         rows += _measure("SQLite", f"sqlite:///{folder / 'tt.db'}", frames, 2.0)
@@ -99,6 +219,26 @@ def main() -> None:
         "Rewind and fork of a large run",
         ["backend", "operation", "refs", "seconds", "statements", "goal", "result"],
         rows,
+    )
+
+    steps = scaled(2_000, 400)
+    forks = []
+    with scratch_dir() as folder:
+        forks.append(
+            _fork_vs_dbos(
+                "SQLite",
+                f"sqlite:///{folder / 'ours.db'}",
+                f"sqlite:///{folder / 'dbos.db'}",
+                steps,
+            )
+        )
+    if pg_available() is None:
+        with fresh_pg_database("ttours") as ours, fresh_pg_database("ttdbos") as theirs:
+            forks.append(_fork_vs_dbos("PostgreSQL", sqlalchemy_url(ours), theirs, steps))
+    print_table(
+        f"Fork near the end: ours vs DBOS fork_workflow (median of {FORKS})",
+        ["backend", "ours", "DBOS", "ours ms", "DBOS ms", "DBOS / ours", "goal", "result"],
+        forks,
     )
     print_table(
         "Snapshot storage (rows)",

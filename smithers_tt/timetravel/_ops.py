@@ -12,8 +12,9 @@ import json
 import os
 import secrets
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -33,13 +34,15 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_from_row, record, select_frames
 from smithers_tt.store._publish import insert_content
 from smithers_tt.store._records import new_run_id, now_ms
+from smithers_tt.timetravel._bulk import Refold, refs_from_rows, roomy, state_at
 from smithers_tt.timetravel._materialize import (
-    base_frames,
     check_contents,
-    insert_frames,
     replace_live_state,
+    write_base_frames,
 )
 from smithers_tt.timetravel._snapshot import AttemptView, Snapshot, fold
+
+T = TypeVar("T")
 
 LEASE_MS = 60_000
 """How long a time-travel lease holds if its holder dies without releasing it."""
@@ -175,11 +178,24 @@ def _frames(conn: Connection, run_id: str, upto: int | None = None) -> list[Fram
     return frames
 
 
-def snapshot_at(conn: Connection, run_id: str, frame_no: int | None = None) -> Snapshot:
+def snapshot_at(
+    conn: Connection,
+    run_id: str,
+    frame_no: int | None = None,
+    *,
+    refs: bool = True,
+    exact: bool = False,
+) -> Snapshot:
     """The snapshot of ``run_id`` at ``frame_no`` (default: its newest frame).
+
+    Checkpoint frames are resolved in SQL (see :mod:`smithers_tt.timetravel._bulk`); when
+    that path cannot vouch for the answer, every frame is folded in Python. With
+    ``refs=False`` the refs stay in the database (``snap.stored_refs``) when they can, for
+    rewind and fork to copy them there; ``exact=True`` always folds every frame.
 
     Raises:
         FrameNotFound: the run has no such frame.
+        SnapshotInvalid: a frame is corrupt, or the snapshot is larger than allowed.
     """
     clock = conn.execute(sa.select(S.runs.c.clock).where(S.runs.c.run_id == run_id))
     last = clock.scalar_one_or_none()
@@ -192,7 +208,44 @@ def snapshot_at(conn: Connection, run_id: str, frame_no: int | None = None) -> S
             run_id=run_id,
             frame_no=frame_no,
         )
-    return fold(run_id, _frames(conn, run_id, frame_no), frame_no)
+    snap = None if exact else state_at(conn, run_id, frame_no)
+    if snap is None or (refs and not _load_refs(conn, snap)):
+        return fold(run_id, _frames(conn, run_id, frame_no), frame_no)
+    return snap
+
+
+def _load_refs(conn: Connection, snap: Snapshot) -> bool:
+    """Read the refs ``snap`` left in the database (now, in this transaction); they become
+    :class:`CheckpointRef` objects only if someone looks at ``snap.refs``. False when a ref
+    key is bound twice (only the full fold can tell which binding is visible)."""
+    stored = snap.stored_refs
+    if stored is None:
+        return True
+    rows = stored.rows(conn)
+    if len({row[:4] for row in rows}) != len(rows):
+        return False
+    run_id = snap.run_id
+    snap.stored_refs = None
+    snap.defer_refs(lambda: refs_from_rows(run_id, rows))
+    return True
+
+
+def _transaction(store: Store, work: Callable[[Connection, bool], T]) -> T:
+    """Run ``work(conn, exact=False)`` (set-based) in one transaction; if it raises
+    :class:`Refold` (that transaction rolled back, nothing changed), run
+    ``work(conn, exact=True)`` (full fold) in a new one."""
+
+    def attempt(exact: bool) -> T:
+        def go(conn: Connection) -> T:
+            with roomy(conn):
+                return work(conn, exact)
+
+        return store.engine.transaction(go)
+
+    try:
+        return attempt(False)
+    except Refold:
+        return attempt(True)
 
 
 def _audit(
@@ -237,38 +290,40 @@ def rewind(
         )
     lease = acquire_lease(store, run_id, "rewind", force=force)
     try:
-
-        def work(conn: Connection) -> Snapshot:
-            run = _check_lease(conn, lease)
-            snap = snapshot_at(conn, run_id, frame_no)
-            check_contents(conn, snap)
-            replace_live_state(conn, snap, run_id)
-            f = S.frames
-            conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > frame_no))
-            r = S.runs
-            conn.execute(
-                r.update()
-                .where(r.c.run_id == run_id)
-                .values(
-                    clock=frame_no,
-                    status=_live_status(snap.status),
-                    output_json=None
-                    if snap.output is None
-                    else canonical_bytes(snap.output).decode(),
-                    error=snap.error,
-                    owner_epoch=r.c.owner_epoch + 1,
-                    cancel_requested=False,
-                    lease_owner=None,
-                    lease_until_ms=None,
-                    updated_at_ms=now_ms(),
-                )
-            )
-            _audit(conn, run_id, "rewind", frame_no, {"from_frame": run.clock})
-            return snap
-
-        return store.engine.transaction(work)
+        return _transaction(
+            store, lambda conn, exact: _rewind(conn, run_id, frame_no, lease, exact)
+        )
     finally:
         release_lease(store, lease)
+
+
+def _rewind(conn: Connection, run_id: str, frame_no: int, lease: Lease, exact: bool) -> Snapshot:
+    """Rewind inside the transaction: see :func:`rewind`."""
+    run = _check_lease(conn, lease)
+    snap = snapshot_at(conn, run_id, frame_no, refs=False, exact=exact)
+    check_contents(conn, snap)
+    replace_live_state(conn, snap, run_id)
+    _load_refs(conn, snap)  # what this returns: the refs now live
+    f = S.frames
+    conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > frame_no))
+    r = S.runs
+    conn.execute(
+        r.update()
+        .where(r.c.run_id == run_id)
+        .values(
+            clock=frame_no,
+            status=_live_status(snap.status),
+            output_json=None if snap.output is None else canonical_bytes(snap.output).decode(),
+            error=snap.error,
+            owner_epoch=r.c.owner_epoch + 1,
+            cancel_requested=False,
+            lease_owner=None,
+            lease_until_ms=None,
+            updated_at_ms=now_ms(),
+        )
+    )
+    _audit(conn, run_id, "rewind", frame_no, {"from_frame": run.clock})
+    return snap
 
 
 def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: bool) -> set[str]:
@@ -294,12 +349,22 @@ def _check_nodes(run: Any, names: set[str], snap: Snapshot) -> None:
 
 
 def _without(snap: Snapshot, nodes: set[str]) -> Snapshot:
+    stored = snap.stored_refs
     return replace(
         snap,
         nodes={k: v for k, v in snap.nodes.items() if k[0] not in nodes},
         attempts={k: v for k, v in snap.attempts.items() if k[0] not in nodes},
         refs={k: v for k, v in snap.refs.items() if k[0] not in nodes},
+        stored_refs=None if stored is None else stored.without(nodes),
     )
+
+
+def _newest_ref(conn: Connection, snap: Snapshot, node_id: str) -> CheckpointRef | None:
+    """The newest ref of ``node_id`` at its highest iteration with refs, in ``snap``."""
+    if snap.stored_refs is not None:
+        return snap.stored_refs.newest(conn, node_id)
+    last_iteration = max((k[1] for k in snap.refs if k[0] == node_id), default=0)
+    return snap.newest_ref(node_id, last_iteration)
 
 
 def _edit(
@@ -319,8 +384,7 @@ def _edit(
     if not isinstance(checkpoint, AgentCheckpoint):
         raise InvalidArgument(f"checkpoints[{node_id!r}] must be an AgentCheckpoint")
     iteration = max((k[1] for k in snap.attempts if k[0] == node_id), default=0)
-    last_iteration = max((k[1] for k in source.refs if k[0] == node_id), default=0)
-    previous = source.newest_ref(node_id, last_iteration)
+    previous = _newest_ref(conn, source, node_id)
     if (
         previous is not None
         and not allow_new_format
@@ -382,11 +446,11 @@ def fork(
     if override_input:
         canonical_bytes(input)  # strict JSON, or CheckpointInvalid naming the path
 
-    def work(conn: Connection) -> str:
+    def work(conn: Connection, exact: bool) -> str:
         parent = conn.execute(sa.select(S.runs).where(S.runs.c.run_id == run_id)).one_or_none()
         if parent is None:
             raise RunNotFound(f"no run {run_id!r}")
-        snap = snapshot_at(conn, run_id, frame_no)
+        snap = snapshot_at(conn, run_id, frame_no, refs=False, exact=exact)
         named = set(reset) | set(checkpoints)
         _check_nodes(parent, named, snap)
         graph = None if parent.graph_json is None else json.loads(parent.graph_json)
@@ -431,8 +495,10 @@ def fork(
                 updated_at_ms=stamp,
             )
         )
-        frames = base_frames(base, child_id)
-        frames.append(
+        write_base_frames(
+            conn,
+            base,
+            child_id,
             Frame(
                 child_id,
                 0,
@@ -448,14 +514,13 @@ def fork(
                     "reset": sorted(gone),
                     "edited": sorted(checkpoints),
                 },
-            )
+            ),
         )
-        insert_frames(conn, frames)
-        replace_live_state(conn, base, child_id)
+        replace_live_state(conn, base, child_id, refs_from_base=True)
         _audit(conn, run_id, "fork", frame_no, {"child": child_id, "reset": sorted(gone)})
         return child_id
 
-    return store.engine.transaction(work)
+    return _transaction(store, work)
 
 
 def reset(
@@ -471,7 +536,7 @@ def reset(
 
         def work(conn: Connection) -> list[str]:
             run = _check_lease(conn, lease)
-            snap = snapshot_at(conn, run_id)
+            snap = snapshot_at(conn, run_id, refs=False)
             _check_nodes(run, {node_id}, snap)
             graph = None if run.graph_json is None else json.loads(run.graph_json)
             gone = sorted(_expand(graph, {node_id}, dependents))

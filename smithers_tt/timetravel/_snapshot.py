@@ -10,7 +10,7 @@ they refer to.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
@@ -69,6 +69,11 @@ class Snapshot:
         default=None, repr=False, compare=False
     )
     """Reads (and verifies) the content of a ref; set when the snapshot came from a database."""
+    stored_refs: Any = field(default=None, repr=False, compare=False)
+    """Set (to a :class:`smithers_tt.timetravel._bulk.StoredRefs`) on snapshots that rewind and
+    fork build inside their transaction: the refs checkpoint frames make visible are then left
+    in the database, to be copied there by set-based statements, and :attr:`refs` holds only
+    refs added in Python (an edited checkpoint)."""
 
     def payload(self, node_id: str, iteration: int = 0) -> Any:
         """The payload of a node's newest checkpoint at this frame, or None."""
@@ -95,6 +100,33 @@ class Snapshot:
         """Rows this snapshot would materialise (nodes + attempts + refs)."""
         return len(self.nodes) + len(self.attempts) + len(self.refs)
 
+    def defer_refs(self, build: Callable[[], dict[RefKey, CheckpointRef]]) -> None:
+        """Make :attr:`refs` the result of ``build()``, called on first access only.
+
+        ``build`` must not touch the database: it turns rows already read (inside the
+        transaction that decided them) into :class:`CheckpointRef` objects, so a caller that
+        never looks at the refs of a 100,000-ref rewind does not pay for 100,000 objects.
+        """
+        self._refs = None
+        self._build_refs = build
+
+
+def _get_refs(self: Snapshot) -> dict[RefKey, CheckpointRef]:
+    if self._refs is None:
+        self._refs = self._build_refs()
+        self._build_refs = None
+    return self._refs
+
+
+def _set_refs(self: Snapshot, refs: dict[RefKey, CheckpointRef]) -> None:
+    self._refs = refs
+    self._build_refs = None
+
+
+# ``refs`` stays a dataclass field (constructor, ``replace``, ``==`` and ``repr`` see it), read
+# and written through a property so that :meth:`Snapshot.defer_refs` can fill it on demand.
+Snapshot.refs = property(_get_refs, _set_refs)  # type: ignore[assignment]
+
 
 def _bad(frame: Frame, why: str) -> SnapshotInvalid:
     return SnapshotInvalid(
@@ -111,6 +143,12 @@ def _need(frame: Frame, *names: str) -> None:
             raise _bad(frame, f"{name} is missing")
 
 
+def _need_key(frame: Frame, *more: str) -> None:
+    """``node_id``, ``iteration`` and ``attempt`` (and ``more``) are set."""
+    if frame.node_id is None or frame.iteration is None or frame.attempt is None or more:
+        _need(frame, "node_id", "iteration", "attempt", *more)
+
+
 def _resumed(frame: Frame, data: dict[str, Any]) -> tuple[str, str, int, int, int] | None:
     value = data.get("resumed_from")
     if value is None:
@@ -120,25 +158,36 @@ def _resumed(frame: Frame, data: dict[str, Any]) -> tuple[str, str, int, int, in
     return (str(value[0]), str(value[1]), int(value[2]), int(value[3]), int(value[4]))
 
 
+_NO_DATA: dict[str, Any] = {}
+"""The data of a frame without any (read, never written)."""
+
+
 def apply(snap: Snapshot, frame: Frame) -> None:
     """Apply one frame to a snapshot (in place)."""
     kind = frame.kind
-    data = frame.data if isinstance(frame.data, dict) else {}
-    if frame.data is not None and not isinstance(frame.data, dict):
+    data = frame.data
+    if data is None:
+        data = _NO_DATA
+    elif not isinstance(data, dict):
         raise _bad(frame, "its data is not an object")
-    if kind in ("run_created", "forked"):
-        snap.status = frame.state or snap.status
-        if "input" in data:
-            snap.input = data["input"]
-        if kind == "forked":
-            snap.output, snap.error = data.get("output"), data.get("error")
-    elif kind == "run_claimed":
-        snap.status = "running"
-    elif kind in ("run_finished", "run_failed", "run_cancelled"):
-        snap.status = frame.state or kind[4:]
-        snap.output, snap.error = data.get("output"), data.get("error")
+    # The most frequent kinds first (the branches exclude each other).
+    if kind in ("node_state", "cache_hit"):
+        if frame.node_id is None or frame.iteration is None or frame.state is None:
+            _need(frame, "node_id", "iteration", "state")
+        assert frame.node_id is not None and frame.iteration is not None
+        old = snap.nodes.get((frame.node_id, frame.iteration))
+        output = data.get("output")
+        if output is None and old is not None and frame.state == old.state:
+            output = old.output
+        snap.nodes[(frame.node_id, frame.iteration)] = NodeView(
+            frame.node_id,
+            frame.iteration,
+            frame.state or "pending",
+            frame.attempt if frame.attempt is not None else (old.last_attempt if old else None),
+            output,
+        )
     elif kind == "attempt_started":
-        _need(frame, "node_id", "iteration", "attempt")
+        _need_key(frame)
         key = (frame.node_id, frame.iteration, frame.attempt)
         snap.attempts[key] = AttemptView(
             frame.node_id,
@@ -153,17 +202,22 @@ def apply(snap: Snapshot, frame: Frame) -> None:
             data.get("finished_at_ms"),
         )
     elif kind == "attempt_finished":
-        _need(frame, "node_id", "iteration", "attempt", "state")
+        _need_key(frame, *(() if frame.state is not None else ("state",)))
         key = (frame.node_id, frame.iteration, frame.attempt)
-        if key not in snap.attempts:
+        old = snap.attempts.get(key)
+        if old is None:
             raise _bad(frame, f"it ends attempt {key}, which never started")
-        snap.attempts[key] = replace(
-            snap.attempts[key],
-            state=frame.state,
-            error=data.get("error"),
-            error_code=data.get("error_code"),
-            discard_resume=bool(data.get("discard_resume", False)),
-            finished_at_ms=frame.created_at_ms,
+        snap.attempts[key] = AttemptView(
+            old.node_id,
+            old.iteration,
+            old.attempt,
+            frame.state,
+            old.resumed_from,
+            data.get("error"),
+            data.get("error_code"),
+            bool(data.get("discard_resume", False)),
+            old.started_at_ms,
+            frame.created_at_ms,
         )
     elif kind == "checkpoint":
         _need(
@@ -195,20 +249,17 @@ def apply(snap: Snapshot, frame: Frame) -> None:
             frame.agent_id,
             data.get("created_at_ms", frame.created_at_ms),
         )
-    elif kind in ("node_state", "cache_hit"):
-        _need(frame, "node_id", "iteration", "state")
-        assert frame.node_id is not None and frame.iteration is not None
-        old = snap.nodes.get((frame.node_id, frame.iteration))
-        output = data.get("output")
-        if output is None and old is not None and frame.state == old.state:
-            output = old.output
-        snap.nodes[(frame.node_id, frame.iteration)] = NodeView(
-            frame.node_id,
-            frame.iteration,
-            frame.state or "pending",
-            frame.attempt if frame.attempt is not None else (old.last_attempt if old else None),
-            output,
-        )
+    elif kind in ("run_created", "forked"):
+        snap.status = frame.state or snap.status
+        if "input" in data:
+            snap.input = data["input"]
+        if kind == "forked":
+            snap.output, snap.error = data.get("output"), data.get("error")
+    elif kind == "run_claimed":
+        snap.status = "running"
+    elif kind in ("run_finished", "run_failed", "run_cancelled"):
+        snap.status = frame.state or kind[4:]
+        snap.output, snap.error = data.get("output"), data.get("error")
     elif kind == "reset":
         gone = set(data.get("nodes") or [])
         snap.nodes = {k: v for k, v in snap.nodes.items() if k[0] not in gone}
@@ -219,7 +270,7 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         pass
     else:
         raise _bad(frame, f"unknown frame kind {kind!r}")
-    if snap.size > MAX_SNAPSHOT_ROWS:
+    if len(snap.nodes) + len(snap.attempts) + len(snap.refs) > MAX_SNAPSHOT_ROWS:
         raise SnapshotInvalid(
             f"run {snap.run_id} holds more than {MAX_SNAPSHOT_ROWS} nodes, attempts and refs "
             f"at frame {frame.frame_no}; time travel refuses snapshots this large"
