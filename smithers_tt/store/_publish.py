@@ -644,5 +644,6 @@ class GroupCommitter:
             unit.wake.set()
 
 
-class _UnitFailed(SmithersError):
-    """Internal: a unit of a batch applied together failed; apply them one by one."""
+class _UnitFailed(Exception):
+    """Internal, never escapes the committer: a unit of a batch applied together failed;
+    apply them one by one. Not a SmithersError, so it stays out of the public error tree."""
