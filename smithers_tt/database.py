@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from smithers_tt import timetravel as tt
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
-from smithers_tt.engine._worker import Worker
+from smithers_tt.engine._worker import Worker, positive_seconds
 from smithers_tt.errors import WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import (
@@ -138,9 +138,14 @@ class Database:
         start it with ``await worker.run()``."""
         return Worker(self.store, workflows, **options)
 
-    def workers(self) -> list[WorkerRecord]:
-        """Registered workers, their state, last heartbeat and the runs each owns."""
-        return list_workers(self.store)
+    def workers(self, *, stale_after: float = 10.0) -> list[WorkerRecord]:
+        """Registered workers, their state, last heartbeat and the runs each owns.
+
+        A ``running`` worker silent for more than ``stale_after`` seconds (the workers'
+        takeover timeout; default 10 s) is reported as ``unresponsive``.
+        """
+        seconds = positive_seconds("stale_after", stale_after)
+        return list_workers(self.store, silent_after_ms=max(1, int(seconds * 1000)))
 
     def resume(self, run_id: str, wf: Workflow, **options: Any) -> Run:
         """Continue an unfinished run (after a crash, in a new process); see :meth:`aresume`."""

@@ -38,6 +38,7 @@ _COLOURS = {
     "failed": "red",
     "cancelled": "magenta",
     "interrupted": "bright_red",
+    "unresponsive": "bright_red",
     "reset": "blue",
     "queued": "white",
     "pending": "white",

@@ -108,16 +108,25 @@ def worker(
 
 
 @cli.command()
+@click.option(
+    "--stale-after",
+    default=10.0,
+    show_default=True,
+    help="Seconds without heartbeat before a running worker is shown as unresponsive.",
+)
 @pass_ctx
 @handle_errors
-def workers(ctx: Context) -> None:
+def workers(ctx: Context, stale_after: float) -> None:
     """Registered workers: state, last heartbeat and the runs each owns; runs waiting.
+
+    A worker killed without stopping stays ``unresponsive`` (its runs are taken over).
 
     \b
     Example:
       smithers-tt workers
+      smithers-tt workers --stale-after 3 --json
     """
-    found = ctx.db.workers()
+    found = ctx.db.workers(stale_after=stale_after)
     waiting = count_runs(ctx.db.store, "queued")
     if ctx.as_json:
         emit_json({"workers": [vars(w) for w in found], "queued": waiting})

@@ -40,7 +40,7 @@ _ENDED = ("finished", "failed", "cancelled")
 _MAX_BACKOFF = 5.0
 
 
-def _positive(name: str, value: float) -> float:
+def positive_seconds(name: str, value: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < math.inf:
         raise InvalidArgument(f"{name} must be a finite number of seconds > 0, got {value!r}")
     return float(value)
@@ -84,11 +84,11 @@ class Worker:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
         self.concurrency = concurrency
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
-        self.stale_after = _positive("stale_after", stale_after)
-        self.poll_interval = _positive("poll_interval", poll_interval)
+        self.stale_after = positive_seconds("stale_after", stale_after)
+        self.poll_interval = positive_seconds("poll_interval", poll_interval)
         if heartbeat_interval is None:
             heartbeat_interval = min(1.0, self.stale_after / 4)
-        self.heartbeat_interval = _positive("heartbeat_interval", heartbeat_interval)
+        self.heartbeat_interval = positive_seconds("heartbeat_interval", heartbeat_interval)
         if self.heartbeat_interval >= self.stale_after:
             raise InvalidArgument(
                 f"heartbeat_interval ({heartbeat_interval}) must be shorter than stale_after "

@@ -188,6 +188,11 @@ class Lineage:
         """The fork tree: one row per forked run, ordered by root, depth and child id."""
         return self._query("SELECT * FROM forks ORDER BY root_run_id, depth, child_run_id")
 
+    @_columns_of("workers")
+    def workers(self) -> pandas.DataFrame:
+        """Registered worker processes, oldest first, with the runs each owns now."""
+        return self._query("SELECT * FROM workers ORDER BY started_at_ms, worker_id")
+
     @_columns_of("contents")
     def contents(self) -> pandas.DataFrame:
         """Stored contents (no bytes), with the refs and runs using each."""

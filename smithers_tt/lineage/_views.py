@@ -26,6 +26,7 @@ MIRRORED: tuple[Table, ...] = (
     S.frames,
     S.cache,
     S.audit,
+    S.workers,
 )
 """Store tables mirrored (typed, read-only) in the ``raw`` schema."""
 
@@ -87,6 +88,8 @@ RUNS = View(
         ("error", "why the run failed (NULL otherwise)"),
         ("clock", "the run's logical clock: the number of its newest frame"),
         ("owner_epoch", "how many times the run was claimed, taken over, reset or cancelled"),
+        ("owner_id", "the process (worker id) that owns the run now (NULL when none does)"),
+        ("heartbeat_at_ms", f"the owner's last heartbeat on this run, {_TIMES}"),
         ("created_at_ms", f"when the run was created, {_TIMES}"),
         ("updated_at_ms", "when the run last changed, likewise"),
         ("created_at", "``created_at_ms`` as a UTC TIMESTAMP"),
@@ -110,7 +113,8 @@ RUNS = View(
         WHERE frame_no >= 0 GROUP BY run_id
     )
     SELECT run.run_id, run.workflow, run.status, run.parent_run_id, run.parent_frame_no,
-           run.error, run.clock, run.owner_epoch, run.created_at_ms, run.updated_at_ms,
+           run.error, run.clock, run.owner_epoch, run.owner_id, run.heartbeat_at_ms,
+           run.created_at_ms, run.updated_at_ms,
            epoch_ms(run.created_at_ms) AS created_at, epoch_ms(run.updated_at_ms) AS updated_at,
            coalesce(n.node_count, 0) AS node_count,
            coalesce(a.attempt_count, 0) AS attempt_count,
@@ -395,6 +399,30 @@ AUDIT = View(
     """,
 )
 
+WORKERS = View(
+    "workers",
+    "one row per registered worker process, with the runs it owns now.",
+    (
+        ("worker_id", "the worker's id (``--id``, default host:pid)"),
+        ("host", "the host it runs on"),
+        ("pid", "its process id"),
+        ("workflows_json", "the workflow names it executes, as JSON"),
+        ("state", "running or stopped as the worker last recorded it (a killed one stays running)"),
+        ("started_at_ms", f"when it registered, {_TIMES}"),
+        ("heartbeat_at_ms", "its last heartbeat, likewise (compare with now to find silent ones)"),
+        ("owned_runs", "runs it owns now (status running)"),
+    ),
+    """
+    WITH o AS (
+        SELECT owner_id AS worker_id, count(*) AS owned_runs FROM raw.tt_runs
+        WHERE status = 'running' AND owner_id IS NOT NULL GROUP BY owner_id
+    )
+    SELECT w.worker_id, w.host, w.pid, CAST(w.workflows_json AS JSON) AS workflows_json,
+           w.state, w.started_at_ms, w.heartbeat_at_ms, coalesce(o.owned_runs, 0) AS owned_runs
+    FROM raw.tt_workers AS w LEFT JOIN o USING (worker_id)
+    """,
+)
+
 VIEWS: tuple[View, ...] = (
     RUNS,
     NODES,
@@ -407,6 +435,7 @@ VIEWS: tuple[View, ...] = (
     DEDUP,
     RUN_DEDUP,
     AUDIT,
+    WORKERS,
 )
 """Every view, in the order they are created and exported."""
 

@@ -194,8 +194,15 @@ def worker_heartbeat(
     return store.engine.transaction(work)
 
 
-def list_workers(store: Store) -> list[WorkerRecord]:
-    """Registered workers with the runs each owns now."""
+def list_workers(store: Store, *, silent_after_ms: int = 10_000) -> list[WorkerRecord]:
+    """Registered workers with the runs each owns now.
+
+    A worker recorded as ``running`` whose last heartbeat is older than ``silent_after_ms``
+    is listed as ``unresponsive``: it was killed or paused without saying so, and its runs
+    are taken over once their own heartbeats are as old.
+    """
+    if type(silent_after_ms) is not int or silent_after_ms < 1:
+        raise InvalidArgument(f"silent_after_ms must be an int >= 1, got {silent_after_ms!r}")
     w, r = S.workers, S.runs
 
     def work(conn: Connection) -> list[Any]:
@@ -211,13 +218,16 @@ def list_workers(store: Store) -> list[WorkerRecord]:
     by_owner: dict[str, list[str]] = {}
     for owner, run_id in owned:
         by_owner.setdefault(owner, []).append(run_id)
+    silent_since = now_ms() - silent_after_ms
     return [
         WorkerRecord(
             row.worker_id,
             row.host,
             row.pid,
             json.loads(row.workflows_json),
-            row.state,
+            "unresponsive"
+            if row.state == "running" and row.heartbeat_at_ms < silent_since
+            else row.state,
             row.started_at_ms,
             row.heartbeat_at_ms,
             sorted(by_owner.get(row.worker_id, [])),

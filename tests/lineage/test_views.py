@@ -47,6 +47,7 @@ def test_every_view_method_documents_its_columns() -> None:
         (Lineage.contents, "contents"),
         (Lineage.dedup, "dedup"),
         (Lineage.dedup, "run_dedup"),
+        (Lineage.workers, "workers"),
     ]:
         doc = method.__doc__ or ""
         columns = next(v for v in VIEWS if v.name == view).columns
@@ -69,6 +70,8 @@ def test_runs_match_the_store(scenario: Scenario, lin: Lineage) -> None:
             "error": run.error,
             "clock": run.clock,
             "owner_epoch": run.owner_epoch,
+            "owner_id": run.owner_id,
+            "heartbeat_at_ms": run.heartbeat_at_ms,
             "created_at_ms": run.created_at_ms,
             "updated_at_ms": run.updated_at_ms,
             "node_count": len(store.list_nodes(run.run_id)),

@@ -440,9 +440,11 @@ def test_four_worker_processes_killed_at_random_execute_every_run_exactly_once(
                 assert len(taken) == 1, (dead, run_id, claims[run_id])
                 assert taken[0]["owner_id"] != dead
         assert figures["takeovers"] >= len(order)
-        by_id = {w.worker_id: w for w in db.workers()}
+        by_id = {w.worker_id: w for w in db.workers(stale_after=STALE_AFTER)}
         assert {by_id[p.worker_id].state for p in live} == {"stopped"}
         assert all(by_id[dead].runs == [] for dead in orphans)
+        # Killed without a word: silent for longer than the takeover timeout.
+        assert {by_id[dead].state for dead in orphans} == {"unresponsive"}
     finally:
         db.close()
 
