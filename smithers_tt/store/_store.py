@@ -197,6 +197,65 @@ def _write_node(
     return frame
 
 
+def _insert_attempt(
+    conn: Connection,
+    fence: Fence,
+    node_id: str,
+    iteration: int,
+    src: CheckpointRef | None,
+) -> tuple[AttemptRecord, Frame]:
+    """Insert the next attempt of a node under the fence and its ``attempt_started`` frame."""
+    a = S.attempts
+    run = advance_clock(conn, fence.run_id, fence)
+    last = conn.execute(
+        sa.select(sa.func.max(a.c.attempt)).where(
+            a.c.run_id == fence.run_id, a.c.node_id == node_id, a.c.iteration == iteration
+        )
+    ).scalar_one_or_none()
+    key = AttemptKey(fence.run_id, node_id, iteration, (last or 0) + 1)
+    resumed = None if src is None else _ref_key(src)
+    stamp = now_ms()
+    conn.execute(
+        a.insert().values(
+            run_id=key.run_id,
+            node_id=key.node_id,
+            iteration=key.iteration,
+            attempt=key.attempt,
+            state="in_progress",
+            owner_epoch=fence.epoch,
+            next_sequence=0,
+            discard_resume=False,
+            error=None,
+            error_code=None,
+            resumed_run_id=src.run_id if src else None,
+            resumed_node_id=src.node_id if src else None,
+            resumed_iteration=src.iteration if src else None,
+            resumed_attempt=src.attempt if src else None,
+            resumed_sequence=src.sequence if src else None,
+            started_at_ms=stamp,
+            finished_at_ms=None,
+        )
+    )
+    frame = insert_frame(
+        conn,
+        Frame(
+            key.run_id,
+            run.clock,
+            "attempt_started",
+            node_id,
+            iteration,
+            key.attempt,
+            state="in_progress",
+            created_at_ms=stamp,
+            data=None if resumed is None else {"resumed_from": list(resumed)},
+        ),
+    )
+    attempt = AttemptRecord(
+        key, "in_progress", fence.epoch, 0, False, None, None, resumed, stamp, None
+    )
+    return attempt, frame
+
+
 class Store:
     """Durable runs, attempts and checkpoints on one database (SQLite or PostgreSQL).
 
@@ -540,64 +599,26 @@ class Store:
         iteration: int = 0,
         *,
         resumed_from: CheckpointRef | None = None,
+        node_state: str | None = None,
     ) -> AttemptRecord:
-        """Open the next attempt (numbered from 1) of a node under the owner's fence."""
+        """Open the next attempt (numbered from 1) of a node under the owner's fence.
+
+        ``node_state`` also records the node's state first (``running`` when its first attempt
+        starts), in the same transaction: two frames, one commit.
+        """
         if type(iteration) is not int or iteration < 0:
             raise InvalidArgument(f"iteration must be an int >= 0, got {iteration!r}")
+        if node_state is not None:
+            _check_node_state(node_state)
 
-        def work(conn: Connection, frames: list[Frame]) -> AttemptKey:
-            a = S.attempts
-            run = advance_clock(conn, fence.run_id, fence)
-            last = conn.execute(
-                sa.select(sa.func.max(a.c.attempt)).where(
-                    a.c.run_id == fence.run_id,
-                    a.c.node_id == node_id,
-                    a.c.iteration == iteration,
-                )
-            ).scalar_one_or_none()
-            key = AttemptKey(fence.run_id, node_id, iteration, (last or 0) + 1)
-            src = resumed_from
-            stamp = now_ms()
-            conn.execute(
-                a.insert().values(
-                    run_id=key.run_id,
-                    node_id=key.node_id,
-                    iteration=key.iteration,
-                    attempt=key.attempt,
-                    state="in_progress",
-                    owner_epoch=fence.epoch,
-                    next_sequence=0,
-                    discard_resume=False,
-                    error=None,
-                    error_code=None,
-                    resumed_run_id=src.run_id if src else None,
-                    resumed_node_id=src.node_id if src else None,
-                    resumed_iteration=src.iteration if src else None,
-                    resumed_attempt=src.attempt if src else None,
-                    resumed_sequence=src.sequence if src else None,
-                    started_at_ms=stamp,
-                    finished_at_ms=None,
-                )
-            )
-            frames.append(
-                insert_frame(
-                    conn,
-                    Frame(
-                        key.run_id,
-                        run.clock,
-                        "attempt_started",
-                        node_id,
-                        iteration,
-                        key.attempt,
-                        state="in_progress",
-                        created_at_ms=stamp,
-                        data=None if src is None else {"resumed_from": list(_ref_key(src))},
-                    ),
-                )
-            )
-            return key
+        def work(conn: Connection, frames: list[Frame]) -> AttemptRecord:
+            if node_state is not None:
+                frames.append(_write_node(conn, fence, node_id, iteration, node_state, None, None))
+            attempt, frame = _insert_attempt(conn, fence, node_id, iteration, resumed_from)
+            frames.append(frame)
+            return attempt
 
-        return self.get_attempt(self._change(work))
+        return self._change(work)
 
     def finish_attempt(
         self,
