@@ -124,6 +124,12 @@ class RunExecutor:
             self.max_bytes = min(self.max_bytes, self.run.max_checkpoint_bytes)
         self.outputs: dict[str, Any] = {}
         self.final_iteration: dict[str, int] = {}
+        self._ended: dict[tuple[str, int], Any] = {}
+        """Output of every node (node, iteration) that had finished (or hit the cache) when
+        execution started: it is not run again."""
+        self._tried: dict[tuple[str, int], tuple[int, int]] = {}
+        """(failed attempts, last attempt) of every node that had attempts when execution
+        started; a node absent here has none, so it has no checkpoint to resume from."""
         self._node_tasks: dict[str, asyncio.Task[Any]] = {}
 
     # --- the run -------------------------------------------------------------------------
@@ -152,7 +158,21 @@ class RunExecutor:
             if listener is not None:
                 self.store.listeners.remove(listener)
 
+    async def _read_history(self) -> None:
+        """Read the run's nodes and attempts once: while this executor owns the run under its
+        fence, every later change to them is its own, which it tracks itself."""
+        run_id = self.fence.run_id
+        for node in await self.astore.list_nodes(run_id):
+            if node.state in ("finished", "cached"):
+                self._ended[node.node_id, node.iteration] = node.output
+        for attempt in await self.astore.list_attempts(run_id):
+            where = (attempt.key.node_id, attempt.key.iteration)
+            failures, _ = self._tried.get(where, (0, 0))
+            failed = attempt.state == "failed"
+            self._tried[where] = (failures + failed, attempt.key.attempt)  # in attempt order
+
     async def _schedule(self, watcher: asyncio.Task[Any]) -> str:
+        await self._read_history()
         pending = dict(self.wf.tasks)
         failure: BaseException | None = None
         while pending or self._node_tasks:
@@ -223,16 +243,10 @@ class RunExecutor:
     # --- one task (all its loop iterations) ----------------------------------------------
 
     async def _run_task(self, task: Task) -> None:
-        nodes = {
-            (n.node_id, n.iteration): n
-            for n in await self.astore.list_nodes(self.fence.run_id)
-            if n.node_id == task.id
-        }
         iteration, previous = 0, None
         while True:
-            node = nodes.get((task.id, iteration))
-            if node is not None and node.state in ("finished", "cached"):
-                output = node.output
+            if (task.id, iteration) in self._ended:
+                output = self._ended[task.id, iteration]
             else:
                 output = await self._run_node(task, iteration, previous)
             if (
@@ -257,13 +271,11 @@ class RunExecutor:
             hit = await asyncio.to_thread(cache_lookup, self.store, cache_key)
             if hit is not None:
                 return await self._use_cache(task, iteration, hit)
-        attempts = await self.astore.list_attempts(self.fence.run_id, task.id)
-        failures = sum(1 for a in attempts if a.key.iteration == iteration and a.state == "failed")
-        last = max((a.key.attempt for a in attempts if a.key.iteration == iteration), default=None)
-        await self.astore.set_node(self.fence, task.id, iteration, "running")
+        failures, last = self._tried.get((task.id, iteration), (0, None))
+        running = False
         while True:
             try:
-                point = await self._start_point(task, iteration)
+                point = await self._start_point(task, iteration, tried=last is not None)
             except Exception:
                 # No usable start (ForkIncompatible, HistoryExhausted): the node fails before
                 # its agent is called, instead of staying "running" in a failed run.
@@ -271,9 +283,15 @@ class RunExecutor:
                     self.fence, task.id, iteration, "failed", last_attempt=last
                 )
                 raise
+            # The node turns running in the transaction that starts its first attempt here.
             attempt = await self.astore.start_attempt(
-                self.fence, task.id, iteration, resumed_from=point.ref
+                self.fence,
+                task.id,
+                iteration,
+                resumed_from=point.ref,
+                node_state=None if running else "running",
             )
+            running = True
             key = attempt.key
             last = key.attempt
             try:
@@ -312,7 +330,7 @@ class RunExecutor:
                 )
             return output
 
-    async def _start_point(self, task: Task, iteration: int) -> ResumePoint:
+    async def _start_point(self, task: Task, iteration: int, *, tried: bool) -> ResumePoint:
         if task.fork is not None:
             # A forked task is always (re)seeded from its source, never from its own attempts.
             return await asyncio.to_thread(
@@ -325,7 +343,15 @@ class RunExecutor:
                 task.id,
             )
         return await asyncio.to_thread(
-            resume_point, self.store, task.agent, self.run.run_id, task.id, iteration
+            functools.partial(
+                resume_point,
+                self.store,
+                task.agent,
+                self.run.run_id,
+                task.id,
+                iteration,
+                tried=tried,
+            )
         )
 
     async def _attempt(

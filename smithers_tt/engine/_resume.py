@@ -60,14 +60,25 @@ def _scan(
 
 
 def resume_point(
-    store: Store, agent: AgentSpec, run_id: str, node_id: str, iteration: int
+    store: Store,
+    agent: AgentSpec,
+    run_id: str,
+    node_id: str,
+    iteration: int,
+    *,
+    tried: bool = True,
 ) -> ResumePoint:
     """Where a new attempt of ``node_id`` resumes: its own newest compatible checkpoint in
     mode ``resume`` (falling back to the previous loop iteration's), else a native session,
-    else fresh. Agents that declare no capabilities and no sessions always start fresh."""
+    else fresh. Agents that declare no capabilities and no sessions always start fresh.
+
+    ``tried=False`` says the node has no attempt at ``iteration`` yet, so no checkpoint there
+    (refs belong to attempts): only the previous iteration is scanned.
+    """
     if not agent.capabilities and not agent.supports_sessions:
         return FRESH
-    for it in (iteration, iteration - 1) if iteration > 0 else (iteration,):
+    own = (iteration,) if tried else ()
+    for it in own + ((iteration - 1,) if iteration > 0 else ()):
         point = _scan(store, agent, run_id, node_id, it, "resume")
         if point is not None:
             return point

@@ -36,7 +36,8 @@ checkout or pre-ping per commit); a connection that fails is dropped and replace
 from __future__ import annotations
 
 import threading
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,7 +122,7 @@ class _Sql:
     """The hot path's statements, written once as driver SQL with bound parameters.
 
     They skip SQLAlchemy's expression building and compilation (which cost about 3 ms of
-    Python per publish) and go to the driver as they are (see :class:`_Driver`): ``?``
+    Python per publish) and go to the driver as they are (see :class:`Driver`): ``?``
     placeholders for sqlite3, ``%s`` for psycopg. Every value is a bound parameter.
     """
 
@@ -171,12 +172,35 @@ class _Sql:
             "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
             "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        # The engine's per-task statements (Store.start_attempt, finish_attempt, set_node).
+        self.next_attempt = q(
+            "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ?"
+        )
+        self.insert_attempt = q(
+            "INSERT INTO tt_attempts (run_id, node_id, iteration, attempt, state, owner_epoch, "
+            "next_sequence, discard_resume, error, error_code, resumed_run_id, resumed_node_id, "
+            "resumed_iteration, resumed_attempt, resumed_sequence, started_at_ms, finished_at_ms) "
+            "VALUES (?, ?, ?, ?, 'in_progress', ?, 0, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL)"
+        )
+        self.end_attempt = q(
+            "UPDATE tt_attempts SET state = ?, error = ?, error_code = ?, discard_resume = ?, "
+            "finished_at_ms = ? WHERE run_id = ? AND node_id = ? AND iteration = ? "
+            "AND attempt = ? AND state = 'in_progress' AND owner_epoch = ?"
+        )
+        self.put_node = q(
+            "INSERT INTO tt_nodes (run_id, node_id, iteration, state, last_attempt, output_json, "
+            "updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, node_id, iteration) DO UPDATE SET state = excluded.state, "
+            "last_attempt = excluded.last_attempt, output_json = excluded.output_json, "
+            "updated_at_ms = excluded.updated_at_ms"
+        )
 
 
 _STATEMENTS: dict[str, _Sql] = {}
 
 
-class _Driver:
+class Driver:
     """Runs the prebuilt statements on the DBAPI cursor of a SQLAlchemy connection, inside
     the transaction that connection has begun (SQLAlchemy still begins, commits, rolls back
     and makes savepoints).
@@ -288,6 +312,47 @@ class _Driver:
         )
 
 
+@contextmanager
+def driver(conn: Connection) -> Iterator[Driver]:
+    """The prebuilt statements on ``conn``, inside the transaction it has begun."""
+    db = Driver(conn)
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _fence_lost(run_id: str, status: str, epoch: int, fence: Fence) -> FenceLost:
+    return FenceLost(
+        f"run {run_id} is {status} under epoch {epoch}; epoch "
+        f"{fence.epoch} lost ownership and wrote nothing",
+        run_id=run_id,
+        epoch=fence.epoch,
+    )
+
+
+def fenced_clock(db: Driver, fence: Fence, ticks: int, stamp: int) -> int:
+    """Advance the fenced run's clock by ``ticks`` (locking its row); return the first of the
+    frame numbers they allocate. Raises FenceLost unless ``fence`` owns the running run."""
+    row = db.one(db.sql.advance_run, (ticks, stamp, fence.run_id))
+    if row is None:
+        raise RunNotFound(f"no run {fence.run_id!r}; list runs with `smithers-tt runs`")
+    status, epoch, clock, _ = row
+    if status != "running" or epoch != fence.epoch:
+        raise _fence_lost(fence.run_id, status, epoch, fence)
+    return clock - ticks + 1
+
+
+def insert_frames(db: Driver, frames: list[Frame]) -> None:
+    """Insert frames whose numbers the caller allocated, in one statement."""
+    db.many(db.sql.insert_frame, [_frame_values(f) for f in frames])
+
+
+def _frame_values(frame: Frame) -> tuple[Any, ...]:
+    row = frame_row(frame)
+    return tuple(row[c] for c in _FRAME_COLUMNS)
+
+
 def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
     """Store content under its hash unless present; raise if present with other bytes.
 
@@ -298,14 +363,11 @@ def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: 
     reference commits. If a collection deletes the row between the insert and the read, the
     loop inserts it again.
     """
-    db = _Driver(conn)
-    try:
+    with driver(conn) as db:
         _insert_content(db, encoded, created_at_ms)
-    finally:
-        db.close()
 
 
-def _insert_content(db: _Driver, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
+def _insert_content(db: Driver, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
     sql = db.sql
     digest, data = encoded.content_hash, encoded.data
     for _ in range(5):  # each turn loses only to a concurrent insert or delete of this row
@@ -340,14 +402,11 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     with one ``executemany`` each. A failure leaves the transaction to be rolled back: the
     caller then knows nothing of the batch was written.
     """
-    db = _Driver(conn)
-    try:
+    with driver(conn) as db:
         return _apply(db, units)
-    finally:
-        db.close()
 
 
-def _apply(db: _Driver, units: list[PublishUnit]) -> list[Published]:
+def _apply(db: Driver, units: list[PublishUnit]) -> list[Published]:
     sql = db.sql
     stamp = now_ms()
     by_run: dict[str, list[int]] = {}
@@ -379,12 +438,7 @@ def _apply(db: _Driver, units: list[PublishUnit]) -> list[Published]:
         for offset, i in enumerate(members):
             unit = units[i]
             if status != "running" or epoch != unit.fence.epoch:
-                raise FenceLost(
-                    f"run {run_id} is {status} under epoch {epoch}; epoch "
-                    f"{unit.fence.epoch} lost ownership and wrote nothing",
-                    run_id=run_id,
-                    epoch=unit.fence.epoch,
-                )
+                raise _fence_lost(run_id, status, epoch, unit.fence)
             if max_bytes is not None and unit.encoded.size > max_bytes:
                 raise CheckpointTooLarge(
                     f"checkpoint is {unit.encoded.size} bytes, above run {run_id}'s limit of "
@@ -433,8 +487,7 @@ def _apply(db: _Driver, units: list[PublishUnit]) -> list[Published]:
         frame = checkpoint_frame(ref, key.run_id, frame_no, {"size": enc.size})
         row = ref_row(ref)
         ref_rows.append(tuple(row[c] for c in _REF_COLUMNS))
-        row = frame_row(frame)
-        frame_rows.append(tuple(row[c] for c in _FRAME_COLUMNS))
+        frame_rows.append(_frame_values(frame))
         done.append((ref, frame))
     db.together([(sql.insert_ref, ref_rows, True), (sql.insert_frame, frame_rows, True)])
     return done

@@ -35,16 +35,19 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import (
     Frame,
-    advance_clock,
     frame_from_row,
     insert_frame,
     record,
     select_frames,
 )
 from smithers_tt.store._publish import (
+    Driver,
     GroupCommitter,
     PublishUnit,
     check_purpose,
+    driver,
+    fenced_clock,
+    insert_frames,
     put_ref,
     ref_from_row,
 )
@@ -126,6 +129,10 @@ def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
     return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
 
 
+def _key_tuple(key: AttemptKey) -> tuple[str, str, int, int]:
+    return (key.run_id, key.node_id, key.iteration, key.attempt)
+
+
 def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckpoint:
     """An already encoded checkpoint, checked as :meth:`AgentCheckpoint.encode` would have:
     within the size limit, and addressed by the SHA-256 of its bytes."""
@@ -161,40 +168,69 @@ def _check_node_state(state: str) -> None:
         raise InvalidArgument(f"node state must be one of {list(S.NODE_STATES)}")
 
 
-def _write_node(
-    conn: Connection,
-    fence: Fence,
+def _node_frame(
+    db: Driver,
+    run_id: str,
+    frame_no: int,
+    stamp: int,
     node_id: str,
     iteration: int,
     state: str,
     output: Any,
     last_attempt: int | None,
 ) -> Frame:
-    """Upsert a node's state and output under the fence and record its ``node_state`` frame."""
-    frame = record(
-        conn,
-        fence.run_id,
-        fence,
+    """Upsert a node's state and output; return its ``node_state`` frame (numbered by the
+    caller, which checked the fence and inserts the frame)."""
+    db.count(
+        db.sql.put_node,
+        (run_id, node_id, iteration, state, last_attempt, _json_or_none(output), stamp),
+    )
+    return Frame(
+        run_id,
+        frame_no,
         "node_state",
-        node_id=node_id,
-        iteration=iteration,
-        attempt=last_attempt,
+        node_id,
+        iteration,
+        last_attempt,
         state=state,
         data=None if output is None else {"output": output},
+        created_at_ms=stamp,
     )
-    n = S.nodes
-    values = {
-        "state": state,
-        "output_json": _json_or_none(output),
-        "last_attempt": last_attempt,
-        "updated_at_ms": frame.created_at_ms,
-    }
-    where = (n.c.run_id == fence.run_id) & (n.c.node_id == node_id) & (n.c.iteration == iteration)
-    if not conn.execute(n.update().where(where).values(**values)).rowcount:
-        conn.execute(
-            n.insert().values(run_id=fence.run_id, node_id=node_id, iteration=iteration, **values)
-        )
-    return frame
+
+
+def _attempt_frame(
+    db: Driver,
+    fence: Fence,
+    frame_no: int,
+    stamp: int,
+    node_id: str,
+    iteration: int,
+    src: CheckpointRef | None,
+) -> tuple[AttemptRecord, Frame]:
+    """Insert the next attempt of a node; return it and its ``attempt_started`` frame
+    (numbered by the caller, which checked the fence and inserts the frame)."""
+    row = db.one(db.sql.next_attempt, (fence.run_id, node_id, iteration))
+    key = AttemptKey(fence.run_id, node_id, iteration, row[0] if row else 1)
+    resumed = None if src is None else _ref_key(src)
+    db.count(
+        db.sql.insert_attempt,
+        (*_key_tuple(key), fence.epoch, False, *(resumed or (None,) * 5), stamp),
+    )
+    frame = Frame(
+        key.run_id,
+        frame_no,
+        "attempt_started",
+        node_id,
+        iteration,
+        key.attempt,
+        state="in_progress",
+        created_at_ms=stamp,
+        data=None if resumed is None else {"resumed_from": list(resumed)},
+    )
+    attempt = AttemptRecord(
+        key, "in_progress", fence.epoch, 0, False, None, None, resumed, stamp, None
+    )
+    return attempt, frame
 
 
 class Store:
@@ -509,7 +545,21 @@ class Store:
         _check_node_state(state)
 
         def work(conn: Connection, frames: list[Frame]) -> Frame:
-            frame = _write_node(conn, fence, node_id, iteration, state, output, last_attempt)
+            stamp = now_ms()
+            with driver(conn) as db:
+                frame_no = fenced_clock(db, fence, 1, stamp)
+                frame = _node_frame(
+                    db,
+                    fence.run_id,
+                    frame_no,
+                    stamp,
+                    node_id,
+                    iteration,
+                    state,
+                    output,
+                    last_attempt,
+                )
+                insert_frames(db, [frame])
             frames.append(frame)
             return frame
 
@@ -540,64 +590,45 @@ class Store:
         iteration: int = 0,
         *,
         resumed_from: CheckpointRef | None = None,
+        node_state: str | None = None,
     ) -> AttemptRecord:
-        """Open the next attempt (numbered from 1) of a node under the owner's fence."""
+        """Open the next attempt (numbered from 1) of a node under the owner's fence.
+
+        ``node_state`` also records the node's state first (``running`` when its first attempt
+        starts), in the same transaction: two frames, one commit.
+        """
         if type(iteration) is not int or iteration < 0:
             raise InvalidArgument(f"iteration must be an int >= 0, got {iteration!r}")
+        if node_state is not None:
+            _check_node_state(node_state)
 
-        def work(conn: Connection, frames: list[Frame]) -> AttemptKey:
-            a = S.attempts
-            run = advance_clock(conn, fence.run_id, fence)
-            last = conn.execute(
-                sa.select(sa.func.max(a.c.attempt)).where(
-                    a.c.run_id == fence.run_id,
-                    a.c.node_id == node_id,
-                    a.c.iteration == iteration,
-                )
-            ).scalar_one_or_none()
-            key = AttemptKey(fence.run_id, node_id, iteration, (last or 0) + 1)
-            src = resumed_from
+        def work(conn: Connection, frames: list[Frame]) -> AttemptRecord:
             stamp = now_ms()
-            conn.execute(
-                a.insert().values(
-                    run_id=key.run_id,
-                    node_id=key.node_id,
-                    iteration=key.iteration,
-                    attempt=key.attempt,
-                    state="in_progress",
-                    owner_epoch=fence.epoch,
-                    next_sequence=0,
-                    discard_resume=False,
-                    error=None,
-                    error_code=None,
-                    resumed_run_id=src.run_id if src else None,
-                    resumed_node_id=src.node_id if src else None,
-                    resumed_iteration=src.iteration if src else None,
-                    resumed_attempt=src.attempt if src else None,
-                    resumed_sequence=src.sequence if src else None,
-                    started_at_ms=stamp,
-                    finished_at_ms=None,
+            with driver(conn) as db:
+                frame_no = fenced_clock(db, fence, 1 if node_state is None else 2, stamp)
+                if node_state is not None:
+                    frames.append(
+                        _node_frame(
+                            db,
+                            fence.run_id,
+                            frame_no,
+                            stamp,
+                            node_id,
+                            iteration,
+                            node_state,
+                            None,
+                            None,
+                        )
+                    )
+                    frame_no += 1
+                attempt, frame = _attempt_frame(
+                    db, fence, frame_no, stamp, node_id, iteration, resumed_from
                 )
-            )
-            frames.append(
-                insert_frame(
-                    conn,
-                    Frame(
-                        key.run_id,
-                        run.clock,
-                        "attempt_started",
-                        node_id,
-                        iteration,
-                        key.attempt,
-                        state="in_progress",
-                        created_at_ms=stamp,
-                        data=None if src is None else {"resumed_from": list(_ref_key(src))},
-                    ),
-                )
-            )
-            return key
+                frames.append(frame)
+                insert_frames(db, frames)
+            return attempt
 
-        return self.get_attempt(self._change(work))
+        return self._change(work)
 
     def finish_attempt(
         self,
@@ -626,44 +657,59 @@ class Store:
             raise InvalidArgument("an output is recorded with a node_state")
 
         def work(conn: Connection, frames: list[Frame]) -> None:
-            frame = record(
-                conn,
-                fence.run_id,
-                fence,
-                "attempt_finished",
-                node_id=key.node_id,
-                iteration=key.iteration,
-                attempt=key.attempt,
-                state=state,
-                data={"error": error, "error_code": error_code, "discard_resume": discard_resume},
-            )
-            a = S.attempts
-            n = conn.execute(
-                a.update()
-                .where(
-                    _attempt_where(key), a.c.state == "in_progress", a.c.owner_epoch == fence.epoch
+            stamp = now_ms()
+            with driver(conn) as db:
+                frame_no = fenced_clock(db, fence, 1 if node_state is None else 2, stamp)
+                ended = db.count(
+                    db.sql.end_attempt,
+                    (
+                        state,
+                        error,
+                        error_code,
+                        discard_resume,
+                        stamp,
+                        *_key_tuple(key),
+                        fence.epoch,
+                    ),
                 )
-                .values(
-                    state=state,
-                    error=error,
-                    error_code=error_code,
-                    discard_resume=discard_resume,
-                    finished_at_ms=frame.created_at_ms,
-                )
-            ).rowcount
-            if not n:
-                self.get_attempt(key)  # raises AttemptNotFound if it does not exist
-                raise FenceLost(
-                    f"attempt {key} is no longer in progress under epoch {fence.epoch}",
-                    run_id=key.run_id,
-                )
-            frames.append(frame)
-            if node_state is not None:
+                if not ended:
+                    self.get_attempt(key)  # raises AttemptNotFound if it does not exist
+                    raise FenceLost(
+                        f"attempt {key} is no longer in progress under epoch {fence.epoch}",
+                        run_id=key.run_id,
+                    )
                 frames.append(
-                    _write_node(
-                        conn, fence, key.node_id, key.iteration, node_state, output, key.attempt
+                    Frame(
+                        fence.run_id,
+                        frame_no,
+                        "attempt_finished",
+                        key.node_id,
+                        key.iteration,
+                        key.attempt,
+                        state=state,
+                        data={
+                            "error": error,
+                            "error_code": error_code,
+                            "discard_resume": discard_resume,
+                        },
+                        created_at_ms=stamp,
                     )
                 )
+                if node_state is not None:
+                    frames.append(
+                        _node_frame(
+                            db,
+                            fence.run_id,
+                            frame_no + 1,
+                            stamp,
+                            key.node_id,
+                            key.iteration,
+                            node_state,
+                            output,
+                            key.attempt,
+                        )
+                    )
+                insert_frames(db, frames)
 
         self._change(work)
 

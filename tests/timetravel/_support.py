@@ -96,25 +96,39 @@ def capture_live(db: st.Database) -> tuple[dict[int, dict[str, Any]], Callable[[
     return seen, lambda: db.store.listeners.remove(listener)
 
 
-def ends_with_its_node(frames: dict[int, Frame]) -> set[int]:
-    """The ``attempt_finished`` frames committed together with their node's end (the next
-    frame): the live state between the two never existed, so it is never observed."""
-    return {
-        n
-        for n, f in frames.items()
-        if f.kind == "attempt_finished"
-        and n + 1 in frames
-        and frames[n + 1].kind == "node_state"
-        and (frames[n + 1].node_id, frames[n + 1].iteration, frames[n + 1].attempt)
-        == (f.node_id, f.iteration, f.attempt)
-    }
+_JOINT = {
+    # (this frame, the next frame): the part of the live state only the next one changes
+    ("attempt_finished", "node_state"): "nodes",  # an attempt's end with its node's end
+    ("node_state", "attempt_started"): "attempts",  # a node turning running with its attempt
+}
 
 
-def check_joint_frame(snap: Snapshot, before: Snapshot, after_live: dict[str, Any]) -> None:
-    """Frame ``snap`` ended an attempt in the commit that also ended its node: its snapshot is
-    the committed state with the node's entry still as it was one frame before."""
+def joint_frames(frames: dict[int, Frame]) -> dict[int, str]:
+    """The frames committed together with the next one (an attempt's end and its node's end;
+    a node turning running and its first attempt's start, for the same node and iteration),
+    each with the part of the state the next frame changes: the live state between the two
+    never existed, so it is never observed."""
+    joint = {}
+    for n, f in frames.items():
+        nxt = frames.get(n + 1)
+        part = None if nxt is None else _JOINT.get((f.kind, nxt.kind))
+        if part is None or (f.node_id, f.iteration) != (nxt.node_id, nxt.iteration):
+            continue
+        if part == "nodes" and f.attempt != nxt.attempt:
+            continue  # a node's end names the attempt that ended it
+        if part == "attempts" and f.state != "running":
+            continue
+        joint[n] = part
+    return joint
+
+
+def check_joint_frame(
+    snap: Snapshot, before: Snapshot, after_live: dict[str, Any], part: str
+) -> None:
+    """Frame ``snap`` committed together with the next one: its snapshot is the committed
+    state with ``part`` (what only the next frame changed) still as it was one frame before."""
     view = snapshot_view(snap)
-    assert view == {**after_live, "nodes": snapshot_view(before)["nodes"]}, snap.frame_no
+    assert view == {**after_live, part: snapshot_view(before)[part]}, snap.frame_no
 
 
 # --- raw tables -----------------------------------------------------------------------------

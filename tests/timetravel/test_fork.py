@@ -12,8 +12,8 @@ from tests.timetravel._support import (
     check_joint_frame,
     count,
     dump,
-    ends_with_its_node,
     execute,
+    joint_frames,
     live_view,
     record_requests,
     restored_view,
@@ -96,13 +96,13 @@ def test_fork_snapshot_matches_live_state_at_every_frame_when_resumed(demo: Demo
         stop()
     frames = {f.frame_no: f for f in child.frames()}
     assert sorted(seen) == list(range(1, max(frames) + 1))
-    joint = ends_with_its_node(frames)
-    assert joint & set(seen)
+    joint = joint_frames(frames)
+    assert joint.keys() & set(seen)
     for n, live in seen.items():
         if frames[n].kind == "run_claimed":
             continue  # the claim commits with the frames that end open attempts: see n + 1
         if n in joint:
-            check_joint_frame(child.snapshot(n), child.snapshot(n - 1), live)
+            check_joint_frame(child.snapshot(n), child.snapshot(n - 1), live, joint[n])
             continue
         assert snapshot_view(child.snapshot(n)) == live, f"frame {n}"
     # The attempt in progress at the fork point ended with the claim, in a frame.

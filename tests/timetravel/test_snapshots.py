@@ -14,8 +14,8 @@ from tests.timetravel._support import (
     capture_live,
     check_joint_frame,
     count,
-    ends_with_its_node,
     fast_commits,
+    joint_frames,
     live_view,
     snapshot_view,
 )
@@ -32,13 +32,14 @@ def test_snapshot_matches_live_state_at_every_frame(db: st.Database) -> None:
     last = run.refresh().record.clock
     assert sorted(seen) == list(range(last + 1))
     assert last > 20  # retry, schema correction and task fork all made frames
-    joint = ends_with_its_node({f.frame_no: f for f in run.frames()})
-    assert len(joint) == 3  # research, write and review each ended with their node
+    joint = joint_frames({f.frame_no: f for f in run.frames()})
+    # research, write and review each started with their node and ended with it
+    assert sorted(joint.values()) == ["attempts"] * 3 + ["nodes"] * 3
     for n in range(last + 1):
         snap = run.snapshot(n)
         assert snap.frame_no == n
         if n in joint:
-            check_joint_frame(snap, run.snapshot(n - 1), seen[n])
+            check_joint_frame(snap, run.snapshot(n - 1), seen[n], joint[n])
             continue
         assert snapshot_view(snap) == seen[n], f"frame {n}"
         for node_id in {k[0] for k in snap.refs}:
@@ -62,11 +63,11 @@ def test_snapshot_matches_live_state_at_every_frame_when_a_reset_node_reran(demo
         stop()
     last = run.refresh().record.clock
     assert sorted(seen) == list(range(after_reset + 1, last + 1))
-    joint = ends_with_its_node({f.frame_no: f for f in run.frames()})
-    assert joint & set(seen)
+    joint = joint_frames({f.frame_no: f for f in run.frames()})
+    assert joint.keys() & set(seen)
     for n, live in seen.items():
         if n in joint:
-            check_joint_frame(run.snapshot(n), run.snapshot(n - 1), live)
+            check_joint_frame(run.snapshot(n), run.snapshot(n - 1), live, joint[n])
             continue
         assert snapshot_view(run.snapshot(n)) == live, f"frame {n}"
     # The rerun reused attempt numbers 1 and 2 of research; each frame still tells them apart.
