@@ -46,6 +46,10 @@ _SQLITE_TRANSIENT = (
 )
 
 
+_PG_NAME = {"application_name": "smithers_tt"}
+"""How our PostgreSQL sessions appear in ``pg_stat_activity`` unless the URL names them."""
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How long the store keeps retrying a transient failure before giving up."""
@@ -99,7 +103,8 @@ class Engine:
                 pool_size=8,
                 max_overflow=24,
                 isolation_level="READ COMMITTED",
-                connect_args={"application_name": "smithers_tt"},
+                # A name given in the URL (?application_name=...) wins.
+                connect_args={} if "application_name" in parsed.query else _PG_NAME,
             )
 
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()

@@ -161,6 +161,32 @@ def _lines(path: Path) -> list[list[str]]:
     return [line.split() for line in complete.splitlines()]
 
 
+def _named(db_url: str, name: str) -> str:
+    """The URL with a PostgreSQL application name, to find the victim's server sessions."""
+    if not db_url.startswith("postgresql"):
+        return db_url
+    return f"{db_url}{'&' if '?' in db_url else '?'}application_name={name}"
+
+
+def _wait_for_server_sessions_to_end(db: st.Database, name: str) -> None:
+    """Wait until PostgreSQL has ended the killed process's sessions.
+
+    A COMMIT the victim sent just before SIGKILL can still complete on the server after the
+    process is gone; once its sessions have ended, what the database holds is final.
+    """
+    if db.engine.is_sqlite:
+        return
+    deadline = time.monotonic() + TIMEOUT
+    query = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+    while True:
+        with db.engine.sa.connect() as conn:
+            (left,) = conn.exec_driver_sql(query, (name,)).one()
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"{left} session(s) of {name} outlived it"
+        time.sleep(0.01)
+
+
 @pytest.mark.parametrize("seed", range(TRIALS))
 def test_kill9_loses_no_acknowledged_checkpoint_and_repeats_no_completed_node(
     db: st.Database,
@@ -173,7 +199,9 @@ def test_kill9_loses_no_acknowledged_checkpoint_and_repeats_no_completed_node(
     expected, duration = _reference(zygote, references, db_url, tmp_path / "reference")
     delay = random.Random(seed).uniform(0.0, duration)
     run_id = f"kill9-{seed}"
-    orders = {"url": db_url, "run_id": run_id, "workdir": str(tmp_path), "step_delay": STEP_DELAY}
+    victim = f"kill9-{os.getpid()}-{seed}"
+    url = _named(db_url, victim)
+    orders = {"url": url, "run_id": run_id, "workdir": str(tmp_path), "step_delay": STEP_DELAY}
 
     runner = zygote.spawn(mode="run", **orders)
     try:
@@ -183,6 +211,7 @@ def test_kill9_loses_no_acknowledged_checkpoint_and_repeats_no_completed_node(
         os.kill(runner, signal.SIGKILL)  # not reaped yet: the pid is still our child's
         code = zygote.reap(runner)
     assert code in (-signal.SIGKILL, 0)  # 0: the run had already finished
+    _wait_for_server_sessions_to_end(db, victim)
     assert not (tmp_path / "error-run.txt").exists(), (tmp_path / "error-run.txt").read_text()
 
     # --- what the database holds right after the kill ---------------------------------
