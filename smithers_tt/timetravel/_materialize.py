@@ -238,23 +238,8 @@ def copy_refs(
         raise Refold(f"{written} of {expected} refs copied")
 
 
-_FRAME_COLUMNS = (
-    "run_id",
-    "frame_no",
-    "kind",
-    "node_id",
-    "iteration",
-    "attempt",
-    "sequence",
-    "state",
-    "content_hash",
-    "codec",
-    "version",
-    "purpose",
-    "agent_id",
-    "data_json",
-    "created_at_ms",
-)
+_FRAME_COLUMNS = tuple(S.frames.c.keys())
+"""Every column of ``tt_frames``, in the schema's order (the schema is defined once)."""
 
 
 _NO_REF = (None, None, None, None, None)
