@@ -3,7 +3,7 @@
 * SQLite: two worker processes on one file execute 20 submitted runs, each exactly once.
 * PostgreSQL (the real server; must run in CI): four worker processes execute 200 submitted
   runs while two of them are killed with SIGKILL at seeded random moments (while they hold
-  runs) and restarted. Every run finishes exactly once, each node has exactly one finished
+  runs; when the queue ran dry before a kill, 16 more runs are submitted) and restarted. Every run finishes exactly once, each node has exactly one finished
   attempt, no two owners ever had attempts of one node in progress at the same time, every
   run a dead worker held is taken over once under a higher epoch, and every checkpoint a
   worker acknowledged is in the database and verifies. ``SMITHERS_TT_WORKERS_SEED``,
@@ -400,7 +400,18 @@ def test_four_worker_processes_killed_at_random_execute_every_run_exactly_once(
                 live,
             )
             victim = slots[slot]
-            _wait(lambda v=victim: _owned_by(db, v.worker_id), 60, "the victim's runs", live)
+
+            def victim_holds_runs(v: Proc = victim) -> int:
+                # The fleet may drain the queue before a late kill: give it more work, so
+                # every kill lands on a worker that holds runs.
+                if not _status_counts(db)["queued"]:
+                    run_ids.extend(
+                        db.submit(wf, {"topic": f"extra-{len(run_ids) + i}"}).id
+                        for i in range(WORKERS * CONCURRENCY)
+                    )
+                return _owned_by(db, v.worker_id)
+
+            _wait(victim_holds_runs, 60, "the victim's runs", live)
             time.sleep(rng.uniform(0.0, 0.4))
             victim.popen.send_signal(signal.SIGKILL)
             assert victim.popen.wait(30) == -signal.SIGKILL
@@ -418,14 +429,19 @@ def test_four_worker_processes_killed_at_random_execute_every_run_exactly_once(
             slots[slot] = fleet.start(f"w{slot}-restart{n + 1}", *options)
 
         live = list(slots.values())
-        _wait(lambda: _status_counts(db)["finished"] == RUNS, 300, f"{RUNS} finished runs", live)
+        _wait(
+            lambda: _status_counts(db)["finished"] == len(run_ids),
+            300,
+            f"{len(run_ids)} finished runs",
+            live,
+        )
         for proc in live:
             assert fleet.stop(proc) == 0, proc.stderr()
             assert "ERROR" not in proc.stderr(), proc.stderr()[-3000:]
 
         figures = check_exactly_once(db, run_ids, fleet.log_lines())
         print(
-            f"{RUNS} runs, {len(order)} kills, {figures['takeovers']} takeovers, "
+            f"{len(run_ids)} runs, {len(order)} kills, {figures['takeovers']} takeovers, "
             f"{len(figures['acks'])} acknowledged checkpoints; {time.monotonic() - began:.1f} s"
         )
         # Every run a killed worker held was taken over by another worker, with a higher epoch.
