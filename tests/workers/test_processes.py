@@ -3,10 +3,11 @@
 * SQLite: two worker processes on one file execute 20 submitted runs, each exactly once.
 * PostgreSQL (the real server; must run in CI): four worker processes execute 200 submitted
   runs while two of them are killed with SIGKILL at seeded random moments (while they hold
-  runs; when the queue ran dry before a kill, 16 more runs are submitted) and restarted. Every run finishes exactly once, each node has exactly one finished
-  attempt, no two owners ever had attempts of one node in progress at the same time, every
-  run a dead worker held is taken over once under a higher epoch, and every checkpoint a
-  worker acknowledged is in the database and verifies. ``SMITHERS_TT_WORKERS_SEED``,
+  runs; when the queue ran dry before a kill, 16 more runs are submitted) and restarted.
+  Every run finishes exactly once, each node has exactly one finished attempt, no two owners
+  ever had attempts of one node in progress at the same time, every run a dead worker held
+  is taken over once under a higher epoch, and every checkpoint a worker acknowledged is in
+  the database and verifies. ``SMITHERS_TT_WORKERS_SEED``,
   ``SMITHERS_TT_WORKERS_RUNS`` and ``SMITHERS_TT_WORKERS_KILLS_EACH`` change the trial.
 
 * PostgreSQL: a worker paused with SIGSTOP longer than the stale timeout is taken over, and
