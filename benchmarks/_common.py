@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import gc
 import os
+import random
 import secrets
 import shutil
 import sqlite3
@@ -33,6 +34,74 @@ QUICK = os.environ.get("SMITHERS_TT_BENCH_QUICK", "") not in ("", "0")
 
 PG_ENV = "SMITHERS_TT_BENCH_PG"
 _DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
+
+
+WORDS = [
+    "the",
+    "agent",
+    "calls",
+    "a",
+    "tool",
+    "to",
+    "search",
+    "the",
+    "repository",
+    "and",
+    "reads",
+    "each",
+    "result",
+    "before",
+    "it",
+    "answers",
+    "user",
+    "question",
+    "about",
+    "deployment",
+    "pipeline",
+    "retries",
+    "timeout",
+    "budget",
+    "database",
+    "migration",
+    "schema",
+    "report",
+    "summary",
+    "function",
+    "argument",
+    "returns",
+    "error",
+    "because",
+    "value",
+    "missing",
+    "field",
+    "config",
+    "plan",
+    "step",
+    "next",
+    "check",
+    "test",
+    "passes",
+    "fails",
+    "release",
+    "branch",
+    "review",
+    "commit",
+    "rollback",
+    "canary",
+    "metrics",
+]
+"""Plain words for generated text: realistic, compressible, deterministic with a seeded rng."""
+
+
+def prose(rng: random.Random, chars: int) -> str:
+    """``chars`` characters of words drawn with ``rng``."""
+    out: list[str] = []
+    n = 0
+    while n < chars:
+        word = rng.choice(WORDS)
+        out.append(word)
+        n += len(word) + 1
+    return " ".join(out)[:chars]
 
 
 def scaled(full: int, quick: int) -> int:

@@ -71,6 +71,7 @@ from ._common import (
     pg_available,
     pg_bytes,
     print_table,
+    prose,
     scaled,
     scratch_dir,
     sqlalchemy_url,
@@ -96,60 +97,8 @@ FLOOR = "floor: INSERT + commit"
 
 # --- the work ----------------------------------------------------------------------------------
 
-_WORDS = [
-    "agent",
-    "tool",
-    "search",
-    "repository",
-    "reads",
-    "result",
-    "answers",
-    "user",
-    "question",
-    "deployment",
-    "pipeline",
-    "retries",
-    "timeout",
-    "budget",
-    "database",
-    "migration",
-    "schema",
-    "report",
-    "summary",
-    "function",
-    "argument",
-    "returns",
-    "error",
-    "value",
-    "missing",
-    "field",
-    "config",
-    "plan",
-    "step",
-    "next",
-    "check",
-    "test",
-    "passes",
-    "fails",
-    "release",
-    "branch",
-    "review",
-    "commit",
-    "rollback",
-    "canary",
-    "metrics",
-]
 
-
-def _text(chars: int) -> str:
-    rng = random.Random(13)
-    out: list[str] = []
-    while sum(len(w) + 1 for w in out) < chars:
-        out.append(rng.choice(_WORDS))
-    return " ".join(out)[:chars]
-
-
-TEXT = _text(4096)
+TEXT = prose(random.Random(13), 4096)
 STAMPS: list[float] = []
 """``perf_counter()`` at every call of :func:`timed_work` (cleared before each run)."""
 

@@ -68,6 +68,7 @@ from ._common import (
     pg_available,
     pg_bytes,
     print_table,
+    prose,
     scaled,
     scratch_dir,
     sqlalchemy_url,
@@ -82,71 +83,6 @@ CHECKPOINT_V = 4  # what langgraph.pregel writes today (langgraph.pregel._checkp
 
 # --- payloads --------------------------------------------------------------------------------
 
-_WORDS = [
-    "the",
-    "agent",
-    "calls",
-    "a",
-    "tool",
-    "to",
-    "search",
-    "the",
-    "repository",
-    "and",
-    "reads",
-    "each",
-    "result",
-    "before",
-    "it",
-    "answers",
-    "user",
-    "question",
-    "about",
-    "deployment",
-    "pipeline",
-    "retries",
-    "timeout",
-    "budget",
-    "database",
-    "migration",
-    "schema",
-    "report",
-    "summary",
-    "function",
-    "argument",
-    "returns",
-    "error",
-    "because",
-    "value",
-    "missing",
-    "field",
-    "config",
-    "plan",
-    "step",
-    "next",
-    "check",
-    "test",
-    "passes",
-    "fails",
-    "release",
-    "branch",
-    "review",
-    "commit",
-    "rollback",
-    "canary",
-    "metrics",
-]
-
-
-def _text(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    n = 0
-    while n < chars:
-        word = rng.choice(_WORDS)
-        out.append(word)
-        n += len(word) + 1
-    return " ".join(out)[:chars]
-
 
 def chat_state(*, draft: int = 0, turn: int = 0) -> dict[str, Any]:
     """A ~4 KiB agent state: a five-message chat transcript with a tool call, plus counters.
@@ -156,8 +92,8 @@ def chat_state(*, draft: int = 0, turn: int = 0) -> dict[str, Any]:
     rng = random.Random(7)
     return {
         "messages": [
-            {"role": "system", "content": _text(rng, 560)},
-            {"role": "user", "content": _text(rng, 380)},
+            {"role": "system", "content": prose(rng, 560)},
+            {"role": "user", "content": prose(rng, 380)},
             {
                 "role": "assistant",
                 "content": "",
@@ -172,8 +108,8 @@ def chat_state(*, draft: int = 0, turn: int = 0) -> dict[str, Any]:
                     }
                 ],
             },
-            {"role": "tool", "tool_call_id": "call_0001", "content": _text(rng, 1785)},
-            {"role": "assistant", "content": f"[draft {draft}] " + _text(rng, 900)},
+            {"role": "tool", "tool_call_id": "call_0001", "content": prose(rng, 1785)},
+            {"role": "assistant", "content": f"[draft {draft}] " + prose(rng, 900)},
         ],
         "turn": turn,
         "status": "drafting",

@@ -127,7 +127,7 @@ class RunExecutor:
         self._ended: dict[tuple[str, int], Any] = {}
         """Output of every node (node, iteration) that had finished (or hit the cache) when
         execution started: it is not run again."""
-        self._tried: dict[tuple[str, int], tuple[int, int]] = {}
+        self._tried: dict[tuple[str, int], tuple[int, int | None]] = {}
         """(failed attempts, last attempt) of every node that had attempts when execution
         started; a node absent here has none, so it has no checkpoint to resume from."""
         self._node_tasks: dict[str, asyncio.Task[Any]] = {}
@@ -167,7 +167,7 @@ class RunExecutor:
                 self._ended[node.node_id, node.iteration] = node.output
         for attempt in await self.astore.list_attempts(run_id):
             where = (attempt.key.node_id, attempt.key.iteration)
-            failures, _ = self._tried.get(where, (0, 0))
+            failures, _ = self._tried.get(where, (0, None))
             failed = attempt.state == "failed"
             self._tried[where] = (failures + failed, attempt.key.attempt)  # in attempt order
 
