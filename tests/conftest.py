@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
+from tests.faults import PgProxy
 
 PG_URL = os.environ.get(
     "SMITHERS_TT_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -90,3 +91,20 @@ def db(db_url: str) -> Iterator[st.Database]:
         yield database
     finally:
         database.close()
+
+
+@pytest.fixture
+def pg_proxy() -> Iterator[PgProxy]:
+    """A loopback proxy in front of the test PostgreSQL server (see :mod:`tests.faults`)."""
+    require_pg()
+    proxy = PgProxy(PG_URL)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+@pytest.fixture
+def proxied_pg_url(pg_proxy: PgProxy, pg_schema_url: str) -> str:
+    """A fresh PostgreSQL schema reached through :func:`pg_proxy` (faults on demand)."""
+    return pg_proxy.url(pg_schema_url)

@@ -1,0 +1,238 @@
+"""Real network faults between the store and PostgreSQL: a loopback TCP proxy.
+
+:class:`PgProxy` listens on a free loopback port and forwards every connection to the real
+server, reading the PostgreSQL wire protocol as it goes so that a test can make two faults
+happen at a chosen moment:
+
+* :meth:`PgProxy.drop_commit_reply`: the next COMMIT (simple or extended protocol) reaches the
+  server and is carried out there, but its reply never reaches the client: the proxy waits for
+  the server's ``CommandComplete``, swallows it and cuts the connection. This is the classic
+  ambiguous commit: the client cannot tell whether its transaction committed.
+* :meth:`PgProxy.outage`: every open connection is cut and new ones are cut as soon as they
+  arrive, until :meth:`PgProxy.restore`; to the client this is a server that went away.
+
+Nothing is mocked: the client is the real driver and the server the real PostgreSQL. The
+proxy answers ``N`` (no TLS) to an SSL/GSS request itself, so the stream stays readable.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+from sqlalchemy.engine import make_url
+
+_SSL_REQUEST = 80877103
+_GSS_REQUEST = 80877104
+_CANCEL_REQUEST = 80877102
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes | None:
+    data = bytearray()
+    while len(data) < n:
+        try:
+            chunk = sock.recv(n - len(data))
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        data += chunk
+    return bytes(data)
+
+
+def _read_message(sock: socket.socket) -> tuple[bytes, bytes] | None:
+    """One typed protocol message: (type byte, whole raw message), or None at end of stream."""
+    head = _recv_exact(sock, 5)
+    if head is None:
+        return None
+    (length,) = struct.unpack("!I", head[1:])
+    body = _recv_exact(sock, length - 4)
+    if body is None:
+        return None
+    return head[:1], head + body
+
+
+def _is_commit(kind: bytes, raw: bytes) -> bool:
+    """Whether a client message runs COMMIT (simple ``Q`` or extended-protocol ``P``arse)."""
+    if kind == b"Q":
+        text = raw[5:].split(b"\0", 1)[0]
+    elif kind == b"P":
+        _name, _, rest = raw[5:].partition(b"\0")
+        text = rest.split(b"\0", 1)[0]
+    else:
+        return False
+    return text.strip().rstrip(b";").strip().upper() in (b"COMMIT", b"END", b"COMMIT WORK")
+
+
+@dataclass(eq=False)
+class _Link:
+    client: socket.socket
+    server: socket.socket
+    drop_reply: threading.Event = field(default_factory=threading.Event)
+
+    def cut(self) -> None:
+        for sock in (self.client, self.server):
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            with suppress(OSError):
+                sock.close()
+
+
+class PgProxy:
+    """A loopback proxy in front of a PostgreSQL server that can lose a COMMIT's reply."""
+
+    def __init__(self, target_url: str) -> None:
+        url = make_url(target_url)
+        self._target = (url.host or "127.0.0.1", url.port or 5432)
+        self._url = url
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._links: set[_Link] = set()
+        self._armed = 0
+        self._skip = 0
+        self._down = False
+        self.commits_seen = 0
+        self.dropped = threading.Event()
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True, name="pg-proxy").start()
+
+    def url(self, url: str | None = None) -> str:
+        """``url`` (default: the target's) with its host and port pointed at this proxy."""
+        base = make_url(url) if url else self._url
+        return base.set(host="127.0.0.1", port=self.port).render_as_string(hide_password=False)
+
+    # -- faults ----------------------------------------------------------------------------
+
+    def drop_commit_reply(self, *, skip: int = 0) -> threading.Event:
+        """Lose the reply to one COMMIT: the one after ``skip`` further COMMITs pass untouched.
+
+        Returns an event that is set once the reply has been swallowed and the connection cut.
+        """
+        with self._lock:
+            self._armed, self._skip = 1, skip
+            self.dropped.clear()
+        return self.dropped
+
+    def disarm(self) -> None:
+        """Stop waiting for a COMMIT to lose (one that is already being lost still is)."""
+        with self._lock:
+            self._armed = 0
+
+    def outage(self) -> None:
+        """Cut every connection, and every new one, until :meth:`restore`."""
+        with self._lock:
+            self._down = True
+            links = list(self._links)
+        for link in links:
+            link.cut()
+
+    def restore(self) -> None:
+        """End an :meth:`outage`: new connections are forwarded again."""
+        with self._lock:
+            self._down = False
+
+    def close(self) -> None:
+        """Stop listening and cut every connection."""
+        self._closed = True
+        with suppress(OSError):
+            self._listener.close()
+        self.outage()
+
+    # -- forwarding -------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            with self._lock:
+                down = self._down
+            if down:
+                with suppress(OSError):
+                    client.close()
+                continue
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            server = socket.create_connection(self._target, timeout=10)
+            server.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        link = _Link(client, server)
+        with self._lock:
+            self._links.add(link)
+        try:
+            if self._startup(link):
+                threading.Thread(target=self._downstream, args=(link,), daemon=True).start()
+                self._upstream(link)
+        finally:
+            link.cut()
+            with self._lock:
+                self._links.discard(link)
+
+    def _startup(self, link: _Link) -> bool:
+        """Forward the untyped startup message, refusing TLS so the stream stays readable."""
+        while True:
+            head = _recv_exact(link.client, 8)
+            if head is None:
+                return False
+            length, code = struct.unpack("!II", head)
+            rest = _recv_exact(link.client, length - 8) if length > 8 else b""
+            if rest is None:
+                return False
+            if code in (_SSL_REQUEST, _GSS_REQUEST):
+                link.client.sendall(b"N")
+                continue
+            link.server.sendall(head + rest)
+            return code != _CANCEL_REQUEST
+
+    def _upstream(self, link: _Link) -> None:
+        while True:
+            message = _read_message(link.client)
+            if message is None:
+                return
+            kind, raw = message
+            if _is_commit(kind, raw):
+                with self._lock:
+                    self.commits_seen += 1
+                    if self._armed:
+                        if self._skip:
+                            self._skip -= 1
+                        else:
+                            self._armed = 0
+                            link.drop_reply.set()
+            try:
+                link.server.sendall(raw)
+            except OSError:
+                return
+
+    def _downstream(self, link: _Link) -> None:
+        while True:
+            message = _read_message(link.server)
+            if message is None:
+                link.cut()
+                return
+            kind, raw = message
+            if link.drop_reply.is_set():
+                # Swallow everything until the COMMIT's CommandComplete, then cut: the server
+                # has committed, the client never hears of it.
+                tag = raw[5:].split(b"\0", 1)[0]
+                if kind == b"C" and tag in (b"COMMIT", b"ROLLBACK"):
+                    link.cut()
+                    self.dropped.set()
+                    return
+                if kind != b"E":  # an error: the COMMIT did not run, pass it on untouched
+                    continue
+                link.drop_reply.clear()
+            try:
+                link.client.sendall(raw)
+            except OSError:
+                link.cut()
+                return
