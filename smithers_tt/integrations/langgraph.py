@@ -71,6 +71,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import random
 import re
 import threading
 from collections import OrderedDict
@@ -394,7 +395,7 @@ class _Paging:
         return tuples
 
 
-class SmithersSaver(BaseCheckpointSaver[int]):
+class SmithersSaver(BaseCheckpointSaver[int | str]):
     """LangGraph checkpoints in a smithers_tt database (see the module documentation).
 
     Args:
@@ -433,6 +434,27 @@ class SmithersSaver(BaseCheckpointSaver[int]):
     def run_id(thread_id: str, checkpoint_ns: str = "") -> str:
         """The smithers_tt run that holds a thread (and namespace); see :func:`thread_run_id`."""
         return thread_run_id(thread_id, checkpoint_ns)
+
+    # --- versions ------------------------------------------------------------------------
+
+    def get_next_version(self, current: Any, channel: None = None) -> Any:
+        """The version after ``current``: ``current + 1`` for the integer versions this saver
+        starts threads with; for the string versions LangGraph's built-in savers write
+        (``"000...0003.0.52..."``: a zero-padded counter, then a random part), the next counter
+        in the same form, so a thread written by SqliteSaver or PostgresSaver continues here
+        (LangGraph compares the versions of one thread with each other, so their type never
+        changes within it)."""
+        if isinstance(current, str):
+            counter = current.split(".", 1)[0]
+            if not counter.isdigit():
+                raise CheckpointCorrupt(
+                    f"channel version {current[:40]!r} is neither an int nor the form "
+                    "'<counter>.<random>' LangGraph's savers write"
+                )
+            return f"{int(counter) + 1:032}.{random.random():016}"
+        if current is None:
+            return 1
+        return current + 1
 
     # --- values --------------------------------------------------------------------------
 
