@@ -108,8 +108,15 @@ def open_source(url: str) -> Iterator[BaseCheckpointSaver]:
 
 def _thread_ids(source: BaseCheckpointSaver) -> list[str]:
     seen: dict[str, None] = {}
-    for item in source.list(None):
-        seen.setdefault(str(item.config["configurable"]["thread_id"]), None)
+    try:
+        for item in source.list(None):
+            seen.setdefault(str(item.config["configurable"]["thread_id"]), None)
+    except Exception as error:  # the driver's own errors: no such tables, no access ...
+        raise InvalidArgument(
+            f"cannot read LangGraph checkpoints from {type(source).__name__}'s database "
+            f"({type(error).__name__}: {str(error)[:200]}); is it a LangGraph checkpoint "
+            "database, and readable?"
+        ) from error
     return list(seen)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import operator
 import re
+import sqlite3
 from collections.abc import Iterator
 from typing import Annotated, TypedDict
 
@@ -175,6 +176,13 @@ def test_import_refuses_what_it_cannot_read(db: st.Database, tmp_path) -> None:
         import_langgraph(f"sqlite:///{tmp_path / 'missing.sqlite'}", db)
     with pytest.raises(InvalidArgument, match="cannot import"):
         import_langgraph("mysql://somewhere/db", db)
+    other = tmp_path / "other.sqlite"
+    sqlite3.connect(other).execute("CREATE TABLE notes (x)").connection.commit()
+    with pytest.raises(InvalidArgument, match="is it a LangGraph checkpoint database"):
+        import_langgraph(f"sqlite:///{other}", db)
+    assert sqlite3.connect(other).execute("SELECT name FROM sqlite_master").fetchall() == [
+        ("notes",)
+    ]  # the source was only read
 
 
 def test_cli_import_langgraph_reports_what_it_copied(tmp_path) -> None:
