@@ -11,7 +11,9 @@ says what each frame of that run is in LangGraph's words::
     channel_diff(app, older.config, newer.config)  # what the channels changed, by JSON path
 
 A super-step's ``frame_no`` is the frame of the thread's run that holds its checkpoint, so
-``debugger.model.select_frame(step.frame_no)`` shows it in the debugger.
+``debugger.model.select_frame(step.frame_no)`` shows it in the debugger, and
+:func:`describe_frame` says what a frame of such a run holds in LangGraph's terms (with no
+graph object at hand: what a debugger can show for any thread).
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from smithers_tt.errors import CheckpointInvalid
 from smithers_tt.integrations.langgraph import CHECKPOINT_CODEC, SmithersSaver, _payload
 from smithers_tt.timetravel import Change, json_diff
 
-__all__ = ["SuperStep", "channel_diff", "checkpoint_frames", "plain", "supersteps"]
+__all__ = [
+    "SuperStep",
+    "channel_diff",
+    "checkpoint_frames",
+    "describe_frame",
+    "plain",
+    "supersteps",
+]
 
 
 @dataclass(frozen=True)
@@ -122,3 +131,49 @@ def channel_diff(app: Any, older: dict[str, Any], newer: dict[str, Any]) -> list
     before = plain(app.get_state(older).values)
     after = plain(app.get_state(newer).values)
     return json_diff(before, after)
+
+
+def describe_frame(saver: SmithersSaver, run_id: str, frame_no: int) -> dict[str, Any] | None:
+    """What a frame of a thread's run holds, in LangGraph's terms (None for a frame that holds
+    no checkpoint): ``checkpoint_id``, ``parent_id``, ``step``, ``source``, ``channels`` (the
+    decoded values of the state's channels, as JSON; LangGraph's own, such as ``branch:to:x``,
+    are under ``internal``), ``versions`` (channel versions), ``writes`` (the pending
+    writes of the tasks of the next super-step: task id, channel, value) and ``interrupts``
+    (the values of the interrupts waiting for an answer)."""
+    frames = saver.store.frames(run_id, after=frame_no - 1, upto=frame_no)
+    if not frames or frames[0].kind != "checkpoint" or frames[0].codec != CHECKPOINT_CODEC:
+        return None
+    doc = _payload(saver.store.read_content(frames[0].content_hash), CHECKPOINT_CODEC, "")
+    thread = saver.store.get_run(run_id).input or {}
+    config = {"configurable": {**thread, "checkpoint_id": doc["id"]}}
+    found = saver.get_tuple(config)
+    if found is None:  # removed from LangGraph's view (delete_for_runs): the document only
+        return {"checkpoint_id": doc["id"], "parent_id": doc.get("parent"), "removed": True}
+    metadata = found.metadata or {}
+    values = plain(found.checkpoint.get("channel_values") or {})
+    writes = [
+        {"task": task_id, "channel": channel, "value": plain(value)}
+        for task_id, channel, value in found.pending_writes or []
+    ]
+    interrupts = [
+        plain(getattr(item, "value", item))
+        for w in found.pending_writes or []
+        if w[1] == "__interrupt__"
+        for item in (w[2] if isinstance(w[2], list | tuple) else [w[2]])
+    ]
+    return {
+        "checkpoint_id": doc["id"],
+        "parent_id": doc.get("parent"),
+        "step": metadata.get("step"),
+        "source": metadata.get("source"),
+        "channels": {k: v for k, v in values.items() if not _internal(k)},
+        "internal": {k: v for k, v in values.items() if _internal(k)},
+        "versions": dict(found.checkpoint.get("channel_versions") or {}),
+        "writes": writes,
+        "interrupts": interrupts,
+    }
+
+
+def _internal(channel: str) -> bool:
+    """Whether a channel is LangGraph's bookkeeping rather than a key of the state."""
+    return channel.startswith(("branch:", "__")) or ":" in channel

@@ -16,7 +16,12 @@ from langgraph.types import interrupt
 
 import smithers_tt as st
 from smithers_tt.integrations.langgraph import SmithersSaver
-from smithers_tt.integrations.langgraph_view import channel_diff, plain, supersteps
+from smithers_tt.integrations.langgraph_view import (
+    channel_diff,
+    describe_frame,
+    plain,
+    supersteps,
+)
 
 
 class State(TypedDict, total=False):
@@ -53,6 +58,27 @@ def test_supersteps_name_each_checkpoint_and_the_frame_that_holds_it(db: st.Data
 
     (change,) = channel_diff(app, steps[1].config, steps[2].config)
     assert (change.op, change.path, change.new) == ("add", "$.notes[0]", "about bees")
+
+
+def test_describe_frame_shows_a_checkpoint_as_langgraph_names_it(db: st.Database) -> None:
+    saver = SmithersSaver(db)
+    app = _app(saver)
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"topic": "bees" * 40, "notes": []}, config)  # a value stored by address
+    last = supersteps(app, config)[-1]
+    shown = describe_frame(saver, saver.run_id("t"), last.frame_no)
+    assert (shown["checkpoint_id"], shown["step"], shown["source"]) == (
+        last.checkpoint_id,
+        1,
+        "loop",
+    )
+    assert shown["channels"] == app.get_state(config).values  # decoded, not addresses
+    assert shown["interrupts"] == ["ok?"]
+    assert {w["channel"] for w in shown["writes"]} == {"__interrupt__"}
+    value_frame = next(
+        f.frame_no for f in db.store.frames(saver.run_id("t")) if f.node_id == "values"
+    )
+    assert describe_frame(saver, saver.run_id("t"), value_frame) is None
 
 
 def test_plain_turns_any_channel_value_into_json() -> None:
