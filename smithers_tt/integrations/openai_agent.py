@@ -322,10 +322,7 @@ class ChatAgent:
         while True:
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant" and last.get("tool_calls"):
-                answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
-                if any(c["id"] not in answered for c in last["tool_calls"]):
-                    return "tools"
-                return "ask"
+                return "tools"  # calls whose results are missing (their results follow them)
             if last is not None and last["role"] == "assistant" and self._cut(conversation):
                 pieces = len(_pieces(conversation))
                 if pieces > self.max_continuations:
@@ -371,7 +368,7 @@ class ChatAgent:
         client = self._client()
         try:
             while (step := self._step(conversation, prompts)) is not None:
-                if step == "tools":  # tool calls whose results are missing (after a resume)
+                if step == "tools":  # a checkpoint holds calls without results: run them
                     await self._run_tools(messages)
                     continue
                 if conversation["rounds"] > self.max_tool_rounds:
@@ -400,12 +397,11 @@ class ChatAgent:
         return GenerateResult(self._output(_answer(conversation)))
 
     async def _run_tools(self, messages: list[dict[str, Any]]) -> None:
-        """Append the results of the last assistant message's unanswered tool calls."""
-        last = messages[-1]
-        if last["role"] != "assistant":
-            return
-        answered = {m.get("tool_call_id") for m in messages if m["role"] == "tool"}
-        for call in last.get("tool_calls") or []:
+        """Append the results of the last assistant message's tool calls that have none yet
+        (ids are compared only with the results after that message: servers reuse ids)."""
+        asked = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        answered = {m.get("tool_call_id") for m in messages[asked + 1 :]}
+        for call in messages[asked].get("tool_calls") or []:
             if call["id"] not in answered:
                 messages.append(
                     {

@@ -24,7 +24,9 @@ HTTP ``fail_status`` (500).
 ``provider`` shapes each reply the way OpenAI-compatible servers were seen to answer (the
 shapes of issue 19): ``"openai"`` as OpenAI; ``"vllm"`` adds ``tool_calls: []`` to plain
 answers and ``reasoning_content: null``; ``"ollama"`` numbers tool calls with a server-only
-``index``; ``"llamacpp"`` gives tool calls no id and their arguments as an object.
+``index``; ``"llamacpp"`` gives tool calls no id and their arguments as an object;
+``"reused-ids"`` (a synthetic shape) numbers calls per reply, so every reply's first call is
+``call_0``.
 ``strict=True`` checks every request's messages the way OpenAI does and answers HTTP 400 for
 what OpenAI refuses (an empty ``tool_calls``, fields it does not know, a tool result without
 ``tool_call_id``, arguments that are not a string). A request with ``"stream": true`` is
@@ -71,6 +73,14 @@ def openai_refuses(messages: list[dict[str, Any]]) -> str | None:
             return f"messages[{n}].tool_call_id: expected a string"
         if m.get("role") == "assistant" and m.get("content") is None and not m.get("tool_calls"):
             return f"messages[{n}].content: required without tool_calls"
+        if m.get("tool_calls"):
+            after = []
+            for later in messages[n + 1 :]:
+                if later.get("role") != "tool":
+                    break
+                after.append(later.get("tool_call_id"))
+            if sorted(c["id"] for c in m["tool_calls"]) != sorted(after):
+                return f"messages[{n}]: tool_calls must be followed by a result for each id"
     return None
 
 
@@ -84,6 +94,9 @@ def shaped(message: dict[str, Any], provider: str) -> dict[str, Any]:
     elif provider == "ollama":
         for k, call in enumerate(calls or []):
             call["index"] = k
+    elif provider == "reused-ids":
+        for call in calls or []:
+            call["id"] = "call_0"
     elif provider == "llamacpp":
         for call in calls or []:
             call["id"] = None

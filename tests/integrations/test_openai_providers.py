@@ -56,6 +56,17 @@ def test_a_conversation_made_on_any_server_is_checkpointed_in_openai_schema(
     assert sent[-1] == messages[:-1]
 
 
+def test_tool_call_ids_reused_across_replies_each_get_their_result(
+    db: st.Database, tmp_path
+) -> None:
+    with FakeOpenAI(tmp_path / "log.jsonl", provider="reused-ids", strict=True) as server:
+        run = _run(db, server.url, "TOOL: add", followups=["TOOL: again"])
+        assert run.status == "finished", run.error
+    messages = db.snapshot(run.id).payload("talk")["messages"]
+    assert [m["role"] for m in messages].count("tool") == 2
+    assert openai_refuses(messages) is None
+
+
 def test_a_checkpoint_holding_server_shapes_resumes_on_openai(db: st.Database, tmp_path) -> None:
     """A conversation checkpointed by an earlier release with vLLM's shapes as they came."""
     with FakeOpenAI(tmp_path / "log.jsonl", strict=True) as server:
