@@ -32,7 +32,9 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── WorkflowChanged
     │   ├── OutputInvalid               output failed its schema after all correction turns
     │   ├── CheckpointPoisoned          an agent asks to discard its attempt's checkpoints
-    │   └── RunCancelled
+    │   ├── RunCancelled
+    │   └── ModelError                  a model server failed or answered unusably (retryable)
+    │       └── ModelRequestRejected    the server refused the request as it is (never retried)
     ├── LineageError                   a lineage (DuckDB) query failed
     │   └── LineageUnavailable          DuckDB or its reader is not installed or cannot load
     └── TimeTravelError
@@ -272,6 +274,23 @@ class RunCancelled(WorkflowError):
     """The run was cancelled."""
 
     code = "run_cancelled"
+
+
+class ModelError(WorkflowError):
+    """A model server failed (timeout, rate limit, 5xx, dropped connection) or answered
+    something unusable; the task's retry policy may try again."""
+
+    code = "model_error"
+    retryable = True
+
+
+class ModelRequestRejected(ModelError):
+    """The model server refused the request as it is (400 such as a context too long, 401,
+    403, 404 ...): asking again cannot succeed, so the task fails at once whatever its retry
+    policy. Fix the request, key or model name, then resume the run."""
+
+    code = "model_request_rejected"
+    retryable = False
 
 
 # --- lineage -----------------------------------------------------------------------------

@@ -115,3 +115,6 @@ def cli(click_ctx: click.Context, db_url: str | None, as_json: bool) -> None:
     context = Context(url_from(db_url), as_json)
     click_ctx.obj = context
     click_ctx.call_on_close(context.close)
+
+
+from smithers_tt.cli import _import  # noqa: E402, F401  (registers import-langgraph)

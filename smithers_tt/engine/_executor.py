@@ -24,6 +24,7 @@ from smithers_tt.errors import (
     CheckpointPoisoned,
     FenceLost,
     FormatNotDeclared,
+    ModelRequestRejected,
     OutputInvalid,
     TaskFailed,
 )
@@ -300,7 +301,11 @@ class RunExecutor:
                 raise
             except Exception as error:
                 failures += 1
-                retry = failures <= task.retry.count and isinstance(error, task.retry.on)
+                retry = (
+                    failures <= task.retry.count
+                    and isinstance(error, task.retry.on)
+                    and not isinstance(error, ModelRequestRejected)  # cannot succeed again
+                )
                 # The attempt's end and, without a retry, the node's end commit together.
                 await self.astore.finish_attempt(
                     self.fence,

@@ -16,7 +16,8 @@ class Retry:
     """How a task retries: ``count`` more attempts after the first, with doubling backoff.
 
     ``on`` lists the exception types that retry; anything else fails the task at once.
-    Losing ownership (``FenceLost``) and cancellation never retry.
+    Losing ownership (``FenceLost``), cancellation and a request the model's server refused
+    as it is (``ModelRequestRejected``) never retry.
     """
 
     count: int = 0

@@ -7,4 +7,8 @@ never imports any of them.
   agent for any OpenAI-compatible endpoint (extra ``openai``).
 * :mod:`smithers_tt.integrations.langgraph`: :class:`SmithersSaver`, a LangGraph checkpoint
   saver backed by the smithers_tt store (extra ``langgraph``).
+* :mod:`smithers_tt.integrations.langgraph_import`: :func:`import_langgraph`, which copies a
+  SqliteSaver or PostgresSaver database into a smithers_tt store.
+* :mod:`smithers_tt.integrations.langgraph_view`: a LangGraph thread read as super-steps (with
+  the frames the debugger shows them at) and diffs of channel values.
 """

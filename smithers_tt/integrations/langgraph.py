@@ -59,10 +59,20 @@ keeps the frames (the history the debugger shows) until the thread is deleted. S
 travel (``db.fork``/``db.rewind``) on such a run changes only smithers_tt's view; use
 LangGraph's own ``update_state``/replay to branch a thread.
 
-Conformance: ``langgraph-checkpoint-conformance`` passes for ``put``, ``put_writes``,
-``get_tuple``, ``list``, ``delete_thread``, ``delete_for_runs`` and ``copy_thread``
-(``tests/integrations/test_langgraph_saver.py``, SQLite and PostgreSQL). ``prune`` is not
-offered: a pruned checkpoint's frames would still pin its content.
+``prune(thread_ids, strategy=...)`` does what PostgresSaver 3.2's does (``"keep_latest"`` or
+``"delete"``); it rewrites the thread's runs, so the pruned frames go and the next
+``collect_garbage`` frees what only they used. ``get_delta_channel_history`` (for LangGraph's
+``DeltaChannel``) answers as the base class's walker does, in one read transaction.
+
+Channel versions: the saver starts threads with integer versions; a thread written by a
+built-in saver (string versions ``"000...0003.0.52..."``, e.g. brought over by
+:mod:`smithers_tt.integrations.langgraph_import`) goes on with string versions of the same
+form.
+
+Conformance: ``langgraph-checkpoint-conformance`` passes for every capability it defines:
+``put``, ``put_writes``, ``get_tuple``, ``list``, ``delete_thread``, ``delete_for_runs``,
+``copy_thread`` and ``prune`` (``tests/integrations/test_langgraph_saver.py``, SQLite and
+PostgreSQL).
 """
 
 from __future__ import annotations
@@ -71,10 +81,11 @@ import asyncio
 import base64
 import hashlib
 import json
+import random
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -185,6 +196,17 @@ def _payload(data: bytes, codec: str, digest: str) -> Any:
     if type(envelope) is not dict or envelope.get("codec") != codec or "payload" not in envelope:
         raise CheckpointCorrupt(f"content {digest[:12]} is not a {codec} document")
     return envelope["payload"]
+
+
+def _delete_runs(conn: Connection, thread_id: str) -> list[str]:
+    """Delete the runs of a thread (every namespace; frames and index rows go with them)."""
+    t = S.lg_threads
+    run_ids = list(
+        conn.execute(sa.select(t.c.run_id).where(t.c.thread_id == str(thread_id))).scalars()
+    )
+    for part in _chunks(run_ids):
+        conn.execute(S.runs.delete().where(S.runs.c.run_id.in_(list(part))))
+    return run_ids
 
 
 def _refs(slots: Any) -> Iterator[str]:
@@ -394,7 +416,7 @@ class _Paging:
         return tuples
 
 
-class SmithersSaver(BaseCheckpointSaver[int]):
+class SmithersSaver(BaseCheckpointSaver[int | str]):
     """LangGraph checkpoints in a smithers_tt database (see the module documentation).
 
     Args:
@@ -433,6 +455,27 @@ class SmithersSaver(BaseCheckpointSaver[int]):
     def run_id(thread_id: str, checkpoint_ns: str = "") -> str:
         """The smithers_tt run that holds a thread (and namespace); see :func:`thread_run_id`."""
         return thread_run_id(thread_id, checkpoint_ns)
+
+    # --- versions ------------------------------------------------------------------------
+
+    def get_next_version(self, current: Any, channel: None = None) -> Any:
+        """The version after ``current``: ``current + 1`` for the integer versions this saver
+        starts threads with; for the string versions LangGraph's built-in savers write
+        (``"000...0003.0.52..."``: a zero-padded counter, then a random part), the next counter
+        in the same form, so a thread written by SqliteSaver or PostgresSaver continues here
+        (LangGraph compares the versions of one thread with each other, so their type never
+        changes within it)."""
+        if isinstance(current, str):
+            counter = current.split(".", 1)[0]
+            if not counter.isdigit():
+                raise CheckpointCorrupt(
+                    f"channel version {current[:40]!r} is neither an int nor the form "
+                    "'<counter>.<random>' LangGraph's savers write"
+                )
+            return f"{int(counter) + 1:032}.{random.random():016}"
+        if current is None:
+            return 1
+        return current + 1
 
     # --- values --------------------------------------------------------------------------
 
@@ -713,6 +756,34 @@ class SmithersSaver(BaseCheckpointSaver[int]):
     ) -> RunnableConfig:
         """Store a checkpoint: one document and a frame for it, plus the values the thread
         uses for the first time (each with a frame), in one transaction."""
+        run_id, parent, put = self._prepare_put(config, checkpoint, metadata, new_versions)
+        previous = None
+        if parent is not None:
+            with self._pinned_lock:
+                previous = self._recent.get((run_id, str(parent)))
+        try:
+            self._write(run_id, put(previous))
+        except _Stale:  # the thread was deleted and created again since: encode everything
+            self._write(run_id, put(None))
+        thread_id, ns = _thread_of(config)
+        return {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": str(checkpoint["id"]),
+            }
+        }
+
+    def _prepare_put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[str, Any, Any]:
+        """``(run_id, parent checkpoint id, put)``: ``put(previous)`` encodes the checkpoint
+        (reusing the slots of ``previous``, its parent as this process stored it) and returns
+        the transaction body that stores it."""
         thread_id, ns = _thread_of(config)
         parent = (config.get("configurable") or {}).get("checkpoint_id")
         rest = dict(checkpoint)
@@ -759,23 +830,12 @@ class SmithersSaver(BaseCheckpointSaver[int]):
                 )
             return EncodedCheckpoint(CHECKPOINT_CODEC, 1, data, content_hash(data)), blobs, values
 
-        previous = None
-        if parent is not None:
-            with self._pinned_lock:
-                previous = self._recent.get((run_id, str(parent)))
-        try:
-            self._put(run_id, thread_id, ns, checkpoint_id, versions, build, previous)
-        except _Stale:  # the thread was deleted and created again since: encode everything
-            self._put(run_id, thread_id, ns, checkpoint_id, versions, build, None)
-        return {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-            }
-        }
+        def put(previous: _Recent | None) -> Any:
+            return self._put_work(run_id, thread_id, ns, checkpoint_id, versions, build, previous)
 
-    def _put(
+        return run_id, parent, put
+
+    def _put_work(
         self,
         run_id: str,
         thread_id: str,
@@ -784,7 +844,8 @@ class SmithersSaver(BaseCheckpointSaver[int]):
         versions: ChannelVersions,
         build: Any,
         previous: _Recent | None,
-    ) -> None:
+    ) -> Any:
+        """The transaction body of a put (``work(conn, frames, outcome)``)."""
         document, blobs, values = build(previous)
 
         def work(conn: Connection, frames: list[Frame], outcome: dict[str, Any]) -> None:
@@ -828,7 +889,7 @@ class SmithersSaver(BaseCheckpointSaver[int]):
             self._sql(conn, _UPSERT_INDEX, {"run": run_id, "cid": checkpoint_id, "frame": no})
             frames.append(frame)
 
-        self._write(run_id, work)
+        return work
 
     def put_writes(
         self,
@@ -839,6 +900,16 @@ class SmithersSaver(BaseCheckpointSaver[int]):
     ) -> None:
         """Store a task's writes with their checkpoint. Writing the same ``(task_id, idx)``
         again is a no-op, except for special channels (errors, interrupts), which replace."""
+        self._write(*self._writes_work(config, writes, task_id, task_path))
+
+    def _writes_work(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> tuple[str, Any]:
+        """``(run_id, transaction body)`` of :meth:`put_writes`."""
         thread_id, ns = _thread_of(config)
         checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
         if checkpoint_id is None:
@@ -869,7 +940,7 @@ class SmithersSaver(BaseCheckpointSaver[int]):
                 conn, _INSERT_WRITES if row is None else _UPDATE_WRITES, {**key, "writes": text}
             )
 
-        self._write(run_id, work)
+        return run_id, work
 
     # --- reading -------------------------------------------------------------------------
 
@@ -1067,17 +1138,7 @@ class SmithersSaver(BaseCheckpointSaver[int]):
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread (every namespace): its runs, frames and index rows. Content no
         other run uses is freed by the next ``collect_garbage``."""
-        t = S.lg_threads
-
-        def work(conn: Connection) -> list[str]:
-            run_ids = list(
-                conn.execute(sa.select(t.c.run_id).where(t.c.thread_id == str(thread_id))).scalars()
-            )
-            for part in _chunks(run_ids):
-                conn.execute(S.runs.delete().where(S.runs.c.run_id.in_(list(part))))
-            return run_ids
-
-        self._forget(self.engine.transaction(work))
+        self._forget(self.engine.transaction(lambda conn: _delete_runs(conn, thread_id)))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Remove from LangGraph's view every checkpoint whose metadata ``run_id`` is listed
@@ -1191,7 +1252,53 @@ class SmithersSaver(BaseCheckpointSaver[int]):
 
         self._write("", work)
 
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """Prune the checkpoints of threads, as PostgresSaver 3.2 does.
+
+        ``"delete"`` deletes the threads (as :meth:`delete_thread`). ``"keep_latest"`` keeps
+        the latest checkpoint of each namespace (plus its parent when it predates checkpoint
+        format v4 and the parent has pending sends) with its pending writes, and deletes the
+        rest; a kept checkpoint whose parent is deleted is left with no parent, and a subgraph
+        call's namespace goes with the root checkpoint it started from (a
+        ``checkpointer=True`` subgraph's keeps its latest). Each thread's runs are rewritten
+        in one transaction, so the pruned frames go too and the next ``collect_garbage``
+        frees the content only they used; do not prune a thread while a graph is writing it.
+
+        Args:
+            thread_ids: the threads to prune.
+            strategy: ``"keep_latest"`` or ``"delete"``.
+
+        Raises:
+            InvalidArgument: ``thread_ids`` is a single str, the strategy is unknown, or
+                ``keep_latest`` meets a thread that uses a ``DeltaChannel`` (then nothing is
+                pruned: its latest value is rebuilt from older checkpoints).
+        """
+        from smithers_tt.integrations._langgraph_history import prune
+
+        prune(self, thread_ids, strategy)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        """For each channel, the writes of the checkpoint's ancestors since the nearest one
+        that stores the channel's value (``seed``), as LangGraph's ``DeltaChannel`` needs;
+        the same answer as the base class's walker, in one read transaction that pages
+        through the thread's index instead of one ``get_tuple`` per ancestor."""
+        from smithers_tt.integrations._langgraph_history import delta_channel_history
+
+        return delta_channel_history(self, config, channels)
+
     # --- async twins: each runs the sync method in a worker thread ----------------------
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, Any]:
+        return await asyncio.to_thread(
+            self.get_delta_channel_history, config=config, channels=channels
+        )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await asyncio.to_thread(self.get_tuple, config)

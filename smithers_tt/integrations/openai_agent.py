@@ -11,14 +11,32 @@ Checkpoint format (codec ``smithers.chat``, version 1)::
 
     {"messages": [ {"role": "system" | "user" | "assistant" | "tool", "content": ...,
                     "tool_calls": [...], "tool_call_id": ...}, ... ],
-     "turns": n}
+     "turns": n,
+     "replies": [{"message": i, "finish_reason": "stop", "usage": {...}, "model": ...}, ...],
+     "usage": {"prompt_tokens": p, "completion_tokens": c, "total_tokens": t}}
 
-``messages`` is the exact list sent to the model (OpenAI chat format, tool calls and tool
-results included); ``turns`` counts the task's prompts already added to it. The agent
+``messages`` is the exact list sent to the model, in OpenAI's chat schema whatever server
+answered: replies are normalised before they are checkpointed (an empty ``tool_calls`` list
+and server-only fields such as a tool call's ``index`` or vLLM's ``reasoning_content`` are
+dropped, a missing tool call id gets a stable one that its tool result refers to, object
+arguments become JSON strings, a null answer an empty string), so a conversation started on
+vLLM, llama.cpp or Ollama resumes on OpenAI. ``turns`` counts the task's prompts already added
+to it. ``replies`` records, for each model reply, the index of its message, its
+``finish_reason``, its ``usage`` and the model that answered; ``usage`` sums the replies'
+(``replies`` and ``usage`` are absent from checkpoints of earlier releases). The agent
 publishes (``await request.on_checkpoint(...)``, durable when it returns) after every model
-turn, once the turn's tool results are appended. It consumes the format in modes ``resume``
-(continue its own conversation) and ``fork`` (a task seeded from another task's
-conversation starts its own prompts on top of it).
+turn, once the turn's tool results are appended; with ``stream=True`` too (one checkpoint per
+turn, not per token: ``on_delta`` sees the tokens as they arrive).
+
+A reply cut off by the server's length limit (``finish_reason == "length"``) is not a final
+answer: it is kept, the model is asked to go on (``max_continuations`` times at most) and the
+answer is the pieces joined. A reply with no ``choices`` is a :class:`ModelError`. Errors that
+cannot succeed on retry (400 such as a context too long, 401, 403, 404, 422) are raised as
+:class:`ModelRequestRejected`, which the task never retries; timeouts, 408, 409, 429, 5xx and
+dropped connections are :class:`ModelError`, which its retry policy does.
+
+It consumes the format in modes ``resume`` (continue its own conversation) and ``fork`` (a
+task seeded from another task's conversation starts its own prompts on top of it).
 
 Usage::
 
@@ -65,7 +83,8 @@ from typing import Any
 
 from smithers_tt.checkpoint import AgentCheckpoint, CheckpointCapability, CheckpointFormat
 from smithers_tt.engine import GenerateRequest, GenerateResult
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.errors import InvalidArgument, ModelError, ModelRequestRejected
+from smithers_tt.integrations._openai_schema import StreamedReply, normalise_messages
 
 __all__ = ["CODEC", "VERSION", "ChatAgent"]
 
@@ -73,7 +92,8 @@ CODEC = "smithers.chat"
 """Codec of a ChatAgent checkpoint: ``{"messages": [...], "turns": n}``."""
 VERSION = 1
 
-_MESSAGE_KEYS = ("role", "content", "name", "tool_calls", "tool_call_id", "refusal")
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_CONTINUE = "Your reply was cut off by the length limit. Continue exactly where it stopped."
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.DOTALL)
 
 
@@ -97,6 +117,11 @@ class ChatAgent:
         max_retries: retries of the ``openai`` client itself on transient HTTP errors.
         timeout: seconds per request.
         request_options: extra arguments of ``chat.completions.create`` (temperature ...).
+        stream: stream each reply (also ``request_options={"stream": True}``); usage is
+            asked for with ``stream_options={"include_usage": True}`` unless given.
+        on_delta: called with each piece of text as it streams in.
+        max_continuations: how many times a reply cut off by the length limit is continued
+            before the task fails with :class:`ModelRequestRejected` (raise ``max_tokens``).
     """
 
     def __init__(
@@ -116,6 +141,9 @@ class ChatAgent:
         max_retries: int = 2,
         timeout: float | None = 120.0,
         request_options: Mapping[str, Any] | None = None,
+        stream: bool = False,
+        on_delta: Callable[[str], Any] | None = None,
+        max_continuations: int = 2,
     ) -> None:
         if turns is not None and (type(turns) is not int or turns < 1):
             raise InvalidArgument(f"turns must be an int >= 1, got {turns!r}")
@@ -136,6 +164,9 @@ class ChatAgent:
         self.max_retries = max_retries
         self.timeout = timeout
         self.request_options = dict(request_options or {})
+        self.stream = bool(self.request_options.pop("stream", stream))
+        self.on_delta = on_delta
+        self.max_continuations = max_continuations
         self.checkpoint_formats = [CheckpointFormat(CODEC, (VERSION,))]
         self.checkpoint_capabilities = [CheckpointCapability(CODEC, (VERSION,), ("resume", "fork"))]
         self.requests = 0
@@ -151,16 +182,22 @@ class ChatAgent:
             raise InvalidArgument(f"task {request.node_id!r} gives ChatAgent {self.id!r} no prompt")
         return [first, *self.followups]
 
-    def _start(self, request: GenerateRequest) -> tuple[list[dict[str, Any]], int]:
-        """The conversation this call continues: a checkpoint's, or a new one."""
+    def _start(self, request: GenerateRequest) -> dict[str, Any]:
+        """The conversation this call continues (a checkpoint's, or a new one), as a payload:
+        ``messages`` (normalised: checkpoints of earlier releases may hold server shapes),
+        ``turns``, ``replies`` and ``usage``."""
         checkpoint = request.resume_checkpoint
         if checkpoint is not None and (checkpoint.codec, checkpoint.version) == (CODEC, VERSION):
             payload = checkpoint.payload
-            messages = list(payload.get("messages") or [])
-            if request.checkpoint_mode == "fork":
-                return messages, 0  # another task's conversation: our prompts go on top
-            return messages, int(payload.get("turns") or 0)
-        return ([{"role": "system", "content": self.system}] if self.system else []), 0
+            return {
+                "messages": normalise_messages(payload.get("messages") or []),
+                # a fork: another task's conversation, our prompts go on top
+                "turns": 0 if request.checkpoint_mode == "fork" else int(payload.get("turns") or 0),
+                "replies": list(payload.get("replies") or []),
+                "usage": dict(payload.get("usage") or {}),
+            }
+        system = [{"role": "system", "content": self.system}] if self.system else []
+        return {"messages": system, "turns": 0, "replies": [], "usage": {}}
 
     def _tool_specs(self) -> list[dict[str, Any]]:
         specs = []
@@ -209,25 +246,117 @@ class ChatAgent:
         )
 
     async def _ask(self, client: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """One model reply: ``{"message", "finish_reason", "usage", "model"}``, the message
+        normalised to OpenAI's schema. Raises :class:`ModelError` or
+        :class:`ModelRequestRejected` (see the module documentation)."""
         if not self.model:
             raise InvalidArgument("ChatAgent needs a model: pass model= or set SMITHERS_TT_MODEL")
         options = dict(self.request_options)
         if self.tools:
             options["tools"] = self._tool_specs()
+        if self.stream:
+            options["stream"] = True
+            options.setdefault("stream_options", {"include_usage": True})
         self.requests += 1
-        response = await client.chat.completions.create(
-            model=self.model, messages=messages, **options
+        try:
+            response = await client.chat.completions.create(
+                model=self.model, messages=messages, **options
+            )
+            if self.stream:
+                streamed = StreamedReply(self.on_delta)
+                async for chunk in response:
+                    streamed.add(chunk.model_dump(mode="json", warnings=False))
+                if not streamed.choices:
+                    raise ModelError(f"{self._where()} streamed a reply with no choices")
+                message, finish = streamed.message(), streamed.finish_reason
+                usage, model = streamed.usage, streamed.model
+            else:
+                reply = response.model_dump(mode="json", warnings=False)
+                choices = reply.get("choices") or []
+                if not choices:
+                    raise ModelError(
+                        f"{self._where()} answered with no choices (object "
+                        f"{str(reply.get('object'))[:40]!r}); the task's retry policy may try "
+                        "again"
+                    )
+                message = choices[0].get("message") or {}
+                finish, usage, model = (
+                    choices[0].get("finish_reason"),
+                    reply.get("usage"),
+                    reply.get("model"),
+                )
+        except Exception as error:
+            translated = self._translate(error)
+            if translated is None:
+                raise
+            raise translated from error
+        message = {**message, "role": "assistant"}
+        return {"message": message, "finish_reason": finish, "usage": usage, "model": model}
+
+    def _where(self) -> str:
+        return f"the model server at {self.base_url}" if self.base_url else "OpenAI"
+
+    def _translate(self, error: Exception) -> Exception | None:
+        """A :class:`ModelError` / :class:`ModelRequestRejected` for an ``openai`` error."""
+        import openai
+
+        if isinstance(error, openai.APIStatusError):
+            status = error.status_code
+            text = f"{self._where()} answered HTTP {status} for model {self.model!r}: "
+            text += str(getattr(error, "message", "") or error)[:300]
+            if status in _RETRYABLE_STATUS or status >= 500:
+                return ModelError(text + "; the task's retry policy may try again", status=status)
+            return ModelRequestRejected(
+                text + "; asking again cannot succeed: fix the request (a context too long?), "
+                "the API key or the model name, then resume the run",
+                status=status,
+            )
+        if isinstance(error, openai.APIConnectionError):
+            return ModelError(f"could not reach {self._where()}: {error}")
+        return None
+
+    def _step(self, conversation: dict[str, Any], prompts: list[str]) -> str | None:
+        """What comes next: ``"ask"`` the model, ``"tools"`` to run, or None when every
+        prompt is answered (adding the next prompt or a continuation as needed)."""
+        messages = conversation["messages"]
+        while True:
+            last = messages[-1] if messages else None
+            if last is not None and last["role"] == "assistant" and last.get("tool_calls"):
+                return "tools"  # calls whose results are missing (their results follow them)
+            if last is not None and last["role"] == "assistant" and self._cut(conversation):
+                pieces = len(_pieces(conversation))
+                if pieces > self.max_continuations:
+                    raise ModelRequestRejected(
+                        f"ChatAgent {self.id!r}: the reply was cut off by the length limit "
+                        f"{pieces} times; raise max_tokens (request_options) or "
+                        "max_continuations"
+                    )
+                messages.append({"role": "user", "content": _CONTINUE})
+                return "ask"
+            if last is None or last["role"] == "system" or last["role"] == "assistant":
+                if conversation["turns"] >= len(prompts):
+                    return None
+                messages.append({"role": "user", "content": prompts[conversation["turns"]]})
+                conversation["turns"] += 1
+                conversation["rounds"] = 0
+                continue
+            return "ask"  # a user message or tool results to answer
+
+    @staticmethod
+    def _cut(conversation: dict[str, Any]) -> bool:
+        """Whether the last message is a reply cut off by the length limit."""
+        last = len(conversation["messages"]) - 1
+        return any(
+            r.get("message") == last and r.get("finish_reason") == "length"
+            for r in conversation["replies"]
         )
-        raw = response.choices[0].message.model_dump(mode="json", exclude_none=True)
-        message = {k: raw[k] for k in _MESSAGE_KEYS if k in raw}
-        message["role"] = "assistant"
-        message.setdefault("content", None)
-        return message
 
     async def generate(self, request: GenerateRequest) -> GenerateResult:
         """Continue (or start) the conversation until every prompt is answered."""
         prompts = self._prompts(request)
-        messages, turns = self._start(request)
+        conversation = self._start(request)
+        conversation["rounds"] = 0
+        messages = conversation["messages"]
         if request.schema_error:
             messages.append(
                 {
@@ -236,53 +365,51 @@ class ChatAgent:
                     f"{request.schema_error}\nReply again with a corrected answer only.",
                 }
             )
-        rounds = 0
         client = self._client()
         try:
-            while True:
-                last = messages[-1] if messages else None
-                if last is None or last["role"] == "system" or _answered(last):
-                    if turns >= len(prompts):
-                        break
-                    messages.append({"role": "user", "content": prompts[turns]})
-                    turns += 1
-                    rounds = 0
+            while (step := self._step(conversation, prompts)) is not None:
+                if step == "tools":  # a checkpoint holds calls without results: run them
+                    await self._run_tools(messages)
                     continue
-                if last["role"] == "assistant":  # tool calls whose results are missing
-                    for call in last.get("tool_calls") or []:
-                        messages.append(
-                            {
-                                "role": "tool",
-                                "tool_call_id": call.get("id"),
-                                "content": await self._call_tool(call),
-                            }
-                        )
-                    continue
-                if rounds > self.max_tool_rounds:
+                if conversation["rounds"] > self.max_tool_rounds:
                     raise RuntimeError(
                         f"ChatAgent {self.id!r}: more than {self.max_tool_rounds} tool rounds "
                         "for one prompt"
                     )
                 reply = await self._ask(client, messages)
-                messages.append(reply)
-                rounds += 1
-                for call in reply.get("tool_calls") or []:
-                    messages.append(
-                        {
-                            "role": "tool",
-                            "tool_call_id": call.get("id"),
-                            "content": await self._call_tool(call),
-                        }
-                    )
-                await request.on_checkpoint(
-                    AgentCheckpoint(CODEC, VERSION, {"messages": messages, "turns": turns})
+                conversation["rounds"] += 1
+                messages.append(reply["message"])
+                messages[:] = normalise_messages(messages)
+                conversation["replies"].append(
+                    {
+                        "message": len(messages) - 1,
+                        "finish_reason": reply["finish_reason"],
+                        "usage": reply["usage"],
+                        "model": reply["model"],
+                    }
                 )
+                _add_usage(conversation["usage"], reply["usage"])
+                await self._run_tools(messages)
+                payload = {k: conversation[k] for k in ("messages", "turns", "replies", "usage")}
+                await request.on_checkpoint(AgentCheckpoint(CODEC, VERSION, payload))
         finally:
             await _close(client)
-        answer = next(
-            (m.get("content") for m in reversed(messages) if m["role"] == "assistant"), None
-        )
-        return GenerateResult(self._output(answer))
+        return GenerateResult(self._output(_answer(conversation)))
+
+    async def _run_tools(self, messages: list[dict[str, Any]]) -> None:
+        """Append the results of the last assistant message's tool calls that have none yet
+        (ids are compared only with the results after that message: servers reuse ids)."""
+        asked = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+        answered = {m.get("tool_call_id") for m in messages[asked + 1 :]}
+        for call in messages[asked].get("tool_calls") or []:
+            if call["id"] not in answered:
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": call["id"],
+                        "content": await self._call_tool(call),
+                    }
+                )
 
     def _output(self, answer: Any) -> Any:
         if not self.json_output or not isinstance(answer, str):
@@ -297,9 +424,38 @@ class ChatAgent:
         return f"ChatAgent({self.model!r}, id={self.id!r}, base_url={self.base_url!r})"
 
 
-def _answered(message: Mapping[str, Any]) -> bool:
-    """Whether a message is a final assistant answer (no tool calls pending)."""
-    return message.get("role") == "assistant" and not message.get("tool_calls")
+def _pieces(conversation: dict[str, Any]) -> list[int]:
+    """Indices of the messages that make the last answer: the last reply, and the replies cut
+    off by the length limit that it continues (each followed by a continuation prompt)."""
+    messages, replies = conversation["messages"], conversation["replies"]
+    cut = {r.get("message") for r in replies if r.get("finish_reason") == "length"}
+    last = next(
+        (i for i in range(len(messages) - 1, -1, -1) if messages[i]["role"] == "assistant"), None
+    )
+    if last is None:
+        return []
+    pieces = [last]
+    while (
+        pieces[0] >= 2
+        and pieces[0] - 2 in cut
+        and messages[pieces[0] - 1].get("content") == _CONTINUE
+    ):
+        pieces.insert(0, pieces[0] - 2)
+    return pieces
+
+
+def _answer(conversation: dict[str, Any]) -> Any:
+    """The final answer: the last reply's content, joined to the cut-off pieces it ends."""
+    pieces = [conversation["messages"][i].get("content") for i in _pieces(conversation)]
+    if len(pieces) == 1 or not all(isinstance(p, str) for p in pieces):
+        return pieces[-1] if pieces else None
+    return "".join(pieces)
+
+
+def _add_usage(total: dict[str, Any], usage: Mapping[str, Any] | None) -> None:
+    for key, value in (usage or {}).items():
+        if type(value) is int:
+            total[key] = total.get(key, 0) + value
 
 
 async def _close(client: Any) -> None:

@@ -1,0 +1,52 @@
+"""``smithers-tt import-langgraph``: copy a LangGraph SqliteSaver / PostgresSaver database."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
+from smithers_tt.cli._output import emit_json
+from smithers_tt.errors import InvalidArgument
+
+
+@cli.command("import-langgraph")
+@click.argument("source_url", metavar="URL")
+@click.option("--thread", "threads", multiple=True, help="Import only this thread (repeatable).")
+@pass_ctx
+@handle_errors
+def import_langgraph(ctx: Context, source_url: str, threads: tuple[str, ...]) -> None:
+    """Copy the threads of a LangGraph SqliteSaver or PostgresSaver database into this one.
+
+    Each thread keeps its history and continues on SmithersSaver; the source is only read,
+    and importing again skips what was already copied.
+
+    \b
+    Examples:
+      smithers-tt import-langgraph sqlite:///checkpoints.sqlite
+      smithers-tt --db postgresql+psycopg://app@db/app import-langgraph postgresql://app@db/old
+    """
+    try:
+        from smithers_tt.integrations.langgraph_import import import_langgraph as run_import
+    except ImportError as error:
+        raise InvalidArgument(
+            "import-langgraph needs LangGraph: pip install 'smithers-tt[langgraph]'"
+        ) from error
+    with click.progressbar(length=0, label="threads", file=sys.stderr, show_pos=True) as bar:
+        report = run_import(
+            source_url, ctx.db, thread_ids=list(threads) or None, progress=lambda _: bar.update(1)
+        )
+    fields = {
+        "threads": report.threads,
+        "checkpoints": report.checkpoints,
+        "writes": report.writes,
+        "skipped": report.skipped,
+    }
+    if ctx.as_json:
+        emit_json(fields)
+        return
+    click.echo(
+        f"imported {report.threads} threads: {report.checkpoints} checkpoints, "
+        f"{report.writes} writes ({report.skipped} checkpoints were already here)"
+    )
