@@ -3,6 +3,7 @@ the caller's arguments, and the tour notebook opens the tour's database."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -102,7 +103,8 @@ def test_lab_from_a_wheel_serves_the_tour_with_extra_arguments_and_as_root(
         environ = Path(f"/proc/{server.pid}/environ").read_bytes().split(b"\0")
         argv = Path(f"/proc/{server.pid}/cmdline").read_bytes().split(b"\0")
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have died on its own
+            os.killpg(server.pid, signal.SIGTERM)
         try:
             server.wait(timeout=20)
         except subprocess.TimeoutExpired:
@@ -150,3 +152,24 @@ def test_tour_notebook_opens_the_database_smithers_tt_lab_hands_it(
     assert "7 runs: {'cancelled': 1, 'finished': 6}" in text
     assert "building the demo runs" not in text
     assert "research change $.payload.notes[0]" in text
+
+
+def _wheel_tour() -> list[str]:
+    """The README's tour for a wheel install: its commands, comments dropped."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("From a wheel", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.slow
+def test_readme_wheel_tour_works_word_for_word(notebook: Installed, tmp_path: Path) -> None:
+    tour = _wheel_tour()
+    assert tour[0] == "pip install 'smithers-tt[notebook]'"  # what the `notebook` venv holds
+    assert tour[-1] == "smithers-tt lab"  # started for real (with server options) above
+
+    for line in tour[1:-1]:
+        done = notebook.run(*line.split(), cwd=tmp_path)
+        assert done.returncode == 0, (line, done.stderr)
+    assert (tmp_path / "smithers.db").is_file()
+    helped = notebook.run("smithers-tt", "lab", "--help", cwd=tmp_path)
+    assert helped.returncode == 0
