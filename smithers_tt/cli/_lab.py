@@ -105,8 +105,9 @@ def lab(ctx: Context, notebook: str, workdir: Path | None, jupyter_args: tuple[s
         raise InvalidArgument(f"no notebook {notebook!r} in {folder}; there are: {names}")
     if copied:
         click.echo(f"copied {len(copied)} notebooks into {folder}")
-    click.echo(f"opening {target} on {ctx.url} (Ctrl-C stops JupyterLab)")
+    url = absolute_url(ctx.url)
+    click.echo(f"opening {target} on {url} (Ctrl-C stops JupyterLab)")
     args = jupyter_arguments(jupyter_args, is_root=os.geteuid() == 0)
-    env = dict(os.environ, SMITHERS_TT_DB=absolute_url(ctx.url))
+    env = dict(os.environ, SMITHERS_TT_DB=url)
     sys.stdout.flush()
     os.execve(sys.executable, [sys.executable, "-m", "jupyterlab", str(target), *args], env)

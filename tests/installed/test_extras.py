@@ -109,3 +109,27 @@ def test_postgres_notebook_says_psycopg_is_not_installed_rather_than_not_reachab
         "skipping: PostgreSQL needs psycopg, which is not installed: "
         "pip install 'smithers-tt[postgres]'"
     ), result.stderr
+
+
+CHAT_WITHOUT_OPENAI = """
+import smithers_tt as st
+from smithers_tt.integrations.openai_agent import ChatAgent
+
+wf = st.Workflow("chat")
+agent = ChatAgent("any-model", base_url="http://127.0.0.1:9/v1")
+wf.task("draft", agent=agent, prompt=lambda ctx: "hello", retries=0)
+run = st.connect("sqlite:///chat.db").run(wf, {})
+print(run.status, "|", run.error)
+"""
+
+
+def test_chat_agent_without_openai_fails_its_run_naming_the_openai_extra(
+    core: Installed, tmp_path: Path
+) -> None:
+    result = core.run("python", "-c", CHAT_WITHOUT_OPENAI, cwd=tmp_path)
+
+    assert result.stdout.startswith("failed |"), result.stdout + result.stderr
+    assert (
+        "ChatAgent needs openai, which is not installed: pip install 'smithers-tt[openai]'"
+        in result.stdout
+    )
