@@ -4,11 +4,12 @@ The library reports progress through a callback, ``progress(n)``: ``n`` more ite
 contents, tables, runs) are done (see :data:`smithers_tt.store._maintenance.Progress`). This
 module turns that callback into a bar; ``smithers_tt.widgets.notebook_progress`` is the same
 for notebooks. Nothing is drawn when standard error is not a terminal (scripts, pipes, CI), so
-``--json`` output and logs stay clean.
+``--json`` output and logs stay clean, even with ``FORCE_COLOR`` set.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -42,7 +43,8 @@ def progress_bar(label: str, *, total: int | None = None, unit: str = "rows") ->
             that is one step, such as a rewind: the bar then only shows it is going on).
     """
     console = _console()
-    if not console.is_terminal:
+    # A real terminal only: FORCE_COLOR (CI logs) colours output, it does not ask for a bar.
+    if not (sys.stderr.isatty() and console.is_terminal):
         yield lambda _n: None
         return
     columns: list[ProgressColumn] = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn()]
