@@ -95,7 +95,7 @@ def worker(
         f"({concurrency} at a time); SIGTERM stops it",
         err=True,
     )
-    with progress_bar("runs ended", unit="runs") as advance:
+    with progress_bar("runs ended", total=max_runs, unit="runs") as advance:
         # Claims, takeovers, lost and released runs go to stderr, one line each (above the
         # progress bar on a terminal: sys.stderr is the bar's while it is shown).
         logger = logging.getLogger("smithers_tt.worker")

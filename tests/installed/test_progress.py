@@ -144,3 +144,24 @@ def test_worker_draining_the_queue_counts_the_runs_it_ended(
     assert code == 0, screen
     assert re.search(r"runs ended ━+ 3 runs", screen), screen
     assert "stopped after 3 run(s)" in screen
+
+
+def test_worker_with_max_runs_shows_how_many_of_them_ended(core: Installed, tmp_path: Path) -> None:
+    assert core.run("python", "-c", SUBMIT, cwd=tmp_path).returncode == 0
+
+    code, screen = in_terminal(
+        core,
+        "smithers-tt",
+        "--db",
+        "queue.db",
+        "worker",
+        "--workflows",
+        "smithers_tt.demo:demo_workflow",
+        "--max-runs",
+        "2",
+        "--quiet",
+        cwd=tmp_path,
+    )
+
+    assert code == 0, screen
+    assert re.search(r"runs ended ━+ 2/2 ", screen), screen
