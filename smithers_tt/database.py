@@ -9,6 +9,7 @@ import socket
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
+from smithers_tt._extras import require_extra
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
 from smithers_tt.engine._worker import Worker, positive_seconds
@@ -284,6 +285,7 @@ class Database:
     def debug(self, run_id: str, **kw: Any) -> Any:
         """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
         ``notebook`` extra; imported only when called)."""
+        require_extra("ipywidgets", "plotly", "anywidget", needed_for="the notebook debugger")
         from smithers_tt.widgets import Debugger  # optional dependency: import on use
 
         return Debugger(self, run_id, **kw)

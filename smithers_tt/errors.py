@@ -6,6 +6,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
 (``except ValueError``, ``except LookupError``) keep working::
 
     SmithersError
+    ├── ExtraMissing (ImportError)      an optional dependency is not installed (names the extra)
     ├── InvalidInput (ValueError)
     │   ├── CheckpointInvalid           payload is not strict JSON / envelope malformed
     │   ├── CheckpointTooLarge          canonical bytes above the run's limit
@@ -90,6 +91,16 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     return str(value)
+
+
+# --- missing extras ----------------------------------------------------------------------
+
+
+class ExtraMissing(SmithersError, ImportError):
+    """An optional dependency is not installed; the message names the
+    ``pip install 'smithers-tt[extra]'`` that installs it (details: ``module``, ``extra``)."""
+
+    code = "extra_missing"
 
 
 # --- invalid input -----------------------------------------------------------------------

@@ -18,8 +18,10 @@ CHECK = "# NBVAL_CHECK_OUTPUT"
 
 
 def strip(book: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """Drop outputs of unchecked cells and metadata noise; number the checked cells (nbval
-    treats a cell without an execution count as never run)."""
+    """Drop outputs of unchecked cells and metadata noise (saved widget state included: no
+    stored output shows a widget); number the checked cells (nbval treats a cell without an
+    execution count as never run)."""
+    book.metadata.pop("widgets", None)
     count = 0
     for cell in book.cells:
         cell.metadata = {}

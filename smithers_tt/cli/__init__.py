@@ -1,6 +1,11 @@
 """The ``smithers-tt`` command line: the same operations as the Python API, for terminals."""
 
-from smithers_tt.cli import _commands, _maintenance, _workers  # noqa: F401  (they register commands)
+from smithers_tt.cli import (  # noqa: F401  (they register commands)
+    _commands,
+    _lab,
+    _maintenance,
+    _workers,
+)
 from smithers_tt.cli._app import cli
 
 

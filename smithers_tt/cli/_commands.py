@@ -12,6 +12,7 @@ import click
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
 from smithers_tt.cli._output import emit_json, short, state, table, when
+from smithers_tt.cli._progress import progress_bar
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
@@ -264,7 +265,8 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
         "deleting everything after it?",
         yes,
     )
-    snap = ctx.db.rewind(run_id, frame_no, confirm=True, force=force)
+    with progress_bar(f"rewinding to frame {frame_no}", unit=""):
+        snap = ctx.db.rewind(run_id, frame_no, confirm=True, force=force)
     if ctx.as_json:
         emit_json({"run_id": run_id, "frame_no": frame_no, "status": snap.status})
         return
@@ -323,13 +325,13 @@ def fork(
       smithers-tt fork RUN 9 --input '{"topic": "wasp"}'
       smithers-tt fork RUN 9 --checkpoint research=edited.json
     """
-    child = ctx.db.fork(
-        run_id,
-        frame_no,
-        reset=list(reset_nodes),
-        input=None if input_json is None else _parse_json(input_json, "--input"),
-        checkpoints=_edits(edits),
-    )
+    options = {
+        "reset": list(reset_nodes),
+        "input": None if input_json is None else _parse_json(input_json, "--input"),
+        "checkpoints": _edits(edits),
+    }
+    with progress_bar(f"forking at frame {frame_no}", unit=""):
+        child = ctx.db.fork(run_id, frame_no, **options)
     if ctx.as_json:
         emit_json(
             {

@@ -1,9 +1,7 @@
-"""Commands that look after the database, build the demo and open the notebooks."""
+"""Commands that look after the database and build the demo."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +10,7 @@ import click
 from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
 from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, state, table
+from smithers_tt.cli._progress import progress_bar
 from smithers_tt.store import migrate as run_migrations
 
 
@@ -43,8 +42,8 @@ def verify(ctx: Context, page_size: int) -> None:
     Example:
       smithers-tt verify
     """
-    with click.progressbar(length=0, label="verifying", file=sys.stderr, show_pos=True) as bar:
-        report = ctx.db.verify(page_size=page_size, progress=bar.update)
+    with progress_bar("verifying", unit="contents") as advance:
+        report = ctx.db.verify(page_size=page_size, progress=advance)
     if ctx.as_json:
         emit_json(
             {
@@ -92,13 +91,13 @@ def gc(ctx: Context, older_than: float | None, drop_forks: bool, yes: bool) -> N
     """
     if older_than is not None:
         _confirm(f"Delete terminal runs older than {older_than:g} days?", yes)
-    with click.progressbar(length=0, label="collecting", file=sys.stderr) as bar:
+    with progress_bar("collecting", unit="rows deleted") as advance:
         if older_than is None:
-            report = ctx.db.collect_garbage(progress=bar.update)
+            report = ctx.db.collect_garbage(progress=advance)
             result = {"deleted_contents": report.deleted, "bytes_freed": report.bytes_freed}
         else:
             pruned = ctx.db.gc(
-                older_than=older_than * 86400, keep_forks=not drop_forks, progress=bar.update
+                older_than=older_than * 86400, keep_forks=not drop_forks, progress=advance
             )
             result = {k: v for k, v in vars(pruned).items() if not k.startswith("_")}
     if ctx.as_json:
@@ -198,36 +197,7 @@ def demo(ctx: Context, fresh: bool) -> None:
         f"  smithers-tt --db {ctx.url} diff {fork_run.parent_run_id} "
         f"{fork_run.parent_frame_no} {fork_run.run_id}:0"
     )
-    click.echo("  ./dev lab        (the tutorial notebooks in JupyterLab)")
-
-
-@cli.command()
-@click.option("--port", default=8888, show_default=True)
-@click.option("--notebook", default="01_quickstart.ipynb", show_default=True)
-@pass_ctx
-@handle_errors
-def lab(ctx: Context, port: int, notebook: str) -> None:
-    """Open JupyterLab on the tutorial notebooks (needs the notebook extra).
-
-    \b
-    Example:
-      smithers-tt lab --notebook 02_time_travel.ipynb
-    """
-    folder = Path.cwd() / "notebooks"
-    if not folder.is_dir():
-        folder = Path(__file__).resolve().parents[2] / "notebooks"
-    target = folder / notebook
-    if not target.exists():
-        click.echo(f"error: no notebook {target}", err=True)
-        sys.exit(1)
-    env = dict(os.environ, SMITHERS_TT_DB=ctx.url)
-    click.echo(f"opening {target} ({state('running')} on port {port}; Ctrl-C stops it)")
-    raise SystemExit(
-        subprocess.call(
-            [sys.executable, "-m", "jupyterlab", str(target), f"--port={port}"],
-            env=env,
-        )
-    )
+    click.echo(f"  smithers-tt --db {ctx.url} lab    (the tour notebook on this database)")
 
 
 @cli.command()

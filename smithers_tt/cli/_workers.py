@@ -7,11 +7,13 @@ import logging
 import signal
 import sys
 import time
+from collections.abc import Callable
 
 import click
 
 from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
 from smithers_tt.cli._output import emit_json, state, table, when
+from smithers_tt.cli._progress import progress_bar
 from smithers_tt.store._claims import count_runs
 
 
@@ -75,32 +77,40 @@ def worker(
         drain_timeout=drain_timeout,
     )
 
-    async def main() -> int:
+    async def main(advance: Callable[[int], None]) -> int:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await w.run(stop, max_runs=max_runs, idle_exit=idle_exit)
+        working = asyncio.create_task(w.run(stop, max_runs=max_runs, idle_exit=idle_exit))
+        shown = 0
+        while not working.done():  # the bar follows the runs this worker brought to an end
+            await asyncio.wait({working}, timeout=0.2)
+            advance(w.completed - shown)
+            shown = w.completed
+        return working.result()
 
     click.echo(
         f"worker {w.worker_id} executing {', '.join(w.workflows)} "
         f"({concurrency} at a time); SIGTERM stops it",
         err=True,
     )
-    # Claims, takeovers, lost and released runs go to stderr, one line each.
-    logger = logging.getLogger("smithers_tt.worker")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    level, propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.WARNING if quiet else logging.INFO)
-    logger.propagate = False
-    try:
-        done = asyncio.run(main())
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+    with progress_bar("runs ended", total=max_runs, unit="runs") as advance:
+        # Claims, takeovers, lost and released runs go to stderr, one line each (above the
+        # progress bar on a terminal: sys.stderr is the bar's while it is shown).
+        logger = logging.getLogger("smithers_tt.worker")
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        level, propagate = logger.level, logger.propagate
+        logger.addHandler(handler)
+        logger.setLevel(logging.WARNING if quiet else logging.INFO)
+        logger.propagate = False
+        try:
+            done = asyncio.run(main(advance))
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
     if ctx.as_json:
         emit_json({"worker_id": w.worker_id, "completed": done})
     else:

@@ -81,6 +81,7 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from smithers_tt._extras import extra_needed
 from smithers_tt.checkpoint import AgentCheckpoint, CheckpointCapability, CheckpointFormat
 from smithers_tt.engine import GenerateRequest, GenerateResult
 from smithers_tt.errors import InvalidArgument, ModelError, ModelRequestRejected
@@ -233,7 +234,8 @@ class ChatAgent:
         return result if isinstance(result, str) else json.dumps(result, default=str)
 
     def _client(self) -> Any:
-        from openai import AsyncOpenAI  # imported here: only ChatAgent users need openai
+        with extra_needed("ChatAgent"):  # imported here: only ChatAgent users need openai
+            from openai import AsyncOpenAI
 
         api_key = self.api_key
         if api_key is None and self.base_url is not None:

@@ -33,10 +33,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from smithers_tt._extras import require_extra
 from smithers_tt.errors import LineageError, LineageUnavailable
 from smithers_tt.lineage._views import DATA_TABLE, MIRRORED, VIEWS, raw_columns
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._maintenance import Progress
 
 EXTENSIONS_ENV = "SMITHERS_TT_DUCKDB_EXTENSIONS"
 """A directory holding ``<name>.duckdb_extension`` files (flat, or in DuckDB's
@@ -53,14 +55,10 @@ class LineageFallbackWarning(RuntimeWarning):
 
 def import_duckdb() -> Any:
     """The ``duckdb`` module, or :class:`LineageUnavailable` saying what to install."""
-    try:
-        import duckdb
-        import pandas  # noqa: F401  (results are pandas DataFrames)
-    except ImportError as error:
-        raise LineageUnavailable(
-            f"lineage analytics need duckdb and pandas ({error}); install them with "
-            "pip install 'smithers-tt[lineage]'"
-        ) from error
+    # results are pandas DataFrames
+    require_extra("duckdb", "pandas", needed_for="lineage analytics", error=LineageUnavailable)
+    import duckdb
+
     return duckdb
 
 
@@ -305,8 +303,9 @@ def _finish_snapshot(con: Any, scratch: Scratch, data_from: str) -> None:
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap (READ_ONLY)")
 
 
-def snapshot_from_source(con: Any, scratch: Scratch) -> None:
-    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only."""
+def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None = None) -> None:
+    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only;
+    ``progress(1)`` after each table."""
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
     _create_snapshot_tables(con, with_data=False)
     con.execute("BEGIN TRANSACTION")
@@ -314,6 +313,8 @@ def snapshot_from_source(con: Any, scratch: Scratch) -> None:
         for table in MIRRORED:
             name = ident(table.name)
             con.execute(f"INSERT INTO snap.{name} SELECT * FROM source.{name}")  # noqa: S608
+            if progress:
+                progress(1)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
@@ -347,16 +348,16 @@ def _insert_batch(
         con.unregister("smithers_tt_batch")
 
 
-def snapshot_with_arrow(con: Any, engine: Engine, scratch: Scratch, batch_rows: int) -> None:
-    """Stream every mirrored table and the content bytes through SQLAlchemy into a DuckDB file.
+def snapshot_with_arrow(
+    con: Any, engine: Engine, scratch: Scratch, batch_rows: int, progress: Progress | None = None
+) -> None:
+    """Stream every mirrored table and the content bytes through SQLAlchemy into a DuckDB file
+    (``progress(1)`` after each table).
 
     One read-only transaction (REPEATABLE READ on PostgreSQL, one WAL snapshot on SQLite), so
     the copy is consistent; batches are bounded by ``batch_rows`` rows and 64 MiB of bytes.
     """
-    if importlib.util.find_spec("pyarrow") is None:
-        raise LineageUnavailable(
-            "the Arrow fallback needs pyarrow; pip install 'smithers-tt[lineage]'"
-        )
+    require_extra("pyarrow", needed_for="the lineage's Arrow fallback", error=LineageUnavailable)
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
     _create_snapshot_tables(con, with_data=True)
     jobs: list[tuple[str, list[Any], list[tuple[str, str]], int]] = []
@@ -386,6 +387,8 @@ def snapshot_with_arrow(con: Any, engine: Engine, scratch: Scratch, batch_rows: 
                     pending, pending_bytes = [], 0
             if pending:
                 _insert_batch(con, name, names, types, pending)
+            if progress:
+                progress(1)
     _finish_snapshot(con, scratch, "snap.main")
 
 

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage._views import BY_NAME, VIEWS
+from smithers_tt.store._maintenance import Progress
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -57,6 +58,8 @@ class Lineage:
             :class:`LineageFallbackWarning`).
         threads: DuckDB worker threads (default: one per core).
         batch_rows: rows per Arrow batch in the fallback.
+        progress: called with 1 after each table a snapshot copies (``snapshot=True`` or the
+            Arrow fallback), e.g. a terminal or notebook progress bar.
 
     Attributes:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
@@ -78,6 +81,7 @@ class Lineage:
         reader: Reader = "auto",
         threads: int | None = None,
         batch_rows: int = 50_000,
+        progress: Progress | None = None,
     ) -> None:
         if reader not in ("auto", "scanner", "arrow"):
             raise InvalidArgument(f"reader must be 'auto', 'scanner' or 'arrow', got {reader!r}")
@@ -89,7 +93,7 @@ class Lineage:
         self._con = C.new_connection(threads)
         self.extension: str | None = None
         try:
-            self.reader, self.snapshot = self._open(db, snapshot, reader, batch_rows)
+            self.reader, self.snapshot = self._open(db, snapshot, reader, batch_rows, progress)
             for view in VIEWS:
                 name = C.ident(view.name)
                 if self.snapshot and view.materialize:
@@ -103,7 +107,12 @@ class Lineage:
             raise
 
     def _open(
-        self, db: Database, snapshot: bool, reader: Reader, batch_rows: int
+        self,
+        db: Database,
+        snapshot: bool,
+        reader: Reader,
+        batch_rows: int,
+        progress: Progress | None,
     ) -> tuple[str, bool]:
         if reader != "arrow":
             try:
@@ -116,12 +125,12 @@ class Lineage:
                 C.create_source_views(self._con, source)
                 if snapshot:
                     self._scratch = C.Scratch()
-                    C.snapshot_from_source(self._con, self._scratch)
+                    C.snapshot_from_source(self._con, self._scratch, progress)
                 else:
                     C.create_raw_views(self._con, "source", "source")
                 return "scanner", snapshot
         self._scratch = C.Scratch()
-        C.snapshot_with_arrow(self._con, db.engine, self._scratch, batch_rows)
+        C.snapshot_with_arrow(self._con, db.engine, self._scratch, batch_rows, progress)
         return "arrow", True
 
     # --- any SQL -----------------------------------------------------------------------------
@@ -220,9 +229,14 @@ class Lineage:
     # --- export ------------------------------------------------------------------------------
 
     def export_parquet(
-        self, directory: str | Path, views: Iterable[str] | None = None
+        self,
+        directory: str | Path,
+        views: Iterable[str] | None = None,
+        *,
+        progress: Progress | None = None,
     ) -> dict[str, Path]:
-        """Write each view (or the named ones) to ``<directory>/<view>.parquet`` (zstd).
+        """Write each view (or the named ones) to ``<directory>/<view>.parquet`` (zstd);
+        ``progress(1)`` is called after each view.
 
         Returns:
             The path written for each view, in view order.
@@ -244,6 +258,8 @@ class Lineage:
                 "(FORMAT parquet, COMPRESSION zstd)"
             )
             paths[name] = path
+            if progress:
+                progress(1)
         return paths
 
     # --- lifetime ----------------------------------------------------------------------------

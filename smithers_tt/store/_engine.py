@@ -30,6 +30,7 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
+from smithers_tt._extras import extra_needed
 from smithers_tt.errors import InvalidArgument, SmithersError, StoreError, TransientStoreError
 
 T = TypeVar("T")
@@ -97,15 +98,16 @@ class Engine:
         if self.dialect == "sqlite":
             self.sa = _sqlite_engine(parsed, busy_timeout_ms, synchronous, read_only)
         else:
-            self.sa = sa.create_engine(
-                parsed,
-                pool_pre_ping=True,
-                pool_size=8,
-                max_overflow=24,
-                isolation_level="READ COMMITTED",
-                # A name given in the URL (?application_name=...) wins.
-                connect_args={} if "application_name" in parsed.query else _PG_NAME,
-            )
+            with extra_needed("PostgreSQL"):  # SQLAlchemy imports psycopg here
+                self.sa = sa.create_engine(
+                    parsed,
+                    pool_pre_ping=True,
+                    pool_size=8,
+                    max_overflow=24,
+                    isolation_level="READ COMMITTED",
+                    # A name given in the URL (?application_name=...) wins.
+                    connect_args={} if "application_name" in parsed.query else _PG_NAME,
+                )
 
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
 

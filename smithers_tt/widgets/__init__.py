@@ -4,11 +4,14 @@
 a frame scrubber, an inspector of nodes and checkpoints, diffs between frames, attempts and
 forks, Rewind / Fork / Replay with confirmation, the fork tree, and follows running runs
 live. :class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
-which is what the widgets observe and what tests drive.
+which is what the widgets observe and what tests drive. :func:`notebook_progress` is a
+progress bar to pass as ``progress=`` to long work (``db.verify``, ``db.gc``, lineage
+snapshots and exports).
 """
 
 from smithers_tt.widgets._debugger import Debugger
 from smithers_tt.widgets._model import ActionResult, DebuggerModel, DiffResult, Message, Pending
+from smithers_tt.widgets._progress import ProgressBar, notebook_progress
 from smithers_tt.widgets._synthetic import large_run
 from smithers_tt.widgets._timeline import TimelineData, build_timeline
 
@@ -19,7 +22,9 @@ __all__ = [
     "DiffResult",
     "Message",
     "Pending",
+    "ProgressBar",
     "TimelineData",
     "build_timeline",
     "large_run",
+    "notebook_progress",
 ]

@@ -1,0 +1,113 @@
+"""``smithers-tt lab``: JupyterLab on the tutorial notebooks, from a checkout or from a wheel.
+
+A checkout (an editable install) opens its own ``notebooks/`` in place. A wheel ships the
+notebooks inside the package (``smithers_tt/_notebooks``); they are copied into a folder of
+the user's (``./smithers-tt-notebooks`` unless ``--dir`` says otherwise) so that the
+databases they write and the edits a person saves never land in ``site-packages``. A copy a
+person already has is never overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import click
+
+from smithers_tt._extras import require_extra
+from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
+from smithers_tt.errors import InvalidArgument
+
+PACKAGE = Path(__file__).resolve().parents[1]
+SHIPPED = PACKAGE / "_notebooks"
+"""Where a wheel install keeps the notebooks (hatch puts ``notebooks/`` there)."""
+CHECKOUT = PACKAGE.parent / "notebooks"
+"""The checkout's notebooks, used by an editable install."""
+DEFAULT_NOTEBOOK = "00_tour.ipynb"
+DEFAULT_DIR = "smithers-tt-notebooks"
+
+
+def notebook_folder(workdir: Path | None) -> tuple[Path, list[str]]:
+    """The folder to open and the notebooks copied into it (none for a checkout).
+
+    Raises:
+        InvalidArgument: neither a checkout nor the installed package holds the notebooks.
+    """
+    if workdir is None and CHECKOUT.is_dir() and not SHIPPED.is_dir():
+        return CHECKOUT, []
+    source = SHIPPED if SHIPPED.is_dir() else CHECKOUT
+    if not source.is_dir():
+        raise InvalidArgument(
+            f"the tutorial notebooks are not installed (looked in {SHIPPED} and {CHECKOUT}); "
+            "reinstall smithers-tt"
+        )
+    folder = (workdir or Path(DEFAULT_DIR)).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    copied = []
+    for notebook in sorted(source.glob("*.ipynb")):
+        if not (folder / notebook.name).exists():
+            shutil.copyfile(notebook, folder / notebook.name)
+            copied.append(notebook.name)
+    return folder, copied
+
+
+def jupyter_arguments(extra: tuple[str, ...], *, is_root: bool) -> list[str]:
+    """The caller's JupyterLab arguments, with ``--allow-root`` added when running as root
+    (JupyterLab refuses to start as root without it, as in most containers)."""
+    args = list(extra)
+    if is_root and "--allow-root" not in args:
+        args.append("--allow-root")
+    return args
+
+
+def absolute_url(url: str) -> str:
+    """The database URL with a relative SQLite path made absolute: the kernel runs in the
+    notebooks' folder, not where ``smithers-tt lab`` was started."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url.removeprefix(prefix).startswith("/"):
+        return prefix + str(Path(url.removeprefix(prefix)).resolve())
+    return url
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--notebook", default=DEFAULT_NOTEBOOK, show_default=True, help="The notebook to open."
+)
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help=f"Copy the notebooks here and open them (default for a wheel install: ./{DEFAULT_DIR}).",
+)
+@click.argument("jupyter_args", nargs=-1, type=click.UNPROCESSED)
+@pass_ctx
+@handle_errors
+def lab(ctx: Context, notebook: str, workdir: Path | None, jupyter_args: tuple[str, ...]) -> None:
+    """Open JupyterLab on the tutorial notebooks, on this database (needs the notebook extra).
+
+    Other arguments and options go to JupyterLab unchanged (after -- too); --allow-root is
+    added when running as root. The notebooks open the database as $SMITHERS_TT_DB.
+
+    \b
+    Examples:
+      smithers-tt lab
+      smithers-tt lab --notebook 02_time_travel.ipynb
+      smithers-tt lab --no-browser --port 9999 --ip 0.0.0.0
+      smithers-tt --db postgresql+psycopg://user@host/db lab --dir my-notebooks
+    """
+    require_extra("jupyterlab", needed_for="smithers-tt lab")
+    folder, copied = notebook_folder(workdir)
+    target = folder / notebook
+    if not target.is_file():
+        names = ", ".join(sorted(p.name for p in folder.glob("*.ipynb")))
+        raise InvalidArgument(f"no notebook {notebook!r} in {folder}; there are: {names}")
+    if copied:
+        click.echo(f"copied {len(copied)} notebooks into {folder}")
+    url = absolute_url(ctx.url)
+    click.echo(f"opening {target} on {url} (Ctrl-C stops JupyterLab)")
+    args = jupyter_arguments(jupyter_args, is_root=os.geteuid() == 0)
+    env = dict(os.environ, SMITHERS_TT_DB=url)
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "jupyterlab", str(target), *args], env)
