@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from smithers_tt._ids import check_id
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     EncodedCheckpoint,
@@ -286,7 +287,7 @@ class Store:
             raise InvalidArgument(f"a new run is running or queued, not {status!r}")
         if max_checkpoint_bytes is not None:
             size_limit(max_checkpoint_bytes)
-        run_id = run_id or new_run_id()
+        run_id = new_run_id() if run_id is None else check_id(run_id, "run_id")
         stamp = now_ms()
         epoch = 1 if status == "running" else 0
         values = {
