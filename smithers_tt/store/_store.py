@@ -65,6 +65,7 @@ from smithers_tt.store._records import (
     encode_cursor,
     new_run_id,
     now_ms,
+    stored_json,
 )
 
 T = TypeVar("T")
@@ -85,8 +86,8 @@ def _run_from_row(row: Any) -> RunRecord:
         row.workflow,
         row.workflow_hash,
         row.status,
-        None if row.input_json is None else loads(row.input_json),
-        None if row.output_json is None else loads(row.output_json),
+        stored_json(row.input_json, f"tt_runs.input_json of run {row.run_id!r}"),
+        stored_json(row.output_json, f"tt_runs.output_json of run {row.run_id!r}"),
         row.error,
         row.owner_epoch,
         row.owner_id,
@@ -98,7 +99,7 @@ def _run_from_row(row: Any) -> RunRecord:
         row.created_at_ms,
         row.updated_at_ms,
         row.clock,
-        None if row.graph_json is None else loads(row.graph_json),
+        stored_json(row.graph_json, f"tt_runs.graph_json of run {row.run_id!r}"),
     )
 
 
@@ -579,7 +580,11 @@ class Store:
                 r.iteration,
                 r.state,
                 r.last_attempt,
-                None if r.output_json is None else loads(r.output_json),
+                stored_json(
+                    r.output_json,
+                    f"tt_nodes.output_json of node {r.node_id!r} (iteration {r.iteration}) of "
+                    f"run {r.run_id!r}",
+                ),
             )
             for r in rows
         ]
