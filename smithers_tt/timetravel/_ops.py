@@ -33,7 +33,7 @@ from smithers_tt.store import CheckpointRef, Frame, Store
 from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_from_row, record, select_frames
 from smithers_tt.store._publish import insert_content
-from smithers_tt.store._records import new_run_id, now_ms, stored_json
+from smithers_tt.store._records import VERIFY_HINT, new_run_id, now_ms, stored_json
 from smithers_tt.timetravel._bulk import Refold, refs_from_rows, roomy, state_at
 from smithers_tt.timetravel._materialize import (
     check_contents,
@@ -171,7 +171,7 @@ def _frames(conn: Connection, run_id: str, upto: int | None = None) -> list[Fram
         except StoreCorrupt as error:  # data_json that is not JSON at all
             raise SnapshotInvalid(
                 f"frame {row.frame_no} ({row.kind}) of run {run_id} is corrupt: its data is "
-                f"not JSON ({error}); nothing was changed",
+                f"not JSON ({error.__cause__}); nothing was changed; {VERIFY_HINT}",
                 run_id=run_id,
                 frame_no=row.frame_no,
             ) from error

@@ -96,6 +96,7 @@ def test_frame_data_that_is_not_json_is_reported_by_the_timeline_and_snapshots(
     error = _failure(lambda: db.snapshot(run.id))
     assert isinstance(error, SnapshotInvalid)
     assert f"frame 0 (run_created) of run {run.id}" in str(error)
+    assert HINT in str(error)
 
 
 def test_verify_finds_nothing_wrong_in_a_healthy_store_with_forks_and_rewinds(
