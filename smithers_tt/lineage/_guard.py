@@ -32,6 +32,7 @@ from typing import Any
 from smithers_tt.errors import LineageError
 
 _ALLOWED_KINDS = frozenset({"SELECT", "EXPLAIN", "COPY"})
+"""Statement kinds sql() runs; an EXPLAIN counts only when what it explains is a SELECT."""
 _DENIED_PREFIXES = ("sqlite_", "postgres_")
 _DENIED_NAMES = frozenset(
     {
@@ -110,6 +111,27 @@ def called_names(query: str) -> list[str]:
     return names
 
 
+def explained(statement: str) -> str:
+    """The statement an ``EXPLAIN [ANALYZE] [(options)]`` statement explains (or runs)."""
+    import duckdb
+
+    tokens = [
+        start for start, kind in duckdb.tokenize(statement) if kind != duckdb.token_type.comment
+    ]
+    index = 1  # past EXPLAIN
+    depth = 0
+    while index < len(tokens):
+        word = statement[tokens[index] :].split(None, 1)[0].upper() if depth == 0 else ""
+        if statement[tokens[index]] == "(":
+            depth += 1
+        elif statement[tokens[index]] == ")" and depth:
+            depth -= 1
+        elif depth == 0 and word not in ("ANALYZE", "ANALYSE"):
+            return statement[tokens[index] :]
+        index += 1
+    return ""
+
+
 def check_query(con: Any, query: str, *, files: bool) -> None:
     """Refuse ``query`` unless it only reads (see the module docstring for what that means);
     ``COPY`` only when ``files`` (the caller allowed directories).
@@ -120,6 +142,11 @@ def check_query(con: Any, query: str, *, files: bool) -> None:
     """
     for statement in con.extract_statements(query):
         kind = statement.type.name
+        if kind == "EXPLAIN":
+            # EXPLAIN ANALYZE runs what it explains: that must be a query too.
+            inner = con.extract_statements(explained(statement.query))
+            kinds = {s.type.name for s in inner} or {"EXPLAIN"}
+            kind = "EXPLAIN" if kinds == {"SELECT"} else f"EXPLAIN {'/'.join(sorted(kinds))}"
         if kind == "COPY" and not files:
             raise LineageError(
                 "lineage.sql() writes files only in directories allowed when the lineage was "
@@ -129,7 +156,7 @@ def check_query(con: Any, query: str, *, files: bool) -> None:
         if kind not in _ALLOWED_KINDS:
             raise LineageError(
                 "lineage.sql() runs read-only queries (SELECT, DESCRIBE, SUMMARIZE, EXPLAIN, "
-                f"COPY ... TO an allowed directory); a {kind} statement is refused and nothing "
+                f"COPY ... TO an allowed directory); {kind} statements are refused and nothing "
                 "was run. The store cannot be changed through a lineage: use the Database API"
             )
     for name in called_names(query):

@@ -36,6 +36,8 @@ def _escapes(db: st.Database) -> list[str]:
         "SET lock_configuration = false",
         "ATTACH ':memory:' AS scratch",
         "CREATE OR REPLACE VIEW runs AS SELECT 1 AS run_id",
+        "EXPLAIN ANALYZE CREATE OR REPLACE VIEW runs AS SELECT 1 AS run_id",
+        "EXPLAIN ANALYZE SELECT * FROM postgres_execute('store', 'SELECT 1')",
         "LOAD httpfs",
         "INSTALL httpfs",
     ]
@@ -84,7 +86,7 @@ def test_a_second_attach_of_the_store_cannot_write_it_after_a_refused_one(
             attach = f"ATTACH '{sqlite_file(scenario.db).resolve()}' AS w (TYPE sqlite)"
         else:
             attach = "ATTACH '' AS w (TYPE postgres, SECRET smithers_tt_store)"
-        with pytest.raises(LineageError, match="ATTACH statement is refused"):
+        with pytest.raises(LineageError, match="ATTACH statements are refused"):
             lin.sql(attach)
         with pytest.raises(LineageError):
             lin.sql("DELETE FROM w.tt_runs")
@@ -171,3 +173,21 @@ def test_an_allowed_directory_that_does_not_exist_is_refused(
 ) -> None:
     with pytest.raises(LineageError, match="not an existing directory"):
         scenario.db.lineage(allowed_directories=[tmp_path / "nope"])
+
+
+QUESTIONS = [
+    "DESCRIBE runs",
+    "SUMMARIZE runs",
+    "SHOW TABLES",
+    "FROM runs SELECT count(*)",
+    "WITH r AS (SELECT * FROM runs) SELECT count(*) FROM r",
+    "EXPLAIN SELECT * FROM checkpoints",
+    "EXPLAIN ANALYZE SELECT count(*) FROM checkpoints",
+    "SELECT 'postgres_execute(' AS query, 1 AS sqlite_query",  # names, not calls
+    "SELECT count(*) FROM raw.tt_runs -- postgres_execute('store', 'x')",
+]
+
+
+def test_read_only_questions_still_run(scenario: Scenario) -> None:
+    with scenario.db.lineage() as lin:
+        assert [q for q in QUESTIONS if lin.sql(q).empty] == []
