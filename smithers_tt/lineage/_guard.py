@@ -1,6 +1,6 @@
 """What :meth:`Lineage.sql` lets through: read-only questions, and files only where allowed.
 
-Three walls, each enough on its own for the escapes it names, together for all of them:
+Three walls; each closes the escapes it names, and every escape meets at least one:
 
 * **DuckDB's own sandbox** (:func:`lock_down`), set after the lineage is built: external
   access off (no ``read_csv`` / ``COPY ... TO`` / ``glob`` of arbitrary paths, no new
@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from smithers_tt.errors import LineageError
+from smithers_tt.lineage._connect import literal
 
 _ALLOWED_KINDS = frozenset({"SELECT", "EXPLAIN", "COPY"})
 """Statement kinds sql() runs; an EXPLAIN counts only when what it explains is a SELECT."""
@@ -51,10 +52,6 @@ _DENIED_NAMES = frozenset(
         "pg_clear_cache",
     }
 )
-
-
-def _quoted(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def directory_prefix(path: str | Path) -> Path:
@@ -79,8 +76,8 @@ def lock_down(con: Any, directories: Iterable[Path], temp_directory: Path) -> No
     """
     # DuckDB matches allowed directories as path prefixes: the trailing separator keeps
     # ``/data/out`` from also allowing ``/data/outside``.
-    prefixes = ", ".join(_quoted(f"{Path(d)}/") for d in directories)
-    con.execute(f"SET temp_directory = {_quoted(str(temp_directory))}")
+    prefixes = ", ".join(literal(f"{Path(d)}/") for d in directories)
+    con.execute(f"SET temp_directory = {literal(str(temp_directory))}")
     # DuckDB also keeps every file attached now (the snapshot; never the SQLite store, which
     # is read through sqlite_scan) in allowed_paths: COPY is refused unless directories were
     # allowed on purpose, so that only those are written.

@@ -129,7 +129,8 @@ def collect_garbage(
 def verify(
     engine: Engine, *, page_size: int = 200, progress: Progress | None = None
 ) -> VerifyReport:
-    """Check every content row's SHA-256 and size, and every ref's content, page by page."""
+    """Check every content row's SHA-256 and size, every ref's content, every ref against its
+    run's checkpoint frames, and every JSON column of runs, nodes and frames, page by page."""
     check_limit(page_size)
     c, f = S.contents, S.refs
     report = VerifyReport()
