@@ -137,8 +137,11 @@ def check_query(con: Any, query: str, *, files: bool) -> None:
         LineageError: a statement is of a refused kind or calls a refused function; nothing
             was run.
     """
-    for statement in con.extract_statements(query):
-        kind = statement.type.name
+    statements = con.extract_statements(query)
+    if not statements:
+        raise LineageError("lineage.sql() got no statement: pass a query such as 'FROM runs'")
+    for statement in statements:
+        kind = statement.type.name.replace("???", "this kind of")
         if kind == "EXPLAIN":
             # EXPLAIN ANALYZE runs what it explains: that must be a query too.
             inner = con.extract_statements(explained(statement.query))

@@ -39,6 +39,10 @@ def _escapes(db: st.Database) -> list[str]:
         "EXPLAIN ANALYZE CREATE OR REPLACE VIEW runs AS SELECT 1 AS run_id",
         "EXPLAIN ANALYZE SELECT * FROM postgres_execute('store', 'SELECT 1')",
         "LOAD httpfs",
+        "UPDATE EXTENSIONS",
+        "COPY FROM DATABASE memory TO memory",
+        "",
+        "-- nothing but a comment",
         "INSTALL httpfs",
     ]
     if db.engine.is_sqlite:
