@@ -15,9 +15,10 @@ Three walls; each closes the escapes it names, and every escape meets at least o
   ``SET``, ``CREATE``, ``INSERT`` / ``UPDATE`` / ``DELETE``, ``PREPARE`` or transactions.
 * **Scanner functions**: the sqlite / postgres extensions' own functions (``sqlite_query``,
   ``sqlite_attach``, ``sqlite_scan`` of another file, ``postgres_execute``,
-  ``postgres_query`` ...) send SQL or open files past DuckDB's checks, and ``query()`` /
-  ``query_table()`` would run SQL hidden in a string: none of them may be called from
-  :meth:`Lineage.sql`. The lineage's own views use the scanners; they were defined before.
+  ``postgres_query`` ...) send SQL or open files past DuckDB's checks, ``query()`` /
+  ``query_table()`` would run SQL hidden in a string, and ``enable_logging()`` and its kin
+  change settings past the lock: none of them may be called from :meth:`Lineage.sql`. The
+  lineage's own views use the scanners; they were defined before.
 
 The PostgreSQL sessions are read-only on the server too, and the credentials' secret is
 dropped once the store is attached, so nothing in DuckDB can open a second connection with it.
@@ -34,7 +35,15 @@ from smithers_tt.lineage._connect import literal
 
 _ALLOWED_KINDS = frozenset({"SELECT", "EXPLAIN", "COPY"})
 """Statement kinds sql() runs; an EXPLAIN counts only when what it explains is a SELECT."""
-_DENIED_PREFIXES = ("sqlite_", "postgres_")
+_DENIED_PREFIXES = (
+    "sqlite_",
+    "postgres_",
+    # settings in disguise: enable_logging(storage='file', ...) leaves every later query and
+    # the process's exit failing; profiling, verification, checkpoints on shutdown ...
+    "enable_",
+    "disable_",
+    "verify_",
+)
 _DENIED_NAMES = frozenset(
     {
         # run SQL held in a string, past the name check below
@@ -50,6 +59,9 @@ _DENIED_NAMES = frozenset(
         "pandas_scan",
         "python_map_function",
         "pg_clear_cache",
+        "truncate_duckdb_logs",
+        "checkpoint",
+        "force_checkpoint",
     }
 )
 

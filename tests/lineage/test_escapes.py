@@ -40,6 +40,8 @@ def _escapes(db: st.Database) -> list[str]:
         "EXPLAIN ANALYZE SELECT * FROM postgres_execute('store', 'SELECT 1')",
         "LOAD httpfs",
         "UPDATE EXTENSIONS",
+        "SELECT * FROM enable_logging(storage = 'file', storage_path = '/tmp/smithers-tt-log')",
+        "CALL disable_optimizer()",
         "COPY FROM DATABASE memory TO memory",
         "",
         "-- nothing but a comment",
