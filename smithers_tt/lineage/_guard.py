@@ -13,12 +13,14 @@ Three walls; each closes the escapes it names, and every escape meets at least o
   the files attached at lock-down: the lineage's own snapshot, never the store). No
   ``ATTACH`` (the SQLite scanner opens any file for writing even with external access off),
   ``SET``, ``CREATE``, ``INSERT`` / ``UPDATE`` / ``DELETE``, ``PREPARE`` or transactions.
-* **Scanner functions**: the sqlite / postgres extensions' own functions (``sqlite_query``,
-  ``sqlite_attach``, ``sqlite_scan`` of another file, ``postgres_execute``,
-  ``postgres_query`` ...) send SQL or open files past DuckDB's checks, ``query()`` /
-  ``query_table()`` would run SQL hidden in a string, and ``enable_logging()`` and its kin
-  change settings past the lock: none of them may be called from :meth:`Lineage.sql`. The
-  lineage's own views use the scanners; they were defined before.
+* **Table functions**: only those in :data:`SAFE_TABLE_FUNCTIONS` (series, file readers that
+  DuckDB confines to the allowed directories, DuckDB's own catalog) may be called. The
+  scanners' ``sqlite_query``, ``sqlite_attach``, ``sqlite_scan``, ``postgres_execute``,
+  ``postgres_query`` ... send SQL or open files past DuckDB's checks, ``query()`` runs SQL
+  hidden in a string, ``enable_logging()`` and its kin change settings past the lock,
+  ``pandas_scan`` reads a raw pointer: all are refused by name, and so is any table function
+  a later DuckDB or extension adds. The lineage's own views use the scanners; they were
+  defined before.
 
 The PostgreSQL sessions are read-only on the server too, and the credentials' secret is
 dropped once the store is attached, so nothing in DuckDB can open a second connection with it.
@@ -35,35 +37,88 @@ from smithers_tt.lineage._connect import literal
 
 _ALLOWED_KINDS = frozenset({"SELECT", "EXPLAIN", "COPY"})
 """Statement kinds sql() runs; an EXPLAIN counts only when what it explains is a SELECT."""
-_DENIED_PREFIXES = (
-    "sqlite_",
-    "postgres_",
-    # settings in disguise: enable_logging(storage='file', ...) leaves every later query and
-    # the process's exit failing; profiling, verification, checkpoints on shutdown ...
-    "enable_",
-    "disable_",
-    "verify_",
-)
-_DENIED_NAMES = frozenset(
+SAFE_TABLE_FUNCTIONS = frozenset(
     {
-        # run SQL held in a string, past the name check below
-        "query",
-        "query_table",
-        "json_execute_serialized_sql",
-        # copy between attached catalogs, read a database export
-        "copy_database",
-        "import_database",
-        # scan Python objects by raw pointer
-        "arrow_scan",
-        "arrow_scan_dumb",
-        "pandas_scan",
-        "python_map_function",
-        "pg_clear_cache",
-        "truncate_duckdb_logs",
-        "checkpoint",
-        "force_checkpoint",
+        # rows made from arguments
+        "range",
+        "generate_series",
+        "unnest",
+        "repeat",
+        "repeat_row",
+        "json_each",
+        "json_tree",
+        # files (DuckDB confines them to the allowed directories)
+        "read_csv",
+        "read_csv_auto",
+        "sniff_csv",
+        "read_parquet",
+        "parquet_scan",
+        "parquet_metadata",
+        "parquet_schema",
+        "parquet_file_metadata",
+        "parquet_kv_metadata",
+        "read_json",
+        "read_json_auto",
+        "read_json_objects",
+        "read_json_objects_auto",
+        "read_ndjson",
+        "read_ndjson_auto",
+        "read_ndjson_objects",
+        "read_text",
+        "read_blob",
+        "glob",
+        # what DuckDB knows about itself
+        "duckdb_columns",
+        "duckdb_constraints",
+        "duckdb_databases",
+        "duckdb_dependencies",
+        "duckdb_extensions",
+        "duckdb_functions",
+        "duckdb_indexes",
+        "duckdb_keywords",
+        "duckdb_memory",
+        "duckdb_schemas",
+        "duckdb_secrets",
+        "duckdb_sequences",
+        "duckdb_settings",
+        "duckdb_tables",
+        "duckdb_temporary_files",
+        "duckdb_types",
+        "duckdb_variables",
+        "duckdb_views",
+        "pragma_table_info",
+        "table_info",
+        "pragma_version",
+        "version",
+        "pragma_platform",
+        "platform",
+        "pragma_database_size",
+        "database_size",
+        "pragma_storage_info",
+        "storage_info",
+        "show",
+        "show_tables",
+        "show_tables_expanded",
+        "show_databases",
+        "summary",
+        "pg_timezone_names",
+        "icu_calendar_names",
+        "test_all_types",
     }
 )
+"""Table functions :meth:`Lineage.sql` may call; every other one is refused by name (the
+scanners' ``sqlite_query`` / ``postgres_execute``, ``query()``, ``enable_logging()``,
+``pandas_scan`` of a raw pointer, and whatever a future extension adds)."""
+
+
+def refused_functions(con: Any) -> frozenset[str]:
+    """Names of the table and pragma functions ``con`` knows that are not safe to call, taken
+    once the scanners are loaded (so their functions are included)."""
+    rows = con.execute(
+        "SELECT DISTINCT lower(function_name) FROM duckdb_functions() "
+        "WHERE function_type IN ('table', 'table_macro', 'pragma')"
+    ).fetchall()
+    return frozenset(name for (name,) in rows) - SAFE_TABLE_FUNCTIONS
 
 
 def directory_prefix(path: str | Path) -> Path:
@@ -141,9 +196,10 @@ def explained(statement: str) -> str:
     return ""
 
 
-def check_query(con: Any, query: str, *, files: bool) -> None:
+def check_query(con: Any, query: str, *, files: bool, refused: frozenset[str]) -> None:
     """Refuse ``query`` unless it only reads (see the module docstring for what that means);
-    ``COPY`` only when ``files`` (the caller allowed directories).
+    ``COPY`` only when ``files`` (the caller allowed directories); no call of a function
+    named in ``refused`` (see :func:`refused_functions`).
 
     Raises:
         LineageError: a statement is of a refused kind or calls a refused function; nothing
@@ -172,7 +228,7 @@ def check_query(con: Any, query: str, *, files: bool) -> None:
                 "was run. The store cannot be changed through a lineage: use the Database API"
             )
     for name in called_names(query):
-        if name.startswith(_DENIED_PREFIXES) or name in _DENIED_NAMES:
+        if name in refused or name.startswith(("sqlite_", "postgres_")):
             raise LineageError(
                 f"lineage.sql() does not call {name}(): it reaches the store, files or memory "
                 "past the lineage's read-only views; query the views (runs, checkpoints ...) "

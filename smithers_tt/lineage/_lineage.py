@@ -106,6 +106,7 @@ class Lineage:
         self._con = C.new_connection(threads)
         self.extension: str | None = None
         self._files = False
+        self._refused: frozenset[str] = frozenset()
         try:
             allowed = [_guard.directory_prefix(d) for d in allowed_directories]
             self._files = bool(allowed)
@@ -120,6 +121,7 @@ class Lineage:
             # From here on nothing reaches files or the network but the directories allowed,
             # and the configuration (autoinstall, external access ...) is frozen.
             scratch = self._scratch
+            self._refused = _guard.refused_functions(self._con)
             _guard.lock_down(self._con, [scratch.export, scratch.spill, *allowed], scratch.spill)
         except BaseException:
             self.close()
@@ -178,7 +180,7 @@ class Lineage:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
             try:
                 if check:
-                    _guard.check_query(self._con, query, files=self._files)
+                    _guard.check_query(self._con, query, files=self._files, refused=self._refused)
                 cursor = (
                     self._con.execute(query) if params is None else self._con.execute(query, params)
                 )
