@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
+from smithers_tt._ids import check_id
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
 from smithers_tt.engine._worker import Worker, positive_seconds
@@ -65,8 +66,9 @@ class Database:
 
         Raises:
             RunNotFound: no run has this id.
+            InvalidArgument: ``run_id`` cannot be an id (see :func:`check_id`).
         """
-        return Run(self, self.store.get_run(run_id))
+        return Run(self, self.store.get_run(check_id(run_id, "run_id")))
 
     def runs(self, *, status: str | None = None, limit: int = 100) -> list[Run]:
         """The oldest ``limit`` runs (optionally with one status); see ``store.list_runs``."""
@@ -98,10 +100,12 @@ class Database:
             on_event: called in the event loop with every :class:`Frame` the run commits.
             max_checkpoint_bytes: lower the 16 MiB checkpoint ceiling for this run.
             cancel_grace: seconds cancelled agents get to publish a final checkpoint.
-            run_id: choose the run id (default: a new time-ordered id).
+            run_id: choose the run id (default: a new time-ordered id); a non-empty string
+                of at most 200 characters, without NUL or lone surrogates.
 
         Raises:
             FenceLost: another process took the run over while it executed here.
+            InvalidArgument: ``run_id`` cannot be an id; nothing was created.
         """
         wf.check()
         _, fence = await asyncio.to_thread(
@@ -171,7 +175,7 @@ class Database:
             WorkflowChanged: ``wf`` differs from the definition the run started with (pass
                 ``accept_changed=True`` to resume anyway).
         """
-        record = await asyncio.to_thread(self.store.get_run, run_id)
+        record = await asyncio.to_thread(self.store.get_run, check_id(run_id, "run_id"))
         if record.status in ("finished", "failed", "cancelled"):
             return Run(self, record)
         if record.workflow_hash != wf.signature() and not accept_changed:
@@ -203,7 +207,7 @@ class Database:
         publish a final checkpoint, then fences every later write; a run nobody executes
         (queued, interrupted, or running with an owner that stopped heartbeating) is
         cancelled at once."""
-        record = self.store.get_run(run_id)
+        record = self.store.get_run(check_id(run_id, "run_id"))
         if record.status in ("finished", "failed", "cancelled"):
             return
         alive = now_ms() - (record.heartbeat_at_ms or 0) < tt_ops.LIVE_OWNER_MS
@@ -220,6 +224,7 @@ class Database:
         Raises:
             FrameNotFound: the run has no such frame.
         """
+        check_id(run_id, "run_id")
         snap = self.engine.transaction(
             lambda conn: tt_ops.snapshot_at(conn, run_id, frame_no), write=False
         )
@@ -233,6 +238,7 @@ class Database:
 
         See :func:`smithers_tt.timetravel.rewind`.
         """
+        check_id(run_id, "run_id")
         snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force)
         snap.loader = self.store.load
         return snap
@@ -253,6 +259,9 @@ class Database:
         See :func:`smithers_tt.timetravel.fork`; run it with :meth:`resume` (or use
         :meth:`replay`).
         """
+        check_id(run_id, "run_id")
+        for node_id in [*reset, *(checkpoints or {})]:
+            check_id(node_id, "node id")
         child = tt.fork(
             self.store,
             run_id,
@@ -276,11 +285,13 @@ class Database:
     ) -> list[str]:
         """Retry a node from scratch (and, with ``dependents``, what needs it); run it again
         with :meth:`resume`. Returns the reset node ids."""
+        check_id(run_id, "run_id")
+        check_id(node_id, "node id")
         return tt.reset(self.store, run_id, node_id, dependents=dependents, force=force)
 
     def timeline(self, run_id: str) -> tt.Timeline:
         """A run's frames plus the tree of runs forked from the same root."""
-        return tt.timeline(self.store, run_id)
+        return tt.timeline(self.store, check_id(run_id, "run_id"))
 
     def debug(self, run_id: str, **kw: Any) -> Any:
         """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
@@ -293,7 +304,8 @@ class Database:
     # --- maintenance ---------------------------------------------------------------------
 
     def verify(self, *, page_size: int = 200, progress: Progress | None = None) -> VerifyReport:
-        """Check every stored checkpoint's SHA-256 and size; see :func:`store.verify`."""
+        """Check every stored checkpoint's SHA-256 and size, every ref against its checkpoint
+        frame, and that every stored JSON column parses; see :func:`store.verify`."""
         return verify(self.engine, page_size=page_size, progress=progress)
 
     def collect_garbage(self, **options: Any) -> GcReport:

@@ -19,6 +19,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   └── CheckpointMissing           a ref points at content that is not there
     ├── StoreError
     │   ├── CheckpointCorrupt           stored bytes fail their SHA-256 or size check
+    │   ├── StoreCorrupt                a stored row does not parse, or the file is damaged
     │   ├── RefConflict                 an immutable ref would be rebound
     │   ├── SchemaMismatch              the database has a shape we do not recognise
     │   ├── MigrationError
@@ -187,6 +188,13 @@ class CheckpointCorrupt(StoreError):
     """Stored checkpoint bytes do not match their SHA-256 address or recorded size."""
 
     code = "checkpoint_corrupt"
+
+
+class StoreCorrupt(StoreError):
+    """A stored row does not parse (JSON that is not JSON, text that is not UTF-8) or the
+    database file is damaged; ``smithers-tt verify`` lists the damaged rows."""
+
+    code = "store_corrupt"
 
 
 class RefConflict(StoreError):

@@ -70,6 +70,37 @@ def test_error_tree_lists_the_root_first_and_every_class_once():
     assert set(ALL_ERRORS) == defined
 
 
+def _drawn_tree() -> dict[str, str]:
+    """``{class: parent}`` as the module docstring draws the tree (by indentation)."""
+    parents: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    for line in (errors.__doc__ or "").splitlines():
+        marker = line.find("── ")
+        if line.strip() == "SmithersError":
+            stack = [(-1, "SmithersError")]
+            continue
+        if marker < 0 or not stack:
+            continue
+        name = line[marker + 3 :].split()[0]
+        while stack and stack[-1][0] >= marker:
+            stack.pop()
+        parents[name] = stack[-1][1]
+        stack.append((marker, name))
+    return parents
+
+
+def test_error_tree_drawn_in_the_docstring_is_the_class_tree():
+    drawn = _drawn_tree()
+    actual = {cls.__name__: cls.__bases__[0].__name__ for cls in ALL_ERRORS[1:]}
+    assert drawn == actual
+
+
+def test_a_damaged_row_is_a_store_error():
+    assert issubclass(errors.StoreCorrupt, errors.StoreError)
+    assert errors.StoreCorrupt.code == "store_corrupt"
+    assert not errors.StoreCorrupt.retryable
+
+
 def test_error_codes_are_unique_and_non_empty():
     codes = [cls.__dict__.get("code") for cls in ALL_ERRORS]
     assert all(isinstance(code, str) and code for code in codes)

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from smithers_tt._ids import check_id
 from smithers_tt.checkpoint._json import (
     canonical_bytes,
     canonical_envelope,
@@ -174,7 +175,9 @@ class CheckpointFormat:
     versions: tuple[int, ...]
 
     def __init__(self, codec: str, versions: Iterable[int]) -> None:
-        object.__setattr__(self, "codec", _check_codec(codec, "CheckpointFormat"))
+        object.__setattr__(
+            self, "codec", check_id(_check_codec(codec, "CheckpointFormat"), "codec")
+        )
         object.__setattr__(self, "versions", _versions(versions, "CheckpointFormat"))
 
 
@@ -192,7 +195,9 @@ class CheckpointCapability:
     def __init__(
         self, codec: str, versions: Iterable[int], modes: Iterable[CheckpointMode] = ("resume",)
     ) -> None:
-        object.__setattr__(self, "codec", _check_codec(codec, "CheckpointCapability"))
+        object.__setattr__(
+            self, "codec", check_id(_check_codec(codec, "CheckpointCapability"), "codec")
+        )
         object.__setattr__(self, "versions", _versions(versions, "CheckpointCapability"))
         if isinstance(modes, str):
             modes = (modes,)  # type: ignore[assignment]

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from smithers_tt._ids import check_id
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     CheckpointCapability,
@@ -113,7 +114,7 @@ def as_agent(obj: Any) -> AgentSpec:
         return await result if inspect.isawaitable(result) else result
 
     return AgentSpec(
-        agent_id,
+        check_id(agent_id, "agent id"),
         _declared(obj, "checkpoint_formats", CheckpointFormat),
         _declared(obj, "checkpoint_capabilities", CheckpointCapability),
         generate,

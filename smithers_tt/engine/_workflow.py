@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from smithers_tt._ids import check_id
 from smithers_tt.checkpoint import canonical_bytes, content_hash
 from smithers_tt.engine._agent import AgentSpec, as_agent
 from smithers_tt.errors import InvalidArgument, OutputInvalid, WorkflowError
@@ -115,7 +116,7 @@ class Workflow:
     def __init__(self, name: str) -> None:
         if not isinstance(name, str) or not name.strip():
             raise InvalidArgument("a workflow needs a non-empty name")
-        self.name = name
+        self.name = check_id(name, "workflow name")
         self.tasks: dict[str, Task] = {}
 
     def task(
@@ -150,8 +151,7 @@ class Workflow:
             schema_retries: schema-correction turns allowed within one attempt.
             timeout: seconds one agent call may take.
         """
-        if not isinstance(id, str) or not id or len(id) > 200:
-            raise InvalidArgument(f"task id must be a non-empty string up to 200, got {id!r}")
+        check_id(id, "task id")
         if id in self.tasks:
             raise InvalidArgument(f"workflow {self.name!r} already has a task {id!r}")
         if type(retries) is not int or retries < 0:

@@ -2,8 +2,9 @@
 
 Two readers fill the ``raw`` schema the views read (see :mod:`smithers_tt.lineage._views`):
 
-* **scanner** (the primary path): DuckDB's own ``sqlite`` / ``postgres`` extension attaches
-  the store read-only as the catalog ``store``. The extension binaries come from the
+* **scanner** (the primary path): DuckDB's own ``sqlite`` / ``postgres`` extension reads the
+  store: ``sqlite_scan`` of the file (opened read-only), or the PostgreSQL store attached
+  read-only as the catalog ``store``. The extension binaries come from the
   ``duckdb-ext-sqlite`` / ``duckdb-ext-postgres`` packages (the ``lineage`` extra pins them to
   the pinned ``duckdb``) and are loaded from their installed file with ``LOAD '<path>'``.
   DuckDB's autoinstall and autoload are off and the configuration is locked afterwards, so a
@@ -208,22 +209,24 @@ def pg_connection(engine: Engine) -> tuple[dict[str, str], str]:
 
 
 def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
-    """Attach the store read-only as ``store``.
+    """Make the store readable: ``sqlite_scan`` of the SQLite file, or PostgreSQL attached
+    read-only as ``store``.
 
     Returns:
         ``(source, extension)``: ``source(table)`` is the SQL a view reads that store table
         from, and ``extension`` where the scanner was loaded from.
 
-    On SQLite the views read through ``sqlite_scan(file, table)`` rather than the attached
-    catalog: it opens the file read-only too, and splits a table into rowid ranges scanned by
-    every DuckDB thread (a table of the attached catalog is scanned by one thread).
+    On SQLite the views read through ``sqlite_scan(file, table)`` and the file is never
+    attached: ``sqlite_scan`` opens it read-only and splits a table into rowid ranges scanned
+    by every DuckDB thread (a table of an attached catalog is scanned by one thread), and a file
+    DuckDB has attached stays writable by ``COPY ... TO`` once external access is off (DuckDB
+    keeps attached files in ``allowed_paths``).
     """
     if engine.is_sqlite:
         loaded = load_extension(con, "sqlite_scanner")
         path = sqlite_file(engine)
         if not path.is_file():
             raise LineageError(f"no SQLite store at {path}")
-        con.execute(f"ATTACH {literal(str(path))} AS store (TYPE sqlite, READ_ONLY)")
         return lambda table: f"sqlite_scan({literal(str(path))}, {literal(table)})", loaded
     loaded = load_extension(con, "postgres_scanner")
     schema = pg_schema(engine)
@@ -234,6 +237,9 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
         f"ATTACH {literal(conninfo)} AS store "
         f"(TYPE postgres, READ_ONLY, SECRET smithers_tt_store, SCHEMA {literal(schema)})"
     )
+    # The attached catalog keeps what it needs to connect; without the secret nothing else
+    # (a second ATTACH without READ_ONLY, a postgres_scan) can log in with these credentials.
+    con.execute("DROP SECRET smithers_tt_store")
     return lambda table: f"store.{ident(schema)}.{ident(table)}", loaded
 
 
@@ -266,15 +272,30 @@ def create_raw_views(con: Any, tables_from: str, data_from: str) -> None:
 
 
 class Scratch:
-    """A temporary directory for a snapshot's DuckDB file, removed on :meth:`remove`."""
+    """A lineage's temporary directory, removed on :meth:`remove`: the snapshot's DuckDB file,
+    and the two directories DuckDB may still write in once external access is off
+    (``export``, where Parquet files are written before they are moved to their destination,
+    and ``spill``, DuckDB's temp directory). The snapshot file is outside both."""
 
     def __init__(self) -> None:
         self.path = Path(tempfile.mkdtemp(prefix="smithers-tt-lineage-"))
+        self.export.mkdir()
+        self.spill.mkdir()
 
     @property
     def file(self) -> Path:
         """The snapshot's DuckDB file."""
         return self.path / "snapshot.duckdb"
+
+    @property
+    def export(self) -> Path:
+        """Where :meth:`Lineage.export_parquet` stages its files."""
+        return self.path / "export"
+
+    @property
+    def spill(self) -> Path:
+        """DuckDB's temp directory (large sorts and joins spill there)."""
+        return self.path / "spill"
 
     def remove(self) -> None:
         """Delete the directory and everything in it."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import textwrap
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -10,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
+from smithers_tt.lineage import _guard
 from smithers_tt.lineage._views import BY_NAME, VIEWS
 from smithers_tt.store._maintenance import Progress
 
@@ -43,8 +46,13 @@ class Lineage:
     defines the documented views ``runs``, ``nodes``, ``attempts``, ``checkpoints``,
     ``contents``, ``checkpoint_payloads``, ``frames``, ``forks``, ``dedup``, ``run_dedup`` and
     ``audit`` (columns in each method's docstring, or ``lin.sql("DESCRIBE runs")``). The
-    ``raw`` schema mirrors the store's tables; the attached store itself is the catalog
-    ``store`` (scanner reader only). Any SQL over these goes through :meth:`sql`.
+    ``raw`` schema mirrors the store's tables; on PostgreSQL the attached store itself is the
+    catalog ``store`` (scanner reader only). Any SQL over these goes through :meth:`sql`.
+
+    Nothing through a lineage can change the store, read or write files, or reach the network
+    (see :meth:`sql`): once it is built, DuckDB's external access is turned off and its
+    configuration locked. To read or write your own files from :meth:`sql` (``read_csv``,
+    ``read_parquet``, ``COPY ... TO``), name their directories in ``allowed_directories``.
 
     Args:
         db: the database to read.
@@ -60,6 +68,11 @@ class Lineage:
         batch_rows: rows per Arrow batch in the fallback.
         progress: called with 1 after each table a snapshot copies (``snapshot=True`` or the
             Arrow fallback), e.g. a terminal or notebook progress bar.
+        allowed_directories: existing directories (and everything below them) whose files
+            :meth:`sql` may read and write; none by default. The store's own file is never
+            writable through a lineage, whichever directory holds it (the lineage's private
+            snapshot file is, once any directory is allowed: DuckDB keeps attached files
+            writable).
 
     Attributes:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
@@ -69,6 +82,7 @@ class Lineage:
     Raises:
         LineageUnavailable: duckdb or pandas is not installed, or ``reader="scanner"`` and the
             extension cannot be loaded.
+        LineageError: an allowed directory does not exist.
 
     A connection is not shared between threads: calls are serialised by a lock.
     """
@@ -82,17 +96,25 @@ class Lineage:
         threads: int | None = None,
         batch_rows: int = 50_000,
         progress: Progress | None = None,
+        allowed_directories: Iterable[str | Path] = (),
     ) -> None:
         if reader not in ("auto", "scanner", "arrow"):
             raise InvalidArgument(f"reader must be 'auto', 'scanner' or 'arrow', got {reader!r}")
         if type(batch_rows) is not int or batch_rows < 1:
             raise InvalidArgument(f"batch_rows must be a positive int, got {batch_rows!r}")
+        if isinstance(allowed_directories, str | Path):
+            raise InvalidArgument("allowed_directories takes a list of directories, not one path")
         self._duckdb = C.import_duckdb()
         self._lock = threading.Lock()
         self._scratch: C.Scratch | None = None
         self._con = C.new_connection(threads)
         self.extension: str | None = None
+        self._files = False
+        self._refused: frozenset[str] = frozenset()
         try:
+            allowed = [_guard.directory_prefix(d) for d in allowed_directories]
+            self._files = bool(allowed)
+            self._scratch = C.Scratch()
             self.reader, self.snapshot = self._open(db, snapshot, reader, batch_rows, progress)
             for view in VIEWS:
                 name = C.ident(view.name)
@@ -100,8 +122,11 @@ class Lineage:
                     self._con.execute(f"CREATE VIEW {name} AS SELECT * FROM snap.main.{name}")  # noqa: S608
                 else:
                     self._con.execute(f"CREATE VIEW {name} AS {view.sql}")
-            # Nobody turns autoinstall back on through sql(): the configuration is frozen.
-            self._con.execute("SET lock_configuration = true")
+            # From here on nothing reaches files or the network but the directories allowed,
+            # and the configuration (autoinstall, external access ...) is frozen.
+            scratch = self._scratch
+            self._refused = _guard.refused_functions(self._con)
+            _guard.lock_down(self._con, [scratch.export, scratch.spill, *allowed], scratch.spill)
         except BaseException:
             self.close()
             raise
@@ -124,12 +149,10 @@ class Lineage:
             else:
                 C.create_source_views(self._con, source)
                 if snapshot:
-                    self._scratch = C.Scratch()
                     C.snapshot_from_source(self._con, self._scratch, progress)
                 else:
                     C.create_raw_views(self._con, "source", "source")
                 return "scanner", snapshot
-        self._scratch = C.Scratch()
         C.snapshot_with_arrow(self._con, db.engine, self._scratch, batch_rows, progress)
         return "arrow", True
 
@@ -138,24 +161,35 @@ class Lineage:
     def sql(
         self, query: str, params: Sequence[Any] | Mapping[str, Any] | None = None
     ) -> pandas.DataFrame:
-        """Run one SQL statement over the views and return its result as a DataFrame.
+        """Run one read-only SQL query over the views and return its result as a DataFrame.
+
+        Only queries run: ``SELECT`` (with ``FROM``-first, ``WITH``, ``DESCRIBE``, ``SHOW``,
+        ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``, and ``COPY ... TO`` a file in one of the
+        lineage's ``allowed_directories``. Everything that could change the store or reach
+        past the views is refused before it runs: ``ATTACH``, ``SET``, ``CREATE``, ``INSERT``,
+        ``UPDATE``, ``DELETE``, the scanner extensions' functions (``sqlite_query``,
+        ``postgres_execute`` ...), ``query()``; and DuckDB itself refuses files outside the
+        allowed directories (``read_csv('/etc/passwd')``, ``COPY ... TO '/tmp/x'``) and any
+        network access.
 
         Args:
-            query: DuckDB SQL over the views (``runs``, ``checkpoints`` ...), ``raw.*`` or the
-                attached ``store``; ``?`` / ``$1`` placeholders or ``$name`` with a mapping.
+            query: DuckDB SQL over the views (``runs``, ``checkpoints`` ...), ``raw.*`` or (on
+                PostgreSQL) the attached ``store``; ``?`` / ``$1`` placeholders or ``$name``
+                with a mapping.
             params: values for the placeholders (never formatted into the SQL).
 
         Raises:
-            LineageError: the statement failed, e.g. it tried to write: the store is attached
-                read-only, so every INSERT, UPDATE, DELETE or DDL on it fails.
+            LineageError: the statement was refused, or failed.
         """
-        return self._query(query, params)
+        return self._query(query, params, check=True)
 
-    def _query(self, query: str, params: Any = None) -> pandas.DataFrame:
+    def _query(self, query: str, params: Any = None, *, check: bool = False) -> pandas.DataFrame:
         with self._lock:
             if self._con is None:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
             try:
+                if check:
+                    _guard.check_query(self._con, query, files=self._files, refused=self._refused)
                 cursor = (
                     self._con.execute(query) if params is None else self._con.execute(query, params)
                 )
@@ -248,18 +282,29 @@ class Lineage:
         unknown = [name for name in chosen if name not in BY_NAME]
         if unknown:
             raise InvalidArgument(f"no lineage view {unknown}; choose from {list(BY_NAME)}")
+        scratch = self._scratch
+        if self._con is None or scratch is None:
+            raise C.LineageError("this lineage is closed; open another with db.lineage()")
         out = Path(directory)
         out.mkdir(parents=True, exist_ok=True)
+        # DuckDB may write only in the lineage's own export directory: each file is written
+        # there, then moved (by Python, not by SQL) to where it was asked for.
+        staging = Path(tempfile.mkdtemp(dir=scratch.export))
         paths: dict[str, Path] = {}
-        for name in chosen:
-            path = (out / f"{name}.parquet").resolve()
-            self._query(
-                f"COPY (SELECT * FROM {C.ident(name)}) TO {C.literal(str(path))} "  # noqa: S608
-                "(FORMAT parquet, COMPRESSION zstd)"
-            )
-            paths[name] = path
-            if progress:
-                progress(1)
+        try:
+            for name in chosen:
+                staged = staging / f"{name}.parquet"
+                self._query(
+                    f"COPY (SELECT * FROM {C.ident(name)}) TO {C.literal(str(staged))} "  # noqa: S608
+                    "(FORMAT parquet, COMPRESSION zstd)"
+                )
+                path = (out / f"{name}.parquet").resolve()
+                shutil.move(staged, path)
+                paths[name] = path
+                if progress:
+                    progress(1)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
         return paths
 
     # --- lifetime ----------------------------------------------------------------------------

@@ -31,7 +31,14 @@ from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
 from smithers_tt._extras import extra_needed
-from smithers_tt.errors import InvalidArgument, SmithersError, StoreError, TransientStoreError
+from smithers_tt.errors import (
+    InvalidArgument,
+    SmithersError,
+    StoreCorrupt,
+    StoreError,
+    TransientStoreError,
+)
+from smithers_tt.store._records import VERIFY_HINT
 
 T = TypeVar("T")
 
@@ -154,9 +161,13 @@ class Engine:
                     return work(conn)
             except SmithersError:
                 raise
+            except UnicodeDecodeError as error:  # SQLite's message about a damaged page
+                raise damaged(error) from error
             except exc.DBAPIError as error:
                 if not is_transient(error):
-                    raise StoreError(f"database error: {_short(error)}") from error
+                    raise damaged(error) or StoreError(
+                        f"database error: {_short(error)}"
+                    ) from error
                 if attempt == policy.attempts:
                     raise TransientStoreError(
                         f"the database stayed unavailable through {attempt} tries "
@@ -215,6 +226,23 @@ class HeldConnection:
         if conn is not None:
             with suppress(Exception):  # a broken connection: the pool discards it
                 conn.close()
+
+
+_DAMAGE = ("malformed", "not a database", "could not decode to utf-8")
+
+
+def damaged(error: BaseException) -> StoreCorrupt | None:
+    """:class:`StoreCorrupt` saying what to do when ``error`` means a damaged database file
+    (SQLite pages, or text that is not UTF-8), else None."""
+    if not isinstance(error, UnicodeDecodeError):
+        from_sqlite = type(getattr(error, "orig", None)).__module__.startswith("sqlite3")
+        if not from_sqlite or not any(word in str(error).lower() for word in _DAMAGE):
+            return None
+    return StoreCorrupt(
+        f"the database is damaged ({_short(error)}); {VERIFY_HINT}. An SQLite file whose "
+        "pages are damaged may not open at all: restore it from a backup, or try "
+        "`sqlite3 <file> .recover`"
+    )
 
 
 def _short(error: BaseException) -> str:

@@ -19,11 +19,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint import loads
 from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import FenceLost, RunNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._records import Fence, now_ms
+from smithers_tt.store._records import Fence, now_ms, stored_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,10 @@ def frame_from_row(row: Any) -> Frame:
         row.version,
         row.purpose,
         row.agent_id,
-        None if row.data_json is None else loads(row.data_json),
+        stored_json(
+            row.data_json,
+            lambda: f"tt_frames.data_json of frame {row.frame_no} of run {row.run_id!r}",
+        ),
         row.created_at_ms,
     )
 

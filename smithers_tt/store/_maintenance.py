@@ -9,9 +9,10 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import content_hash
+from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._records import check_limit
+from smithers_tt.store._records import check_limit, stored_json
 
 Progress = Callable[[int], None]
 """Called after each page with the number of rows that page handled."""
@@ -28,18 +29,38 @@ class GcReport:
     done: bool = False
 
 
+RefKey = tuple[str, str, int, int, int]
+"""``(run_id, node_id, iteration, attempt, sequence)`` of a checkpoint ref."""
+
+MAX_FINDINGS = 10_000
+"""Most refs or rows of one kind a verification lists."""
+
+_ROW_PAGE = 1000
+_JSON_COLUMNS = (
+    (S.runs, ("input_json", "output_json", "graph_json")),
+    (S.nodes, ("output_json",)),
+    (S.frames, ("data_json",)),
+)
+
+
 @dataclass
 class VerifyReport:
-    """What a verification found: rows checked, corrupt hashes, refs whose content is gone."""
+    """What a verification found: content rows checked, corrupt hashes, refs whose content is
+    gone, refs that contradict their checkpoint frame, and rows whose JSON does not parse."""
 
     checked: int = 0
     corrupt: list[str] = field(default_factory=list)
-    missing: list[tuple[str, str, int, int, int]] = field(default_factory=list)
+    missing: list[RefKey] = field(default_factory=list)
+    mismatched: list[RefKey] = field(default_factory=list)
+    """Refs whose run has checkpoint frames for their key, none of which names the ref's
+    content, codec, version and purpose."""
+    damaged: list[str] = field(default_factory=list)
+    """Rows with a JSON column that is not JSON, e.g. ``"tt_runs.input_json of run_id='r1'"``."""
 
     @property
     def ok(self) -> bool:
         """Whether nothing was found wrong."""
-        return not self.corrupt and not self.missing
+        return not (self.corrupt or self.missing or self.mismatched or self.damaged)
 
 
 def _unreachable(c: sa.Table) -> sa.ColumnElement[bool]:
@@ -108,7 +129,8 @@ def collect_garbage(
 def verify(
     engine: Engine, *, page_size: int = 200, progress: Progress | None = None
 ) -> VerifyReport:
-    """Check every content row's SHA-256 and size, and every ref's content, page by page."""
+    """Check every content row's SHA-256 and size, every ref's content, every ref against its
+    run's checkpoint frames, and every JSON column of runs, nodes and frames, page by page."""
     check_limit(page_size)
     c, f = S.contents, S.refs
     report = VerifyReport()
@@ -140,4 +162,59 @@ def verify(
     )
     missing = engine.transaction(lambda conn: conn.execute(orphan).all(), write=False)
     report.missing = [tuple(r) for r in missing]
+    report.mismatched = _mismatched_refs(engine)
+    report.damaged = _damaged_rows(engine)
     return report
+
+
+def _mismatched_refs(engine: Engine) -> list[RefKey]:
+    """Refs contradicted by their run's checkpoint frames (a ref without any frame, as
+    ``put_ref`` restores make, is not a contradiction)."""
+    r, f = S.refs, S.frames
+    same_key = sa.and_(
+        f.c.run_id == r.c.run_id,
+        f.c.kind == "checkpoint",
+        f.c.node_id == r.c.node_id,
+        f.c.iteration == r.c.iteration,
+        f.c.attempt == r.c.attempt,
+        f.c.sequence == r.c.sequence,
+    )
+    agrees = sa.and_(
+        same_key,
+        f.c.content_hash == r.c.content_hash,
+        f.c.codec == r.c.codec,
+        f.c.version == r.c.version,
+        f.c.purpose == r.c.purpose,
+    )
+    stmt = (
+        sa.select(r.c.run_id, r.c.node_id, r.c.iteration, r.c.attempt, r.c.sequence)
+        .where(sa.exists().where(same_key), ~sa.exists().where(agrees))
+        .order_by(r.c.run_id, r.c.node_id, r.c.iteration, r.c.attempt, r.c.sequence)
+        .limit(MAX_FINDINGS)
+    )
+    rows = engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+    return [tuple(row) for row in rows]
+
+
+def _damaged_rows(engine: Engine) -> list[str]:
+    """Rows of the tables holding JSON whose JSON does not parse, page by page in key order."""
+    found: list[str] = []
+    for table, names in _JSON_COLUMNS:
+        key = list(table.primary_key.columns)
+        after: tuple | None = None
+        while len(found) < MAX_FINDINGS:
+            stmt = sa.select(*key, *(table.c[n] for n in names)).order_by(*key).limit(_ROW_PAGE)
+            if after is not None:
+                stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))
+            rows = engine.transaction(lambda conn, s=stmt: conn.execute(s).all(), write=False)
+            for row in rows:
+                where = ", ".join(f"{c.name}={v!r}" for c, v in zip(key, row, strict=False))
+                for index, name in enumerate(names, start=len(key)):
+                    try:
+                        stored_json(row[index], name)
+                    except StoreCorrupt:
+                        found.append(f"{table.name}.{name} of {where}")
+            if len(rows) < _ROW_PAGE:
+                break
+            after = tuple(rows[-1][: len(key)])
+    return found[:MAX_FINDINGS]

@@ -7,10 +7,12 @@ import binascii
 import json
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, NewType, TypeVar
 
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.checkpoint import loads
+from smithers_tt.errors import InvalidArgument, StoreCorrupt
 
 RunId = NewType("RunId", str)
 T = TypeVar("T")
@@ -22,6 +24,35 @@ MAX_PAGE_SIZE = 1000
 def now_ms() -> int:
     """Wall-clock milliseconds, for people to read (never used to order events)."""
     return time.time_ns() // 1_000_000
+
+
+VERIFY_HINT = (
+    "run `smithers-tt verify` (or db.verify()) to list every damaged row, then restore the "
+    "database from a backup or delete the damaged run"
+)
+"""What to do about a damaged row, in every message that reports one."""
+
+
+def stored_json(text: str | bytes | None, where: str | Callable[[], str]) -> Any:
+    """Parse a JSON column of a stored row (``None`` stays ``None``).
+
+    Args:
+        text: the column's value.
+        where: the row and column, for the message (``"tt_runs.input_json of run 'r1'"``),
+            or a function making it (called only when the value is damaged).
+
+    Raises:
+        StoreCorrupt: the value is not JSON (damaged by hand, a disk or a bad copy).
+    """
+    if text is None:
+        return None
+    try:
+        return loads(text)
+    except ValueError as error:  # orjson.JSONDecodeError, and text that is not UTF-8
+        where = where() if callable(where) else where
+        raise StoreCorrupt(
+            f"{where} is damaged: it is not JSON ({error}); {VERIFY_HINT}", row=where
+        ) from error
 
 
 def new_run_id() -> RunId:

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from smithers_tt._ids import check_id
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     EncodedCheckpoint,
@@ -64,6 +65,7 @@ from smithers_tt.store._records import (
     encode_cursor,
     new_run_id,
     now_ms,
+    stored_json,
 )
 
 T = TypeVar("T")
@@ -84,8 +86,8 @@ def _run_from_row(row: Any) -> RunRecord:
         row.workflow,
         row.workflow_hash,
         row.status,
-        None if row.input_json is None else loads(row.input_json),
-        None if row.output_json is None else loads(row.output_json),
+        stored_json(row.input_json, f"tt_runs.input_json of run {row.run_id!r}"),
+        stored_json(row.output_json, f"tt_runs.output_json of run {row.run_id!r}"),
         row.error,
         row.owner_epoch,
         row.owner_id,
@@ -97,7 +99,7 @@ def _run_from_row(row: Any) -> RunRecord:
         row.created_at_ms,
         row.updated_at_ms,
         row.clock,
-        None if row.graph_json is None else loads(row.graph_json),
+        stored_json(row.graph_json, f"tt_runs.graph_json of run {row.run_id!r}"),
     )
 
 
@@ -286,7 +288,7 @@ class Store:
             raise InvalidArgument(f"a new run is running or queued, not {status!r}")
         if max_checkpoint_bytes is not None:
             size_limit(max_checkpoint_bytes)
-        run_id = run_id or new_run_id()
+        run_id = new_run_id() if run_id is None else check_id(run_id, "run_id")
         stamp = now_ms()
         epoch = 1 if status == "running" else 0
         values = {
@@ -578,7 +580,11 @@ class Store:
                 r.iteration,
                 r.state,
                 r.last_attempt,
-                None if r.output_json is None else loads(r.output_json),
+                stored_json(
+                    r.output_json,
+                    f"tt_nodes.output_json of node {r.node_id!r} (iteration {r.iteration}) of "
+                    f"run {r.run_id!r}",
+                ),
             )
             for r in rows
         ]

@@ -39,6 +39,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import SnapshotInvalid
 from smithers_tt.store import CheckpointRef
+from smithers_tt.store._records import VERIFY_HINT
 from smithers_tt.timetravel import _snapshot
 from smithers_tt.timetravel._snapshot import AttemptKeyT, RefKey, Snapshot, apply
 
@@ -278,7 +279,7 @@ def _fold_other_frames(conn: Connection, snap: Snapshot, upto: int) -> tuple[dic
             except ValueError as error:  # the message _ops._frames gives
                 raise SnapshotInvalid(
                     f"frame {frame.frame_no} ({frame.kind}) of run {run_id} is corrupt: its "
-                    f"data is not JSON ({error}); nothing was changed",
+                    f"data is not JSON ({error}); nothing was changed; {VERIFY_HINT}",
                     run_id=run_id,
                     frame_no=frame.frame_no,
                 ) from error

@@ -8,7 +8,6 @@ rows. A crash in the middle leaves the transaction uncommitted: the run is untou
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import socket
@@ -28,12 +27,13 @@ from smithers_tt.errors import (
     LeaseBusy,
     RunNotFound,
     SnapshotInvalid,
+    StoreCorrupt,
 )
 from smithers_tt.store import CheckpointRef, Frame, Store
 from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_from_row, record, select_frames
 from smithers_tt.store._publish import insert_content
-from smithers_tt.store._records import new_run_id, now_ms
+from smithers_tt.store._records import VERIFY_HINT, new_run_id, now_ms, stored_json
 from smithers_tt.timetravel._bulk import Refold, refs_from_rows, roomy, state_at
 from smithers_tt.timetravel._materialize import (
     check_contents,
@@ -168,10 +168,10 @@ def _frames(conn: Connection, run_id: str, upto: int | None = None) -> list[Fram
     for row in conn.execute(select_frames(run_id, upto=upto)):
         try:
             frames.append(frame_from_row(row))
-        except ValueError as error:  # data_json that is not JSON at all
+        except StoreCorrupt as error:  # data_json that is not JSON at all
             raise SnapshotInvalid(
                 f"frame {row.frame_no} ({row.kind}) of run {run_id} is corrupt: its data is "
-                f"not JSON ({error}); nothing was changed",
+                f"not JSON ({error.__cause__}); nothing was changed; {VERIFY_HINT}",
                 run_id=run_id,
                 frame_no=row.frame_no,
             ) from error
@@ -341,7 +341,7 @@ def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: boo
 
 
 def _check_nodes(run: Any, names: set[str], snap: Snapshot) -> None:
-    graph = None if run.graph_json is None else json.loads(run.graph_json)
+    graph = stored_json(run.graph_json, f"tt_runs.graph_json of run {run.run_id!r}")
     known = set(graph or {}) | {k[0] for k in snap.nodes} | {k[0] for k in snap.attempts}
     unknown = sorted(names - known)
     if unknown:
@@ -453,7 +453,7 @@ def fork(
         snap = snapshot_at(conn, run_id, frame_no, refs=False, exact=exact)
         named = set(reset) | set(checkpoints)
         _check_nodes(parent, named, snap)
-        graph = None if parent.graph_json is None else json.loads(parent.graph_json)
+        graph = stored_json(parent.graph_json, f"tt_runs.graph_json of run {run_id!r}")
         gone = _expand(graph, named, dependents)
         child_id = new_run_id()
         base = _without(snap, gone)
@@ -538,7 +538,7 @@ def reset(
             run = _check_lease(conn, lease)
             snap = snapshot_at(conn, run_id, refs=False)
             _check_nodes(run, {node_id}, snap)
-            graph = None if run.graph_json is None else json.loads(run.graph_json)
+            graph = stored_json(run.graph_json, f"tt_runs.graph_json of run {run.run_id!r}")
             gone = sorted(_expand(graph, {node_id}, dependents))
             a = S.attempts
             removed = conn.execute(

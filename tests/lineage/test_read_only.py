@@ -35,7 +35,10 @@ def facts(scenario: Scenario) -> dict[str, Any]:
 def writes(lin: Lineage) -> list[str]:
     """Statements that would change the store (or the lineage's copy of it) if allowed."""
     targets = []  # (runs, refs) tables; names come from DuckDB's own catalog
-    if lin.reader == "scanner":
+    if (
+        lin.reader == "scanner"
+        and not lin.sql("FROM duckdb_databases() WHERE database_name = 'store'").empty
+    ):
         targets.append((store_table(lin, "tt_runs"), store_table(lin, "tt_checkpoint_refs")))
     if lin.snapshot:
         targets.append(("snap.main.tt_runs", "snap.main.tt_checkpoint_refs"))
