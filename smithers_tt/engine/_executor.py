@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -25,12 +26,15 @@ from smithers_tt.errors import (
     FenceLost,
     FormatNotDeclared,
     OutputInvalid,
+    StoreError,
     TaskFailed,
 )
 from smithers_tt.store import AttemptKey, Fence, Frame, Store
 from smithers_tt.store._cache import cache_lookup, cache_store
 
 EventCallback = Callable[[Frame], None]
+
+log = logging.getLogger(__name__)
 
 CANCEL_GRACE = 3.0
 """Seconds cancelled agents get to publish a final checkpoint before writes are fenced."""
@@ -135,7 +139,12 @@ class RunExecutor:
     # --- the run -------------------------------------------------------------------------
 
     async def execute(self) -> str:
-        """Run every task that is not finished yet; return the run's final status."""
+        """Run every task that is not finished yet; return the run's final status.
+
+        However it ends (finished, failed, cancelled, fenced out, or the caller cancelled
+        it), the agents still running are stopped and the ``on_event`` listener is removed,
+        so the :class:`Store` stays usable after the run's event loop has closed.
+        """
         loop = asyncio.get_running_loop()
         listener = None
         if self.on_event is not None:
@@ -143,20 +152,31 @@ class RunExecutor:
 
             def listener(frame: Frame) -> None:
                 if frame.run_id == self.fence.run_id:
-                    loop.call_soon_threadsafe(callback, frame)
+                    # A frame that a thread left behind commits after the loop closed: the
+                    # write succeeded, so it must not raise for want of a listener.
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(callback, frame)
 
             self.store.listeners.append(listener)
-        watcher = asyncio.create_task(self._watch_cancel())
+        watcher = asyncio.create_task(self._watch(), name=f"smithers-watch:{self.fence.run_id}")
         try:
             return await self._schedule(watcher)
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-            if self._node_tasks:  # the caller cancelled the run's task: stop its agents too
-                await self._abandon()
-            if listener is not None:
-                self.store.listeners.remove(listener)
+            try:
+                await self._stop(watcher)
+            finally:
+                if listener is not None:
+                    self.store.listeners.remove(listener)
+
+    async def _stop(self, watcher: asyncio.Task[Any]) -> None:
+        """Stop the watcher and every agent still running; never raises their errors (the
+        run's outcome was decided by :meth:`_schedule`)."""
+        watcher.cancel()
+        await asyncio.wait({watcher})
+        if not watcher.cancelled():
+            watcher.exception()  # seen: handled by _schedule, or the run ended first
+        if self._node_tasks:  # the caller cancelled the run's task: stop its agents too
+            await self._abandon()
 
     async def _read_history(self) -> None:
         """Read the run's nodes and attempts once: while this executor owns the run under its
@@ -214,16 +234,55 @@ class RunExecutor:
         await asyncio.gather(*self._node_tasks.values(), return_exceptions=True)
         self._node_tasks.clear()
 
-    async def _watch_cancel(self) -> None:
-        polls = 0
+    async def _watch(self) -> None:
+        """Return when the run is asked to cancel; heartbeat while it runs.
+
+        A store that does not answer (another process holds SQLite's write lock, PostgreSQL
+        is unreachable for longer than the store's retries) is not a reason to stop a healthy
+        run: the watcher logs it and tries again at its next poll, its heartbeat included,
+        until the store answers. Only a heartbeat that finds another owner ends the run here
+        (:class:`FenceLost`); the agents' own writes stay fenced either way.
+        """
+        polls, beat_due, unreachable = 0, False, False
         while True:
             await asyncio.sleep(POLL_INTERVAL)
             polls += 1
-            run = await self.astore.get_run(self.fence.run_id)
-            if run.cancel_requested or run.status == "cancelled":
-                return
-            if polls % HEARTBEAT_EVERY == 0:
-                await self.astore.heartbeat(self.fence)
+            beat_due = beat_due or polls % HEARTBEAT_EVERY == 0
+            try:
+                run = await self.astore.get_run(self.fence.run_id)
+                if run.cancel_requested or run.status == "cancelled":
+                    return
+                if beat_due:
+                    if not await self.astore.heartbeat(self.fence):
+                        await self._lost_ownership()
+                        return
+                    beat_due = False
+            except StoreError as error:
+                if not unreachable:
+                    log.warning(
+                        "run %s: the store did not answer the cancel/heartbeat watcher (%s); "
+                        "the run goes on and the watcher keeps trying",
+                        self.fence.run_id,
+                        error,
+                    )
+                unreachable = True
+                continue
+            if unreachable:
+                log.warning("run %s: the store answers the watcher again", self.fence.run_id)
+                unreachable = False
+
+    async def _lost_ownership(self) -> None:
+        """A heartbeat matched nothing: return if the run was cancelled meanwhile, else raise
+        :class:`FenceLost` (another owner claimed it, or it was reset)."""
+        run = await self.astore.get_run(self.fence.run_id)
+        if run.cancel_requested or run.status == "cancelled":
+            return
+        raise FenceLost(
+            f"run {self.fence.run_id} is {run.status} under epoch {run.owner_epoch}: this "
+            f"executor (epoch {self.fence.epoch}) lost ownership and stopped its agents",
+            run_id=self.fence.run_id,
+            epoch=self.fence.epoch,
+        )
 
     async def _finish_cancel(self, watcher: asyncio.Task[Any]) -> str:
         """Cancel running agents, give them the grace to publish, then fence everything."""
