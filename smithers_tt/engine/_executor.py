@@ -482,7 +482,9 @@ class RunExecutor:
             "agent": task.agent.id,
             "declarations": task.agent.signature,
         }
-        return content_hash(canonical_bytes(doc))
+        # {"needs": {task: output}} wraps outputs in two levels that do not count against
+        # their nesting bound.
+        return content_hash(canonical_bytes(doc, wrapping=2))
 
     async def _use_cache(self, task: Task, iteration: int, hit: Any) -> Any:
         attempt = await self.astore.start_attempt(self.fence, task.id, iteration)
