@@ -175,7 +175,7 @@ class RunExecutor:
         await asyncio.wait({watcher})
         if not watcher.cancelled():
             watcher.exception()  # seen: handled by _schedule, or the run ended first
-        if self._node_tasks:  # the caller cancelled the run's task: stop its agents too
+        if self._node_tasks:  # ended early (fenced out, an error, the caller cancelled it)
             await self._abandon()
 
     async def _read_history(self) -> None:
@@ -211,7 +211,8 @@ class RunExecutor:
                 {*self._node_tasks.values(), watcher}, return_when=asyncio.FIRST_COMPLETED
             )
             if watcher in done:
-                return await self._finish_cancel(watcher)
+                watcher.result()  # FenceLost: a heartbeat found another owner
+                return await self._finish_cancel()
             for task_id, node_task in list(self._node_tasks.items()):
                 if node_task not in done:
                     continue
@@ -284,9 +285,8 @@ class RunExecutor:
             epoch=self.fence.epoch,
         )
 
-    async def _finish_cancel(self, watcher: asyncio.Task[Any]) -> str:
+    async def _finish_cancel(self) -> str:
         """Cancel running agents, give them the grace to publish, then fence everything."""
-        watcher.result()
         for node_task in self._node_tasks.values():
             node_task.cancel()
         if self._node_tasks:
