@@ -166,3 +166,22 @@ def test_a_run_input_that_is_not_strict_json_is_refused_naming_it(
 
 async def _async(value: Any) -> Any:
     return value
+
+
+def test_a_run_whose_outputs_nest_to_the_bound_forks_and_rewinds(db: st.Database) -> None:
+    async def deepest(request: GenerateRequest) -> Any:
+        return DEEPEST
+
+    wf = Workflow("deep")
+    wf.task("first", agent=ScriptedAgent(deepest))
+    wf.task("second", agent=ScriptedAgent(deepest), needs=["first"])
+    run = db.run(wf)
+    last = run.frames()[-1].frame_no
+
+    child = db.fork(run.id, last - 1, reset=["second"])  # the frame before the run's end
+    replayed = db.resume(child.id, wf)
+    assert (replayed.status, replayed.output) == ("finished", run.output)
+    ended = db.fork(run.id, last)  # a fork of the finished run carries its output
+    assert (ended.status, ended.output) == ("finished", {"first": DEEPEST, "second": DEEPEST})
+    db.rewind(run.id, last, confirm=True)
+    assert db.get_run(run.id).output == {"first": DEEPEST, "second": DEEPEST}
