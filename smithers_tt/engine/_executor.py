@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -28,6 +29,7 @@ from smithers_tt.errors import (
     OutputInvalid,
     StoreError,
     TaskFailed,
+    TransientStoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Frame, Store
 from smithers_tt.store._cache import cache_lookup, cache_store
@@ -44,6 +46,13 @@ POLL_INTERVAL = 0.1
 
 HEARTBEAT_EVERY = 20
 """Polls between heartbeats (about every two seconds)."""
+
+STORE_PATIENCE = 60.0
+"""Seconds the engine keeps trying to record an attempt's, a node's or the run's end while the
+store does not answer (beyond the store's own retries), before the run gives up."""
+
+STORE_PAUSE = 0.5
+"""Seconds between those tries."""
 
 _NEVER_RETRY = (FenceLost, asyncio.CancelledError)
 
@@ -224,9 +233,11 @@ class RunExecutor:
                 if error is not None and failure is None:
                     failure = error
         if failure is not None:
-            await self.astore.finish_run(self.fence, "failed", error=str(failure)[:4000])
+            await self._patiently(
+                self.astore.finish_run, self.fence, "failed", error=str(failure)[:4000]
+            )
             return "failed"
-        await self.astore.finish_run(self.fence, "finished", output=self.outputs)
+        await self._patiently(self.astore.finish_run, self.fence, "finished", output=self.outputs)
         return "finished"
 
     async def _abandon(self) -> None:
@@ -272,6 +283,27 @@ class RunExecutor:
                 log.warning("run %s: the store answers the watcher again", self.fence.run_id)
                 unreachable = False
 
+    async def _patiently(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await ``write(*args, **kwargs)`` (an :class:`AsyncStore` method that records an
+        end), trying again for :data:`STORE_PATIENCE` seconds while the store does not answer.
+
+        An agent that failed because the store was unreachable (its ``on_checkpoint`` raised
+        :class:`TransientStoreError`) then gets its retry once the store is back, and a run
+        that ends during an outage is recorded when it returns, instead of being left behind
+        as ``running``. A write that lost ownership raises :class:`FenceLost` at once.
+        """
+        deadline = time.monotonic() + STORE_PATIENCE
+        while True:
+            try:
+                return await write(*args, **kwargs)
+            except TransientStoreError as error:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning(
+                    "run %s: the store did not answer (%s); trying again", self.fence.run_id, error
+                )
+            await asyncio.sleep(STORE_PAUSE)
+
     async def _lost_ownership(self) -> None:
         """A heartbeat matched nothing: return if the run was cancelled meanwhile, else raise
         :class:`FenceLost` (another owner claimed it, or it was reset)."""
@@ -291,7 +323,7 @@ class RunExecutor:
             node_task.cancel()
         if self._node_tasks:
             await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
-        await self.astore.cancel_run(self.fence.run_id)
+        await self._patiently(self.astore.cancel_run, self.fence.run_id)
         # Every later write is fenced now; an agent that swallows its cancellation is left
         # behind after one more grace instead of holding the run open forever.
         if self._node_tasks:
@@ -338,8 +370,13 @@ class RunExecutor:
             except Exception:
                 # No usable start (ForkIncompatible, HistoryExhausted): the node fails before
                 # its agent is called, instead of staying "running" in a failed run.
-                await self.astore.set_node(
-                    self.fence, task.id, iteration, "failed", last_attempt=last
+                await self._patiently(
+                    self.astore.set_node,
+                    self.fence,
+                    task.id,
+                    iteration,
+                    "failed",
+                    last_attempt=last,
                 )
                 raise
             # The node turns running in the transaction that starts its first attempt here.
@@ -361,7 +398,8 @@ class RunExecutor:
                 failures += 1
                 retry = failures <= task.retry.count and isinstance(error, task.retry.on)
                 # The attempt's end and, without a retry, the node's end commit together.
-                await self.astore.finish_attempt(
+                await self._patiently(
+                    self.astore.finish_attempt,
                     self.fence,
                     key,
                     "failed",
@@ -380,8 +418,13 @@ class RunExecutor:
                 ) from error
             # One transaction: a crash between the attempt's end and the node's would make the
             # next owner run a finished node again.
-            await self.astore.finish_attempt(
-                self.fence, key, "finished", node_state="finished", output=output
+            await self._patiently(
+                self.astore.finish_attempt,
+                self.fence,
+                key,
+                "finished",
+                node_state="finished",
+                output=output,
             )
             if cache_key is not None:
                 await asyncio.to_thread(

@@ -31,21 +31,56 @@ class Unreachable:
     """A store a test can make unreachable for a while, through a real fault."""
 
     db: st.Database
-    cut: Callable[[float], None]
-    """Block the calling thread while the store does not answer for ``seconds``."""
+    begin: Callable[[], None]
+    """Put the fault in place (returns once the store no longer answers)."""
+    end: Callable[[], None]
     seconds: float
-    """How long the fault lasts: several retry budgets."""
+    """How long a test keeps the fault: several retry budgets."""
+
+    def cut(self) -> None:
+        """Block the calling thread while the store does not answer for ``seconds``."""
+        self.begin()
+        try:
+            time.sleep(self.seconds)
+        finally:
+            self.end()
+
+    def cut_in_background(self) -> None:
+        """Put the fault in place now and end it after ``seconds``, from another thread."""
+        self.begin()
+        threading.Timer(self.seconds, self.end).start()
 
 
-def _hold_write_lock(path: str, seconds: float) -> None:
+class WriteLock:
     """Another connection (as another process would) holds SQLite's write lock."""
-    holder = sqlite3.connect(path, isolation_level=None, timeout=10)
-    try:
-        holder.execute("BEGIN IMMEDIATE")
-        time.sleep(seconds)
-        holder.execute("ROLLBACK")
-    finally:
-        holder.close()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._release = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def begin(self) -> None:
+        held = threading.Event()
+        self._release.clear()
+
+        def hold() -> None:
+            holder = sqlite3.connect(self.path, isolation_level=None, timeout=10)
+            try:
+                holder.execute("BEGIN IMMEDIATE")
+                held.set()
+                self._release.wait(60)
+                holder.execute("ROLLBACK")
+            finally:
+                holder.close()
+
+        self._thread = threading.Thread(target=hold, daemon=True)
+        self._thread.start()
+        assert held.wait(10), "the write lock was never taken"
+
+    def end(self) -> None:
+        self._release.set()
+        if self._thread is not None:
+            self._thread.join(10)
 
 
 @pytest.fixture(
@@ -59,20 +94,13 @@ def unreachable(
         monkeypatch.setattr(_executor, "HEARTBEAT_EVERY", 2)
         path = str(tmp_path / "smithers.db")
         db = st.connect(f"sqlite:///{path}", retry=SHORT_RETRIES, busy_timeout_ms=100)
-        fault = Unreachable(db, lambda seconds: _hold_write_lock(path, seconds), 1.5)
+        lock = WriteLock(path)
+        fault = Unreachable(db, lock.begin, lock.end, 1.5)
     else:
         proxy = request.getfixturevalue("pg_proxy")
         url = proxy.url(request.getfixturevalue("pg_schema_url"))
         db = st.connect(url)  # the default retries: about 6 s
-
-        def outage(seconds: float) -> None:
-            proxy.outage()
-            try:
-                time.sleep(seconds)
-            finally:
-                proxy.restore()
-
-        fault = Unreachable(db, outage, 12.0)  # twice the default retry budget
+        fault = Unreachable(db, proxy.outage, proxy.restore, 12.0)  # twice the retry budget
     try:
         yield fault
     finally:
@@ -87,7 +115,7 @@ def test_a_run_goes_on_when_its_store_is_unreachable_for_longer_than_the_retries
     async def work(request: GenerateRequest) -> dict[str, int]:
         await request.on_checkpoint(state({"step": 1}))
         # The agent works (without writing) while the store does not answer.
-        await asyncio.to_thread(unreachable.cut, unreachable.seconds)
+        await asyncio.to_thread(unreachable.cut)
         await request.on_checkpoint(state({"step": 2}))
         return {"steps": 2}
 
@@ -104,6 +132,30 @@ def test_a_run_goes_on_when_its_store_is_unreachable_for_longer_than_the_retries
     assert db.store.listeners == []
     db.store.request_cancel(run.id)
     assert db.get_run(run.id).status == "finished"
+
+
+def test_an_attempt_failed_by_an_unreachable_store_is_retried_once_it_is_back(
+    unreachable: Unreachable,
+) -> None:
+    db = unreachable.db
+
+    async def work(request: GenerateRequest) -> dict[str, Any]:
+        if request.attempt == 1:
+            await request.on_checkpoint(state({"step": 1}))
+            unreachable.cut_in_background()
+            await request.on_checkpoint(state({"step": 2}))  # raises: the store is away
+        assert request.resume_checkpoint is not None
+        return {"attempt": request.attempt, "resumed": request.resume_checkpoint.payload}
+
+    wf = Workflow("retried")
+    wf.task("t", agent=ScriptedAgent(work), retries=1)
+    run = db.run(wf, run_id="retried-run")
+
+    assert (run.status, run.output) == ("finished", {"t": {"attempt": 2, "resumed": {"step": 1}}})
+    first, second = db.store.list_attempts(run.id)
+    assert (first.state, first.error_code) == ("failed", "transient_store_error")
+    assert second.state == "finished"
+    assert [r.sequence for r in refs(db, run.id)] == [0]  # the second publish wrote nothing
 
 
 def test_a_heartbeat_that_finds_another_owner_stops_the_agents(
