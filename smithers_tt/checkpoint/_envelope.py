@@ -8,11 +8,13 @@ from typing import Any, Literal
 
 from smithers_tt._ids import check_id
 from smithers_tt.checkpoint._json import (
+    PAYLOAD,
     canonical_bytes,
     canonical_envelope,
     clone,
     content_hash,
     loads,
+    safe_repr,
     validate,
 )
 from smithers_tt.errors import CheckpointInvalid, CheckpointTooLarge, InvalidArgument
@@ -53,9 +55,9 @@ def size_limit(limit: int | None = None) -> int:
 def _check_codec(codec: Any, where: str) -> str:
     if type(codec) is not str or not codec.strip():
         raise CheckpointInvalid(
-            f"{where}: codec must be a non-empty string, got {codec!r}", path="$.codec"
+            f"{where}: codec must be a non-empty string, got {safe_repr(codec)}", path="$.codec"
         )
-    validate(codec, "$.codec")
+    validate(codec, "$.codec", subject="checkpoint codec")
     return codec
 
 
@@ -63,7 +65,8 @@ def _check_version(version: Any, where: str) -> int:
     # bool is a subclass of int in Python; an envelope version of True is a mistake.
     if type(version) is not int or not 1 <= version <= 2**31 - 1:
         raise CheckpointInvalid(
-            f"{where}: version must be an int >= 1, got {version!r} ({type(version).__name__})",
+            f"{where}: version must be an int >= 1, got {safe_repr(version)} "
+            f"({type(version).__name__})",
             path="$.version",
         )
     return version
@@ -104,7 +107,7 @@ class AgentCheckpoint:
     def __post_init__(self) -> None:
         _check_codec(self.codec, "AgentCheckpoint")
         _check_version(self.version, "AgentCheckpoint")
-        validate(self.payload, "$.payload")
+        validate(self.payload, "$.payload", subject=PAYLOAD)
 
     @classmethod
     def from_json(cls, value: Any) -> AgentCheckpoint:
@@ -115,7 +118,7 @@ class AgentCheckpoint:
             )
         keys = set(value)
         if keys != _FIELDS:
-            missing, extra = sorted(_FIELDS - keys), sorted(map(repr, keys - _FIELDS))
+            missing, extra = sorted(_FIELDS - keys), sorted(map(safe_repr, keys - _FIELDS))
             raise CheckpointInvalid(
                 "a checkpoint envelope has exactly the fields codec, version and payload"
                 + (f"; missing {', '.join(missing)}" if missing else "")
@@ -160,7 +163,9 @@ class AgentCheckpoint:
 
 def _versions(versions: Iterable[int], where: str) -> tuple[int, ...]:
     if isinstance(versions, int | str):
-        raise CheckpointInvalid(f"{where}: versions must be a list of ints, got {versions!r}")
+        raise CheckpointInvalid(
+            f"{where}: versions must be a list of ints, got {safe_repr(versions)}"
+        )
     out = tuple(sorted({_check_version(v, where) for v in versions}))
     if not out:
         raise CheckpointInvalid(f"{where}: versions must not be empty")
@@ -206,7 +211,7 @@ class CheckpointCapability:
         if unknown or not chosen:
             raise CheckpointInvalid(
                 f"CheckpointCapability: modes must be a non-empty subset of {list(MODES)}, "
-                f"got {sorted(map(repr, modes))}"
+                f"got {sorted(map(safe_repr, modes))}"
             )
         object.__setattr__(self, "modes", tuple(m for m in MODES if m in chosen))
 

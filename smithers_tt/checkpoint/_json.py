@@ -34,6 +34,12 @@ MAX_SAFE_INT = 2**53 - 1
 MAX_DEPTH = 256
 """Deepest nesting of objects and arrays accepted; the root container is depth 1."""
 
+_SUBJECT = "the value"
+"""What a message calls the value checked, unless the caller names it."""
+
+PAYLOAD = "checkpoint payload"
+"""What messages call a checkpoint's payload."""
+
 _ORJSON_OPTS = orjson.OPT_SORT_KEYS
 
 _encoder = json.JSONEncoder(
@@ -50,61 +56,87 @@ def child_path(path: str, key: str | int) -> str:
     return f"{path}[{json.dumps(key)}]"
 
 
-def _bad(path: str, what: str) -> CheckpointInvalid:
+def _int_text(value: int) -> str:
+    """An int for a message: its digits, or only how many when it has too many to print."""
+    if value.bit_length() <= 64:
+        return str(value)
+    digits = int(value.bit_length() * 0.30103) + 1  # log10(2): no str() of a huge int
+    return f"of about {digits} digits"
+
+
+def safe_repr(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` for an error message: shortened, and never failing (an int of more than
+    4,300 digits has no ``repr`` in Python 3.11+, a hostile object's ``__repr__`` may raise)."""
+    if type(value) is int and value.bit_length() > 64:
+        return f"<an integer {_int_text(value)}>"
+    try:
+        text = repr(value)
+    except Exception:  # ValueError for a huge int inside a container, anything from __repr__
+        return f"<a {type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def _bad(path: str, what: str, subject: str) -> CheckpointInvalid:
     return CheckpointInvalid(
-        f"checkpoint payload is not strict JSON: {what} at {path}; "
+        f"{subject} is not strict JSON: {what} at {path}; "
         "convert it to dict/list/str/int/float/bool/None first",
         path=path,
     )
 
 
-def _walk(value: Any, path: str, depth: int, active: set[int], check_strings: bool) -> None:
+def _walk(
+    value: Any, path: str, depth: int, active: set[int], check_strings: bool, subject: str
+) -> None:
     """Validate ``value`` keeping its JSON path: the slow path, run to name a failure."""
     t = type(value)
     if t is str:
         if check_strings:
-            _check_str(value, path, "string")
+            _check_str(value, path, "string", subject)
         return
     if t is int:
         if -MAX_SAFE_INT <= value <= MAX_SAFE_INT:
             return
-        raise _bad(path, f"integer {value} beyond +-(2**53-1)")
+        raise _bad(path, f"integer {_int_text(value)} beyond +-(2**53-1)", subject)
     if t is bool or value is None:
         return
     if t is float:
         if not math.isfinite(value):
-            raise _bad(path, f"non-finite number {value!r}")
+            raise _bad(path, f"non-finite number {value!r}", subject)
         if value == 0.0 and math.copysign(1.0, value) < 0:
-            raise _bad(path, "negative zero")
+            raise _bad(path, "negative zero", subject)
         return
     if t is dict or t is list:
         if depth >= MAX_DEPTH:
-            raise _bad(path, f"nesting deeper than {MAX_DEPTH}")
+            raise _bad(path, f"nesting deeper than {MAX_DEPTH}", subject)
         ident = id(value)
         if ident in active:
-            raise _bad(path, "a cycle (a container that contains itself)")
+            raise _bad(path, "a cycle (a container that contains itself)", subject)
         active.add(ident)
         if t is dict:
             for key, item in value.items():
                 if type(key) is not str:
-                    raise _bad(path, f"non-string object key {key!r} ({type(key).__name__})")
+                    raise _bad(
+                        path,
+                        f"non-string object key {safe_repr(key)} ({type(key).__name__})",
+                        subject,
+                    )
                 sub = child_path(path, key)
                 if check_strings:
-                    _check_str(key, sub, "object key")
-                _walk(item, sub, depth + 1, active, check_strings)
+                    _check_str(key, sub, "object key", subject)
+                _walk(item, sub, depth + 1, active, check_strings, subject)
         else:
             for index, item in enumerate(value):
-                _walk(item, f"{path}[{index}]", depth + 1, active, check_strings)
+                _walk(item, f"{path}[{index}]", depth + 1, active, check_strings, subject)
         active.discard(ident)
         return
-    raise _bad(path, f"a value of type {t.__name__}")
+    raise _bad(path, f"a value of type {t.__name__}", subject)
 
 
-def _check_str(value: str, path: str, what: str) -> None:
+def _check_str(value: str, path: str, what: str, subject: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise _bad(path, f"{what} with a lone surrogate at index {exc.start}") from None
+        raise _bad(path, f"{what} with a lone surrogate at index {exc.start}", subject) from None
 
 
 def _orjson_writes_floats_like_repr() -> bool:
@@ -178,8 +210,13 @@ def _scan(container: Any, depth: int, check_strings: bool, patched: set[int]) ->
     return needs_patch
 
 
-def _check(value: Any, path: str, check_strings: bool) -> set[int] | None:
+def _check(
+    value: Any, path: str, check_strings: bool, subject: str, wrapping: int
+) -> set[int] | None:
     """Validate ``value``; raise :class:`CheckpointInvalid` naming the first bad value.
+
+    ``wrapping`` containers at the top are the caller's own structure around the values it
+    holds (a frame's ``{"output": ...}``): they do not count against :data:`MAX_DEPTH`.
 
     Returns None, or (when some float must be written by ``repr``) the ids of the containers
     that hold or lead to such floats, for :func:`_serialize`.
@@ -187,13 +224,13 @@ def _check(value: Any, path: str, check_strings: bool) -> set[int] | None:
     patched: set[int] = set()
     root = [value]  # so that a scalar is checked like an item; the root container is depth 0
     try:
-        needs_patch = _scan(root, -1, check_strings, patched)
+        needs_patch = _scan(root, -1 - wrapping, check_strings, patched)
     except (_Invalid, UnicodeEncodeError):
         pass
     else:
         patched.discard(id(root))
         return patched if needs_patch else None
-    _walk(value, path, 0, set(), True)
+    _walk(value, path, -wrapping, set(), True, subject)
     raise AssertionError(f"strict JSON check failed at {path} but no bad value was found")
 
 
@@ -230,24 +267,35 @@ def _serialize(value: Any, patched: set[int] | None) -> bytes:
         return _encoder.encode(value).encode("utf-8")
 
 
-def validate(value: Any, path: str = "$") -> None:
-    """Raise :class:`CheckpointInvalid` naming the first value that is not strict JSON."""
-    _check(value, path, True)
+def validate(value: Any, path: str = "$", *, subject: str = _SUBJECT, wrapping: int = 0) -> None:
+    """Raise :class:`CheckpointInvalid` naming the first value that is not strict JSON.
+
+    Args:
+        value: the value to check.
+        path: the JSON path of ``value`` itself, the start of every path in messages.
+        subject: what messages call the value (``"output of task 'research'"``).
+        wrapping: levels of containers at the top that are the caller's structure around
+            the values it checks (``{"needs": {task: output}}`` has 2): they do not count
+            against :data:`MAX_DEPTH`, so each wrapped value may nest as deep as on its own.
+    """
+    _check(value, path, True, subject, wrapping)
 
 
-def canonical_bytes(value: Any, path: str = "$") -> bytes:
-    """Validate ``value`` and return its canonical UTF-8 bytes.
+def canonical_bytes(
+    value: Any, path: str = "$", *, subject: str = _SUBJECT, wrapping: int = 0
+) -> bytes:
+    """Validate ``value`` (as :func:`validate` does) and return its canonical UTF-8 bytes.
 
     Raises:
         CheckpointInvalid: ``value`` is not strict JSON; the error names the JSON path.
     """
     # Strings are checked for lone surrogates by the encoders (they fail on them), so the
     # scan only visits containers and scalars; a failure re-walks to find the path.
-    patched = _check(value, path, False)
+    patched = _check(value, path, False, subject, wrapping)
     try:
         return _serialize(value, patched)
     except UnicodeEncodeError:
-        validate(value, path)
+        validate(value, path, subject=subject, wrapping=wrapping)
         raise  # pragma: no cover - validate always finds the surrogate first
 
 
@@ -255,14 +303,14 @@ def canonical_envelope(codec: str, version: int, payload: Any) -> bytes:
     """Canonical bytes of ``{"codec", "payload", "version"}``; ``payload`` is validated and
     nested at most :data:`MAX_DEPTH` deep counting from the payload (errors name
     ``$.payload...``). ``codec`` and ``version`` must already be checked."""
-    patched = _check(payload, "$.payload", False)
+    patched = _check(payload, "$.payload", False, PAYLOAD, 0)
     envelope = {"codec": codec, "payload": payload, "version": version}
     if patched is not None:
         patched.add(id(envelope))
     try:
         return _serialize(envelope, patched)
     except UnicodeEncodeError:
-        validate(payload, "$.payload")
+        validate(payload, "$.payload", subject=PAYLOAD)
         raise  # pragma: no cover - validate always finds the surrogate first
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -26,12 +28,16 @@ from smithers_tt.errors import (
     FormatNotDeclared,
     ModelRequestRejected,
     OutputInvalid,
+    StoreError,
     TaskFailed,
+    TransientStoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Frame, Store
 from smithers_tt.store._cache import cache_lookup, cache_store
 
 EventCallback = Callable[[Frame], None]
+
+log = logging.getLogger(__name__)
 
 CANCEL_GRACE = 3.0
 """Seconds cancelled agents get to publish a final checkpoint before writes are fenced."""
@@ -41,6 +47,13 @@ POLL_INTERVAL = 0.1
 
 HEARTBEAT_EVERY = 20
 """Polls between heartbeats (about every two seconds)."""
+
+STORE_PATIENCE = 60.0
+"""Seconds the engine keeps trying to record an attempt's, a node's or the run's end while the
+store does not answer (beyond the store's own retries), before the run gives up."""
+
+STORE_PAUSE = 0.5
+"""Seconds between those tries."""
 
 _NEVER_RETRY = (FenceLost, asyncio.CancelledError)
 
@@ -136,7 +149,12 @@ class RunExecutor:
     # --- the run -------------------------------------------------------------------------
 
     async def execute(self) -> str:
-        """Run every task that is not finished yet; return the run's final status."""
+        """Run every task that is not finished yet; return the run's final status.
+
+        However it ends (finished, failed, cancelled, fenced out, or the caller cancelled
+        it), the agents still running are stopped and the ``on_event`` listener is removed,
+        so the :class:`Store` stays usable after the run's event loop has closed.
+        """
         loop = asyncio.get_running_loop()
         listener = None
         if self.on_event is not None:
@@ -144,20 +162,31 @@ class RunExecutor:
 
             def listener(frame: Frame) -> None:
                 if frame.run_id == self.fence.run_id:
-                    loop.call_soon_threadsafe(callback, frame)
+                    # A frame that a thread left behind commits after the loop closed: the
+                    # write succeeded, so it must not raise for want of a listener.
+                    with contextlib.suppress(RuntimeError):
+                        loop.call_soon_threadsafe(callback, frame)
 
             self.store.listeners.append(listener)
-        watcher = asyncio.create_task(self._watch_cancel())
+        watcher = asyncio.create_task(self._watch(), name=f"smithers-watch:{self.fence.run_id}")
         try:
             return await self._schedule(watcher)
         finally:
-            watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await watcher
-            if self._node_tasks:  # the caller cancelled the run's task: stop its agents too
-                await self._abandon()
-            if listener is not None:
-                self.store.listeners.remove(listener)
+            try:
+                await self._stop(watcher)
+            finally:
+                if listener is not None:
+                    self.store.listeners.remove(listener)
+
+    async def _stop(self, watcher: asyncio.Task[Any]) -> None:
+        """Stop the watcher and every agent still running; never raises their errors (the
+        run's outcome was decided by :meth:`_schedule`)."""
+        watcher.cancel()
+        await asyncio.wait({watcher})
+        if not watcher.cancelled():
+            watcher.exception()  # seen: handled by _schedule, or the run ended first
+        if self._node_tasks:  # ended early (fenced out, an error, the caller cancelled it)
+            await self._abandon()
 
     async def _read_history(self) -> None:
         """Read the run's nodes and attempts once: while this executor owns the run under its
@@ -192,7 +221,8 @@ class RunExecutor:
                 {*self._node_tasks.values(), watcher}, return_when=asyncio.FIRST_COMPLETED
             )
             if watcher in done:
-                return await self._finish_cancel(watcher)
+                watcher.result()  # FenceLost: a heartbeat found another owner
+                return await self._finish_cancel()
             for task_id, node_task in list(self._node_tasks.items()):
                 if node_task not in done:
                     continue
@@ -204,9 +234,11 @@ class RunExecutor:
                 if error is not None and failure is None:
                     failure = error
         if failure is not None:
-            await self.astore.finish_run(self.fence, "failed", error=str(failure)[:4000])
+            await self._patiently(
+                self.astore.finish_run, self.fence, "failed", error=str(failure)[:4000]
+            )
             return "failed"
-        await self.astore.finish_run(self.fence, "finished", output=self.outputs)
+        await self._patiently(self.astore.finish_run, self.fence, "finished", output=self.outputs)
         return "finished"
 
     async def _abandon(self) -> None:
@@ -215,25 +247,84 @@ class RunExecutor:
         await asyncio.gather(*self._node_tasks.values(), return_exceptions=True)
         self._node_tasks.clear()
 
-    async def _watch_cancel(self) -> None:
-        polls = 0
+    async def _watch(self) -> None:
+        """Return when the run is asked to cancel; heartbeat while it runs.
+
+        A store that does not answer (another process holds SQLite's write lock, PostgreSQL
+        is unreachable for longer than the store's retries) is not a reason to stop a healthy
+        run: the watcher logs it and tries again at its next poll, its heartbeat included,
+        until the store answers. Only a heartbeat that finds another owner ends the run here
+        (:class:`FenceLost`); the agents' own writes stay fenced either way.
+        """
+        polls, beat_due, unreachable = 0, False, False
         while True:
             await asyncio.sleep(POLL_INTERVAL)
             polls += 1
-            run = await self.astore.get_run(self.fence.run_id)
-            if run.cancel_requested or run.status == "cancelled":
-                return
-            if polls % HEARTBEAT_EVERY == 0:
-                await self.astore.heartbeat(self.fence)
+            beat_due = beat_due or polls % HEARTBEAT_EVERY == 0
+            try:
+                run = await self.astore.get_run(self.fence.run_id)
+                if run.cancel_requested or run.status == "cancelled":
+                    return
+                if beat_due:
+                    if not await self.astore.heartbeat(self.fence):
+                        await self._lost_ownership()
+                        return
+                    beat_due = False
+            except StoreError as error:
+                if not unreachable:
+                    log.warning(
+                        "run %s: the store did not answer the cancel/heartbeat watcher (%s); "
+                        "the run goes on and the watcher keeps trying",
+                        self.fence.run_id,
+                        error,
+                    )
+                unreachable = True
+                continue
+            if unreachable:
+                log.warning("run %s: the store answers the watcher again", self.fence.run_id)
+                unreachable = False
 
-    async def _finish_cancel(self, watcher: asyncio.Task[Any]) -> str:
+    async def _patiently(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Await ``write(*args, **kwargs)`` (an :class:`AsyncStore` method that records an
+        end), trying again for :data:`STORE_PATIENCE` seconds while the store does not answer.
+
+        An agent that failed because the store was unreachable (its ``on_checkpoint`` raised
+        :class:`TransientStoreError`) then gets its retry once the store is back, and a run
+        that ends during an outage is recorded when it returns, instead of being left behind
+        as ``running``. A write that lost ownership raises :class:`FenceLost` at once.
+        """
+        deadline = time.monotonic() + STORE_PATIENCE
+        while True:
+            try:
+                return await write(*args, **kwargs)
+            except TransientStoreError as error:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning(
+                    "run %s: the store did not answer (%s); trying again", self.fence.run_id, error
+                )
+            await asyncio.sleep(STORE_PAUSE)
+
+    async def _lost_ownership(self) -> None:
+        """A heartbeat matched nothing: return if the run was cancelled meanwhile, else raise
+        :class:`FenceLost` (another owner claimed it, or it was reset)."""
+        run = await self.astore.get_run(self.fence.run_id)
+        if run.cancel_requested or run.status == "cancelled":
+            return
+        raise FenceLost(
+            f"run {self.fence.run_id} is {run.status} under epoch {run.owner_epoch}: this "
+            f"executor (epoch {self.fence.epoch}) lost ownership and stopped its agents",
+            run_id=self.fence.run_id,
+            epoch=self.fence.epoch,
+        )
+
+    async def _finish_cancel(self) -> str:
         """Cancel running agents, give them the grace to publish, then fence everything."""
-        watcher.result()
         for node_task in self._node_tasks.values():
             node_task.cancel()
         if self._node_tasks:
             await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
-        await self.astore.cancel_run(self.fence.run_id)
+        await self._patiently(self.astore.cancel_run, self.fence.run_id)
         # Every later write is fenced now; an agent that swallows its cancellation is left
         # behind after one more grace instead of holding the run open forever.
         if self._node_tasks:
@@ -280,8 +371,13 @@ class RunExecutor:
             except Exception:
                 # No usable start (ForkIncompatible, HistoryExhausted): the node fails before
                 # its agent is called, instead of staying "running" in a failed run.
-                await self.astore.set_node(
-                    self.fence, task.id, iteration, "failed", last_attempt=last
+                await self._patiently(
+                    self.astore.set_node,
+                    self.fence,
+                    task.id,
+                    iteration,
+                    "failed",
+                    last_attempt=last,
                 )
                 raise
             # The node turns running in the transaction that starts its first attempt here.
@@ -307,7 +403,8 @@ class RunExecutor:
                     and not isinstance(error, ModelRequestRejected)  # cannot succeed again
                 )
                 # The attempt's end and, without a retry, the node's end commit together.
-                await self.astore.finish_attempt(
+                await self._patiently(
+                    self.astore.finish_attempt,
                     self.fence,
                     key,
                     "failed",
@@ -326,8 +423,13 @@ class RunExecutor:
                 ) from error
             # One transaction: a crash between the attempt's end and the node's would make the
             # next owner run a finished node again.
-            await self.astore.finish_attempt(
-                self.fence, key, "finished", node_state="finished", output=output
+            await self._patiently(
+                self.astore.finish_attempt,
+                self.fence,
+                key,
+                "finished",
+                node_state="finished",
+                output=output,
             )
             if cache_key is not None:
                 await asyncio.to_thread(
@@ -428,7 +530,9 @@ class RunExecutor:
             "agent": task.agent.id,
             "declarations": task.agent.signature,
         }
-        return content_hash(canonical_bytes(doc))
+        # {"needs": {task: output}} wraps outputs in two levels that do not count against
+        # their nesting bound.
+        return content_hash(canonical_bytes(doc, wrapping=2))
 
     async def _use_cache(self, task: Task, iteration: int, hit: Any) -> Any:
         attempt = await self.astore.start_attempt(self.fence, task.id, iteration)

@@ -7,9 +7,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from smithers_tt._ids import check_id
-from smithers_tt.checkpoint import canonical_bytes, content_hash
+from smithers_tt.checkpoint import canonical_bytes, content_hash, validate
 from smithers_tt.engine._agent import AgentSpec, as_agent
-from smithers_tt.errors import InvalidArgument, OutputInvalid, WorkflowError
+from smithers_tt.errors import CheckpointInvalid, InvalidArgument, OutputInvalid, WorkflowError
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,21 @@ class Task:
     def validate_output(self, value: Any) -> Any:
         """Check ``value`` against the output schema; return it as plain JSON values.
 
+        Every output must also be strict JSON (as checkpoint payloads are, nested at most
+        :data:`~smithers_tt.checkpoint.MAX_DEPTH` deep): it is stored with the node.
+
         Raises:
-            OutputInvalid: it does not match (the message is what the agent is told).
+            OutputInvalid: it does not match, or is not strict JSON (the message is what the
+                agent is told; it names the first bad value's JSON path).
         """
+        output = self._match_schema(value)
+        try:
+            validate(output, subject=f"output of task {self.id!r}")
+        except CheckpointInvalid as error:
+            raise OutputInvalid(str(error), task=self.id, path=error.path) from error
+        return output
+
+    def _match_schema(self, value: Any) -> Any:
         schema = self.output
         if schema is None:
             return value

@@ -24,6 +24,10 @@ from smithers_tt.errors import FenceLost, RunNotFound
 from smithers_tt.store import _schema as S
 from smithers_tt.store._records import Fence, now_ms, stored_json
 
+FRAME_DATA_WRAPPING = 2
+"""Levels of a frame's ``data`` that wrap the values it records (``{"output": {task:
+output}}``): they do not count against the nesting bound of those values."""
+
 
 @dataclass(frozen=True, slots=True)
 class Frame:
@@ -124,7 +128,9 @@ def frame_row(frame: Frame) -> dict[str, Any]:
         "version": frame.version,
         "purpose": frame.purpose,
         "agent_id": frame.agent_id,
-        "data_json": None if frame.data is None else canonical_bytes(frame.data).decode(),
+        "data_json": None
+        if frame.data is None
+        else canonical_bytes(frame.data, wrapping=FRAME_DATA_WRAPPING).decode(),
         "created_at_ms": frame.created_at_ms,
     }
 

@@ -76,8 +76,9 @@ HISTORY_SCAN_BOUND = 1000
 _TERMINAL_RUN = ("finished", "failed", "cancelled")
 
 
-def _json_or_none(value: Any) -> str | None:
-    return None if value is None else canonical_bytes(value).decode("utf-8")
+def _json_or_none(value: Any, **options: Any) -> str | None:
+    """Canonical JSON text or None; ``options`` go to :func:`canonical_bytes`."""
+    return None if value is None else canonical_bytes(value, **options).decode("utf-8")
 
 
 def _run_from_row(row: Any) -> RunRecord:
@@ -296,7 +297,7 @@ class Store:
             "workflow": workflow,
             "workflow_hash": workflow_hash,
             "status": status,
-            "input_json": _json_or_none(input),
+            "input_json": _json_or_none(input, subject="run input"),
             "output_json": None,
             "error": None,
             "owner_epoch": epoch,
@@ -455,7 +456,8 @@ class Store:
                 .where(r.c.run_id == fence.run_id)
                 .values(
                     status=status,
-                    output_json=_json_or_none(output),
+                    # Task id -> output: one level around outputs that may nest to the bound.
+                    output_json=_json_or_none(output, subject="run output", wrapping=1),
                     error=error,
                     owner_epoch=r.c.owner_epoch + 1,
                 )

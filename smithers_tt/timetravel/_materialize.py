@@ -14,7 +14,7 @@ from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
 from smithers_tt.store import Frame
 from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import checkpoint_frame, frame_row
+from smithers_tt.store._frames import FRAME_DATA_WRAPPING, checkpoint_frame, frame_row
 from smithers_tt.store._publish import ref_row
 from smithers_tt.store._records import now_ms
 from smithers_tt.timetravel._bulk import Refold, created_expr, run_sql
@@ -315,7 +315,11 @@ def write_base_frames(conn: Connection, snap: Snapshot, run_id: str, last: Frame
         no += 1
     stamp = now_ms()
     for n in nodes:
-        output = None if n.output is None else canonical_bytes({"output": n.output}).decode()
+        output = (
+            None
+            if n.output is None
+            else canonical_bytes({"output": n.output}, wrapping=FRAME_DATA_WRAPPING).decode()
+        )
         key = (n.node_id, n.iteration, n.last_attempt)
         rows.append((run_id, no, "node_state", *key, None, n.state, *_NO_REF, output, stamp))
         no += 1

@@ -313,7 +313,10 @@ def _rewind(conn: Connection, run_id: str, frame_no: int, lease: Lease, exact: b
         .values(
             clock=frame_no,
             status=_live_status(snap.status),
-            output_json=None if snap.output is None else canonical_bytes(snap.output).decode(),
+            # A run's output maps task ids to outputs: one level that is not theirs.
+            output_json=None
+            if snap.output is None
+            else canonical_bytes(snap.output, wrapping=1).decode(),
             error=snap.error,
             owner_epoch=r.c.owner_epoch + 1,
             cancel_requested=False,
@@ -478,7 +481,9 @@ def fork(
                 workflow_hash=parent.workflow_hash,
                 status=status,
                 input_json=None if child_input is None else canonical_bytes(child_input).decode(),
-                output_json=None if output is None else canonical_bytes(output).decode(),
+                output_json=None
+                if output is None
+                else canonical_bytes(output, wrapping=1).decode(),
                 error=error,
                 owner_epoch=0,
                 owner_id=None,
