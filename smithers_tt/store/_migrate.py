@@ -154,6 +154,46 @@ def migrate(engine: Engine) -> list[str]:
     return engine.transaction(work, write=True)
 
 
+@dataclass(frozen=True)
+class StoreState:
+    """What a database holds, found without writing anything.
+
+    Attributes:
+        exists: it is a smithers_tt store (it has the migrations table).
+        pending: migrations this version would apply (all of them when there is no store).
+        unknown: applied migrations this version does not know (a newer one migrated it).
+        other_tables: tables that are not smithers_tt's, in the schema a store would use.
+    """
+
+    exists: bool
+    pending: tuple[str, ...]
+    unknown: tuple[str, ...]
+    other_tables: tuple[str, ...]
+
+
+def store_state(engine: Engine) -> StoreState:
+    """Look at the database in a read-only transaction: is there a store, how current is it."""
+    known = [m.name for m in load_migrations()]
+    table = _schema.migrations_table
+    ours = {*_schema.metadata.tables, table.name}
+
+    def work(conn: Connection) -> StoreState:
+        names = set(sa.inspect(conn).get_table_names())
+        others = tuple(sorted(names - ours))
+        if table.name not in names:
+            return StoreState(False, tuple(known), (), others)
+        applied = set(conn.execute(sa.select(table.c.name)).scalars())
+        pending = tuple(n for n in known if n not in applied)
+        return StoreState(True, pending, tuple(sorted(applied - set(known))), others)
+
+    return engine.transaction(work, write=False)
+
+
+def check_store_shape(engine: Engine) -> None:
+    """:func:`check_shape` in a read-only transaction."""
+    engine.transaction(check_shape, write=False)
+
+
 def _family(type_: sa.types.TypeEngine) -> str:
     if isinstance(type_, sa.Boolean):
         return "bool"
