@@ -337,6 +337,10 @@ class Database:
         """
         from smithers_tt.lineage import Lineage
 
+        if self.engine.immutable:
+            # DuckDB's SQLite scanner needs the -shm file that read-only media cannot hold;
+            # the arrow reader reads through this (immutable) connection instead.
+            options.setdefault("reader", "arrow")
         return Lineage(self, **options)
 
     def close(self) -> None:

@@ -51,8 +51,9 @@ def verify(ctx: Context, page_size: int) -> None:
     Example:
       smithers-tt verify
     """
+    db = ctx.read_db  # opened first: a missing store is an error line, not a progress bar
     with click.progressbar(length=0, label="verifying", file=sys.stderr, show_pos=True) as bar:
-        report = ctx.read_db.verify(page_size=page_size, progress=bar.update)
+        report = db.verify(page_size=page_size, progress=bar.update)
     if ctx.as_json:
         emit_json(
             {
@@ -96,12 +97,13 @@ def gc(ctx: Context, older_than: float | None, drop_forks: bool, yes: bool) -> N
     """
     if older_than is not None:
         _confirm(f"Delete terminal runs older than {older_than:g} days?", yes)
+    db = ctx.db  # opened first: a missing store is an error line, not a progress bar
     with click.progressbar(length=0, label="collecting", file=sys.stderr) as bar:
         if older_than is None:
-            report = ctx.db.collect_garbage(progress=bar.update)
+            report = db.collect_garbage(progress=bar.update)
             result = {"deleted_contents": report.deleted, "bytes_freed": report.bytes_freed}
         else:
-            pruned = ctx.db.gc(
+            pruned = db.gc(
                 older_than=older_than * 86400, keep_forks=not drop_forks, progress=bar.update
             )
             result = {k: v for k, v in vars(pruned).items() if not k.startswith("_")}

@@ -118,10 +118,14 @@ class Engine:
         self.url = url
         self.retry = retry or RetryPolicy()
         self.read_only = read_only
+        self.immutable = False
+        """Whether SQLite reads the file as immutable (read-only media: no -shm file)."""
         parsed = _parse(url)
         self.dialect = parsed.get_backend_name()
         if self.dialect == "sqlite":
-            self.sa = _sqlite_engine(parsed, busy_timeout_ms, synchronous, read_only, create)
+            self.sa, self.immutable = _sqlite_engine(
+                parsed, busy_timeout_ms, synchronous, read_only, create
+            )
         else:
             if read_only:
                 parsed = _pg_read_only(parsed)
@@ -297,7 +301,8 @@ def _pg_read_only(url: sa.URL) -> sa.URL:
 
 def _sqlite_engine(
     url: sa.URL, busy_timeout_ms: int, synchronous: str, read_only: bool, create: bool
-) -> sa.Engine:
+) -> tuple[sa.Engine, bool]:
+    """The SQLAlchemy engine of an SQLite file, and whether it reads the file immutable."""
     path = Path(url.database or "").expanduser()
     if path.is_dir():
         raise InvalidArgument(f"{path} is a folder: give the path of an SQLite file in it")
@@ -339,7 +344,7 @@ def _sqlite_engine(
         write = conn.get_execution_options().get(_WRITE, True)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write and not read_only else "BEGIN")
 
-    return engine
+    return engine, "immutable=1" in uri
 
 
 def _file_uri(path: Path, **query: str) -> str:
@@ -357,9 +362,9 @@ def _sqlite_write_uri(path: Path, create: bool) -> str:
         if not create:
             raise StoreNotFound(f"the file {path} does not exist")
         if not folder.is_dir():
+            why = "is not a folder" if folder.exists() else "does not exist"
             raise InvalidArgument(
-                f"cannot create {path}: the folder {folder} does not exist (create it first, "
-                "or check the path)"
+                f"cannot create {path}: {folder} {why} (create the folder first, or check the path)"
             )
     for target in (path, folder):
         if target.exists() and not _writable(target):
@@ -385,7 +390,9 @@ def _sqlite_read_uri(path: Path) -> str:
             probe.close()
         return uri
     except sqlite3.DatabaseError as error:
-        if "unable to open" not in str(error) or _writable(path.resolve().parent):
+        # Where SQLite cannot create its -shm file (no write permission, read-only media)
+        # a WAL file opens only as immutable; anything else is a real failure.
+        if _writable(path.resolve().parent):
             raise StoreError(f"cannot read the SQLite file {path}: {error}") from error
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
