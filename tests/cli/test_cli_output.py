@@ -78,7 +78,11 @@ COMMANDS = {
     "diff": ["diff", RUN, "1", "8"],
     "lineage": ["lineage", "SELECT * FROM checkpoints"],
     "error-message": ["show", RUN, "--frame", "999"],
+    "lineage-column": ["lineage", f'SELECT 1 AS "{EVIL}"'],
     "fork": ["fork", RUN, "2"],
+    "reset": ["reset", RUN, "node" + EVIL, "--yes"],
+    "resume": ["resume", RUN, "--workflow", "tests.cli.test_cli_output:hostile_workflow"],
+    "rewind": ["rewind", RUN, "2", "--yes"],
     "cancel": ["cancel", RUN],
 }
 
@@ -89,7 +93,7 @@ def test_cli_human_output_escapes_control_characters(hostile: str, command: list
     assert code in (0, 1), err
     shown = out + err
     assert not UNSAFE.findall(shown)
-    assert "\\x1b]0;pwned\\x07" in shown or "\\u001b]0;pwned\\u0007" in shown  # visible
+    assert "\\x1b]0;pwned" in shown or "\\u001b]0;pwned" in shown  # shown, visibly
 
 
 @pytest.mark.parametrize("command", ["show", "timeline", "runs"])
