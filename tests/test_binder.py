@@ -60,7 +60,9 @@ def test_binder_postbuild_builds_the_demo_database_in_a_fresh_venv(tmp_path: Pat
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    core = [f"{name}=={_pins()[name]}" for name in ("sqlalchemy", "orjson", "click", "pydantic")]
+    core = [
+        f"{name}=={_pins()[name]}" for name in ("sqlalchemy", "orjson", "click", "pydantic", "rich")
+    ]
     subprocess.run([python, "-m", "pip", "install", "-q", *core], check=True, timeout=600)
     env = {"PATH": f"{env_dir / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path)}
     result = subprocess.run(
