@@ -56,6 +56,9 @@ _SQLITE_TRANSIENT = (
 )
 
 
+_PG_MISTAKES = ("does not exist", "authentication failed", "no pg_hba.conf entry")
+"""Connection failures that name a mistake in the URL (database, role, password)."""
+
 _PG_NAME = {"application_name": "smithers_tt"}
 """How our PostgreSQL sessions appear in ``pg_stat_activity`` unless the URL names them."""
 
@@ -80,6 +83,8 @@ def is_transient(error: BaseException) -> bool:
     message = str(orig).lower()
     if any(text in message for text in _SQLITE_TRANSIENT):
         return True
+    if any(text in message for text in _PG_MISTAKES):
+        return False  # a mistyped URL fails the same way on every try
     # psycopg raises OperationalError without a SQLSTATE when the server goes away.
     return (
         isinstance(error, exc.OperationalError)

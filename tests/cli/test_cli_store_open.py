@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from smithers_tt.cli import cli
+from tests.conftest import PG_URL, require_pg
 
 READERS = {
     "runs": ["runs"],
@@ -199,6 +200,28 @@ def test_cli_read_command_on_an_empty_postgres_schema_creates_nothing(pg_schema_
     assert pg_tables(pg_schema_url) == []
 
 
+def _pg_database(name: str) -> str:
+    require_pg()
+    url = sa.make_url(PG_URL).set(database=name, query={})
+    return url.render_as_string(hide_password=False)
+
+
+@pytest.mark.postgres
+def test_cli_read_command_on_the_postgres_maintenance_database_changes_nothing() -> None:
+    url = _pg_database("postgres")
+    before = pg_tables(url)
+    code, _, err = invoke("--db", url, "runs")
+    assert code == 1 and last(err).startswith("error: no store at")
+    assert pg_tables(url) == before
+
+
+@pytest.mark.postgres
+def test_cli_postgres_database_that_does_not_exist_is_one_line_at_once() -> None:
+    code, _, err = invoke("--db", _pg_database("no_such_database_smithers"), "runs")
+    assert code == 1
+    assert "does not exist" in last(err) and "retry later" not in err
+
+
 # --- read-only media and files without write permission --------------------------------------
 
 _MOUNT_RO = 'mount --bind "$1" "$1" && mount -o remount,bind,ro "$1"'
@@ -208,6 +231,7 @@ _DRIVER = """
 import json, sys
 from click.testing import CliRunner
 from smithers_tt.cli import cli
+from tests.conftest import PG_URL, require_pg
 results = {}
 for name, args in json.loads(sys.argv[1]).items():
     r = CliRunner().invoke(cli, args)
