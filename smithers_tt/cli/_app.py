@@ -8,6 +8,7 @@ printed through :class:`~smithers_tt.cli._output.Output`, which escapes control 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -161,7 +162,12 @@ class Cli(click.Group):
         """Run the command; an error becomes one line on stderr and exit code 1."""
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+        except (
+            click.exceptions.Exit,
+            click.ClickException,
+            click.exceptions.Abort,
+            BrokenPipeError,
+        ):
             raise
         except Exception as error:
             context = ctx.find_object(Context)
@@ -183,7 +189,7 @@ class Cli(click.Group):
             _report(InvalidArgument(problem), as_json, out)
             sys.exit(1)
         try:
-            code = super().main(argv, standalone_mode=False, **extra)
+            code = _main_quiet_on_broken_pipe(super().main, argv, extra)
         except click.exceptions.Abort:
             out.error("aborted; nothing was changed")
             sys.exit(1)
@@ -195,6 +201,21 @@ class Cli(click.Group):
             _report(click.ClickException(message), as_json, out)
             sys.exit(error.exit_code)
         sys.exit(code if isinstance(code, int) else 0)
+
+
+def _main_quiet_on_broken_pipe(main: Callable[..., Any], argv: list[str], extra: dict) -> Any:
+    """Run click's main; a reader that went away (``| head``) ends the command quietly."""
+    try:
+        try:
+            return main(argv, standalone_mode=False, **extra)
+        except click.exceptions.NoArgsIsHelpError as error:
+            Output().lines(error.format_message())  # no command given: the help, as click does
+            return error.exit_code
+    except BrokenPipeError:
+        # Python would report the broken pipe again when it flushes stdout at exit.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def _as_smithers_error(error: Exception) -> SmithersError:

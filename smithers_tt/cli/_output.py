@@ -61,14 +61,12 @@ def text(value: Any, style: str | None = None) -> Text:
 
 
 def one_line(value: Any) -> str:
-    """A value as one line of text: strings as they are, everything else as compact JSON."""
+    """A value as one line of text: JSON containers as compact JSON, the rest as text."""
     if value is None:
         return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, bool | int | float):
-        return str(value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return str(value)
 
 
 def when(ms: int | None) -> str:
@@ -129,6 +127,11 @@ class Output:
         for part in parts:
             joined.append(part if isinstance(part, Text) else text(part))
         self.render(joined, stderr=stderr, whole=True)
+
+    def lines(self, value: str) -> None:
+        """Print text of several lines (each cleaned, never cut)."""
+        for line in value.splitlines():
+            self.line(line)
 
     def title(self, value: str) -> None:
         """A bold heading line."""

@@ -222,3 +222,10 @@ def test_cli_db_given_twice_with_different_values_is_a_usage_error(tmp_path: Pat
     code, _, err = invoke("--db", str(tmp_path / "a.db"), "runs", "--db", str(tmp_path / "b.db"))
     assert code == 2 and "--db is given twice" in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_without_a_command_prints_the_help_readably() -> None:
+    result = CliRunner().invoke(cli, [])
+    assert result.exit_code == 2
+    assert result.stdout.startswith("Usage: ") and "\\x0a" not in result.stdout
+    assert "  runs " in result.stdout
