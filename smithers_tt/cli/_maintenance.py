@@ -14,6 +14,7 @@ from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
 from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, state, text
 from smithers_tt.store import migrate as run_migrations
+from smithers_tt.store import row_counts
 
 
 @cli.command()
@@ -254,15 +255,7 @@ def tables(ctx: Context) -> None:
     Example:
       smithers-tt tables
     """
-    import sqlalchemy as sa
-
-    from smithers_tt.store import _schema as S
-
-    with ctx.read_db.engine.connect(write=False) as conn:
-        counts = {
-            name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
-            for name, t in S.metadata.tables.items()
-        }
+    counts = row_counts(ctx.read_db.engine)
     if ctx.as_json:
         emit_json(counts)
         return

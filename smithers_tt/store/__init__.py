@@ -8,6 +8,7 @@ from smithers_tt.store._migrate import (
     check_shape,
     check_store_shape,
     migrate,
+    row_counts,
     store_state,
 )
 from smithers_tt.store._records import (
@@ -46,6 +47,7 @@ __all__ = [
     "collect_garbage",
     "display_url",
     "migrate",
+    "row_counts",
     "store_state",
     "verify",
 ]

@@ -189,6 +189,18 @@ def store_state(engine: Engine) -> StoreState:
     return engine.transaction(work, write=False)
 
 
+def row_counts(engine: Engine) -> dict[str, int]:
+    """How many rows each smithers_tt table holds, read in one read-only transaction."""
+
+    def work(conn: Connection) -> dict[str, int]:
+        return {
+            name: conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+            for name, table in _schema.metadata.tables.items()
+        }
+
+    return engine.transaction(work, write=False)
+
+
 def check_store_shape(engine: Engine) -> None:
     """:func:`check_shape` in a read-only transaction."""
     engine.transaction(check_shape, write=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,17 @@ def test_cli_db_under_a_path_that_cannot_exist(
     (tmp_path / "file.txt").write_text("not a folder")
     fails_cleanly(["--db", path.replace("{tmp}", str(tmp_path)), *command], "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]
+
+
+def test_cli_database_from_the_environment_that_is_not_utf8_is_refused(tmp_path: Path) -> None:
+    env = {k.encode(): v.encode() for k, v in os.environ.items() if k != "SMITHERS_TT_DB"}
+    env[b"SMITHERS_TT_DB"] = b"store\xff.db"
+    proc = subprocess.run(
+        [sys.executable, "-m", "smithers_tt.cli", "runs"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1 and b"not valid UTF-8" in proc.stderr
+    assert b"Traceback" not in proc.stderr and list(tmp_path.iterdir()) == []
