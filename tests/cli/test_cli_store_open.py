@@ -340,3 +340,18 @@ def test_cli_write_command_says_why_it_cannot_write(locked: dict, command: str) 
     assert error["code"] == "store_read_only"
     assert error["message"].startswith("cannot write the store") and "read-only" in err
     assert not locked["changed"]
+
+
+def test_cli_read_command_never_migrates_an_older_store(db_url: str, tmp_path: Path) -> None:
+    assert invoke("--db", db_url, "migrate")[0] == 0
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:  # as if made before the newest migration
+        conn.execute(sa.text("DELETE FROM tt_migrations WHERE name = '0004_workers'"))
+    code, _, err = invoke("--db", db_url, "runs")
+    assert code == 1 and "0004_workers" in err and "migrate" in err
+    with engine.connect() as conn:
+        names = conn.execute(sa.text("SELECT name FROM tt_migrations")).scalars().all()
+    engine.dispose()
+    assert "0004_workers" not in names
+    assert invoke("--db", db_url, "migrate")[0] == 0
+    assert invoke("--db", db_url, "runs", "--json")[1].strip() == "[]"
