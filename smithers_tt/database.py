@@ -437,7 +437,9 @@ def connect(
             if migrate_schema:
                 _check_readable(engine, store_state(engine))
         else:
-            if migrate_schema:
+            if migrate_schema and not (create and beside_other_tables):
+                # Only a caller that may not create, or not beside other tables, needs to
+                # look first; the default creates and migrates whatever is there anyway.
                 _check_writable(
                     url,
                     _state_before_writing(url, retry, busy_timeout_ms),

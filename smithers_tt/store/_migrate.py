@@ -44,6 +44,14 @@ def migrations_dir() -> Path:
     return shipped if shipped.is_dir() else package.parent / "migrations"
 
 
+def migration_names(directory: Path | None = None) -> list[str]:
+    """The names of the migration files in order, without loading them."""
+    directory = directory or migrations_dir()
+    if not directory.is_dir():
+        raise MigrationError(f"migrations folder not found at {directory}; reinstall smithers_tt")
+    return [p.stem for p in sorted(directory.iterdir()) if _NAME.match(p.name)]
+
+
 @dataclass(frozen=True)
 class Migration:
     """One migration file: its name (``0001_initial``), checksum and loaded module."""
@@ -173,7 +181,7 @@ class StoreState:
 
 def store_state(engine: Engine) -> StoreState:
     """Look at the database in a read-only transaction: is there a store, how current is it."""
-    known = [m.name for m in load_migrations()]
+    known = migration_names()
     table = _schema.migrations_table
     ours = {*_schema.metadata.tables, table.name}
 

@@ -105,7 +105,8 @@ def test_cli_json_output_keeps_hostile_strings_exact(hostile: str, command: str)
     data = json.loads(out)
     assert RUN in set(strings(data))  # ... which decode to the exact strings
     if command == "show":
-        assert data["nodes"][0]["output"] == {"out": EVIL}
+        outputs = {n["node_id"]: n["output"] for n in data["nodes"]}
+        assert outputs["node" + EVIL] == {"out": EVIL}
         assert data["checkpoints"][0]["codec"] == "codec" + EVIL
 
 
