@@ -80,3 +80,13 @@ def test_connect_beside_other_tables_only_when_allowed(db_url: str) -> None:
 def test_connect_read_only_cannot_create() -> None:
     with pytest.raises(InvalidArgument, match="read-only"):
         st.connect("sqlite:///x.db", read_only=True, create=True)
+
+
+@pytest.mark.parametrize("name", ["with space.db", "odd#name.db"])
+def test_connect_sqlite_file_names_with_uri_characters(name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    with st.connect(str(path)) as db:
+        db.store.create_run("wf", None, workflow_hash="h", owner_id="o", graph={})
+    assert sorted(p.name for p in tmp_path.iterdir())[0] == name
+    with st.connect(str(path), read_only=True) as ro:
+        assert len(ro.runs()) == 1
