@@ -230,3 +230,18 @@ def test_cli_without_a_command_prints_the_help_readably() -> None:
     assert result.exit_code == 2
     assert result.stdout.startswith("Usage: ") and "\\x0a" not in result.stdout
     assert "  runs " in result.stdout
+
+
+def test_cli_worker_log_lines_escape_control_characters(db_url: str) -> None:
+    with st.connect(db_url) as db:
+        db.submit(hostile_workflow(), {"in": EVIL})
+    spec = "tests.cli.test_cli_output:hostile_workflow"
+    code, out, err = invoke(
+        *["--db", db_url, "worker", "--workflows", spec, "--id", "w" + EVIL],
+        *["--max-runs", "1", "--idle-exit", "30"],
+    )
+    assert code == 0, err
+    assert "claimed run" in err and "\\x1b]0;pwned" in err  # the hostile worker id, visibly
+    assert not UNSAFE.findall(out + err)
+    code, out, _ = invoke("--db", db_url, "workers")
+    assert code == 0 and "\\x1b]0;pwned" in out and not UNSAFE.findall(out)
