@@ -71,8 +71,8 @@ pass_ctx = click.make_pass_decorator(Context)
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Kept for commands to mark themselves: the group's :meth:`Cli.main` already turns every
-    error into one clear line and exit code 1."""
+    """Kept for commands to mark themselves: the group (:meth:`Cli.invoke`) already turns
+    every error into one clear line and exit code 1."""
     return fn
 
 
