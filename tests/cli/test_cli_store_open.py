@@ -355,3 +355,37 @@ def test_cli_read_command_never_migrates_an_older_store(db_url: str, tmp_path: P
     assert "0004_workers" not in names
     assert invoke("--db", db_url, "migrate")[0] == 0
     assert invoke("--db", db_url, "runs", "--json")[1].strip() == "[]"
+
+
+@pytest.fixture
+def pg_reader(pg_schema_url: str) -> Iterator[str]:
+    """A demo store on PostgreSQL, and a URL of a role that may only SELECT from it."""
+    assert invoke("--db", pg_schema_url, "demo")[0] == 0
+    schema = sa.make_url(pg_schema_url).query["options"].split("=", 1)[1]
+    role = f"tt_reader_{os.urandom(4).hex()}"
+    admin = sa.create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE ROLE "{role}" LOGIN'))
+        conn.execute(sa.text(f'GRANT USAGE ON SCHEMA "{schema}" TO "{role}"'))
+        conn.execute(sa.text(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO "{role}"'))
+    try:
+        url = sa.make_url(pg_schema_url).set(username=role)
+        yield url.render_as_string(hide_password=False)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP OWNED BY "{role}"'))
+            conn.execute(sa.text(f'DROP ROLE "{role}"'))
+        admin.dispose()
+
+
+@pytest.mark.postgres
+def test_cli_postgres_role_without_write_permission_reads_and_says_why_it_cannot_write(
+    pg_reader: str,
+) -> None:
+    code, out, err = invoke("--db", pg_reader, "runs", "--json")
+    assert code == 0, err
+    run = json.loads(out)[0]["run_id"]
+    for command in (["show", run], ["timeline", run], ["diff", run, "1", "5"], ["verify"]):
+        assert invoke("--db", pg_reader, *command)[0] == 0, command
+    code, _, err = invoke("--db", pg_reader, "rewind", run, "3", "--yes")
+    assert code == 1 and "permission denied" in last(err) and "Traceback" not in err
