@@ -402,8 +402,9 @@ def _sqlite_read_uri(path: Path) -> str:
     wal = Path(f"{path}-wal")
     if wal.exists() and wal.stat().st_size > 0:
         raise StoreReadOnly(
-            f"cannot read {path}: it is on a read-only location with an unfinished write-ahead "
-            f"log ({wal.name}); copy the files to writable storage and open them there"
+            f"cannot read {path}: this process cannot write its folder, and its write-ahead "
+            f"log ({wal.name}) holds changes not yet in the file; open it as a user who may "
+            "write there, or copy the files to writable storage"
         )
     return _file_uri(path, mode="ro", immutable="1")
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -389,3 +390,25 @@ def test_cli_postgres_role_without_write_permission_reads_and_says_why_it_cannot
         assert invoke("--db", pg_reader, *command)[0] == 0, command
     code, _, err = invoke("--db", pg_reader, "rewind", run, "3", "--yes")
     assert code == 1 and "permission denied" in last(err) and "Traceback" not in err
+
+
+def test_cli_read_on_read_only_media_refuses_a_store_whose_log_it_cannot_read(
+    demo_file: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Immutable reads ignore the write-ahead log: refuse rather than answer without it."""
+    source, media = tmp_path / "source", tmp_path / "media"
+    source.mkdir()
+    media.mkdir()
+    shutil.copy(demo_file[0], source / "demo.db")
+    writer = sqlite3.connect(source / "demo.db")
+    writer.execute("PRAGMA wal_autocheckpoint = 0")
+    writer.execute("UPDATE tt_runs SET status = status")  # committed, only in the log
+    writer.commit()
+    shutil.copy(source / "demo.db", media / "demo.db")
+    shutil.copy(source / "demo.db-wal", media / "demo.db-wal")  # copied without its -shm
+    writer.close()
+    done = on_read_only_media(
+        media, ["-m", "smithers_tt.cli", "--db", str(media / "demo.db"), "runs"]
+    )
+    assert done.returncode == 1
+    assert "write-ahead log" in last(done.stderr) and "Traceback" not in done.stderr
