@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import os
+import re
 import socket
 from typing import TYPE_CHECKING, Any
 
@@ -14,16 +15,20 @@ from smithers_tt._ids import check_id
 from smithers_tt.engine import RunExecutor, Workflow, run_sync
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
 from smithers_tt.engine._worker import Worker, positive_seconds
-from smithers_tt.errors import WorkflowChanged
+from smithers_tt.errors import InvalidArgument, SchemaMismatch, StoreNotFound, WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import (
     Engine,
     GcReport,
     RetryPolicy,
     Store,
+    StoreState,
     VerifyReport,
+    check_store_shape,
     collect_garbage,
+    display_url,
     migrate,
+    store_state,
     verify,
 )
 from smithers_tt.store._claims import WorkerRecord, list_workers
@@ -346,6 +351,10 @@ class Database:
         """
         from smithers_tt.lineage import Lineage
 
+        if self.engine.immutable:
+            # DuckDB's SQLite scanner needs the -shm file that read-only media cannot hold;
+            # the arrow reader reads through this (immutable) connection instead.
+            options.setdefault("reader", "arrow")
         return Lineage(self, **options)
 
     def close(self) -> None:
@@ -362,34 +371,171 @@ class Database:
         return f"<smithers_tt.Database {self.engine.sa.url.render_as_string(hide_password=True)}>"
 
 
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def resolve_url(value: str | None = None) -> str:
+    """The database URL meant by ``value``: a URL, or a bare path meaning an SQLite file;
+    the default is ``$SMITHERS_TT_DB`` or ``sqlite:///smithers.db``.
+
+    Raises:
+        InvalidArgument: the text cannot name a database (a NUL, text that is not UTF-8, or
+            something like ``sqlite:/x.db`` that looks like a URL without its ``//``).
+    """
+    url = value or os.environ.get("SMITHERS_TT_DB") or DEFAULT_URL
+    try:
+        url.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidArgument(
+            f"the database URL {url.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8"
+        ) from error
+    if "\x00" in url:
+        raise InvalidArgument(f"the database URL {url!r} contains a NUL character")
+    if "://" in url:
+        return url
+    if _SCHEME.match(url):  # a URL with a typo, not a file name: never create "sqlite:/"
+        raise InvalidArgument(
+            f"{url!r} looks like a URL without '//': use sqlite:///path/to/file.db (three "
+            "slashes, then the path), postgresql+psycopg://user@host/dbname, or a plain "
+            "file path (./name.db)"
+        )
+    return f"sqlite:///{url}"
+
+
 def connect(
     url: str | None = None,
     *,
+    create: bool | None = None,
+    read_only: bool = False,
+    beside_other_tables: bool = True,
     migrate_schema: bool = True,
     retry: RetryPolicy | None = None,
     busy_timeout_ms: int = 5000,
 ) -> Database:
-    """Open (and by default migrate) a smithers_tt database.
+    """Open a smithers_tt store; by default create it when there is none, and migrate it.
 
     Args:
         url: ``sqlite:///path/to/file.db`` (the default is ``$SMITHERS_TT_DB`` or
-            ``sqlite:///smithers.db``) or ``postgresql+psycopg://user@host:5432/dbname``.
-        migrate_schema: apply pending migrations and check the schema (default True).
+            ``sqlite:///smithers.db``), a bare file path, or
+            ``postgresql+psycopg://user@host:5432/dbname``.
+        create: make the store when there is none (default: yes, unless ``read_only``). A
+            missing folder is never created.
+        read_only: only read: never create, migrate or write (SQLite opens the file
+            read-only, ``immutable`` on read-only media; PostgreSQL sessions are read-only
+            on the server). Writes raise ``StoreReadOnly``.
+        beside_other_tables: whether a new store may be created in a database (or
+            PostgreSQL schema) that already holds other tables (the CLI asks for a flag).
+        migrate_schema: apply pending migrations and check the schema (default True);
+            with False, nothing is looked at (the caller knows the store is current).
         retry: how transient errors are retried inside the store.
         busy_timeout_ms: SQLite's wait for a lock before a retry.
 
     Raises:
-        InvalidArgument: the URL is not a supported database.
-        SchemaMismatch: the database has tables of a shape smithers_tt does not recognise.
+        InvalidArgument: the URL is not a supported database, or the folder of a new SQLite
+            file does not exist.
+        StoreNotFound: there is no store and ``create`` is off.
+        StoreReadOnly: the SQLite file cannot be written, and ``read_only`` is off.
+        SchemaMismatch: the database has tables of a shape smithers_tt does not recognise,
+            other tables where a store was to be created (``beside_other_tables=False``), or
+            (``read_only``) a store that needs migrating first.
     """
-    url = url or os.environ.get("SMITHERS_TT_DB") or DEFAULT_URL
-    if "://" not in url:  # a bare path means an SQLite file
-        url = f"sqlite:///{url}"
-    engine = Engine(url, retry=retry, busy_timeout_ms=busy_timeout_ms)
-    if migrate_schema:
-        try:
-            migrate(engine)
-        except BaseException:
+    url = resolve_url(url)
+    if create is None:
+        create = not read_only
+    if create and read_only:
+        raise InvalidArgument("a read-only connection cannot create a store: pass create=False")
+    engine: Engine | None = None
+    try:
+        if read_only:
+            engine = _engine(url, retry, busy_timeout_ms, read_only=True)
+            if migrate_schema:
+                _check_readable(engine, store_state(engine))
+        else:
+            if migrate_schema and not (create and beside_other_tables):
+                # Only a caller that may not create, or not beside other tables, needs to
+                # look first; the default creates and migrates whatever is there anyway.
+                _check_writable(
+                    url,
+                    _state_before_writing(url, retry, busy_timeout_ms),
+                    create,
+                    beside_other_tables,
+                )
+            engine = _engine(url, retry, busy_timeout_ms, read_only=False, create=create)
+            if migrate_schema:
+                migrate(engine)
+    except BaseException:
+        if engine is not None:
             engine.dispose()
-            raise
+        raise
     return Database(engine)
+
+
+def _engine(url: str, retry: RetryPolicy | None, busy_timeout_ms: int, **mode: bool) -> Engine:
+    try:
+        return Engine(url, retry=retry, busy_timeout_ms=busy_timeout_ms, **mode)
+    except StoreNotFound as error:
+        raise _no_store(url, str(error)) from error
+
+
+def _no_store(url: str, why: str) -> StoreNotFound:
+    shown = _shown(url)
+    return StoreNotFound(
+        f"no store at {shown} ({why}); nothing was created. Check --db (or $SMITHERS_TT_DB), "
+        f"or create the store with: smithers-tt --db {shown} migrate",
+        url=shown,
+    )
+
+
+def _shown(url: str) -> str:
+    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else display_url(url)
+
+
+def _state_before_writing(
+    url: str, retry: RetryPolicy | None, busy_timeout_ms: int
+) -> StoreState | None:
+    """What is at ``url``, looked at read-only (opening for writing sets up the file, e.g.
+    SQLite's WAL mode, which must not happen to a database that is not a store); None when
+    there is no SQLite file yet."""
+    try:
+        probe = Engine(url, retry=retry, busy_timeout_ms=busy_timeout_ms, read_only=True)
+    except StoreNotFound:
+        return None
+    try:
+        return store_state(probe)
+    finally:
+        probe.dispose()
+
+
+def _check_writable(
+    url: str, state: StoreState | None, create: bool, beside_other_tables: bool
+) -> None:
+    if state is not None and state.exists:
+        return  # migrate() upgrades it, or refuses a newer one
+    if not create:
+        raise _no_store(url, "no such file" if state is None else "no smithers_tt tables")
+    if state is not None and state.other_tables and not beside_other_tables:
+        names = ", ".join(state.other_tables[:5]) + (" ..." if len(state.other_tables) > 5 else "")
+        raise SchemaMismatch(
+            f"{_shown(url)} already holds {len(state.other_tables)} tables that are not "
+            f"smithers_tt's ({names}); give the store a database or schema of its own (for "
+            "PostgreSQL: CREATE SCHEMA smithers, then ?options=-csearch_path%3Dsmithers in the "
+            "URL), or create it beside them on purpose: smithers-tt migrate --beside-other-tables",
+            other_tables=list(state.other_tables),
+        )
+
+
+def _check_readable(engine: Engine, state: StoreState) -> None:
+    if not state.exists:
+        raise _no_store(engine.url, "no smithers_tt tables")
+    if state.unknown:
+        raise SchemaMismatch(
+            f"the store was migrated by a newer smithers_tt (unknown migrations "
+            f"{list(state.unknown)}); upgrade smithers_tt to open it"
+        )
+    if state.pending:
+        raise SchemaMismatch(
+            f"the store at {_shown(engine.url)} was made by an older smithers_tt and needs "
+            f"migrations {list(state.pending)}; a read-only open never migrates: upgrade it "
+            f"with smithers-tt --db {_shown(engine.url)} migrate (nothing is lost)"
+        )
+    check_store_shape(engine)

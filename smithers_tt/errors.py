@@ -16,7 +16,8 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── RunNotFound
     │   ├── AttemptNotFound
     │   ├── FrameNotFound
-    │   └── CheckpointMissing           a ref points at content that is not there
+    │   ├── CheckpointMissing           a ref points at content that is not there
+    │   └── StoreNotFound               no store at the URL (read-only opens never create one)
     ├── StoreError
     │   ├── CheckpointCorrupt           stored bytes fail their SHA-256 or size check
     │   ├── StoreCorrupt                a stored row does not parse, or the file is damaged
@@ -24,6 +25,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── SchemaMismatch              the database has a shape we do not recognise
     │   ├── MigrationError
     │   ├── HistoryExhausted            a history scan hit its documented bound
+    │   ├── StoreReadOnly               the store cannot be written here (media, permissions)
     │   └── TransientStoreError         retries inside the store ran out (retryable)
     ├── ConcurrencyError
     │   ├── FenceLost                   this attempt no longer owns the node
@@ -175,6 +177,12 @@ class CheckpointMissing(NotFound):
     code = "checkpoint_missing"
 
 
+class StoreNotFound(NotFound):
+    """No smithers_tt store exists at the URL, and the caller asked not to create one."""
+
+    code = "store_not_found"
+
+
 # --- store -------------------------------------------------------------------------------
 
 
@@ -219,6 +227,13 @@ class HistoryExhausted(StoreError):
     """A history scan reached its documented bound without finding what it looked for."""
 
     code = "history_exhausted"
+
+
+class StoreReadOnly(StoreError):
+    """The store can only be read here (read-only media, no write permission, or opened
+    read-only); nothing was written."""
+
+    code = "store_read_only"
 
 
 class TransientStoreError(StoreError):

@@ -11,17 +11,21 @@ import click
 
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
-from smithers_tt.cli._output import emit_json, short, state, table, when
+from smithers_tt.cli._output import clean, emit_json, one_line, state, text, when
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
 
-def _parse_json(text: str, what: str) -> Any:
+def _parse_json(value: str, what: str) -> Any:
     try:
-        return json.loads(text)
+        return json.loads(value)
     except json.JSONDecodeError as error:
         raise InvalidArgument(f"{what} is not valid JSON: {error}") from error
+    except RecursionError as error:
+        raise InvalidArgument(
+            f"{what} is nested too deeply to read; checkpoints and inputs allow far less"
+        ) from error
 
 
 def _confirm(question: str, yes: bool) -> None:
@@ -29,7 +33,7 @@ def _confirm(question: str, yes: bool) -> None:
         return
     if not sys.stdin.isatty():
         raise ConfirmationRequired(f"{question} Refusing without --yes (no terminal to ask).")
-    if not click.confirm(question, default=False):
+    if not click.confirm(clean(question), default=False, err=True):
         raise ConfirmationRequired("cancelled; nothing was changed")
 
 
@@ -46,11 +50,11 @@ def runs(ctx: Context, status: str | None, limit: int) -> None:
       smithers-tt runs
       smithers-tt runs --status failed --json
     """
-    found = ctx.db.runs(status=status, limit=limit)
+    found = ctx.read_db.runs(status=status, limit=limit)
     if ctx.as_json:
         emit_json([dataclasses.asdict(r.record) for r in found])
         return
-    table(
+    ctx.out.table(
         ["run", "workflow", "status", "frames", "parent", "created"],
         [
             [
@@ -79,7 +83,7 @@ def timeline(ctx: Context, run_id: str) -> None:
     Example:
       smithers-tt timeline 1a22d5428410aaf6ffe2c
     """
-    tl = ctx.db.timeline(run_id)
+    tl = ctx.read_db.timeline(run_id)
     if ctx.as_json:
         emit_json(
             {
@@ -90,7 +94,7 @@ def timeline(ctx: Context, run_id: str) -> None:
             }
         )
         return
-    table(
+    ctx.out.table(
         ["frame", "kind", "node", "attempt", "seq", "state", "detail"],
         [
             [
@@ -100,20 +104,21 @@ def timeline(ctx: Context, run_id: str) -> None:
                 f.attempt or "",
                 "" if f.sequence is None else f.sequence,
                 state(f.state) if f.state else (f.purpose or ""),
-                short(f.content_hash[:12] if f.content_hash else (f.data or ""), 50),
+                f.content_hash[:12] if f.content_hash else (f.data or ""),
             ]
             for f in tl.frames
         ],
+        flex=["detail"],
     )
-    click.echo()
-    click.echo(click.style("fork tree", bold=True))
+    ctx.out.line()
+    ctx.out.title("fork tree")
     depth = {tl.root: 0}
     for edge in tl.tree:
         level = depth.get(edge.parent_run_id or "", -1) + 1
         depth[edge.run_id] = level
         mark = " <" if edge.run_id == run_id else ""
         origin = f" (from frame {edge.parent_frame_no})" if edge.parent_run_id else ""
-        click.echo(f"{'  ' * level}{edge.run_id} {state(edge.status)}{origin}{mark}")
+        ctx.out.line("  " * level, edge.run_id, " ", state(edge.status), origin, mark)
 
 
 def _snapshot_json(snap: Snapshot) -> dict[str, Any]:
@@ -141,25 +146,26 @@ def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
       smithers-tt show RUN
       smithers-tt show RUN --frame 12 --json
     """
-    snap = ctx.db.snapshot(run_id, frame_no)
+    snap = ctx.read_db.snapshot(run_id, frame_no)
     if ctx.as_json:
         emit_json(_snapshot_json(snap))
         return
-    click.echo(f"run {snap.run_id} at frame {snap.frame_no}: {state(snap.status)}")
-    table(
+    ctx.out.line(f"run {snap.run_id} at frame {snap.frame_no}: ", state(snap.status))
+    ctx.out.table(
         ["node", "state", "last attempt", "output"],
         [
             [
                 n.node_id if n.iteration == 0 else f"{n.node_id}[{n.iteration}]",
                 state(n.state),
                 n.last_attempt or "-",
-                short(n.output, 60) if n.output is not None else "",
+                n.output,
             ]
             for n in snap.nodes.values()
         ],
+        flex=["output"],
     )
-    click.echo()
-    table(
+    ctx.out.line()
+    ctx.out.table(
         ["attempt", "state", "resumed from", "error"],
         [
             [
@@ -168,13 +174,14 @@ def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
                 f"{a.resumed_from[1]}#{a.resumed_from[3]}.{a.resumed_from[4]}"
                 if a.resumed_from
                 else "-",
-                short(a.error or "", 50),
+                a.error or "",
             ]
             for a in snap.attempts.values()
         ],
+        flex=["error"],
     )
-    click.echo()
-    table(
+    ctx.out.line()
+    ctx.out.table(
         ["checkpoint", "codec", "version", "purpose", "hash"],
         [
             [f"{r.node_id}#{r.attempt}.{r.sequence}", r.codec, r.version, r.purpose, r.short_hash]
@@ -210,39 +217,41 @@ def diff_cmd(ctx: Context, run_id: str, a: str, b: str) -> None:
             number = int(frame) if frame else None
         except ValueError as error:
             raise InvalidArgument(f"{spec!r} is not FRAME or RUN:FRAME") from error
-        return ctx.db.snapshot(run or run_id, number)
+        return ctx.read_db.snapshot(run or run_id, number)
 
     result = diff(side(a), side(b))
     if ctx.as_json:
         emit_json(_diff_json(result))
         return
     if result.empty:
-        click.echo("no differences")
+        ctx.out.line("no differences")
         return
     if result.status:
-        click.echo(f"status: {state(result.status[0])} -> {state(result.status[1])}")
+        ctx.out.line("status: ", state(result.status[0]), " -> ", state(result.status[1]))
     sections = [
         ("nodes", result.nodes),
         ("attempts", result.attempts),
         ("outputs", result.outputs),
         *((f"checkpoint of {k}", v) for k, v in result.checkpoints.items()),
     ]
+    signs = {"add": text("+", "green"), "remove": text("-", "red")}
     for title, changes in sections:
         if not changes:
             continue
-        click.echo(click.style(title, bold=True))
-        for c in changes:
-            sign = {"add": click.style("+", fg="green"), "remove": click.style("-", fg="red")}.get(
-                c.op, click.style("~", fg="yellow")
-            )
-            detail = (
-                short(c.new, 70)
-                if c.op == "add"
-                else short(c.old, 70)
-                if c.op == "remove"
-                else f"{short(c.old, 34)} -> {short(c.new, 34)}"
-            )
-            click.echo(f"  {sign} {c.path}: {detail}")
+        ctx.out.title(title)
+        ctx.out.table(
+            ["", "path", "before", "after"],
+            [
+                [
+                    signs.get(c.op, text("~", "yellow")),
+                    c.path,
+                    "" if c.op == "add" else one_line(c.old),
+                    "" if c.op == "remove" else one_line(c.new),
+                ]
+                for c in changes
+            ],
+            flex=["before", "after"],
+        )
 
 
 @cli.command()
@@ -270,10 +279,10 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
     if ctx.as_json:
         emit_json({"run_id": run_id, "frame_no": frame_no, "status": snap.status})
         return
-    click.echo(
-        f"rewound {run_id} to frame {frame_no}; it is now "
-        f"{state(ctx.db.get_run(run_id).status)}. Continue it with: "
-        f"smithers-tt resume {run_id}"
+    ctx.out.line(
+        f"rewound {run_id} to frame {frame_no}; it is now ",
+        state(ctx.db.get_run(run_id).status),
+        f". Continue it with: smithers-tt resume {run_id}",
     )
 
 
@@ -283,9 +292,15 @@ def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
         node, sep, path = pair.partition("=")
         if not sep:
             raise InvalidArgument(f"--checkpoint takes NODE=FILE.json, got {pair!r}")
-        with open(path, encoding="utf-8") as handle:
-            envelope = _parse_json(handle.read(), path)
-        edits[node] = AgentCheckpoint.from_json(envelope)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                content = handle.read()
+        except (OSError, UnicodeDecodeError) as error:
+            why = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
+            raise InvalidArgument(
+                f"cannot read the checkpoint file {path!r} for --checkpoint {node}: {why}"
+            ) from error
+        edits[node] = AgentCheckpoint.from_json(_parse_json(content, path))
     return edits
 
 
@@ -342,9 +357,10 @@ def fork(
             }
         )
         return
-    click.echo(
-        f"forked {child.id} from {run_id} at frame {frame_no} ({state(child.status)}). "
-        f"Run it with: smithers-tt resume {child.id}"
+    ctx.out.line(
+        f"forked {child.id} from {run_id} at frame {frame_no} (",
+        state(child.status),
+        f"). Run it with: smithers-tt resume {child.id}",
     )
 
 
@@ -354,7 +370,7 @@ def _finished(ctx: Context, run: Any) -> None:
             {"run_id": run.id, "status": run.status, "error": run.error, "output": run.output}
         )
         return
-    click.echo(f"run {run.id} {state(run.status)}" + (f": {run.error}" if run.error else ""))
+    ctx.out.line(f"run {run.id} ", state(run.status), f": {run.error}" if run.error else "")
 
 
 @cli.command()
@@ -422,7 +438,7 @@ def cancel(ctx: Context, run_id: str) -> None:
     if ctx.as_json:
         emit_json({"run_id": run_id, "status": status})
         return
-    click.echo(f"cancel requested for {run_id} (now {state(status)})")
+    ctx.out.line(f"cancel requested for {run_id} (now ", state(status), ")")
 
 
 @cli.command()
@@ -444,4 +460,4 @@ def reset(ctx: Context, run_id: str, node_id: str, dependents: bool, yes: bool) 
     if ctx.as_json:
         emit_json({"run_id": run_id, "reset": gone})
         return
-    click.echo(f"reset {', '.join(gone)}; run them with: smithers-tt resume {run_id}")
+    ctx.out.line(f"reset {', '.join(gone)}; run them with: smithers-tt resume {run_id}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -9,26 +10,34 @@ import click
 
 from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
 from smithers_tt.cli._commands import _confirm
-from smithers_tt.cli._output import emit_json, state, table
+from smithers_tt.cli._output import emit_json, state, text
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.store import migrate as run_migrations
+from smithers_tt.store import row_counts
 
 
 @cli.command()
+@click.option(
+    "--beside-other-tables",
+    is_flag=True,
+    help="Create the store even though the database (or schema) holds other tables.",
+)
 @pass_ctx
 @handle_errors
-def migrate(ctx: Context) -> None:
-    """Create or upgrade the schema (every command does this on first use).
+def migrate(ctx: Context, beside_other_tables: bool) -> None:
+    """Create the store, or upgrade its schema (commands that only read never do this).
 
     \b
-    Example:
+    Examples:
       smithers-tt --db postgresql+psycopg://postgres@127.0.0.1/app migrate
+      smithers-tt --db runs/new.db migrate
     """
-    applied = run_migrations(ctx.db.engine)  # connecting migrated already: usually []
+    db = ctx.create_db(beside_other_tables=beside_other_tables)
+    applied = run_migrations(db.engine)  # connecting migrated already: usually []
     if ctx.as_json:
         emit_json({"url": ctx.url, "applied": applied})
         return
-    click.echo(f"schema is up to date ({ctx.url})" + (f"; applied {applied}" if applied else ""))
+    ctx.out.line(f"schema is up to date ({ctx.url})" + (f"; applied {applied}" if applied else ""))
 
 
 @cli.command()
@@ -42,8 +51,9 @@ def verify(ctx: Context, page_size: int) -> None:
     Example:
       smithers-tt verify
     """
+    db = ctx.read_db  # opened first: a missing store is an error line, not a progress bar
     with progress_bar("verifying", unit="contents") as advance:
-        report = ctx.db.verify(page_size=page_size, progress=advance)
+        report = db.verify(page_size=page_size, progress=advance)
     if ctx.as_json:
         emit_json(
             {
@@ -54,18 +64,14 @@ def verify(ctx: Context, page_size: int) -> None:
             }
         )
     else:
-        click.echo(
-            f"checked {report.checked} contents: "
-            + (
-                click.style("all verify", fg="green")
-                if report.ok
-                else click.style(
-                    f"{len(report.corrupt)} corrupt, {len(report.missing)} missing", fg="red"
-                )
-            )
+        ctx.out.line(
+            f"checked {report.checked} contents: ",
+            text("all verify", "green")
+            if report.ok
+            else text(f"{len(report.corrupt)} corrupt, {len(report.missing)} missing", "red"),
         )
         for content_hash in report.corrupt:
-            click.echo(f"  corrupt {content_hash}")
+            ctx.out.line(f"  corrupt {content_hash}")
     if not report.ok:
         sys.exit(1)
 
@@ -91,19 +97,20 @@ def gc(ctx: Context, older_than: float | None, drop_forks: bool, yes: bool) -> N
     """
     if older_than is not None:
         _confirm(f"Delete terminal runs older than {older_than:g} days?", yes)
+    db = ctx.db  # opened first: a missing store is an error line, not a progress bar
     with progress_bar("collecting", unit="rows deleted") as advance:
         if older_than is None:
-            report = ctx.db.collect_garbage(progress=advance)
+            report = db.collect_garbage(progress=advance)
             result = {"deleted_contents": report.deleted, "bytes_freed": report.bytes_freed}
         else:
-            pruned = ctx.db.gc(
+            pruned = db.gc(
                 older_than=older_than * 86400, keep_forks=not drop_forks, progress=advance
             )
             result = {k: v for k, v in vars(pruned).items() if not k.startswith("_")}
     if ctx.as_json:
         emit_json(result)
         return
-    click.echo(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in result.items()))
+    ctx.out.line(", ".join(f"{k.replace('_', ' ')}: {v}" for k, v in result.items()))
 
 
 @cli.command()
@@ -119,14 +126,15 @@ def lineage(ctx: Context, sql: str, limit: int) -> None:
       smithers-tt lineage "SELECT codec, count(*) FROM checkpoints GROUP BY codec"
       smithers-tt --json lineage "SELECT * FROM runs"
     """
-    with ctx.db.lineage() as lin:
+    with ctx.read_db.lineage() as lin:
         frame = lin.sql(sql)
     if ctx.as_json:
-        click.echo(frame.to_json(orient="records", date_format="iso"))
+        emit_json(json.loads(frame.to_json(orient="records", date_format="iso")))
         return
-    click.echo(frame.head(limit).to_string(index=False))
+    columns = [str(c) for c in frame.columns]
+    ctx.out.table(columns, frame.head(limit).itertuples(index=False), flex=columns)
     if len(frame) > limit:
-        click.echo(f"... {len(frame) - limit} more rows (use --limit or --json)")
+        ctx.out.line(f"... {len(frame) - limit} more rows (use --limit or --json)")
 
 
 @cli.command()
@@ -150,6 +158,7 @@ def demo(ctx: Context, fresh: bool) -> None:
         path = Path(ctx.url.removeprefix("sqlite:///"))
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
+    db = ctx.create_db()
     steps = 7
     with click.progressbar(
         length=steps,
@@ -158,7 +167,7 @@ def demo(ctx: Context, fresh: bool) -> None:
         show_pos=True,
         item_show_func=lambda s: s,
     ) as bar:
-        made = build_demo(ctx.db, step=lambda label: bar.update(1, label))
+        made = build_demo(db, step=lambda label: bar.update(1, label))
     if ctx.as_json:
         emit_json(
             [
@@ -166,7 +175,7 @@ def demo(ctx: Context, fresh: bool) -> None:
                     "label": m.label,
                     "run_id": m.run_id,
                     "story": m.story,
-                    "status": ctx.db.get_run(m.run_id).status,
+                    "status": db.get_run(m.run_id).status,
                 }
                 for m in made
             ]
@@ -174,7 +183,7 @@ def demo(ctx: Context, fresh: bool) -> None:
         return
     rows = []
     for m in made:
-        run = ctx.db.get_run(m.run_id)
+        run = db.get_run(m.run_id)
         rows.append(
             [
                 m.label,
@@ -186,18 +195,24 @@ def demo(ctx: Context, fresh: bool) -> None:
                 m.story,
             ]
         )
-    table(["kind", "run", "status", "frames", "attempts", "checkpoints", "what it shows"], rows)
-    report = ctx.db.verify()
-    click.echo(f"\n{report.checked} distinct checkpoint contents, all verified: {report.ok}")
-    click.echo(f"database: {ctx.url}\n")
-    click.echo("Next:")
-    click.echo(f"  smithers-tt --db {ctx.url} timeline {made[1].run_id}")
-    fork_run = ctx.db.get_run(made[5].run_id).record
-    click.echo(
+    ctx.out.table(
+        ["kind", "run", "status", "frames", "attempts", "checkpoints", "what it shows"],
+        rows,
+        flex=["what it shows"],
+    )
+    report = db.verify()
+    ctx.out.line()
+    ctx.out.line(f"{report.checked} distinct checkpoint contents, all verified: {report.ok}")
+    ctx.out.line(f"database: {ctx.url}")
+    ctx.out.line()
+    ctx.out.line("Next:")
+    ctx.out.line(f"  smithers-tt --db {ctx.url} timeline {made[1].run_id}")
+    fork_run = db.get_run(made[5].run_id).record
+    ctx.out.line(
         f"  smithers-tt --db {ctx.url} diff {fork_run.parent_run_id} "
         f"{fork_run.parent_frame_no} {fork_run.run_id}:0"
     )
-    click.echo(f"  smithers-tt --db {ctx.url} lab    (the tour notebook on this database)")
+    ctx.out.line(f"  smithers-tt --db {ctx.url} lab    (the tour notebook on this database)")
 
 
 @cli.command()
@@ -210,16 +225,8 @@ def tables(ctx: Context) -> None:
     Example:
       smithers-tt tables
     """
-    import sqlalchemy as sa
-
-    from smithers_tt.store import _schema as S
-
-    with ctx.db.engine.connect(write=False) as conn:
-        counts = {
-            name: conn.execute(sa.select(sa.func.count()).select_from(t)).scalar_one()
-            for name, t in S.metadata.tables.items()
-        }
+    counts = row_counts(ctx.read_db.engine)
     if ctx.as_json:
         emit_json(counts)
         return
-    table(["table", "rows"], sorted(counts.items()))
+    ctx.out.table(["table", "rows"], sorted(counts.items()))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import click
 
 from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
-from smithers_tt.cli._output import emit_json, state, table, when
+from smithers_tt.cli._output import CleanFormatter, emit_json, state, when
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.store._claims import count_runs
 
@@ -69,7 +69,7 @@ def worker(
           --workflows smithers_tt.demo:demo_workflow --concurrency 4
     """
     workflows = [load_workflow(spec, "") for spec in specs]
-    w = ctx.db.worker(
+    w = ctx.create_db().worker(
         workflows,
         concurrency=concurrency,
         worker_id=worker_id,
@@ -90,17 +90,17 @@ def worker(
             shown = w.completed
         return working.result()
 
-    click.echo(
+    ctx.out.line(
         f"worker {w.worker_id} executing {', '.join(w.workflows)} "
         f"({concurrency} at a time); SIGTERM stops it",
-        err=True,
+        stderr=True,
     )
     with progress_bar("runs ended", total=max_runs, unit="runs") as advance:
         # Claims, takeovers, lost and released runs go to stderr, one line each (above the
         # progress bar on a terminal: sys.stderr is the bar's while it is shown).
         logger = logging.getLogger("smithers_tt.worker")
         handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+        handler.setFormatter(CleanFormatter("%(asctime)s %(levelname)s %(message)s"))
         level, propagate = logger.level, logger.propagate
         logger.addHandler(handler)
         logger.setLevel(logging.WARNING if quiet else logging.INFO)
@@ -114,7 +114,7 @@ def worker(
     if ctx.as_json:
         emit_json({"worker_id": w.worker_id, "completed": done})
     else:
-        click.echo(f"worker {w.worker_id} stopped after {done} run(s)")
+        ctx.out.line(f"worker {w.worker_id} stopped after {done} run(s)")
 
 
 @cli.command()
@@ -136,13 +136,13 @@ def workers(ctx: Context, stale_after: float) -> None:
       smithers-tt workers
       smithers-tt workers --stale-after 3 --json
     """
-    found = ctx.db.workers(stale_after=stale_after)
-    waiting = count_runs(ctx.db.store, "queued")
+    found = ctx.read_db.workers(stale_after=stale_after)
+    waiting = count_runs(ctx.read_db.store, "queued")
     if ctx.as_json:
         emit_json({"workers": [vars(w) for w in found], "queued": waiting})
         return
     now = time.time() * 1000
-    table(
+    ctx.out.table(
         ["worker", "state", "heartbeat", "workflows", "runs"],
         [
             [
@@ -154,5 +154,7 @@ def workers(ctx: Context, stale_after: float) -> None:
             ]
             for w in found
         ],
+        flex=["workflows", "runs"],
     )
-    click.echo(f"\n{waiting} run(s) queued")
+    ctx.out.line()
+    ctx.out.line(f"{waiting} run(s) queued")

@@ -1,9 +1,16 @@
 """Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
 
-from smithers_tt.store._engine import Engine, RetryPolicy
+from smithers_tt.store._engine import Engine, RetryPolicy, display_url
 from smithers_tt.store._frames import Frame
 from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
-from smithers_tt.store._migrate import check_shape, migrate
+from smithers_tt.store._migrate import (
+    StoreState,
+    check_shape,
+    check_store_shape,
+    migrate,
+    row_counts,
+    store_state,
+)
 from smithers_tt.store._records import (
     MAX_PAGE_SIZE,
     AttemptKey,
@@ -33,9 +40,14 @@ __all__ = [
     "RunId",
     "RunRecord",
     "Store",
+    "StoreState",
     "VerifyReport",
     "check_shape",
+    "check_store_shape",
     "collect_garbage",
+    "display_url",
     "migrate",
+    "row_counts",
+    "store_state",
     "verify",
 ]

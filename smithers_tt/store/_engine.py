@@ -15,7 +15,9 @@ exponential backoff and translates everything else into the :mod:`smithers_tt.er
 
 from __future__ import annotations
 
+import os
 import random
+import sqlite3
 import threading
 import time
 import weakref
@@ -24,6 +26,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
@@ -36,6 +39,8 @@ from smithers_tt.errors import (
     SmithersError,
     StoreCorrupt,
     StoreError,
+    StoreNotFound,
+    StoreReadOnly,
     TransientStoreError,
 )
 from smithers_tt.store._records import VERIFY_HINT
@@ -53,6 +58,9 @@ _SQLITE_TRANSIENT = (
     "disk i/o error",
 )
 
+
+_PG_MISTAKES = ("does not exist", "authentication failed", "no pg_hba.conf entry")
+"""Connection failures that name a mistake in the URL (database, role, password)."""
 
 _PG_NAME = {"application_name": "smithers_tt"}
 """How our PostgreSQL sessions appear in ``pg_stat_activity`` unless the URL names them."""
@@ -78,6 +86,8 @@ def is_transient(error: BaseException) -> bool:
     message = str(orig).lower()
     if any(text in message for text in _SQLITE_TRANSIENT):
         return True
+    if any(text in message for text in _PG_MISTAKES):
+        return False  # a mistyped URL fails the same way on every try
     # psycopg raises OperationalError without a SQLSTATE when the server goes away.
     return (
         isinstance(error, exc.OperationalError)
@@ -97,14 +107,36 @@ class Engine:
         busy_timeout_ms: int = 5000,
         synchronous: str = "FULL",
         read_only: bool = False,
+        create: bool = True,
     ) -> None:
+        """Set up the connection pool; only an SQLite file is checked here (see
+        :func:`_sqlite_engine`), a PostgreSQL server is first reached by a transaction.
+
+        Args:
+            url: an SQLAlchemy URL of SQLite or PostgreSQL.
+            read_only: every transaction is read-only, enforced by SQLite (``mode=ro``) or
+                by the PostgreSQL server (``default_transaction_read_only``).
+            create: an SQLite file that does not exist may be created (never its folder).
+
+        Raises:
+            InvalidArgument: not a supported URL, or an SQLite path that cannot be a file.
+            StoreNotFound: no SQLite file there, and ``create`` is off.
+            StoreReadOnly: the SQLite file cannot be written and ``read_only`` is off.
+        """
         self.url = url
         self.retry = retry or RetryPolicy()
+        self.read_only = read_only
+        self.immutable = False
+        """Whether SQLite reads the file as immutable (read-only media: no -shm file)."""
         parsed = _parse(url)
         self.dialect = parsed.get_backend_name()
         if self.dialect == "sqlite":
-            self.sa = _sqlite_engine(parsed, busy_timeout_ms, synchronous, read_only)
+            self.sa, self.immutable = _sqlite_engine(
+                parsed, busy_timeout_ms, synchronous, read_only, create
+            )
         else:
+            if read_only:
+                parsed = _pg_read_only(parsed)
             with extra_needed("PostgreSQL"):  # SQLAlchemy imports psycopg here
                 self.sa = sa.create_engine(
                     parsed,
@@ -125,7 +157,15 @@ class Engine:
 
     @contextmanager
     def connect(self, *, write: bool):
-        """A raw connection inside one transaction (no retries; prefer :meth:`transaction`)."""
+        """A raw connection inside one transaction (no retries; prefer :meth:`transaction`).
+
+        Raises:
+            StoreReadOnly: a write transaction on an engine opened read-only.
+        """
+        if write and self.read_only:
+            raise StoreReadOnly(
+                f"the store at {display_url(self.url)} was opened read-only; nothing was written"
+            )
         with self.sa.connect() as conn:
             conn.execution_options(**{_WRITE: write})
             with conn.begin():
@@ -273,27 +313,49 @@ def _parse(url: str) -> sa.URL:
     return parsed
 
 
+def display_url(url: str) -> str:
+    """A URL as people may see it (no password)."""
+    with suppress(exc.ArgumentError):
+        return make_url(url).render_as_string(hide_password=True)
+    return url
+
+
+def _pg_read_only(url: sa.URL) -> sa.URL:
+    """The URL with every session read-only on the server, the URL's own options kept."""
+    options = url.query.get("options", "")
+    options = options if isinstance(options, str) else " ".join(options)
+    return url.update_query_dict(
+        {"options": f"{options} -cdefault_transaction_read_only=on".strip()}
+    )
+
+
 def _sqlite_engine(
-    url: sa.URL, busy_timeout_ms: int, synchronous: str, read_only: bool
-) -> sa.Engine:
-    path = Path(url.database or "")
+    url: sa.URL, busy_timeout_ms: int, synchronous: str, read_only: bool, create: bool
+) -> tuple[sa.Engine, bool]:
+    """The SQLAlchemy engine of an SQLite file, and whether it reads the file immutable."""
+    path = Path(url.database or "").expanduser()
+    if path.is_dir():
+        raise InvalidArgument(f"{path} is a folder: give the path of an SQLite file in it")
     if read_only:
-        # SQLite's URI form opens the file read-only: writes fail inside SQLite itself.
-        url = url.set(database=f"file:{path.resolve()}", query={"mode": "ro", "uri": "true"})
+        uri = _sqlite_read_uri(path)
         pooling: dict[str, Any] = {"poolclass": NullPool}
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        uri = _sqlite_write_uri(path, create)
         # Several pooled connections let threads wait on SQLite's busy timeout, not on Python.
         pooling = {"pool_size": 8, "max_overflow": 24}
-    engine = sa.create_engine(
-        url,
-        connect_args={
-            "timeout": busy_timeout_ms / 1000,
-            "check_same_thread": False,
-            "isolation_level": None,
-        },
-        **pooling,
-    )
+
+    def connect() -> sqlite3.Connection:
+        # The URI form says what SQLite may do: ``rw`` never creates a file, ``ro`` never
+        # writes one. The engine's URL stays the plain path (the lineage reads the file).
+        return sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=busy_timeout_ms / 1000,
+            check_same_thread=False,
+            isolation_level=None,
+        )
+
+    engine = sa.create_engine(url, creator=connect, **pooling)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
@@ -312,7 +374,64 @@ def _sqlite_engine(
         write = conn.get_execution_options().get(_WRITE, True)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write and not read_only else "BEGIN")
 
-    return engine
+    return engine, "immutable=1" in uri
+
+
+def _file_uri(path: Path, **query: str) -> str:
+    return f"file:{quote(str(path.resolve()))}?" + "&".join(f"{k}={v}" for k, v in query.items())
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process may write ``path`` (``access`` also sees read-only mounts)."""
+    return os.access(path, os.W_OK)
+
+
+def _sqlite_write_uri(path: Path, create: bool) -> str:
+    folder = path.resolve().parent
+    if not path.exists():
+        if not create:
+            raise StoreNotFound(f"the file {path} does not exist")
+        if not folder.is_dir():
+            why = "is not a folder" if folder.exists() else "does not exist"
+            raise InvalidArgument(
+                f"cannot create {path}: {folder} {why} (create the folder first, or check the path)"
+            )
+    for target in (path, folder):
+        if target.exists() and not _writable(target):
+            raise StoreReadOnly(
+                f"cannot write the store {path}: {target} is read-only (read-only media or no "
+                "write permission); commands that only read (runs, show, timeline, diff, "
+                "verify, lineage) still work"
+            )
+    return _file_uri(path, mode="rwc" if create else "rw")
+
+
+def _sqlite_read_uri(path: Path) -> str:
+    """How to open ``path`` read-only: ``mode=ro`` where SQLite can keep its shared-memory
+    file next to it; ``immutable=1`` on read-only media, where nobody can change the file."""
+    if not path.is_file():
+        raise StoreNotFound(f"the file {path} does not exist")
+    uri = _file_uri(path, mode="ro")
+    try:
+        probe = sqlite3.connect(uri, uri=True)
+        try:
+            probe.execute("PRAGMA schema_version").fetchone()
+        finally:
+            probe.close()
+        return uri
+    except sqlite3.DatabaseError as error:
+        # Where SQLite cannot create its -shm file (no write permission, read-only media)
+        # a WAL file opens only as immutable; anything else is a real failure.
+        if _writable(path.resolve().parent):
+            raise StoreError(f"cannot read the SQLite file {path}: {error}") from error
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise StoreReadOnly(
+            f"cannot read {path}: this process cannot write its folder, and its write-ahead "
+            f"log ({wal.name}) holds changes not yet in the file; open it as a user who may "
+            "write there, or copy the files to writable storage"
+        )
+    return _file_uri(path, mode="ro", immutable="1")
 
 
 def _set_wal(cur: Any) -> None:

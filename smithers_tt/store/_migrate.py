@@ -44,6 +44,14 @@ def migrations_dir() -> Path:
     return shipped if shipped.is_dir() else package.parent / "migrations"
 
 
+def migration_names(directory: Path | None = None) -> list[str]:
+    """The names of the migration files in order, without loading them."""
+    directory = directory or migrations_dir()
+    if not directory.is_dir():
+        raise MigrationError(f"migrations folder not found at {directory}; reinstall smithers_tt")
+    return [p.stem for p in sorted(directory.iterdir()) if _NAME.match(p.name)]
+
+
 @dataclass(frozen=True)
 class Migration:
     """One migration file: its name (``0001_initial``), checksum and loaded module."""
@@ -152,6 +160,58 @@ def migrate(engine: Engine) -> list[str]:
         return done
 
     return engine.transaction(work, write=True)
+
+
+@dataclass(frozen=True)
+class StoreState:
+    """What a database holds, found without writing anything.
+
+    Attributes:
+        exists: it is a smithers_tt store (it has the migrations table).
+        pending: migrations this version would apply (all of them when there is no store).
+        unknown: applied migrations this version does not know (a newer one migrated it).
+        other_tables: tables that are not smithers_tt's, in the schema a store would use.
+    """
+
+    exists: bool
+    pending: tuple[str, ...]
+    unknown: tuple[str, ...]
+    other_tables: tuple[str, ...]
+
+
+def store_state(engine: Engine) -> StoreState:
+    """Look at the database in a read-only transaction: is there a store, how current is it."""
+    known = migration_names()
+    table = _schema.migrations_table
+    ours = {*_schema.metadata.tables, table.name}
+
+    def work(conn: Connection) -> StoreState:
+        names = set(sa.inspect(conn).get_table_names())
+        others = tuple(sorted(names - ours))
+        if table.name not in names:
+            return StoreState(False, tuple(known), (), others)
+        applied = set(conn.execute(sa.select(table.c.name)).scalars())
+        pending = tuple(n for n in known if n not in applied)
+        return StoreState(True, pending, tuple(sorted(applied - set(known))), others)
+
+    return engine.transaction(work, write=False)
+
+
+def row_counts(engine: Engine) -> dict[str, int]:
+    """How many rows each smithers_tt table holds, read in one read-only transaction."""
+
+    def work(conn: Connection) -> dict[str, int]:
+        return {
+            name: conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one()
+            for name, table in _schema.metadata.tables.items()
+        }
+
+    return engine.transaction(work, write=False)
+
+
+def check_store_shape(engine: Engine) -> None:
+    """:func:`check_shape` in a read-only transaction."""
+    engine.transaction(check_shape, write=False)
 
 
 def _family(type_: sa.types.TypeEngine) -> str:
