@@ -16,6 +16,14 @@ from smithers_tt.store import migrate as run_migrations
 from smithers_tt.store import row_counts
 
 
+def _describe(item: str | tuple[str, str, int, int, int]) -> str:
+    """A verify finding as one line: a content hash or a row, else a ref's key."""
+    if isinstance(item, str):
+        return item
+    run_id, node_id, iteration, attempt, sequence = item
+    return f"ref run {run_id} node {node_id}[{iteration}] attempt {attempt} seq {sequence}"
+
+
 @cli.command()
 @click.option(
     "--beside-other-tables",
@@ -60,18 +68,30 @@ def verify(ctx: Context, page_size: int) -> None:
                 "checked": report.checked,
                 "corrupt": report.corrupt,
                 "missing": report.missing,
+                "mismatched": report.mismatched,
+                "damaged": report.damaged,
                 "ok": report.ok,
             }
         )
     else:
+        problems = {
+            "corrupt": report.corrupt,
+            "missing": report.missing,
+            "mismatched": report.mismatched,
+            "damaged": report.damaged,
+        }
         ctx.out.line(
             f"checked {report.checked} contents: ",
             text("all verify", "green")
             if report.ok
-            else text(f"{len(report.corrupt)} corrupt, {len(report.missing)} missing", "red"),
+            else text(
+                ", ".join(f"{len(found)} {kind}" for kind, found in problems.items() if found),
+                "red",
+            ),
         )
-        for content_hash in report.corrupt:
-            ctx.out.line(f"  corrupt {content_hash}")
+        for kind, found in problems.items():
+            for item in found:
+                ctx.out.line(f"  {kind} {_describe(item)}")
     if not report.ok:
         sys.exit(1)
 

@@ -4,6 +4,7 @@ SQLite file or PostgreSQL schema with raw SQL, as a disk, a bad copy or a hand e
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 
 import smithers_tt as st
+from smithers_tt.cli import cli
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import SmithersError, SnapshotInvalid, StoreCorrupt
 
@@ -183,3 +186,16 @@ def test_text_that_is_not_utf8_in_a_row_gives_store_corrupt(
         pytest.raises(StoreCorrupt, match="database is damaged"),
     ):
         db.get_run(run_id)
+
+
+def test_cli_verify_lists_damaged_rows_and_exits_1(db: st.Database, run: st.Run) -> None:
+    damage(db, "UPDATE tt_runs SET input_json = 'not json' WHERE run_id = :r", r=run.id)
+    human = CliRunner().invoke(cli, ["--db", db.url, "verify"])
+    assert human.exit_code == 1
+    assert "1 damaged" in human.output
+    assert f"damaged tt_runs.input_json of run_id={run.id!r}" in human.output
+    as_json = CliRunner().invoke(cli, ["--db", db.url, "--json", "verify"])
+    assert as_json.exit_code == 1
+    report = json.loads(as_json.output)
+    assert report["ok"] is False
+    assert report["damaged"] == [f"tt_runs.input_json of run_id={run.id!r}"]
