@@ -56,7 +56,7 @@ class Actions:
             value="",
             placeholder="input override as JSON (empty: keep the run input)",
             description="input",
-            layout=W.Layout(width="95%", height="48px"),
+            layout=W.Layout(width="100%", height="48px"),
         )
         self.edit_node = W.Dropdown(
             options=[_NO_EDIT], description="edit checkpoint of", style=wide
@@ -66,7 +66,7 @@ class Actions:
             value="",
             placeholder="the payload of the node's newest checkpoint, as JSON",
             description="payload",
-            layout=W.Layout(width="95%", height="160px", display="none"),
+            layout=W.Layout(width="100%", height="160px", display="none"),
         )
         self.editor.add_class("stt-editor")
         self._prefilled = ""
@@ -87,7 +87,9 @@ class Actions:
         self.widget = W.VBox(
             [
                 self.title,
-                W.HBox([self.rewind, self.fork, self.replay]),
+                W.HBox(
+                    [self.rewind, self.fork, self.replay], layout=W.Layout(flex_flow="row wrap")
+                ),
                 self.replay_note,
                 self.reset,
                 self.input,
@@ -96,7 +98,7 @@ class Actions:
                 self.confirm_box,
                 self.report,
             ],
-            layout=W.Layout(width="60%", padding="0 8px 0 0"),
+            layout=W.Layout(flex="3 1 300px", min_width="0", padding="0 8px 0 0"),
         )
         for event in ("frame", "run", "frames"):
             model.on(event, self.update)

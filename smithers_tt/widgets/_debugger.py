@@ -15,6 +15,7 @@ from smithers_tt.widgets._inspector import Inspector
 from smithers_tt.widgets._live import LiveRefresh
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._scrubber import Scrubber
+from smithers_tt.widgets._theme import ThemeProbe, clean_theme
 from smithers_tt.widgets._timeline import TimelineView
 
 
@@ -49,7 +50,11 @@ class Debugger(W.VBox):
             description="Refresh", tooltip="read the run again from the database"
         )
         self.refresh_button.on_click(lambda _: self.refresh())
+        self.theme_probe = ThemeProbe()
         self.timeline = TimelineView(self.model)
+        self.theme_probe.observe(
+            lambda change: self.timeline.set_theme(clean_theme(change["new"])), names="theme"
+        )
         self.scrubber = Scrubber(self.model)
         self.inspector = Inspector(self.model)
         self.diff = DiffView(self.model)
@@ -60,15 +65,22 @@ class Debugger(W.VBox):
         for event in ("run", "frames", "tree"):
             self.model.on(event, self.update_header)
         self.update_header()
+        wrapping = {"flex_flow": "row wrap", "width": "100%", "align_items": "flex-start"}
+        self.header.layout = W.Layout(flex="1 1 300px", min_width="0")
         super().__init__(
             [
                 W.HTML(CSS),
-                W.HBox([self.header, self.refresh_button]),
+                self.theme_probe,
+                W.HBox(
+                    [self.header, self.timeline.time_axis, self.refresh_button],
+                    layout=W.Layout(**{**wrapping, "align_items": "center"}),
+                ),
                 self.timeline.widget,
                 self.scrubber.widget,
-                W.HBox([self.inspector.widget, self.diff.widget]),
-                W.HBox([self.actions.widget, self.fork_tree.widget]),
+                W.HBox([self.inspector.widget, self.diff.widget], layout=W.Layout(**wrapping)),
+                W.HBox([self.actions.widget, self.fork_tree.widget], layout=W.Layout(**wrapping)),
             ],
+            layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
             **kwargs,
         )
         self.add_class("stt-debugger")

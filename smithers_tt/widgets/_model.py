@@ -24,6 +24,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,6 +36,7 @@ from smithers_tt.store import CheckpointRef, Frame, RunRecord
 from smithers_tt.store import _schema as S
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.timetravel._snapshot import apply
+from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ _SNAPSHOT_CACHE = 24
 KEYFRAME_EVERY = 500
 """Frames between the snapshots kept while folding (scrubbing never starts from frame 0)."""
 _PAYLOAD_CACHE = 64
+REF_PAGE = 50
+"""Checkpoint refs listed per page in the inspector."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,19 @@ class ActionResult:
     frame_no: int | None = None
 
 
+@dataclass(frozen=True)
+class RefPage:
+    """One page of the checkpoint refs visible at a frame, in key order (node, iteration,
+    attempt, sequence), filtered by a search text."""
+
+    keys: list[RefKey]
+    total: int
+    matched: int
+    page: int
+    pages: int
+    query: str = ""
+
+
 @dataclass
 class DiffResult:
     """The differences the diff view shows: two labelled sides and sections of changes."""
@@ -88,6 +105,9 @@ class DiffResult:
     b: str
     sections: list[tuple[str, list[Change]]] = field(default_factory=list)
     note: str | None = None
+    conversations: list[tuple[str, list[tuple[str, ChatMessage]]]] = field(default_factory=list)
+    """Per node whose payloads hold chat transcripts: its messages marked same / add /
+    remove."""
 
     @property
     def empty(self) -> bool:
@@ -175,6 +195,31 @@ def describe_frame(frame: Frame) -> str:
     return kind
 
 
+def clock_time(ms: int | None) -> str:
+    """A wall-clock time in the kernel's time zone, to the millisecond (plain text)."""
+    if ms is None:
+        return "?"
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone()
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d} {moment:%Z}".strip()
+
+
+def duration(ms: int | float | None) -> str:
+    """``850 ms``, ``12.3 s``, ``4 min 05 s`` style durations (plain text)."""
+    if ms is None:
+        return "?"
+    if ms < 1000:
+        return f"{int(ms)} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(int(ms // 1000), 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+def frame_time(frame: Frame) -> str:
+    """When a frame was committed (wall clock, for people; frames are ordered by number)."""
+    return f"at {clock_time(frame.created_at_ms)}"
+
+
 def node_label(node_id: str, iteration: int) -> str:
     """``node`` or ``node[2]`` for loop iterations."""
     return node_id if iteration == 0 else f"{node_id}[{iteration}]"
@@ -251,6 +296,7 @@ class DebuggerModel:
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
+        self.ref_pinned = False
         self.diff_mode = "frames"
         self.compare_frame: int | None = None
         self.compare_run: str | None = None
@@ -417,39 +463,90 @@ class DebuggerModel:
                 self.select_frame(frames[i].frame_no)
                 return
 
-    def _default_ref(self) -> None:
-        snap = self.snapshot
-        if self.ref_key in snap.refs:
-            return
-        self.ref_key = None
-        frame = self.frame()
+    def frame_ref_key(self, frame_no: int | None = None) -> RefKey | None:
+        """The checkpoint a frame is about: the one it published (a checkpoint frame), else
+        the newest of its node, else the newest visible at all (None when none is)."""
+        frame = self.frame(frame_no)
+        snap = self.snapshot_at(frame.frame_no)
         if frame.kind == "checkpoint" and frame.node_id is not None:
             key = (frame.node_id, frame.iteration or 0, frame.attempt or 0, frame.sequence or 0)
             if key in snap.refs:
-                self.ref_key = key
-                return
+                return key
         if frame.node_id is not None:
             ref = snap.newest_ref(frame.node_id, frame.iteration or 0)
             if ref is not None:
-                self.ref_key = (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
-                return
+                return (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
         if snap.refs:
             newest = max(snap.refs.values(), key=lambda r: (r.created_at_ms, r.node_id))
-            self.ref_key = (newest.node_id, newest.iteration, newest.attempt, newest.sequence)
+            return (newest.node_id, newest.iteration, newest.attempt, newest.sequence)
+        return None
 
-    def select_ref(self, key: RefKey | None) -> None:
-        """Select a checkpoint ref of the selected frame (its payload shows in the inspector)."""
+    def _default_ref(self) -> None:
+        """Follow the selected frame: its own checkpoint, unless the person pinned one."""
+        if self.ref_pinned and self.ref_key is not None:
+            return  # a pinned ref stays selected (and shows as hidden where it is not visible)
+        self.ref_pinned = False
+        self.ref_key = self.frame_ref_key()
+
+    def select_ref(self, key: RefKey | None, *, pin: bool | None = None) -> None:
+        """Select a checkpoint ref of the selected frame (its payload shows in the inspector).
+
+        The choice lasts until another frame is selected, unless it is pinned (``pin=True``,
+        or :meth:`pin_ref`): a pinned ref stays selected on every frame until unpinned.
+        """
         if key is not None and tuple(key) not in self.snapshot.refs:
             raise InvalidArgument(f"frame {self.frame_no} shows no checkpoint ref {key}")
         key = None if key is None else (str(key[0]), int(key[1]), int(key[2]), int(key[3]))
-        if key != self.ref_key:
-            self.ref_key = key
+        pinned = self.ref_pinned if pin is None else bool(pin and key is not None)
+        if key != self.ref_key or pinned != self.ref_pinned:
+            self.ref_key, self.ref_pinned = key, pinned
             self._emit("ref")
+
+    def pin_ref(self, pinned: bool = True) -> None:
+        """Pin (or unpin) the selected ref; unpinning shows the selected frame's own ref."""
+        pinned = bool(pinned and self.ref_key is not None)
+        if pinned == self.ref_pinned:
+            return
+        self.ref_pinned = pinned
+        if not pinned:
+            self.ref_key = self.frame_ref_key()
+        self._emit("ref")
 
     @property
     def ref(self) -> CheckpointRef | None:
-        """The selected checkpoint ref."""
+        """The selected checkpoint ref (None when none is, or a pinned one is not visible)."""
         return None if self.ref_key is None else self.snapshot.refs.get(self.ref_key)
+
+    def ref_page(self, query: str = "", page: int | None = None, size: int = REF_PAGE) -> RefPage:
+        """A page of the refs visible at the selected frame, ordered by key (so by sequence
+        within an attempt), those whose label contains ``query`` (any case) only.
+
+        ``page`` counts from 0 and is clamped; None is the page holding the selected ref
+        (else the last page: the newest sequences).
+        """
+        snap = self.snapshot
+        keys = sorted(snap.refs)
+        needle = query.strip().lower()
+        if needle:
+            keys = [k for k in keys if needle in ref_label(snap.refs[k]).lower()]
+        pages = max(1, -(-len(keys) // size))
+        if page is None:
+            page = keys.index(self.ref_key) // size if self.ref_key in keys else pages - 1
+            if self.ref_key not in keys and needle:
+                page = 0
+        page = max(0, min(int(page), pages - 1))
+        chosen = keys[page * size : (page + 1) * size]
+        return RefPage(chosen, len(snap.refs), len(keys), page, pages, query)
+
+    @property
+    def ref_hidden(self) -> bool:
+        """Whether a pinned ref is not visible at the selected frame (published later, or
+        removed)."""
+        return (
+            self.ref_pinned
+            and self.ref_key is not None
+            and self.ref_key not in (self.snapshot.refs)
+        )
 
     def switch_run(self, run_id: str) -> None:
         """Show another run (from the fork tree); nothing changes if it does not exist."""
@@ -601,12 +698,28 @@ class DebuggerModel:
             a_no = max(0, min(a_no, self.last_frame))
             a = self.snapshot_at(a_no)
         b = self.snapshot
-        result = _sections(tt.diff(*_trimmed(a, b), load=self.load))
+        ta, tb = _trimmed(a, b)
+        result = _sections(tt.diff(ta, tb, load=self.load))
+        result.conversations = self._conversations(ta, tb)
         result.a = f"run {a.run_id} frame {a.frame_no}"
         result.b = f"run {b.run_id} frame {b.frame_no}"
         if self.diff_mode == "frames" and a.frame_no == b.frame_no:
             result.note = "both sides are the same frame; pick another frame to compare with"
         return result
+
+    def _conversations(
+        self, a: Snapshot, b: Snapshot
+    ) -> list[tuple[str, list[tuple[str, ChatMessage]]]]:
+        """Transcript diffs of the nodes whose newest checkpoints differ (either side a chat)."""
+        na, nb = _newest_refs(a), _newest_refs(b)
+        out = []
+        for key in sorted(set(na) | set(nb)):
+            sides = [self.load(s[key]).payload if key in s else None for s in (na, nb)]
+            old, new = (find_transcript(p) for p in sides)
+            if old is None and new is None:
+                continue
+            out.append((node_label(*key), transcript_diff(old, new)))
+        return out
 
     def _attempt_diff(self) -> DiffResult:
         pair = self.attempt_pair or self.default_attempt_pair()
@@ -949,5 +1062,16 @@ def _sections(d: tt.SnapshotDiff) -> DiffResult:
     result.sections.append(("attempts", d.attempts))
     result.sections.append(("outputs", d.outputs))
     for label, changes in d.checkpoints.items():
-        result.sections.append((f"checkpoint {label}", changes))
+        result.sections.append((f"checkpoint {label}", [_missing_side(c) for c in changes]))
     return result
+
+
+def _missing_side(change: Change) -> Change:
+    """A checkpoint present on one side only is added or removed, not changed (``$`` is the
+    whole envelope, which is never JSON null)."""
+    if change.path == "$" and change.op == "change":
+        if change.old is None:
+            return Change("add", "$", None, change.new)
+        if change.new is None:
+            return Change("remove", "$", change.old, None)
+    return change
