@@ -11,6 +11,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt.widgets._editor import CheckpointEditor
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DebuggerModel
 
@@ -62,13 +63,8 @@ class Actions:
             options=[_NO_EDIT], description="edit checkpoint of", style=wide
         )
         self.edit_node.observe(self._edit_node_changed, names="value")
-        self.editor = W.Textarea(
-            value="",
-            placeholder="the payload of the node's newest checkpoint, as JSON",
-            description="payload",
-            layout=W.Layout(width="100%", height="160px", display="none"),
-        )
-        self.editor.add_class("stt-editor")
+        self.checkpoint_editor = CheckpointEditor(model)
+        self.editor = self.checkpoint_editor.editor
         self._prefilled = ""
 
         self.confirm_text = W.HTML()
@@ -94,7 +90,7 @@ class Actions:
                 self.reset,
                 self.input,
                 self.edit_node,
-                self.editor,
+                self.checkpoint_editor.widget,
                 self.confirm_box,
                 self.report,
             ],
@@ -124,12 +120,13 @@ class Actions:
     def _prefill(self, force: bool = False) -> None:
         node = self.edit_node.value
         if node in (None, _NO_EDIT):
-            self.editor.layout.display = "none"
+            self.checkpoint_editor.open(None, "")
             return
-        self.editor.layout.display = None
         if force or self.editor.value == self._prefilled:  # never overwrite a person's edits
             self._prefilled = self.model.checkpoint_text(node)
-            self.editor.value = self._prefilled
+            self.checkpoint_editor.open(node, self._prefilled)
+        else:
+            self.checkpoint_editor.update_preview()  # the "before" is this frame's payload
 
     def update(self) -> None:
         """Follow the selected frame: node lists and the editor's default payload."""

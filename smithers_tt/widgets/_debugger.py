@@ -9,7 +9,9 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._actions import Actions
 from smithers_tt.widgets._diffview import DiffView
+from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
+from smithers_tt.widgets._frametable import FrameTable
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inspector import Inspector
 from smithers_tt.widgets._live import LiveRefresh
@@ -31,7 +33,8 @@ class Debugger(W.VBox):
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
-    ``.fork_tree`` and ``.live`` are the parts.
+    ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe`` and ``.live`` are the
+    parts.
     """
 
     def __init__(
@@ -60,6 +63,8 @@ class Debugger(W.VBox):
         self.diff = DiffView(self.model)
         self.actions = Actions(self.model)
         self.fork_tree = ForkTree(self.model)
+        self.frame_table = FrameTable(self.model)
+        self.export = ExportBox(self.model)
         self.live = LiveRefresh(self.model, interval, on_change=self.update_header)
         self.live.enabled = live
         for event in ("run", "frames", "tree"):
@@ -77,8 +82,10 @@ class Debugger(W.VBox):
                 ),
                 self.timeline.widget,
                 self.scrubber.widget,
+                self.frame_table.widget,
                 W.HBox([self.inspector.widget, self.diff.widget], layout=W.Layout(**wrapping)),
                 W.HBox([self.actions.widget, self.fork_tree.widget], layout=W.Layout(**wrapping)),
+                self.export.widget,
             ],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
             **kwargs,

@@ -97,6 +97,24 @@ class RefPage:
     query: str = ""
 
 
+@dataclass(frozen=True)
+class EditPreview:
+    """What an edited checkpoint would be: valid or not (``error`` says why), the changes
+    from the current payload, and how it stands against the agent's declared formats."""
+
+    node_id: str
+    before: Any
+    after: Any = None
+    error: str | None = None
+    changes: list[Change] = field(default_factory=list)
+    format_note: str = ""
+    checkpoint: AgentCheckpoint | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
 @dataclass
 class DiffResult:
     """The differences the diff view shows: two labelled sides and sections of changes."""
@@ -790,17 +808,81 @@ class DebuggerModel:
             canonical_bytes(value)
             options["input"] = value
         if edit_node:
-            ref = self.newest_ref(edit_node)
-            if ref is None:
-                raise InvalidArgument(
-                    f"{edit_node!r} has no checkpoint at frame {self.frame_no}; nothing to edit"
-                )
-            payload = _parse_json(edit_text or "", f"the edited checkpoint of {edit_node!r}")
-            checkpoint = AgentCheckpoint(ref.codec, ref.version, payload)  # validates
-            current = self.load(ref)
+            checkpoint = self._edited(edit_node, edit_text or "")
+            current = self.load(self._edit_ref(edit_node))
             if checkpoint.encode().content_hash != current.encode().content_hash:
                 options["checkpoints"] = {edit_node: checkpoint}
         return options
+
+    def _edit_ref(self, node_id: str) -> CheckpointRef:
+        ref = self.newest_ref(node_id)
+        if ref is None:
+            raise InvalidArgument(
+                f"{node_id!r} has no checkpoint at frame {self.frame_no}; nothing to edit"
+            )
+        return ref
+
+    def declared_formats(self, node_id: str) -> list[tuple[str, tuple[int, ...], bool]] | None:
+        """What the node's agent declares it publishes: (codec, versions, resumable), where
+        ``resumable`` says it also declares consuming that format in ``resume`` mode (a fork
+        resumes the node from the edited checkpoint). None without the workflow."""
+        task = None if self.workflow is None else self.workflow.tasks.get(node_id)
+        if task is None:
+            return None
+        agent = task.agent
+        out = []
+        for fmt in agent.formats:
+            resumable = any(
+                cap.codec == fmt.codec
+                and "resume" in cap.modes
+                and set(fmt.versions) & set(cap.versions)
+                for cap in agent.capabilities
+            )
+            out.append((fmt.codec, tuple(fmt.versions), resumable))
+        return out
+
+    def _edited(self, node_id: str, text: str) -> AgentCheckpoint:
+        """The edited checkpoint of a node, validated: JSON, strict JSON (the error names the
+        path), and the format the agent declares (when the workflow is known)."""
+        ref = self._edit_ref(node_id)
+        payload = _parse_json(text, f"the edited checkpoint of {node_id!r}")
+        checkpoint = AgentCheckpoint(ref.codec, ref.version, payload)  # validates
+        declared = self.declared_formats(node_id)
+        if declared is not None:
+            match = [d for d in declared if d[0] == ref.codec and ref.version in d[1]]
+            if not match:
+                names = ", ".join(f"{c} v{list(v)}" for c, v, _ in declared) or "none"
+                raise InvalidArgument(
+                    f"agent of {node_id!r} does not declare {ref.codec} v{ref.version} "
+                    f"(it declares: {names}); it could not resume from this checkpoint"
+                )
+            if not match[0][2]:
+                raise InvalidArgument(
+                    f"agent of {node_id!r} declares no resume capability for {ref.codec} "
+                    f"v{ref.version}; a fork could not hand it this checkpoint"
+                )
+        return checkpoint
+
+    def preview_edit(self, node_id: str, text: str) -> EditPreview:
+        """Validate an edited checkpoint without writing anything, and say what it changes."""
+        ref = self.newest_ref(node_id)
+        if ref is None:
+            return EditPreview(node_id, None, error=f"{node_id!r} has no checkpoint here")
+        before = self.load(ref).payload
+        declared = self.declared_formats(node_id)
+        if declared is None:
+            note = (
+                f"{ref.codec} v{ref.version}, as stored (open the debugger with workflow= to "
+                "check it against the agent's declared formats)"
+            )
+        else:
+            note = f"{ref.codec} v{ref.version}, checked against the agent's declared formats"
+        try:
+            checkpoint = self._edited(node_id, text)
+        except SmithersError as error:
+            return EditPreview(node_id, before, error=error.message, format_note=note)
+        changes = tt.json_diff(before, checkpoint.payload, "$.payload")
+        return EditPreview(node_id, before, checkpoint.payload, None, changes, note, checkpoint)
 
     def newest_ref(self, node_id: str) -> CheckpointRef | None:
         """The newest checkpoint of a node (its newest iteration) at the selected frame."""

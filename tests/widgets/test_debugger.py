@@ -8,7 +8,6 @@ import html
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -363,18 +362,15 @@ def test_hostile_strings_are_escaped_everywhere(db: st.Database) -> None:
 
 def test_a_10000_frame_run_opens(db: st.Database) -> None:
     run_id = large_run(db, 10_000)
-    started = time.perf_counter()
-    dbg = Debugger(db, run_id)
-    elapsed = time.perf_counter() - started
+    dbg = Debugger(db, run_id)  # how fast: ./dev bench widgets (no timing in unit tests)
     assert dbg.model.last_frame == 9_999
     data = dbg.timeline.data
     assert data.aggregated
     assert {t.type for t in dbg.timeline.figure.data} == {"scattergl"}
     assert sum(len(t.x) for t in dbg.timeline.figure.data) < 10_000
-    assert elapsed < 30, elapsed  # about 1 s on a quiet two-core machine; CI is noisy
     dbg.select_frame(5_000)
     assert "Frame 5000 " in dbg.inspector.summary.value
-    assert len(dbg.inspector.refs.options) <= 300
+    assert len(dbg.inspector.refs.options) == 50  # one page of the checkpoint list
     dbg.timeline.click("checkpoint: progress", 10)
     assert dbg.model.frame_no != 5_000
     dbg.diff.mode.value = "attempts"
