@@ -320,3 +320,29 @@ def test_the_editor_checks_the_agents_declared_format(db: st.Database) -> None:
     dbg.actions.fork.click()
     assert dbg.model.pending is None and "does not declare" in dbg.actions.report.value
     assert len(db.runs(limit=1000)) == before
+
+
+# --- notebook reprs -----------------------------------------------------------------------
+
+
+def test_snapshots_diffs_runs_and_timelines_show_as_escaped_html(db: st.Database) -> None:
+    from ._support import HOSTILE, HOSTILE_NODE, HOSTILE_RUN, hostile_workflow
+
+    run = db.run(hostile_workflow(), {"prompt": HOSTILE}, run_id=HOSTILE_RUN)
+    child = db.fork(run.id, 3)
+    views = {
+        "snapshot": run.snapshot()._repr_html_(),
+        "diff": st.diff(run.snapshot(2), run.snapshot())._repr_html_(),
+        "run": db.get_run(child.id)._repr_html_(),
+        "timeline": db.timeline(run.id)._repr_html_(),
+    }
+    for name, html in views.items():
+        for raw in ("<img", "<script", "<svg", "<b onmouseover", "<i onclick"):
+            assert raw not in html, (name, html)
+    assert "&lt;img src=x onerror=alert(3)&gt;" in views["snapshot"]  # the node id, as text
+    assert f"Snapshot of run {HOSTILE_RUN[:2]}" in views["snapshot"].replace("&lt;", "<")
+    assert "finished" in views["snapshot"] and "checkpoint refs" in views["snapshot"]
+    assert "added" in views["diff"] or "changed" in views["diff"]
+    assert "forked from" in views["run"] and "@ frame 3" in views["run"]
+    assert "fork tree" in views["timeline"] and child.id in views["timeline"]
+    assert HOSTILE_NODE not in views["timeline"]
