@@ -93,6 +93,9 @@ CSS = """
 .stt-debugger button.stt-run { white-space: normal !important; overflow-wrap: anywhere;
   text-overflow: clip !important; text-align: left; height: auto !important; line-height: 1.3;
   padding-top: 2px; padding-bottom: 2px; }
+.stt-debugger .widget-select, .stt-debugger .widget-textarea, .stt-debugger .widget-label,
+.stt-debugger .widget-dropdown, .stt-debugger .widget-text {
+  max-width: calc(100% - 2 * var(--jp-widgets-margin, 2px)); }
 .stt-debugger .widget-select select { font-family: var(--jp-code-font-family, monospace); }
 </style>
 """

@@ -68,14 +68,40 @@ export default {
     watch.observe(document.body, {
       attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"],
     });
-    return () => watch.disconnect();
+    // plotly keeps the width it first drew at; when the debugger's width changes (a narrower
+    // window, a side panel), drop that width and let plotly's responsive resize redraw it
+    let width = 0, timer = null, sizes = null;
+    const fit = () => {
+      const root = el.closest(".stt-debugger");
+      if (!root) return;
+      for (const gd of root.querySelectorAll(".js-plotly-plot")) {
+        if (gd.layout && gd.layout.width) delete gd.layout.width;
+      }
+      window.dispatchEvent(new Event("resize"));
+    };
+    const start = () => {
+      const root = el.closest(".stt-debugger");
+      if (!root || sizes) return;
+      sizes = new ResizeObserver((entries) => {
+        const w = Math.round(entries[0].contentRect.width);
+        if (w === width) return;
+        width = w;
+        clearTimeout(timer);
+        timer = setTimeout(fit, 150);
+      });
+      sizes.observe(root);
+    };
+    start();
+    const later = setTimeout(start, 1000);  // the view may be attached after render
+    return () => { watch.disconnect(); clearTimeout(later); if (sizes) sizes.disconnect(); };
   },
 };
 """
 
 
 class ThemeProbe(anywidget.AnyWidget):
-    """Reports JupyterLab's theme colours (``theme``, a dict like :data:`LIGHT`)."""
+    """Reports JupyterLab's theme colours (``theme``, a dict like :data:`LIGHT`), and keeps
+    the debugger's plotly figure as wide as the debugger when the cell's width changes."""
 
     _esm = _ESM
     theme = traitlets.Dict().tag(sync=True)

@@ -509,6 +509,7 @@ def _figure_widget(figure: dict[str, Any]) -> Any:
     import plotly.graph_objects as go
 
     fig = go.FigureWidget(figure)
+    fig._config = {"responsive": True, "displaylogo": False}  # follows the cell's width
     fig.close()
     vars(fig).pop("_repr_mimebundle_", None)  # close() hides plotly's own display method
     fig.open()
