@@ -101,8 +101,9 @@ class DiffView:
         self.run_frame.observe(self._changed, names="value")
         self.node = W.Dropdown(options=[], description="node")
         self.node.observe(self._node_changed, names="value")
-        self.attempt_a = W.Dropdown(options=[], description="A = attempt")
-        self.attempt_b = W.Dropdown(options=[], description="B = attempt")
+        wide = {"description_width": "initial"}
+        self.attempt_a = W.Dropdown(options=[], description="A = attempt", style=wide)
+        self.attempt_b = W.Dropdown(options=[], description="B = attempt", style=wide)
         self.attempt_a.observe(self._changed, names="value")
         self.attempt_b.observe(self._changed, names="value")
         self.frames_box = W.HBox([self.previous, self.frame], layout=W.Layout(flex_flow="row wrap"))
