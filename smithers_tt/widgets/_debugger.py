@@ -100,6 +100,12 @@ class Debugger(W.VBox):
         lineage = ""
         if r.parent_run_id:
             lineage = f" · fork of {esc(r.parent_run_id)} @ frame {r.parent_frame_no}"
+            gap = m.fork_gap(m.run_id)
+            if gap is not None:
+                lineage += (
+                    f' <span class="stt-error">(the parent now ends at frame {gap[1]}: it was '
+                    f"rewound past this fork's frame {gap[0]})</span>"
+                )
         children = sum(1 for e in m.tree if e.parent_run_id == m.run_id)
         if children:
             lineage += f" · {children} fork(s)"

@@ -44,6 +44,9 @@ class ForkTree:
         buttons: dict[str, W.Button] = {}
         for edge in m.tree[:MAX_SHOWN]:
             where = "root" if edge.parent_run_id is None else f"fork @ frame {edge.parent_frame_no}"
+            gap = m.fork_gap(edge.run_id) if edge.parent_run_id is not None else None
+            if gap is not None:
+                where += f" (parent now ends at frame {gap[1]})"
             button = W.Button(
                 description=f"{edge.run_id} · {edge.status} · {where}",
                 tooltip=f"show run {edge.run_id}",

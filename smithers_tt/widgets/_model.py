@@ -671,6 +671,18 @@ class DebuggerModel:
             return int(edge.parent_frame_no)
         return self._clock_of(run_id)
 
+    def fork_gap(self, run_id: str) -> tuple[int, int] | None:
+        """``(fork frame, parent's newest frame)`` when ``run_id`` was forked at a frame its
+        parent no longer has (the parent was rewound past the fork point), else None."""
+        edge = self.edge(run_id)
+        if edge is None or edge.parent_run_id is None or edge.parent_frame_no is None:
+            return None
+        try:
+            clock = self._clock_of(edge.parent_run_id)
+        except SmithersError:  # the parent is gone: the child's own history still stands
+            return None
+        return (int(edge.parent_frame_no), clock) if clock < edge.parent_frame_no else None
+
     def _clock_of(self, run_id: str) -> int:
         return self.db.store.get_run(run_id).clock
 

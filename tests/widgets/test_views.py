@@ -346,3 +346,15 @@ def test_snapshots_diffs_runs_and_timelines_show_as_escaped_html(db: st.Database
     assert "forked from" in views["run"] and "@ frame 3" in views["run"]
     assert "fork tree" in views["timeline"] and child.id in views["timeline"]
     assert HOSTILE_NODE not in views["timeline"]
+
+
+def test_a_fork_whose_parent_was_rewound_past_it_says_so(db: st.Database) -> None:
+    run = _clean(db)
+    child = db.fork(run.id, 8)
+    db.rewind(run.id, 7, confirm=True)
+    dbg = Debugger(db, child.id, live=False)
+    assert "the parent now ends at frame 7" in dbg.header.value
+    assert "rewound past this fork's frame 8" in dbg.header.value
+    label = dbg.fork_tree.buttons[child.id].description
+    assert "fork @ frame 8 (parent now ends at frame 7)" in label
+    assert "parent now ends" not in dbg.fork_tree.buttons[run.id].description
