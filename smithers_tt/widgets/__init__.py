@@ -5,7 +5,8 @@
 inspector of nodes and checkpoints (chat transcripts as conversations, a pin to keep one
 checkpoint while scrubbing), diffs between frames, attempts and forks, Rewind / Fork (with a
 validated, previewed checkpoint edit) / Replay with confirmation, the fork tree and export
-of the history; it follows running runs live, and JupyterLab's light or dark theme. :class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
+of the history; it follows running runs live, and JupyterLab's light or dark theme.
+:class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
 which is what the widgets observe and what tests drive.
 """
 

@@ -10,6 +10,7 @@ matching frames as a list; picking a row selects its frame everywhere.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,8 +23,9 @@ from smithers_tt.widgets._model import DebuggerModel, clock_time, describe_frame
 PAGE = 100
 """Rows per page of the table."""
 
-PAYLOAD_READS = 2_000
-"""Most checkpoint contents one search reads from the database (the rest on the next one)."""
+PAYLOAD_SECONDS = 0.3
+"""How long one search may spend reading checkpoint contents it has not read before (the
+rest are read by the next search; the count says how many were searched)."""
 
 ANY = "(any)"
 
@@ -102,8 +104,11 @@ class FrameSearch:
             return FrameMatches(hits)
         with_content = [f for f in frames if f.kind == "checkpoint" and f.content_hash]
         unread = {f.content_hash: f for f in with_content if self._payload(f) is None}
-        for content_hash, f in list(unread.items())[:PAYLOAD_READS]:
+        deadline = time.monotonic() + PAYLOAD_SECONDS
+        for content_hash, f in unread.items():
             self._payloads[content_hash] = self._read(f)
+            if time.monotonic() > deadline:
+                break
         seen = set(hits)
         for f in with_content:
             body = self._payload(f)

@@ -175,12 +175,17 @@ class _Budget:
 
 def _scalar(value: Any) -> str:
     if isinstance(value, str):
-        text = value
-        extra = ""
-        if len(text) > STRING_LIMIT:
-            extra = f' <span class="stt-muted">… {len(text) - STRING_LIMIT} more characters</span>'
-            text = text[:STRING_LIMIT]
-        return f'<span class="stt-str">"{esc(text)}"</span>{extra}'
+        if len(value) <= STRING_LIMIT:
+            return f'<span class="stt-str">"{esc(value)}"</span>'
+        whole = value[:WHOLE_LIMIT]
+        rest = len(value) - len(whole)
+        cut = f' <span class="stt-muted">… {rest} more characters</span>' if rest else ""
+        return (  # the first part, and the whole string (to a bound) a click away
+            f'<details class="stt-long"><summary><span class="stt-str">'
+            f'"{esc(value[:STRING_LIMIT])}…"</span> <span class="stt-muted">'
+            f"{len(value) - STRING_LIMIT} more characters: open to read all</span></summary>"
+            f'<pre class="stt-str stt-whole">{esc(whole)}</pre>{cut}</details>'
+        )
     if value is None or isinstance(value, bool):
         return f'<span class="stt-lit">{esc(json.dumps(value))}</span>'
     if isinstance(value, int | float):

@@ -7,6 +7,7 @@ budget with a "show more" button for large payloads. All text is escaped.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import ipywidgets as W
@@ -94,6 +95,8 @@ class Inspector:
         self.widget.add_class("stt-inspector")
         self._updating = False
         self._shown: str | None = None
+        self._outputs: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+        self._drawn: tuple[Any, ...] | None = None
         model.on("frame", self._frame_changed)
         model.on("run", self._frame_changed)
         model.on("frames", self.update)
@@ -118,11 +121,16 @@ class Inspector:
             "</div>"
         )
         self.nodes.value = wrap(self._nodes_html())
+        self._drawn = None
         self.update_refs()
 
     def update_refs(self) -> None:
         """Redraw the page of refs and the pin, then the payload."""
         m = self.model
+        drawn = (m.run_id, m.frame_no, m.ref_key, m.ref_pinned, self.search.value, self.page)
+        if drawn == self._drawn:
+            return  # a frame selection announces "frame" then "ref": draw once
+        self._drawn = drawn
         snap = m.snapshot
         page = m.ref_page(self.search.value, self.page)
         sizes = m.sizes(snap.refs[k] for k in page.keys)
@@ -157,6 +165,18 @@ class Inspector:
         self.page = None
         self.update_refs()
 
+    def _output_html(self, output: Any) -> str:
+        """A node output's tree, kept per output object (outputs never change once made, and
+        snapshots of nearby frames share them)."""
+        found = self._outputs.get(id(output))
+        if found is not None and found[0] is output:
+            return found[1]
+        tree, _ = json_tree(output, budget=60, open_depth=0)
+        self._outputs[id(output)] = (output, tree)
+        while len(self._outputs) > 2_000:
+            self._outputs.popitem(last=False)
+        return tree
+
     def _nodes_html(self) -> str:
         snap = self.model.snapshot
         if not snap.nodes and not snap.attempts:
@@ -174,8 +194,7 @@ class Inspector:
             node = snap.nodes.get(key)
             output = ""
             if node is not None and node.output is not None:
-                tree, _ = json_tree(node.output, budget=60, open_depth=0)
-                output = tree
+                output = self._output_html(node.output)
             rows.append(
                 "<tr>"
                 f"<td>{esc(node_label(*key))}</td>"

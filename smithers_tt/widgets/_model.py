@@ -47,7 +47,7 @@ RefKey = tuple[str, int, int, int]
 AttemptKey = tuple[str, int, int]
 
 _SNAPSHOT_CACHE = 24
-KEYFRAME_EVERY = 500
+KEYFRAME_EVERY = 250
 """Frames between the snapshots kept while folding (scrubbing never starts from frame 0)."""
 _PAYLOAD_CACHE = 64
 REF_PAGE = 50
@@ -311,6 +311,9 @@ class DebuggerModel:
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         self._keyframes: dict[int, Snapshot] = {}
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self._newest_cache: OrderedDict[int, tuple[Snapshot, dict[Any, CheckpointRef]]] = (
+            OrderedDict()
+        )
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
@@ -411,6 +414,18 @@ class DebuggerModel:
     def snapshot(self) -> Snapshot:
         """The snapshot at the selected frame."""
         return self.snapshot_at()
+
+    def _newest(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
+        """Each node's newest ref in a snapshot, kept while the snapshot is (scrubbing back
+        and forth compares the same snapshots again)."""
+        found = self._newest_cache.get(id(snap))
+        if found is not None and found[0] is snap:
+            return found[1]
+        newest = _newest_refs(snap)
+        self._newest_cache[id(snap)] = (snap, newest)
+        while len(self._newest_cache) > _SNAPSHOT_CACHE:
+            self._newest_cache.popitem(last=False)
+        return newest
 
     def other_snapshot(self, run_id: str, frame_no: int) -> Snapshot:
         """A snapshot of another run (for comparisons), cached."""
@@ -728,7 +743,7 @@ class DebuggerModel:
             a_no = max(0, min(a_no, self.last_frame))
             a = self.snapshot_at(a_no)
         b = self.snapshot
-        ta, tb = _trimmed(a, b)
+        ta, tb = _trimmed(a, b, self._newest(a), self._newest(b))
         result = _sections(tt.diff(ta, tb, load=self.load))
         result.conversations = self._conversations(ta, tb)
         result.a = f"run {a.run_id} frame {a.frame_no}"
@@ -1126,11 +1141,17 @@ def _newest_refs(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
     return {k: v[1] for k, v in newest.items()}
 
 
-def _trimmed(a: Snapshot, b: Snapshot) -> tuple[Snapshot, Snapshot]:
+def _trimmed(
+    a: Snapshot,
+    b: Snapshot,
+    na: dict[tuple[str, int], CheckpointRef] | None = None,
+    nb: dict[tuple[str, int], CheckpointRef] | None = None,
+) -> tuple[Snapshot, Snapshot]:
     """The two snapshots with only the refs :func:`timetravel.diff` looks at: each node's
     newest ref, where the two sides differ. Same result, in one pass over the refs instead
     of one pass per node (a 10,000-frame run has thousands of refs)."""
-    na, nb = _newest_refs(a), _newest_refs(b)
+    na = _newest_refs(a) if na is None else na
+    nb = _newest_refs(b) if nb is None else nb
     differ = {
         k
         for k in set(na) | set(nb)

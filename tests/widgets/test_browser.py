@@ -285,6 +285,11 @@ def _narrow(page: Any) -> None:
     assert found["count"] == 0, what
     assert found["root"] <= found["cell"] + 1, what
     assert found["scroll"] <= found["client"] + 1, what
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('.stt-debugger button.stt-run')]
+                  .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent)"""
+    )
+    assert cut == [], cut  # fork-tree labels wrap instead of ending in "…"
     slider = page.locator(".stt-debugger .stt-slider").bounding_box()
     assert slider is not None and slider["width"] >= 150  # still usable
     _shoot(page, "debugger-narrow.png")

@@ -358,3 +358,14 @@ def test_a_fork_whose_parent_was_rewound_past_it_says_so(db: st.Database) -> Non
     label = dbg.fork_tree.buttons[child.id].description
     assert "fork @ frame 8 (parent now ends at frame 7)" in label
     assert "parent now ends" not in dbg.fork_tree.buttons[run.id].description
+
+
+def test_a_long_string_in_a_payload_can_be_read_whole(db: st.Database) -> None:
+    record, fence = db.store.create_run("long", None)
+    key = db.store.start_attempt(fence, "a").key
+    text = "".join(f"word{i} " for i in range(2_000)) + "<script>x</script> THE END"
+    db.store.publish(fence, key, AgentCheckpoint("long.v1", 1, {"essay": text}))
+    dbg = Debugger(db, record.run_id, live=False)
+    shown = dbg.inspector.payload.value
+    assert "more characters: open to read all" in shown
+    assert "THE END" in shown and "&lt;script&gt;x" in shown and "<script>x" not in shown
