@@ -58,6 +58,9 @@ def main(target: Path = REPO / "docs" / "debugger.png", width: int = 1280) -> No
             page = browser.new_page(viewport={"width": width, "height": 2400})
             page.set_default_timeout(TIMEOUT_MS)
             out = run_notebook(page, base, token, "debugger.ipynb")
+            page.evaluate(  # the file browser off: the cell takes the window's width
+                "() => { window.jupyterapp.commands.execute('application:toggle-left-area'); }"
+            )
             out.locator(".stt-payload .stt-msg").first.wait_for(state="visible")
             out.locator(".stt-diff", has_text="attempt #1").first.wait_for(state="visible")
             page.evaluate("() => document.activeElement && document.activeElement.blur()")

@@ -596,12 +596,16 @@ class TimelineView:
         self._hook_clicks()
 
     def show_selection(self) -> None:
-        """Move the selected-frame line."""
-        x = self.data.figure["layout"]["shapes"][0]["x0"]
+        """Move the selected-frame line, in the views shown and in the state a view shown
+        later starts from (a frame selected before ``display`` must show there too)."""
         n = self.model.frame_no
-        if self.time_axis.value:
-            frame = self.model.frame(n)
-            x = _iso(frame.created_at_ms or 0)
-        else:
-            x = n
-        self.figure.layout.shapes[0].update(x0=x, x1=x)
+        x: Any = _iso(self.model.frame(n).created_at_ms or 0) if self.time_axis.value else n
+        fig = self.figure
+        with fig.hold_sync():
+            fig.layout.shapes[0].update(x0=x, x1=x)
+            start = dict(fig._widget_layout)
+            shapes = [dict(shape) for shape in start.get("shapes") or ()]
+            if shapes:
+                shapes[0].update(x0=x, x1=x)
+                start["shapes"] = shapes
+                fig._widget_layout = start

@@ -135,3 +135,16 @@ def test_live_refresh_shows_each_new_checkpoint(db: st.Database) -> None:
     db.store.publish(fence, key, AgentCheckpoint("x.state", 1, {"step": 9}))
     dbg.refresh_button.click()
     _assert_shows_own(dbg, looked)
+
+
+def test_a_frame_selected_before_display_shows_in_the_timeline(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    dbg.select_frame(7)  # in the same cell as Debugger(...), before any view exists
+    # what a view renders from when it is displayed later: the line is at frame 7
+    assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 7
+    assert dbg.timeline.figure.layout.shapes[0].x0 == 7
+    dbg.theme_probe.theme = {"light": True, "ink": "rgb(1, 2, 3)"}  # then the theme arrives
+    assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 7
+    dbg.select_frame(3)
+    assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 3
