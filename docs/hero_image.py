@@ -65,7 +65,7 @@ def main(target: Path = REPO / "docs" / "debugger.png", width: int = 1280) -> No
             out.locator(".stt-diff", has_text="attempt #1").first.wait_for(state="visible")
             page.evaluate("() => document.activeElement && document.activeElement.blur()")
             out.scroll_into_view_if_needed()
-            page.wait_for_timeout(1500)  # plotly's last redraw
+            page.wait_for_timeout(4000)  # plotly's last redraw (theme, width)
             out.screenshot(path=str(target))
     print(f"wrote {target}")
 

@@ -55,9 +55,7 @@ class Debugger(W.VBox):
         self.refresh_button.on_click(lambda _: self.refresh())
         self.theme_probe = ThemeProbe()
         self.timeline = TimelineView(self.model)
-        self.theme_probe.observe(
-            lambda change: self.timeline.set_theme(clean_theme(change["new"])), names="theme"
-        )
+        self.theme_probe.observe(self._theme_reported, names="theme")
         self.scrubber = Scrubber(self.model)
         self.inspector = Inspector(self.model)
         self.diff = DiffView(self.model)
@@ -92,6 +90,13 @@ class Debugger(W.VBox):
         )
         self.add_class("stt-debugger")
         self.live.maybe_start()
+
+    def _theme_reported(self, change: dict[str, Any]) -> None:
+        """A view reported the theme: colour the figure for it, and send the selected-frame
+        line again (a view drawn from state older than a selection made before display
+        missed the message that moved it)."""
+        self.timeline.set_theme(clean_theme(change["new"]))
+        self.timeline.resend_selection()
 
     def update_header(self) -> None:
         """Show the run's id, workflow, status, frames and lineage."""

@@ -62,8 +62,15 @@ function read(el) {
 export default {
   render({ model, el }) {
     el.style.display = "none";
-    const send = () => { model.set("theme", read(el)); model.save_changes(); };
-    send();
+    // read only once attached: a detached element resolves no --jp-* variable; "seen" counts
+    // the reports, so Python also learns that a view is now showing
+    let seen = 0;
+    const send = () => {
+      if (!el.isConnected) return;
+      model.set("theme", { ...read(el), seen: ++seen });
+      model.save_changes();
+    };
+    requestAnimationFrame(send);
     const watch = new MutationObserver(send);
     watch.observe(document.body, {
       attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light"],
@@ -82,6 +89,7 @@ export default {
     const start = () => {
       const root = el.closest(".stt-debugger");
       if (!root || sizes) return;
+      send();
       sizes = new ResizeObserver((entries) => {
         const w = Math.round(entries[0].contentRect.width);
         if (w === width) return;
@@ -100,8 +108,9 @@ export default {
 
 
 class ThemeProbe(anywidget.AnyWidget):
-    """Reports JupyterLab's theme colours (``theme``, a dict like :data:`LIGHT`), and keeps
-    the debugger's plotly figure as wide as the debugger when the cell's width changes."""
+    """Reports JupyterLab's theme colours (``theme``, a dict like :data:`LIGHT`, with ``seen``
+    counting the reports: each one also means a view is showing), and keeps the debugger's
+    plotly figure as wide as the debugger when the cell's width changes."""
 
     _esm = _ESM
     theme = traitlets.Dict().tag(sync=True)

@@ -401,7 +401,14 @@ def build_timeline(
         },
         "hovermode": "closest",
         "clickmode": "event",
-        "legend": {**colours["legend"], "orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0},
+        "legend": {
+            **colours["legend"],
+            "orientation": "h",
+            "yref": "container",  # the top strip of the figure, never over the rows
+            "y": 1.0,
+            "yanchor": "top",
+            "x": 0,
+        },
         "shapes": shapes,
         "annotations": annotations,
         "uirevision": run_id,
@@ -470,7 +477,7 @@ def _fork_marks(
                 "yref": "paper",
                 "text": text,
                 "showarrow": False,
-                "xanchor": "left",
+                "xanchor": "left" if x <= model.last_frame / 2 else "right",  # stays inside
                 "yanchor": "top",
                 "font": {"size": 12, "color": colour},
                 "bgcolor": theme["panel"],
@@ -595,17 +602,24 @@ class TimelineView:
             fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
         self._hook_clicks()
 
+    def resend_selection(self) -> None:
+        """Send the selected-frame line to every view again, even where Python's copy of the
+        layout already holds it (plotly sends only changes)."""
+        x = self.figure.layout.shapes[0].x0
+        self.figure._send_relayout_msg({"shapes[0].x0": x, "shapes[0].x1": x})
+
     def show_selection(self) -> None:
         """Move the selected-frame line, in the views shown and in the state a view shown
         later starts from (a frame selected before ``display`` must show there too)."""
         n = self.model.frame_no
         x: Any = _iso(self.model.frame(n).created_at_ms or 0) if self.time_axis.value else n
         fig = self.figure
-        with fig.hold_sync():
-            fig.layout.shapes[0].update(x0=x, x1=x)
-            start = dict(fig._widget_layout)
-            shapes = [dict(shape) for shape in start.get("shapes") or ()]
-            if shapes:
-                shapes[0].update(x0=x, x1=x)
-                start["shapes"] = shapes
-                fig._widget_layout = start
+        # not under hold_sync: plotly sends each edit by setting a trait and clearing it at
+        # once, so holding the sync would send only the cleared value
+        fig.layout.shapes[0].update(x0=x, x1=x)
+        start = dict(fig._widget_layout)
+        shapes = [dict(shape) for shape in start.get("shapes") or ()]
+        if shapes:
+            shapes[0].update(x0=x, x1=x)
+            start["shapes"] = shapes
+            fig._widget_layout = start

@@ -218,6 +218,12 @@ def _drive(
     text = label.first.inner_text()
     selected = int(text.split()[1])
     assert selected < last and "checkpoint of" in text, text
+    page.wait_for_function(  # the timeline's selected-frame line moved there too
+        """(n) => { const gd = document.querySelector('.stt-debugger .js-plotly-plot');
+                    return gd && gd.layout.shapes && gd.layout.shapes[0].x0 === n; }""",
+        arg=selected,
+        timeout=TIMEOUT_MS,
+    )
     # the inspector shows that frame's own checkpoint
     seq = re.search(r"seq (\d+)", text)
     assert seq is not None
@@ -277,7 +283,7 @@ def _drive(
 
 def _narrow(page: Any) -> None:
     """In a 1024 px window nothing of the debugger reaches past its ~590 px cell."""
-    page.set_viewport_size({"width": 1024, "height": 2300})
+    page.set_viewport_size({"width": 1024, "height": 3800})  # tall: the screenshot shows all
     page.wait_for_timeout(1500)  # plotly redraws at the new width
     found = page.evaluate(OVERFLOW, ".jp-OutputArea-output .stt-debugger")
     what = f"{found}"
