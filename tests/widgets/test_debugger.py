@@ -337,8 +337,16 @@ def test_hostile_strings_are_escaped_everywhere(db: st.Database) -> None:
     for key in dict((k, v) for v, k in dbg.inspector.refs.options):
         dbg.inspector.refs.value = key
         seen += _assert_escaped(dbg)
+        dbg.inspector.view.value = "conversation"  # the notes as messages
+        seen += _assert_escaped(dbg)
+        dbg.inspector.view.value = "tree"
+    dbg.frame_table.text.value = "<img"  # search results, and the theme probe's report
+    dbg.theme_probe.theme = {"light": False, "ink": HOSTILE, "font": SCRIPT, "name": HOSTILE}
+    seen += _assert_escaped(dbg)
     dbg.actions.edit_node.value = HOSTILE_NODE
+    seen += _assert_escaped(dbg)  # field labels are the payload's (hostile) keys
     dbg.actions.editor.value = json.dumps({"notes": [HOSTILE]})
+    seen += _assert_escaped(dbg)  # the preview of the edit
     dbg.actions.fork.click()
     seen += _assert_escaped(dbg)
     dbg.actions.confirm.click()
