@@ -112,6 +112,7 @@ class EditPreview:
 
     @property
     def ok(self) -> bool:
+        """Whether the edit is valid (Fork and Replay would accept it)."""
         return self.error is None
 
 
@@ -129,6 +130,7 @@ class DiffResult:
 
     @property
     def empty(self) -> bool:
+        """Whether no section holds a change."""
         return not any(changes for _, changes in self.sections)
 
 
