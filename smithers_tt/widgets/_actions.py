@@ -41,7 +41,7 @@ class Actions:
         )
         for button, name in ((self.rewind, "rewind"), (self.fork, "fork"), (self.replay, "replay")):
             button.add_class(f"stt-{name}")
-        self.rewind.on_click(lambda _: model.request_rewind())
+        self.rewind.on_click(lambda _: model.request_rewind(self.reason.value))
         self.fork.on_click(lambda _: model.request_fork(**self.form()))
         self.replay.on_click(lambda _: model.request_replay(**self.form()))
         self.replay_note = W.HTML(
@@ -52,6 +52,13 @@ class Actions:
         self.replay.disabled = model.workflow is None
 
         wide = {"description_width": "initial"}
+        self.reason = W.Text(
+            value="",
+            placeholder="why (kept in the audit with the rewind, fork or replay)",
+            description="reason",
+            layout=W.Layout(width="100%"),
+        )
+        self.reason.add_class("stt-reason")
         self.reset = W.SelectMultiple(options=[], rows=4, description="reset nodes", style=wide)
         self.input = W.Textarea(
             value="",
@@ -87,6 +94,7 @@ class Actions:
                     [self.rewind, self.fork, self.replay], layout=W.Layout(flex_flow="row wrap")
                 ),
                 self.replay_note,
+                self.reason,
                 self.reset,
                 self.input,
                 self.edit_node,
@@ -112,6 +120,7 @@ class Actions:
             "input_text": self.input.value,
             "edit_node": None if edit in (None, _NO_EDIT) else edit,
             "edit_text": self.editor.value,
+            "reason": self.reason.value,
         }
 
     def _edit_node_changed(self, change: dict[str, Any]) -> None:

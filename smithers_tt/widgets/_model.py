@@ -800,17 +800,20 @@ class DebuggerModel:
         self.message = Message(kind, text)
         self._emit("message")
 
-    def request_rewind(self) -> Pending | None:
-        """Ask to rewind the run to the selected frame; nothing changes until :meth:`confirm`."""
+    def request_rewind(self, reason: str = "") -> Pending | None:
+        """Ask to rewind the run to the selected frame; nothing changes until :meth:`confirm`.
+        ``reason`` (why) is recorded in the audit with the rewind."""
         n, last = self.frame_no, self.record.clock
         if n >= last:
             self._say("info", f"run {self.run_id} is already at frame {last}: nothing to rewind")
             return None
+        options = {"reason": reason.strip()} if reason.strip() else {}
         summary = (
             f"Rewind run {self.run_id} to frame {n}: frames {n + 1} to {last} are deleted "
-            "in place (this cannot be undone)."
+            "in place (this cannot be undone)"
+            + (f"; reason: {options['reason']}." if options else ".")
         )
-        return self._set_pending(Pending("rewind", self.run_id, n, summary))
+        return self._set_pending(Pending("rewind", self.run_id, n, summary, options))
 
     def fork_options(
         self,
@@ -819,6 +822,7 @@ class DebuggerModel:
         input_text: str = "",
         edit_node: str | None = None,
         edit_text: str | None = None,
+        reason: str = "",
     ) -> dict[str, Any]:
         """Validate the fork form into ``db.fork`` options before anything is written.
 
@@ -828,6 +832,8 @@ class DebuggerModel:
                 the path), or the edited envelope is not a valid ``AgentCheckpoint``.
         """
         options: dict[str, Any] = {"reset": [str(r) for r in reset]}
+        if reason.strip():
+            options["reason"] = reason.strip()  # kept in the audit
         known = set(self.node_ids)
         unknown = sorted(set(options["reset"]) - known)
         if unknown:
@@ -938,6 +944,8 @@ class DebuggerModel:
         if "input" in options:
             text = json.dumps(options["input"], ensure_ascii=False)
             parts.append(f"input {text[:120]}{'…' if len(text) > 120 else ''}")
+        if options.get("reason"):
+            parts.append(f"reason: {options['reason']}")
         return "; ".join(parts) if parts else "no changes (an exact copy of the state)"
 
     def request_fork(self, **form: Any) -> Pending | None:
@@ -1015,7 +1023,7 @@ class DebuggerModel:
 
     def _do_rewind(self, pending: Pending) -> ActionResult:
         before = self.record.clock
-        self.db.rewind(pending.run_id, pending.frame_no, confirm=True)
+        self.db.rewind(pending.run_id, pending.frame_no, confirm=True, **pending.options)
         self._load_run(pending.run_id)
         self.frame_no = min(pending.frame_no, self.last_frame)
         self._default_ref()

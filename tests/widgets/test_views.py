@@ -369,3 +369,32 @@ def test_a_long_string_in_a_payload_can_be_read_whole(db: st.Database) -> None:
     shown = dbg.inspector.payload.value
     assert "more characters: open to read all" in shown
     assert "THE END" in shown and "&lt;script&gt;x" in shown and "<script>x" not in shown
+
+
+@pytest.mark.skipif(not lineage_available(), reason="the lineage extra (duckdb) is not installed")
+def test_the_reason_for_a_destructive_action_is_in_the_audit(db: st.Database) -> None:
+    run = _clean(db)
+    dbg = Debugger(db, run.id, live=False)
+    dbg.select_frame(9)
+    dbg.actions.reason.value = "the notes went <b>off topic</b>"
+    dbg.actions.fork.click()
+    assert "reason: the notes went &lt;b&gt;off topic&lt;/b&gt;" in dbg.actions.confirm_text.value
+    dbg.actions.confirm.click()
+    child = dbg.model.last_result.run_id
+    dbg.select_frame(5)
+    dbg.actions.reason.value = "bad research after frame 5"
+    dbg.actions.rewind.click()
+    assert "reason: bad research after frame 5" in dbg.actions.confirm_text.value
+    dbg.actions.confirm.click()
+    assert dbg.model.last_result.ok, dbg.model.last_result
+    db.reset(child, "write", reason="retry the draft")
+    with db.lineage() as lin:
+        rows = lin.sql(
+            "SELECT operation, frame_no, detail_json FROM audit WHERE run_id IN (?, ?) "
+            "ORDER BY created_at_ms",
+            [run.id, child],
+        )
+    found = {(r.operation, json.loads(r.detail_json).get("reason")) for r in rows.itertuples()}
+    assert ("fork", "the notes went <b>off topic</b>") in found
+    assert ("rewind", "bad research after frame 5") in found
+    assert ("reset", "retry the draft") in found
