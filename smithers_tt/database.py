@@ -237,14 +237,21 @@ class Database:
         return snap
 
     def rewind(
-        self, run_id: str, frame_no: int, *, confirm: bool = False, force: bool = False
+        self,
+        run_id: str,
+        frame_no: int,
+        *,
+        confirm: bool = False,
+        force: bool = False,
+        reason: str | None = None,
     ) -> tt.Snapshot:
-        """Destructive: put a run back to frame ``frame_no`` in place (``confirm=True``).
+        """Destructive: put a run back to frame ``frame_no`` in place (``confirm=True``);
+        ``reason`` (why) is kept in the audit.
 
         See :func:`smithers_tt.timetravel.rewind`.
         """
         check_id(run_id, "run_id")
-        snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force)
+        snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force, reason=reason)
         snap.loader = self.store.load
         return snap
 
@@ -258,8 +265,10 @@ class Database:
         checkpoints: dict[str, Any] | None = None,
         dependents: bool = True,
         allow_new_format: bool = False,
+        reason: str | None = None,
     ) -> Run:
-        """A child run whose frame 0 is the parent's frame ``frame_no``.
+        """A child run whose frame 0 is the parent's frame ``frame_no`` (``reason``, why, is
+        kept in the audit).
 
         See :func:`smithers_tt.timetravel.fork`; run it with :meth:`resume` (or use
         :meth:`replay`).
@@ -276,6 +285,7 @@ class Database:
             checkpoints=checkpoints,
             dependents=dependents,
             allow_new_format=allow_new_format,
+            reason=reason,
         )
         return self.get_run(child)
 
@@ -286,13 +296,21 @@ class Database:
         return self.resume(child.id, wf)
 
     def reset(
-        self, run_id: str, node_id: str, *, dependents: bool = False, force: bool = False
+        self,
+        run_id: str,
+        node_id: str,
+        *,
+        dependents: bool = False,
+        force: bool = False,
+        reason: str | None = None,
     ) -> list[str]:
         """Retry a node from scratch (and, with ``dependents``, what needs it); run it again
-        with :meth:`resume`. Returns the reset node ids."""
+        with :meth:`resume`. Returns the reset node ids; ``reason`` is kept in the audit."""
         check_id(run_id, "run_id")
         check_id(node_id, "node id")
-        return tt.reset(self.store, run_id, node_id, dependents=dependents, force=force)
+        return tt.reset(
+            self.store, run_id, node_id, dependents=dependents, force=force, reason=reason
+        )
 
     def timeline(self, run_id: str) -> tt.Timeline:
         """A run's frames plus the tree of runs forked from the same root."""

@@ -81,5 +81,11 @@ class Run:
         """Every frame (state change) of the run in order."""
         return self.db.store.frames(self.id, after=-1)
 
+    def _repr_html_(self) -> str:
+        """The run as an escaped HTML table in notebooks."""
+        from smithers_tt.timetravel._html import run_html
+
+        return run_html(self.record)
+
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.record.workflow!r} {self.status}>"

@@ -51,6 +51,12 @@ class SnapshotDiff:
             or any(self.checkpoints.values())
         )
 
+    def _repr_html_(self) -> str:
+        """The differences as escaped HTML tables in notebooks."""
+        from smithers_tt.timetravel._html import diff_html
+
+        return diff_html(self)
+
 
 def _fingerprint(value: Any) -> bytes:
     try:

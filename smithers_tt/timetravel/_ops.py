@@ -264,19 +264,34 @@ def _audit(
     )
 
 
+def _why(reason: str | None) -> dict[str, str]:
+    """The audit entry's ``reason`` (why a person did it), when one was given."""
+    if reason is None or not str(reason).strip():
+        return {}
+    if not isinstance(reason, str):
+        raise InvalidArgument(f"reason must be text, not {type(reason).__name__}")
+    return {"reason": reason.strip()[:2000]}
+
+
 def _live_status(status: str) -> str:
     return "interrupted" if status in ("running", "cancelled") else status
 
 
 def rewind(
-    store: Store, run_id: str, frame_no: int, *, confirm: bool = False, force: bool = False
+    store: Store,
+    run_id: str,
+    frame_no: int,
+    *,
+    confirm: bool = False,
+    force: bool = False,
+    reason: str | None = None,
 ) -> Snapshot:
     """Put a run back to frame ``frame_no`` in place; return the restored snapshot.
 
     Restores exactly the nodes, attempts and refs visible at that frame, removes every frame,
     attempt and ref above it (including attempt numbers reused after a reset), fences any
-    owner with a new epoch and records an audit row. Other runs and shared content are
-    untouched.
+    owner with a new epoch and records an audit row (with ``reason``, why, when given). Other
+    runs and shared content are untouched.
 
     Raises:
         ConfirmationRequired: ``confirm`` is not True (nothing changes).
@@ -291,13 +306,20 @@ def rewind(
     lease = acquire_lease(store, run_id, "rewind", force=force)
     try:
         return _transaction(
-            store, lambda conn, exact: _rewind(conn, run_id, frame_no, lease, exact)
+            store, lambda conn, exact: _rewind(conn, run_id, frame_no, lease, exact, reason)
         )
     finally:
         release_lease(store, lease)
 
 
-def _rewind(conn: Connection, run_id: str, frame_no: int, lease: Lease, exact: bool) -> Snapshot:
+def _rewind(
+    conn: Connection,
+    run_id: str,
+    frame_no: int,
+    lease: Lease,
+    exact: bool,
+    reason: str | None = None,
+) -> Snapshot:
     """Rewind inside the transaction: see :func:`rewind`."""
     run = _check_lease(conn, lease)
     snap = snapshot_at(conn, run_id, frame_no, refs=False, exact=exact)
@@ -325,7 +347,7 @@ def _rewind(conn: Connection, run_id: str, frame_no: int, lease: Lease, exact: b
             updated_at_ms=now_ms(),
         )
     )
-    _audit(conn, run_id, "rewind", frame_no, {"from_frame": run.clock})
+    _audit(conn, run_id, "rewind", frame_no, {"from_frame": run.clock, **_why(reason)})
     return snap
 
 
@@ -436,6 +458,7 @@ def fork(
     checkpoints: dict[str, AgentCheckpoint] | None = None,
     dependents: bool = True,
     allow_new_format: bool = False,
+    reason: str | None = None,
 ) -> str:
     """Create a child run whose frame 0 is the parent's frame ``frame_no``; return its id.
 
@@ -522,14 +545,26 @@ def fork(
             ),
         )
         replace_live_state(conn, base, child_id, refs_from_base=True)
-        _audit(conn, run_id, "fork", frame_no, {"child": child_id, "reset": sorted(gone)})
+        _audit(
+            conn,
+            run_id,
+            "fork",
+            frame_no,
+            {"child": child_id, "reset": sorted(gone), **_why(reason)},
+        )
         return child_id
 
     return _transaction(store, work)
 
 
 def reset(
-    store: Store, run_id: str, node_id: str, *, dependents: bool = False, force: bool = False
+    store: Store,
+    run_id: str,
+    node_id: str,
+    *,
+    dependents: bool = False,
+    force: bool = False,
+    reason: str | None = None,
 ) -> list[str]:
     """Retry a node from scratch: its attempts and refs leave the live state (frames keep
     them), its next attempt is number 1 and can never see their checkpoints. With
@@ -578,7 +613,7 @@ def reset(
                     lease_until_ms=None,
                 )
             )
-            _audit(conn, run_id, "reset", run.clock + 1, {"nodes": gone})
+            _audit(conn, run_id, "reset", run.clock + 1, {"nodes": gone, **_why(reason)})
             return gone
 
         return store.engine.transaction(work)

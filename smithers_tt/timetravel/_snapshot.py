@@ -100,6 +100,12 @@ class Snapshot:
         """Rows this snapshot would materialise (nodes + attempts + refs)."""
         return len(self.nodes) + len(self.attempts) + len(self.refs)
 
+    def _repr_html_(self) -> str:
+        """The snapshot as an escaped HTML table in notebooks."""
+        from smithers_tt.timetravel._html import snapshot_html
+
+        return snapshot_html(self)
+
     def defer_refs(self, build: Callable[[], dict[RefKey, CheckpointRef]]) -> None:
         """Make :attr:`refs` the result of ``build()``, called on first access only.
 

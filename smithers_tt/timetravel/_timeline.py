@@ -40,6 +40,12 @@ class Timeline:
         """Runs forked directly from ``run_id``."""
         return [e for e in self.tree if e.parent_run_id == run_id]
 
+    def _repr_html_(self) -> str:
+        """Frames and fork tree as escaped HTML tables in notebooks."""
+        from smithers_tt.timetravel._html import timeline_html
+
+        return timeline_html(self)
+
 
 def fork_tree(store: Store, run_id: str) -> tuple[str, list[ForkEdge]]:
     """The root of ``run_id``'s lineage and every run descending from it."""

@@ -1,9 +1,12 @@
 """The notebook debugger (needs the ``notebook`` extra: ipywidgets, plotly, anywidget).
 
-``Debugger(db, run_id, workflow=None)`` (or ``db.debug(run_id)``) shows a run's timeline,
-a frame scrubber, an inspector of nodes and checkpoints, diffs between frames, attempts and
-forks, Rewind / Fork / Replay with confirmation, the fork tree, and follows running runs
-live. :class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
+``Debugger(db, run_id, workflow=None)`` (or ``db.debug(run_id)``) shows a run's timeline
+(frames or wall-clock time), a frame scrubber, a frame table with filters and search, an
+inspector of nodes and checkpoints (chat transcripts as conversations, a pin to keep one
+checkpoint while scrubbing), diffs between frames, attempts and forks, Rewind / Fork (with a
+validated, previewed checkpoint edit) / Replay with confirmation, the fork tree and export
+of the history; it follows running runs live, and JupyterLab's light or dark theme.
+:class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
 which is what the widgets observe and what tests drive. :func:`notebook_progress` is a
 progress bar to pass as ``progress=`` to long work (``db.verify``, ``db.gc``, lineage
 snapshots and exports).

@@ -11,6 +11,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt.widgets._editor import CheckpointEditor
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DebuggerModel
 
@@ -40,7 +41,7 @@ class Actions:
         )
         for button, name in ((self.rewind, "rewind"), (self.fork, "fork"), (self.replay, "replay")):
             button.add_class(f"stt-{name}")
-        self.rewind.on_click(lambda _: model.request_rewind())
+        self.rewind.on_click(lambda _: model.request_rewind(self.reason.value))
         self.fork.on_click(lambda _: model.request_fork(**self.form()))
         self.replay.on_click(lambda _: model.request_replay(**self.form()))
         self.replay_note = W.HTML(
@@ -51,24 +52,26 @@ class Actions:
         self.replay.disabled = model.workflow is None
 
         wide = {"description_width": "initial"}
+        self.reason = W.Text(
+            value="",
+            placeholder="why (kept in the audit with the rewind, fork or replay)",
+            description="reason",
+            layout=W.Layout(width="100%"),
+        )
+        self.reason.add_class("stt-reason")
         self.reset = W.SelectMultiple(options=[], rows=4, description="reset nodes", style=wide)
         self.input = W.Textarea(
             value="",
             placeholder="input override as JSON (empty: keep the run input)",
             description="input",
-            layout=W.Layout(width="95%", height="48px"),
+            layout=W.Layout(width="100%", height="48px"),
         )
         self.edit_node = W.Dropdown(
             options=[_NO_EDIT], description="edit checkpoint of", style=wide
         )
         self.edit_node.observe(self._edit_node_changed, names="value")
-        self.editor = W.Textarea(
-            value="",
-            placeholder="the payload of the node's newest checkpoint, as JSON",
-            description="payload",
-            layout=W.Layout(width="95%", height="160px", display="none"),
-        )
-        self.editor.add_class("stt-editor")
+        self.checkpoint_editor = CheckpointEditor(model)
+        self.editor = self.checkpoint_editor.editor
         self._prefilled = ""
 
         self.confirm_text = W.HTML()
@@ -87,16 +90,19 @@ class Actions:
         self.widget = W.VBox(
             [
                 self.title,
-                W.HBox([self.rewind, self.fork, self.replay]),
+                W.HBox(
+                    [self.rewind, self.fork, self.replay], layout=W.Layout(flex_flow="row wrap")
+                ),
                 self.replay_note,
+                self.reason,
                 self.reset,
                 self.input,
                 self.edit_node,
-                self.editor,
+                self.checkpoint_editor.widget,
                 self.confirm_box,
                 self.report,
             ],
-            layout=W.Layout(width="60%", padding="0 8px 0 0"),
+            layout=W.Layout(flex="3 1 300px", min_width="0", padding="0 8px 0 0"),
         )
         for event in ("frame", "run", "frames"):
             model.on(event, self.update)
@@ -114,6 +120,7 @@ class Actions:
             "input_text": self.input.value,
             "edit_node": None if edit in (None, _NO_EDIT) else edit,
             "edit_text": self.editor.value,
+            "reason": self.reason.value,
         }
 
     def _edit_node_changed(self, change: dict[str, Any]) -> None:
@@ -122,12 +129,13 @@ class Actions:
     def _prefill(self, force: bool = False) -> None:
         node = self.edit_node.value
         if node in (None, _NO_EDIT):
-            self.editor.layout.display = "none"
+            self.checkpoint_editor.open(None, "")
             return
-        self.editor.layout.display = None
         if force or self.editor.value == self._prefilled:  # never overwrite a person's edits
             self._prefilled = self.model.checkpoint_text(node)
-            self.editor.value = self._prefilled
+            self.checkpoint_editor.open(node, self._prefilled)
+        else:
+            self.checkpoint_editor.update_preview()  # the "before" is this frame's payload
 
     def update(self) -> None:
         """Follow the selected frame: node lists and the editor's default payload."""

@@ -9,12 +9,15 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._actions import Actions
 from smithers_tt.widgets._diffview import DiffView
+from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
+from smithers_tt.widgets._frametable import FrameTable
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inspector import Inspector
 from smithers_tt.widgets._live import LiveRefresh
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._scrubber import Scrubber
+from smithers_tt.widgets._theme import ThemeProbe, clean_theme
 from smithers_tt.widgets._timeline import TimelineView
 
 
@@ -30,7 +33,8 @@ class Debugger(W.VBox):
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
-    ``.fork_tree`` and ``.live`` are the parts.
+    ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe`` and ``.live`` are the
+    parts.
     """
 
     def __init__(
@@ -49,30 +53,50 @@ class Debugger(W.VBox):
             description="Refresh", tooltip="read the run again from the database"
         )
         self.refresh_button.on_click(lambda _: self.refresh())
+        self.theme_probe = ThemeProbe()
         self.timeline = TimelineView(self.model)
+        self.theme_probe.observe(self._theme_reported, names="theme")
         self.scrubber = Scrubber(self.model)
         self.inspector = Inspector(self.model)
         self.diff = DiffView(self.model)
         self.actions = Actions(self.model)
         self.fork_tree = ForkTree(self.model)
+        self.frame_table = FrameTable(self.model)
+        self.export = ExportBox(self.model)
         self.live = LiveRefresh(self.model, interval, on_change=self.update_header)
         self.live.enabled = live
         for event in ("run", "frames", "tree"):
             self.model.on(event, self.update_header)
         self.update_header()
+        wrapping = {"flex_flow": "row wrap", "width": "100%", "align_items": "flex-start"}
+        self.header.layout = W.Layout(flex="1 1 300px", min_width="0")
         super().__init__(
             [
                 W.HTML(CSS),
-                W.HBox([self.header, self.refresh_button]),
+                self.theme_probe,
+                W.HBox(
+                    [self.header, self.timeline.time_axis, self.refresh_button],
+                    layout=W.Layout(**{**wrapping, "align_items": "center"}),
+                ),
                 self.timeline.widget,
                 self.scrubber.widget,
-                W.HBox([self.inspector.widget, self.diff.widget]),
-                W.HBox([self.actions.widget, self.fork_tree.widget]),
+                self.frame_table.widget,
+                W.HBox([self.inspector.widget, self.diff.widget], layout=W.Layout(**wrapping)),
+                W.HBox([self.actions.widget, self.fork_tree.widget], layout=W.Layout(**wrapping)),
+                self.export.widget,
             ],
+            layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
             **kwargs,
         )
         self.add_class("stt-debugger")
         self.live.maybe_start()
+
+    def _theme_reported(self, change: dict[str, Any]) -> None:
+        """A view reported the theme: colour the figure for it, and send the selected-frame
+        line again (a view drawn from state older than a selection made before display
+        missed the message that moved it)."""
+        self.timeline.set_theme(clean_theme(change["new"]))
+        self.timeline.resend_selection()
 
     def update_header(self) -> None:
         """Show the run's id, workflow, status, frames and lineage."""
@@ -81,6 +105,12 @@ class Debugger(W.VBox):
         lineage = ""
         if r.parent_run_id:
             lineage = f" · fork of {esc(r.parent_run_id)} @ frame {r.parent_frame_no}"
+            gap = m.fork_gap(m.run_id)
+            if gap is not None:
+                lineage += (
+                    f' <span class="stt-error">(the parent now ends at frame {gap[1]}: it was '
+                    f"rewound past this fork's frame {gap[0]})</span>"
+                )
         children = sum(1 for e in m.tree if e.parent_run_id == m.run_id)
         if children:
             lineage += f" · {children} fork(s)"

@@ -13,7 +13,8 @@ import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import Change
-from smithers_tt.widgets._html import compact, esc, is_long_text, text_diff, wrap
+from smithers_tt.widgets._conversation import transcript_diff_html
+from smithers_tt.widgets._html import esc, is_long_text, text_diff, value_html, wrap
 from smithers_tt.widgets._model import DebuggerModel, DiffResult, node_label
 
 CHANGES_SHOWN = 200
@@ -22,21 +23,25 @@ CHANGES_SHOWN = 200
 _OPS = {"add": "added", "remove": "removed", "change": "changed"}
 
 
-def _value(value: Any) -> str:
-    if value is None:
-        return '<span class="stt-muted">—</span>'
-    return f'<span class="stt-value">{esc(compact(value))}</span>'
+def _side(label: str, value: Any, present: bool) -> str:
+    shown = value_html(value) if present else '<span class="stt-muted">(absent)</span>'
+    return f'<div><div class="stt-side-label">{label}</div>{shown}</div>'
 
 
 def _row(change: Change) -> str:
     op = change.op if change.op in _OPS else "change"
-    if change.op == "change" and is_long_text(change.old, change.new):
-        body = f'<td colspan="2">{text_diff(change.old, change.new)}</td>'
+    if op == "change" and is_long_text(change.old, change.new):
+        body = f"<div>{text_diff(change.old, change.new)}</div>"
     else:
-        body = f"<td>{_value(change.old)}</td><td>{_value(change.new)}</td>"
+        body = (
+            '<div class="stt-sides">'
+            f"{_side('A', change.old, op != 'add')}{_side('B', change.new, op != 'remove')}"
+            "</div>"
+        )
     return (
-        f'<tr class="stt-{op}"><td>{esc(_OPS[op])}</td>'
-        f'<td class="stt-path">{esc(change.path)}</td>{body}</tr>'
+        f'<div class="stt-chg stt-{op}"><div class="stt-chg-head">'
+        f'<span class="stt-op">{esc(_OPS[op])}</span>'
+        f'<span class="stt-path">{esc(change.path)}</span></div>{body}</div>'
     )
 
 
@@ -51,6 +56,13 @@ def render_diff(result: DiffResult, limit: int = CHANGES_SHOWN) -> str:
         if not result.note:
             parts.append('<div class="stt-muted">no differences</div>')
         return wrap("".join(parts))
+    for title, marked in result.conversations:
+        added = sum(1 for mark, _ in marked if mark == "add")
+        removed = sum(1 for mark, _ in marked if mark == "remove")
+        parts.append(
+            f"<h4>conversation {esc(title)} (+{added} / -{removed} messages)</h4>"
+            f"{transcript_diff_html(marked)}"
+        )
     for title, changes in result.sections:
         if not changes:
             continue
@@ -59,9 +71,7 @@ def render_diff(result: DiffResult, limit: int = CHANGES_SHOWN) -> str:
         if len(changes) > limit:
             more = f'<div class="stt-muted">… and {len(changes) - limit} more changes</div>'
         parts.append(
-            f"<h4>{esc(title)} ({len(changes)})</h4>"
-            "<table><tr><th></th><th>path</th><th>A</th><th>B</th></tr>"
-            f"{rows}</table>{more}"
+            f'<h4>{esc(title)} ({len(changes)})</h4><div class="stt-changes">{rows}</div>{more}'
         )
     return wrap("".join(parts))
 
@@ -85,19 +95,25 @@ class DiffView:
             value=0, min=0, max=max(model.last_frame, 0), description="A = frame", disabled=True
         )
         self.frame.observe(self._changed, names="value")
-        self.run = W.Dropdown(options=[], description="A = run", layout=W.Layout(width="95%"))
+        self.run = W.Dropdown(options=[], description="A = run", layout=W.Layout(width="100%"))
         self.run.observe(self._changed, names="value")
         self.run_frame = W.Text(value="", placeholder="fork point / newest", description="at frame")
         self.run_frame.observe(self._changed, names="value")
         self.node = W.Dropdown(options=[], description="node")
         self.node.observe(self._node_changed, names="value")
-        self.attempt_a = W.Dropdown(options=[], description="A = attempt")
-        self.attempt_b = W.Dropdown(options=[], description="B = attempt")
+        wide = {"description_width": "initial"}
+        self.attempt_a = W.Dropdown(options=[], description="A = attempt", style=wide)
+        self.attempt_b = W.Dropdown(options=[], description="B = attempt", style=wide)
         self.attempt_a.observe(self._changed, names="value")
         self.attempt_b.observe(self._changed, names="value")
-        self.frames_box = W.HBox([self.previous, self.frame])
+        self.frames_box = W.HBox([self.previous, self.frame], layout=W.Layout(flex_flow="row wrap"))
         self.runs_box = W.VBox([self.run, self.run_frame])
-        self.attempts_box = W.VBox([self.node, W.HBox([self.attempt_a, self.attempt_b])])
+        self.attempts_box = W.VBox(
+            [
+                self.node,
+                W.HBox([self.attempt_a, self.attempt_b], layout=W.Layout(flex_flow="row wrap")),
+            ]
+        )
         self.output = W.HTML()
         self.output.add_class("stt-diff")
         self.widget = W.VBox(
@@ -109,8 +125,9 @@ class DiffView:
                 self.attempts_box,
                 self.output,
             ],
-            layout=W.Layout(width="50%"),
+            layout=W.Layout(flex="1 1 300px", min_width="0"),
         )
+        self.widget.add_class("stt-diffview")
         for event in ("frame", "run", "frames", "diff", "tree"):
             model.on(event, self.update)
         self.update()

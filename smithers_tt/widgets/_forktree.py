@@ -30,7 +30,8 @@ class ForkTree:
         self.note = W.HTML()
         self.buttons: dict[str, W.Button] = {}
         self.widget = W.VBox(
-            [self.title, self.list, self.note], layout=W.Layout(width="40%", overflow="auto")
+            [self.title, self.list, self.note],
+            layout=W.Layout(flex="2 1 240px", min_width="0", overflow="auto", max_height="360px"),
         )
         model.on("tree", self.update)
         model.on("run", self.update)
@@ -43,12 +44,18 @@ class ForkTree:
         buttons: dict[str, W.Button] = {}
         for edge in m.tree[:MAX_SHOWN]:
             where = "root" if edge.parent_run_id is None else f"fork @ frame {edge.parent_frame_no}"
+            gap = m.fork_gap(edge.run_id) if edge.parent_run_id is not None else None
+            if gap is not None:
+                where += f" (parent now ends at frame {gap[1]})"
             button = W.Button(
                 description=f"{edge.run_id} · {edge.status} · {where}",
                 tooltip=f"show run {edge.run_id}",
                 button_style="info" if edge.run_id == m.run_id else "",
                 layout=W.Layout(
-                    width="auto", margin=f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px"
+                    width="auto",
+                    max_width="100%",
+                    height="auto",
+                    margin=f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px",
                 ),
             )
             button.add_class("stt-run")

@@ -34,30 +34,69 @@ STRING_LIMIT = 2_000
 
 CSS = """
 <style>
-.stt { font-family: var(--jp-ui-font-family, sans-serif); font-size: 12px; line-height: 1.4; }
-.stt table { border-collapse: collapse; }
-.stt th, .stt td { border-bottom: 1px solid #e0e0e0; padding: 2px 6px; text-align: left;
-  vertical-align: top; }
+.stt { font-family: var(--jp-ui-font-family, sans-serif); font-size: var(--jp-ui-font-size1, 13px);
+  line-height: 1.45; color: var(--jp-ui-font-color1, #1f1f1f); min-width: 0; max-width: 100%; }
+.stt table { border-collapse: collapse; max-width: 100%; }
+.stt th, .stt td { border-bottom: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 6px;
+  text-align: left; vertical-align: top; }
+.stt th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
 .stt .stt-badge { border-radius: 3px; color: #fff; padding: 0 4px; white-space: nowrap; }
-.stt .stt-muted { color: #777; }
-.stt .stt-key { color: #7a3e9d; }
-.stt .stt-str { color: #1a7f37; white-space: pre-wrap; word-break: break-word; }
-.stt .stt-num { color: #0550ae; }
-.stt .stt-lit { color: #cf222e; }
+.stt .stt-muted { color: var(--jp-ui-font-color2, #666); }
+.stt .stt-key { color: var(--jp-mirror-editor-property-color, #7a3e9d); }
+.stt .stt-str { color: var(--jp-mirror-editor-string-color, #1a7f37); white-space: pre-wrap;
+  overflow-wrap: break-word; }
+.stt .stt-num { color: var(--jp-mirror-editor-number-color, #0550ae); }
+.stt .stt-lit { color: var(--jp-mirror-editor-keyword-color, #cf222e); }
 .stt details { margin-left: 12px; }
 .stt details > summary { cursor: pointer; margin-left: -12px; }
-.stt .stt-kids { margin-left: 4px; border-left: 1px dotted #ccc; padding-left: 6px; }
-.stt .stt-add { background: #e6ffec; }
-.stt .stt-remove { background: #ffebe9; }
-.stt .stt-change { background: #fff8c5; }
-.stt ins { background: #abf2bc; text-decoration: none; }
-.stt del { background: #ffb8b0; }
-.stt .stt-path { font-family: var(--jp-code-font-family, monospace); }
+.stt .stt-kids { margin-left: 4px; border-left: 1px dotted var(--jp-border-color1, #ccc);
+  padding-left: 6px; }
+.stt .stt-add { background: rgba(46, 160, 67, 0.16); }
+.stt .stt-remove { background: rgba(248, 81, 73, 0.16); }
+.stt .stt-change { background: rgba(210, 153, 34, 0.16); }
+.stt ins { background: rgba(46, 160, 67, 0.35); color: inherit; text-decoration: none; }
+.stt del { background: rgba(248, 81, 73, 0.35); color: inherit; }
+.stt .stt-path { font-family: var(--jp-code-font-family, monospace); overflow-wrap: anywhere; }
 .stt .stt-value { font-family: var(--jp-code-font-family, monospace); white-space: pre-wrap;
-  word-break: break-word; max-width: 420px; }
-.stt .stt-error { color: #b00020; }
-.stt .stt-ok { color: #1a7f37; }
-.stt h4 { margin: 6px 0 2px 0; font-size: 12px; }
+  overflow-wrap: break-word; }
+.stt .stt-error { color: var(--jp-error-color1, #b00020); }
+.stt .stt-ok { color: var(--jp-success-color1, #1a7f37); }
+.stt .stt-pin { background: var(--jp-warn-color3, #fff3cd); color: var(--jp-ui-font-color1, #222);
+  border: 1px solid var(--jp-warn-color1, #e0a800); border-radius: 3px; padding: 0 4px; }
+.stt h4 { margin: 6px 0 2px 0; font-size: var(--jp-ui-font-size1, 13px); }
+.stt .stt-changes { display: flex; flex-direction: column; gap: 2px; }
+.stt .stt-chg { border-radius: 3px; padding: 2px 4px; }
+.stt .stt-chg-head { display: flex; flex-wrap: wrap; gap: 6px; align-items: baseline; }
+.stt .stt-op { font-weight: 600; min-width: 56px; }
+.stt .stt-sides { display: grid; grid-template-columns: repeat(auto-fit, minmax(160px, 1fr));
+  gap: 2px 8px; }
+.stt .stt-side-label { color: var(--jp-ui-font-color2, #666); font-size: 90%; }
+.stt .stt-whole { max-height: 320px; overflow: auto; margin: 2px 0 0 0;
+  background: var(--jp-layout-color2, #f3f3f3); padding: 2px 4px; }
+.stt .stt-conversation { display: flex; flex-direction: column; gap: 4px; }
+.stt .stt-msg { border-left: 3px solid var(--jp-border-color1, #bbb); padding: 2px 6px;
+  background: var(--jp-layout-color2, #f5f5f5); border-radius: 0 3px 3px 0; }
+.stt .stt-msg-role { font-weight: 600; color: var(--jp-ui-font-color2, #555); }
+.stt .stt-msg-text { white-space: pre-wrap; overflow-wrap: break-word; }
+.stt .stt-role-user { border-left-color: var(--jp-brand-color1, #1976d2); }
+.stt .stt-role-assistant { border-left-color: var(--jp-success-color1, #388e3c); }
+.stt .stt-role-system, .stt .stt-role-developer {
+  border-left-color: var(--jp-ui-font-color3, #999); }
+.stt .stt-role-tool, .stt .stt-role-function { border-left-color: var(--jp-warn-color1, #f57c00); }
+.stt .stt-role-note { border-left-color: var(--jp-info-color1, #0097a7); }
+.stt .stt-msg-add { background: rgba(46, 160, 67, 0.16); }
+.stt .stt-msg-remove { background: rgba(248, 81, 73, 0.16); text-decoration: line-through; }
+.stt .stt-frames { font-family: var(--jp-code-font-family, monospace); }
+.stt-debugger { max-width: 100%; min-width: 0; box-sizing: border-box; }
+.stt-debugger .widget-box { min-width: 0; max-width: 100%; }
+.stt-debugger .stt-wrap { flex-wrap: wrap; }
+.stt-debugger button.stt-run { white-space: normal !important; overflow-wrap: anywhere;
+  text-overflow: clip !important; text-align: left; height: auto !important; line-height: 1.3;
+  padding-top: 2px; padding-bottom: 2px; }
+.stt-debugger .widget-select, .stt-debugger .widget-textarea, .stt-debugger .widget-label,
+.stt-debugger .widget-dropdown, .stt-debugger .widget-text {
+  max-width: calc(100% - 2 * var(--jp-widgets-margin, 2px)); }
+.stt-debugger .widget-select select { font-family: var(--jp-code-font-family, monospace); }
 </style>
 """
 
@@ -90,6 +129,29 @@ def compact(value: Any, limit: int = 300) -> str:
     return text
 
 
+WHOLE_LIMIT = 200_000
+"""Characters of a value shown when a person opens it whole."""
+
+
+def value_html(value: Any, limit: int = 160) -> str:
+    """A value in one short line; a long or nested one opens to the whole of it, indented."""
+    short = compact(value, limit)
+    if not isinstance(value, dict | list) and len(short) <= limit:
+        return f'<span class="stt-value">{esc(short)}</span>'
+    try:
+        whole = json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1)
+    except (TypeError, ValueError):
+        whole = repr(value)
+    note = ""
+    if len(whole) > WHOLE_LIMIT:
+        note = f'<div class="stt-muted">… {len(whole) - WHOLE_LIMIT} more characters</div>'
+        whole = whole[:WHOLE_LIMIT]
+    return (
+        f'<details class="stt-long"><summary><span class="stt-value">{esc(short)}</span>'
+        f'</summary><pre class="stt-value stt-whole">{esc(whole)}</pre>{note}</details>'
+    )
+
+
 def human_bytes(size: int | None) -> str:
     """``1.2 KiB`` style sizes."""
     if size is None:
@@ -113,12 +175,17 @@ class _Budget:
 
 def _scalar(value: Any) -> str:
     if isinstance(value, str):
-        text = value
-        extra = ""
-        if len(text) > STRING_LIMIT:
-            extra = f' <span class="stt-muted">… {len(text) - STRING_LIMIT} more characters</span>'
-            text = text[:STRING_LIMIT]
-        return f'<span class="stt-str">"{esc(text)}"</span>{extra}'
+        if len(value) <= STRING_LIMIT:
+            return f'<span class="stt-str">"{esc(value)}"</span>'
+        whole = value[:WHOLE_LIMIT]
+        rest = len(value) - len(whole)
+        cut = f' <span class="stt-muted">… {rest} more characters</span>' if rest else ""
+        return (  # the first part, and the whole string (to a bound) a click away
+            f'<details class="stt-long"><summary><span class="stt-str">'
+            f'"{esc(value[:STRING_LIMIT])}…"</span> <span class="stt-muted">'
+            f"{len(value) - STRING_LIMIT} more characters: open to read all</span></summary>"
+            f'<pre class="stt-str stt-whole">{esc(whole)}</pre>{cut}</details>'
+        )
     if value is None or isinstance(value, bool):
         return f'<span class="stt-lit">{esc(json.dumps(value))}</span>'
     if isinstance(value, int | float):

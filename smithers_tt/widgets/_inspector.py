@@ -7,111 +7,175 @@ budget with a "show more" button for large payloads. All text is escaped.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
+from smithers_tt.widgets._conversation import find_transcript, transcript_html
 from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, wrap
-from smithers_tt.widgets._model import DebuggerModel, describe_frame, node_label, ref_label
+from smithers_tt.widgets._model import (
+    DebuggerModel,
+    describe_frame,
+    frame_time,
+    node_label,
+    ref_label,
+)
 
 PAYLOAD_BUDGET = 400
 """JSON values of a payload rendered before "show more"."""
 
-REFS_LISTED = 300
-"""Most checkpoint refs listed at once (a long run has thousands)."""
-
-
-def shown_refs(model: DebuggerModel, limit: int = REFS_LISTED) -> list[tuple[str, int, int, int]]:
-    """The refs the inspector lists, in key order: all of them when there are few, else the
-    selected ref, the refs of the selected frame's node, then each node's newest ref."""
-    snap = model.snapshot
-    if len(snap.refs) <= limit:
-        return sorted(snap.refs)
-    frame = model.frame()
-    chosen: dict[tuple[str, int, int, int], None] = {}
-    if model.ref_key in snap.refs:
-        chosen[model.ref_key] = None
-    if frame.node_id is not None:
-        here = (frame.node_id, frame.iteration or 0)
-        for key in sorted((k for k in snap.refs if k[:2] == here), reverse=True):
-            if len(chosen) >= limit // 2:
-                break
-            chosen.setdefault(key, None)
-    newest: dict[tuple[str, int], tuple[str, int, int, int]] = {}
-    for key in snap.refs:
-        if key[:2] not in newest or newest[key[:2]] < key:
-            newest[key[:2]] = key
-    for key in sorted(newest.values(), key=lambda k: snap.refs[k].created_at_ms, reverse=True):
-        if len(chosen) >= limit:
-            break
-        chosen.setdefault(key, None)
-    return sorted(chosen)
-
 
 class Inspector:
-    """Nodes, outputs and checkpoint refs at the selected frame, and one ref's payload."""
+    """Nodes, outputs and checkpoint refs at the selected frame, and one ref's payload.
+
+    The refs are listed in key order, a page at a time, filtered by the search box; the
+    selected ref follows the selected frame unless the person pins it (the pin button).
+    A payload holding a chat transcript can be shown as messages ("conversation").
+    """
 
     def __init__(self, model: DebuggerModel) -> None:
         self.model = model
         self.budget = PAYLOAD_BUDGET
+        self.page: int | None = None  # None: the page of the selected ref
         self.summary = W.HTML()
         self.nodes = W.HTML()
-        self.refs = W.Select(
-            options=[], rows=6, description="checkpoints", layout=W.Layout(width="98%")
+        self.search = W.Text(
+            placeholder="search checkpoints (node, purpose, codec, hash)",
+            continuous_update=True,
+            layout=W.Layout(flex="1 1 160px", min_width="0", width="auto"),
         )
+        self.search.add_class("stt-ref-search")
+        self.search.observe(self._searched, names="value")
+        self.prev_page = W.Button(description="◀", tooltip="previous page of checkpoints")
+        self.next_page = W.Button(description="▶", tooltip="next page of checkpoints")
+        for b in (self.prev_page, self.next_page):
+            b.layout = W.Layout(width="auto")
+        self.prev_page.on_click(lambda _: self.turn(-1))
+        self.next_page.on_click(lambda _: self.turn(1))
+        self.page_label = W.Label()
+        self.refs = W.Select(options=[], rows=6, layout=W.Layout(width="100%"))
         self.refs.add_class("stt-refs")
         self.refs.observe(self._picked, names="value")
-        self.refs_note = W.HTML()
+        self.pin = W.ToggleButton(
+            value=False,
+            description="pin",
+            tooltip="keep showing this checkpoint while other frames are selected",
+            layout=W.Layout(width="auto"),
+        )
+        self.pin.add_class("stt-pin-button")
+        self.pin.observe(self._pinned, names="value")
+        self.view = W.ToggleButtons(
+            options=[("tree", "tree"), ("conversation", "conversation")],
+            value="tree",
+            style={"button_width": "auto"},
+            tooltips=["the payload as a JSON tree", "the chat transcript in the payload"],
+        )
+        self.view.add_class("stt-payload-view")
+        self.view.observe(lambda _: self.update_payload(), names="value")
         self.payload = W.HTML()
+        self.payload.add_class("stt-payload")
         self.more = W.Button(description="show more", tooltip="render more of this payload")
         self.more.add_class("stt-show-more")
         self.more.on_click(lambda _: self.show_more())
+        row = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
         self.widget = W.VBox(
-            [self.summary, self.nodes, self.refs, self.refs_note, self.payload, self.more],
-            layout=W.Layout(width="50%", padding="0 8px 0 0"),
+            [
+                self.summary,
+                self.nodes,
+                W.HBox([self.search, self.prev_page, self.page_label, self.next_page], layout=row),
+                self.refs,
+                W.HBox([self.pin, self.view], layout=row),
+                self.payload,
+                self.more,
+            ],
+            layout=W.Layout(flex="1 1 300px", min_width="0", padding="0 8px 0 0"),
         )
+        self.widget.add_class("stt-inspector")
         self._updating = False
         self._shown: str | None = None
-        model.on("frame", self.update)
-        model.on("run", self.update)
+        self._outputs: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+        self._drawn: tuple[Any, ...] | None = None
+        model.on("frame", self._frame_changed)
+        model.on("run", self._frame_changed)
         model.on("frames", self.update)
-        model.on("ref", self.update_payload)
+        model.on("ref", self.update_refs)
         self.update()
 
     # --- frame ----------------------------------------------------------------------------
 
+    def _frame_changed(self) -> None:
+        self.page = None
+        self.update()
+
     def update(self) -> None:
-        """Redraw nodes and the list of refs for the selected frame."""
+        """Redraw the frame summary, nodes and the list of refs for the selected frame."""
         m = self.model
         snap = m.snapshot
         frame = m.frame()
         self.summary.value = wrap(
             f"<h4>Frame {frame.frame_no} · run {esc(m.run_id)}</h4>"
             f"<div>{esc(describe_frame(frame))}</div>"
-            f"<div>run status at this frame: {badge(snap.status)}</div>"
+            f"<div>{esc(frame_time(frame))} · run status at this frame: {badge(snap.status)}"
+            "</div>"
         )
         self.nodes.value = wrap(self._nodes_html())
-        keys = shown_refs(m)
-        sizes = m.sizes(snap.refs[k] for k in keys)
-        options = [(ref_label(snap.refs[k], sizes.get(snap.refs[k].content_hash)), k) for k in keys]
-        hidden = len(snap.refs) - len(keys)
-        self.refs_note.value = (
-            wrap(
-                f'<div class="stt-muted">{len(keys)} of {len(snap.refs)} checkpoint refs listed '
-                "(the selected frame's node and the newest of each node first); select a "
-                "frame of another node to list its refs</div>"
-            )
-            if hidden > 0
-            else ""
+        self._drawn = None
+        self.update_refs()
+
+    def update_refs(self) -> None:
+        """Redraw the page of refs and the pin, then the payload."""
+        m = self.model
+        drawn = (m.run_id, m.frame_no, m.ref_key, m.ref_pinned, self.search.value, self.page)
+        if drawn == self._drawn:
+            return  # a frame selection announces "frame" then "ref": draw once
+        self._drawn = drawn
+        snap = m.snapshot
+        page = m.ref_page(self.search.value, self.page)
+        sizes = m.sizes(snap.refs[k] for k in page.keys)
+        options = [
+            (ref_label(snap.refs[k], sizes.get(snap.refs[k].content_hash)), k) for k in page.keys
+        ]
+        self.page_label.value = (
+            f"page {page.page + 1} of {page.pages} · {page.matched} of {page.total} checkpoints"
+            if page.query.strip()
+            else f"page {page.page + 1} of {page.pages} · {page.total} checkpoints"
         )
+        self.prev_page.disabled = page.page == 0
+        self.next_page.disabled = page.page >= page.pages - 1
         self._updating = True
         try:
             self.refs.options = options
-            self.refs.value = m.ref_key if m.ref_key in snap.refs else None
+            self.refs.value = m.ref_key if m.ref_key in page.keys else None
+            self.pin.value = m.ref_pinned
+            self.pin.description = "pinned (unpin)" if m.ref_pinned else "pin"
+            self.pin.button_style = "warning" if m.ref_pinned else ""
         finally:
             self._updating = False
         self.update_payload()
+
+    def turn(self, delta: int) -> None:
+        """Show the next (1) or previous (-1) page of refs."""
+        current = self.model.ref_page(self.search.value, self.page)
+        self.page = current.page + delta
+        self.update_refs()
+
+    def _searched(self, change: dict[str, Any]) -> None:
+        self.page = None
+        self.update_refs()
+
+    def _output_html(self, output: Any) -> str:
+        """A node output's tree, kept per output object (outputs never change once made, and
+        snapshots of nearby frames share them)."""
+        found = self._outputs.get(id(output))
+        if found is not None and found[0] is output:
+            return found[1]
+        tree, _ = json_tree(output, budget=60, open_depth=0)
+        self._outputs[id(output)] = (output, tree)
+        while len(self._outputs) > 2_000:
+            self._outputs.popitem(last=False)
+        return tree
 
     def _nodes_html(self) -> str:
         snap = self.model.snapshot
@@ -130,8 +194,7 @@ class Inspector:
             node = snap.nodes.get(key)
             output = ""
             if node is not None and node.output is not None:
-                tree, _ = json_tree(node.output, budget=60, open_depth=0)
-                output = tree
+                output = self._output_html(node.output)
             rows.append(
                 "<tr>"
                 f"<td>{esc(node_label(*key))}</td>"
@@ -155,16 +218,24 @@ class Inspector:
         if not self._updating and change["new"] is not None:
             self.model.select_ref(change["new"])
 
+    def _pinned(self, change: dict[str, Any]) -> None:
+        if not self._updating:
+            self.model.pin_ref(change["new"])
+
     def update_payload(self) -> None:
-        """Show the selected ref's payload (as a tree cut to the current budget)."""
+        """Show the selected ref's payload (as a tree cut to the current budget, or as a
+        conversation), marked when it is pinned."""
         m = self.model
         ref = m.ref
-        if self.refs.value != m.ref_key and (m.ref_key is None or m.ref_key in m.snapshot.refs):
-            self._updating = True
-            try:
-                self.refs.value = m.ref_key
-            finally:
-                self._updating = False
+        if m.ref_hidden:
+            key = m.ref_key
+            self.payload.value = wrap(
+                f'<div><span class="stt-pin">pinned</span> '
+                f"{esc(node_label(key[0], key[1]))} attempt #{key[2]} seq {key[3]} is not "
+                f"visible at frame {m.frame_no}; unpin to see this frame's checkpoint</div>"
+            )
+            self.more.layout.display = "none"
+            return
         if ref is None:
             self.payload.value = wrap(
                 '<div class="stt-muted">no checkpoint selected (none is visible at this frame, '
@@ -183,14 +254,34 @@ class Inspector:
             self.more.layout.display = "none"
             return
         size = m.sizes([ref]).get(ref.content_hash)
-        tree, truncated = json_tree(checkpoint.payload, budget=self.budget)
+        messages = find_transcript(checkpoint.payload)
+        self.view.layout.display = None if messages is not None else "none"
+        truncated = False
+        if messages is not None and self.view.value == "conversation":
+            body = transcript_html(messages)
+        else:
+            body, truncated = json_tree(checkpoint.payload, budget=self.budget)
         origin = f"agent {esc(ref.agent_id)} · " if ref.agent_id else ""
+        pin = ""
+        if m.ref_pinned:
+            pin = '<span class="stt-pin">pinned</span> '
+            own = m.frame_ref_key()
+            if own is not None and own != m.ref_key:
+                pin_note = (
+                    f"this frame published {esc(node_label(own[0], own[1]))} attempt "
+                    f"#{own[2]} seq {own[3]}; unpin to see it"
+                    if m.frame().kind == "checkpoint"
+                    else f"this frame's checkpoint is {esc(node_label(own[0], own[1]))} "
+                    f"attempt #{own[2]} seq {own[3]}; unpin to see it"
+                )
+                pin += f'<span class="stt-muted">{pin_note}</span>'
         self.payload.value = wrap(
+            f"<div>{pin}</div>"
             f"<h4>{esc(node_label(ref.node_id, ref.iteration))} attempt #{ref.attempt} "
             f"seq {ref.sequence}</h4>"
             f'<div class="stt-muted">{origin}{esc(ref.purpose)} · {esc(ref.codec)} '
             f"v{ref.version} · {esc(human_bytes(size))} · sha256 {esc(ref.content_hash[:12])}"
-            f"</div>{tree}"
+            f"</div>{body}"
             + (
                 f'<div class="stt-muted">payload cut after {self.budget} values; '
                 "press show more</div>"

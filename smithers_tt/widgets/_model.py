@@ -24,6 +24,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -35,6 +36,7 @@ from smithers_tt.store import CheckpointRef, Frame, RunRecord
 from smithers_tt.store import _schema as S
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.timetravel._snapshot import apply
+from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,11 @@ RefKey = tuple[str, int, int, int]
 AttemptKey = tuple[str, int, int]
 
 _SNAPSHOT_CACHE = 24
-KEYFRAME_EVERY = 500
+KEYFRAME_EVERY = 250
 """Frames between the snapshots kept while folding (scrubbing never starts from frame 0)."""
 _PAYLOAD_CACHE = 64
+REF_PAGE = 50
+"""Checkpoint refs listed per page in the inspector."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,38 @@ class ActionResult:
     frame_no: int | None = None
 
 
+@dataclass(frozen=True)
+class RefPage:
+    """One page of the checkpoint refs visible at a frame, in key order (node, iteration,
+    attempt, sequence), filtered by a search text."""
+
+    keys: list[RefKey]
+    total: int
+    matched: int
+    page: int
+    pages: int
+    query: str = ""
+
+
+@dataclass(frozen=True)
+class EditPreview:
+    """What an edited checkpoint would be: valid or not (``error`` says why), the changes
+    from the current payload, and how it stands against the agent's declared formats."""
+
+    node_id: str
+    before: Any
+    after: Any = None
+    error: str | None = None
+    changes: list[Change] = field(default_factory=list)
+    format_note: str = ""
+    checkpoint: AgentCheckpoint | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the edit is valid (Fork and Replay would accept it)."""
+        return self.error is None
+
+
 @dataclass
 class DiffResult:
     """The differences the diff view shows: two labelled sides and sections of changes."""
@@ -88,9 +124,13 @@ class DiffResult:
     b: str
     sections: list[tuple[str, list[Change]]] = field(default_factory=list)
     note: str | None = None
+    conversations: list[tuple[str, list[tuple[str, ChatMessage]]]] = field(default_factory=list)
+    """Per node whose payloads hold chat transcripts: its messages marked same / add /
+    remove."""
 
     @property
     def empty(self) -> bool:
+        """Whether no section holds a change."""
         return not any(changes for _, changes in self.sections)
 
 
@@ -175,6 +215,31 @@ def describe_frame(frame: Frame) -> str:
     return kind
 
 
+def clock_time(ms: int | None) -> str:
+    """A wall-clock time in the kernel's time zone, to the millisecond (plain text)."""
+    if ms is None:
+        return "?"
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone()
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d} {moment:%Z}".strip()
+
+
+def duration(ms: int | float | None) -> str:
+    """``850 ms``, ``12.3 s``, ``4 min 05 s`` style durations (plain text)."""
+    if ms is None:
+        return "?"
+    if ms < 1000:
+        return f"{int(ms)} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(int(ms // 1000), 60)
+    return f"{minutes} min {seconds:02d} s"
+
+
+def frame_time(frame: Frame) -> str:
+    """When a frame was committed (wall clock, for people; frames are ordered by number)."""
+    return f"at {clock_time(frame.created_at_ms)}"
+
+
 def node_label(node_id: str, iteration: int) -> str:
     """``node`` or ``node[2]`` for loop iterations."""
     return node_id if iteration == 0 else f"{node_id}[{iteration}]"
@@ -248,9 +313,13 @@ class DebuggerModel:
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         self._keyframes: dict[int, Snapshot] = {}
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self._newest_cache: OrderedDict[int, tuple[Snapshot, dict[Any, CheckpointRef]]] = (
+            OrderedDict()
+        )
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
+        self.ref_pinned = False
         self.diff_mode = "frames"
         self.compare_frame: int | None = None
         self.compare_run: str | None = None
@@ -348,6 +417,18 @@ class DebuggerModel:
         """The snapshot at the selected frame."""
         return self.snapshot_at()
 
+    def _newest(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
+        """Each node's newest ref in a snapshot, kept while the snapshot is (scrubbing back
+        and forth compares the same snapshots again)."""
+        found = self._newest_cache.get(id(snap))
+        if found is not None and found[0] is snap:
+            return found[1]
+        newest = _newest_refs(snap)
+        self._newest_cache[id(snap)] = (snap, newest)
+        while len(self._newest_cache) > _SNAPSHOT_CACHE:
+            self._newest_cache.popitem(last=False)
+        return newest
+
     def other_snapshot(self, run_id: str, frame_no: int) -> Snapshot:
         """A snapshot of another run (for comparisons), cached."""
         if run_id == self.run_id:
@@ -417,39 +498,90 @@ class DebuggerModel:
                 self.select_frame(frames[i].frame_no)
                 return
 
-    def _default_ref(self) -> None:
-        snap = self.snapshot
-        if self.ref_key in snap.refs:
-            return
-        self.ref_key = None
-        frame = self.frame()
+    def frame_ref_key(self, frame_no: int | None = None) -> RefKey | None:
+        """The checkpoint a frame is about: the one it published (a checkpoint frame), else
+        the newest of its node, else the newest visible at all (None when none is)."""
+        frame = self.frame(frame_no)
+        snap = self.snapshot_at(frame.frame_no)
         if frame.kind == "checkpoint" and frame.node_id is not None:
             key = (frame.node_id, frame.iteration or 0, frame.attempt or 0, frame.sequence or 0)
             if key in snap.refs:
-                self.ref_key = key
-                return
+                return key
         if frame.node_id is not None:
             ref = snap.newest_ref(frame.node_id, frame.iteration or 0)
             if ref is not None:
-                self.ref_key = (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
-                return
+                return (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
         if snap.refs:
             newest = max(snap.refs.values(), key=lambda r: (r.created_at_ms, r.node_id))
-            self.ref_key = (newest.node_id, newest.iteration, newest.attempt, newest.sequence)
+            return (newest.node_id, newest.iteration, newest.attempt, newest.sequence)
+        return None
 
-    def select_ref(self, key: RefKey | None) -> None:
-        """Select a checkpoint ref of the selected frame (its payload shows in the inspector)."""
+    def _default_ref(self) -> None:
+        """Follow the selected frame: its own checkpoint, unless the person pinned one."""
+        if self.ref_pinned and self.ref_key is not None:
+            return  # a pinned ref stays selected (and shows as hidden where it is not visible)
+        self.ref_pinned = False
+        self.ref_key = self.frame_ref_key()
+
+    def select_ref(self, key: RefKey | None, *, pin: bool | None = None) -> None:
+        """Select a checkpoint ref of the selected frame (its payload shows in the inspector).
+
+        The choice lasts until another frame is selected, unless it is pinned (``pin=True``,
+        or :meth:`pin_ref`): a pinned ref stays selected on every frame until unpinned.
+        """
         if key is not None and tuple(key) not in self.snapshot.refs:
             raise InvalidArgument(f"frame {self.frame_no} shows no checkpoint ref {key}")
         key = None if key is None else (str(key[0]), int(key[1]), int(key[2]), int(key[3]))
-        if key != self.ref_key:
-            self.ref_key = key
+        pinned = self.ref_pinned if pin is None else bool(pin and key is not None)
+        if key != self.ref_key or pinned != self.ref_pinned:
+            self.ref_key, self.ref_pinned = key, pinned
             self._emit("ref")
+
+    def pin_ref(self, pinned: bool = True) -> None:
+        """Pin (or unpin) the selected ref; unpinning shows the selected frame's own ref."""
+        pinned = bool(pinned and self.ref_key is not None)
+        if pinned == self.ref_pinned:
+            return
+        self.ref_pinned = pinned
+        if not pinned:
+            self.ref_key = self.frame_ref_key()
+        self._emit("ref")
 
     @property
     def ref(self) -> CheckpointRef | None:
-        """The selected checkpoint ref."""
+        """The selected checkpoint ref (None when none is, or a pinned one is not visible)."""
         return None if self.ref_key is None else self.snapshot.refs.get(self.ref_key)
+
+    def ref_page(self, query: str = "", page: int | None = None, size: int = REF_PAGE) -> RefPage:
+        """A page of the refs visible at the selected frame, ordered by key (so by sequence
+        within an attempt), those whose label contains ``query`` (any case) only.
+
+        ``page`` counts from 0 and is clamped; None is the page holding the selected ref
+        (else the last page: the newest sequences).
+        """
+        snap = self.snapshot
+        keys = sorted(snap.refs)
+        needle = query.strip().lower()
+        if needle:
+            keys = [k for k in keys if needle in ref_label(snap.refs[k]).lower()]
+        pages = max(1, -(-len(keys) // size))
+        if page is None:
+            page = keys.index(self.ref_key) // size if self.ref_key in keys else pages - 1
+            if self.ref_key not in keys and needle:
+                page = 0
+        page = max(0, min(int(page), pages - 1))
+        chosen = keys[page * size : (page + 1) * size]
+        return RefPage(chosen, len(snap.refs), len(keys), page, pages, query)
+
+    @property
+    def ref_hidden(self) -> bool:
+        """Whether a pinned ref is not visible at the selected frame (published later, or
+        removed)."""
+        return (
+            self.ref_pinned
+            and self.ref_key is not None
+            and self.ref_key not in (self.snapshot.refs)
+        )
 
     def switch_run(self, run_id: str) -> None:
         """Show another run (from the fork tree); nothing changes if it does not exist."""
@@ -556,6 +688,18 @@ class DebuggerModel:
             return int(edge.parent_frame_no)
         return self._clock_of(run_id)
 
+    def fork_gap(self, run_id: str) -> tuple[int, int] | None:
+        """``(fork frame, parent's newest frame)`` when ``run_id`` was forked at a frame its
+        parent no longer has (the parent was rewound past the fork point), else None."""
+        edge = self.edge(run_id)
+        if edge is None or edge.parent_run_id is None or edge.parent_frame_no is None:
+            return None
+        try:
+            clock = self._clock_of(edge.parent_run_id)
+        except SmithersError:  # the parent is gone: the child's own history still stands
+            return None
+        return (int(edge.parent_frame_no), clock) if clock < edge.parent_frame_no else None
+
     def _clock_of(self, run_id: str) -> int:
         return self.db.store.get_run(run_id).clock
 
@@ -601,12 +745,28 @@ class DebuggerModel:
             a_no = max(0, min(a_no, self.last_frame))
             a = self.snapshot_at(a_no)
         b = self.snapshot
-        result = _sections(tt.diff(*_trimmed(a, b), load=self.load))
+        ta, tb = _trimmed(a, b, self._newest(a), self._newest(b))
+        result = _sections(tt.diff(ta, tb, load=self.load))
+        result.conversations = self._conversations(ta, tb)
         result.a = f"run {a.run_id} frame {a.frame_no}"
         result.b = f"run {b.run_id} frame {b.frame_no}"
         if self.diff_mode == "frames" and a.frame_no == b.frame_no:
             result.note = "both sides are the same frame; pick another frame to compare with"
         return result
+
+    def _conversations(
+        self, a: Snapshot, b: Snapshot
+    ) -> list[tuple[str, list[tuple[str, ChatMessage]]]]:
+        """Transcript diffs of the nodes whose newest checkpoints differ (either side a chat)."""
+        na, nb = _newest_refs(a), _newest_refs(b)
+        out = []
+        for key in sorted(set(na) | set(nb)):
+            sides = [self.load(s[key]).payload if key in s else None for s in (na, nb)]
+            old, new = (find_transcript(p) for p in sides)
+            if old is None and new is None:
+                continue
+            out.append((node_label(*key), transcript_diff(old, new)))
+        return out
 
     def _attempt_diff(self) -> DiffResult:
         pair = self.attempt_pair or self.default_attempt_pair()
@@ -640,17 +800,20 @@ class DebuggerModel:
         self.message = Message(kind, text)
         self._emit("message")
 
-    def request_rewind(self) -> Pending | None:
-        """Ask to rewind the run to the selected frame; nothing changes until :meth:`confirm`."""
+    def request_rewind(self, reason: str = "") -> Pending | None:
+        """Ask to rewind the run to the selected frame; nothing changes until :meth:`confirm`.
+        ``reason`` (why) is recorded in the audit with the rewind."""
         n, last = self.frame_no, self.record.clock
         if n >= last:
             self._say("info", f"run {self.run_id} is already at frame {last}: nothing to rewind")
             return None
+        options = {"reason": reason.strip()} if reason.strip() else {}
         summary = (
             f"Rewind run {self.run_id} to frame {n}: frames {n + 1} to {last} are deleted "
-            "in place (this cannot be undone)."
+            "in place (this cannot be undone)"
+            + (f"; reason: {options['reason']}." if options else ".")
         )
-        return self._set_pending(Pending("rewind", self.run_id, n, summary))
+        return self._set_pending(Pending("rewind", self.run_id, n, summary, options))
 
     def fork_options(
         self,
@@ -659,6 +822,7 @@ class DebuggerModel:
         input_text: str = "",
         edit_node: str | None = None,
         edit_text: str | None = None,
+        reason: str = "",
     ) -> dict[str, Any]:
         """Validate the fork form into ``db.fork`` options before anything is written.
 
@@ -668,6 +832,8 @@ class DebuggerModel:
                 the path), or the edited envelope is not a valid ``AgentCheckpoint``.
         """
         options: dict[str, Any] = {"reset": [str(r) for r in reset]}
+        if reason.strip():
+            options["reason"] = reason.strip()  # kept in the audit
         known = set(self.node_ids)
         unknown = sorted(set(options["reset"]) - known)
         if unknown:
@@ -677,17 +843,81 @@ class DebuggerModel:
             canonical_bytes(value)
             options["input"] = value
         if edit_node:
-            ref = self.newest_ref(edit_node)
-            if ref is None:
-                raise InvalidArgument(
-                    f"{edit_node!r} has no checkpoint at frame {self.frame_no}; nothing to edit"
-                )
-            payload = _parse_json(edit_text or "", f"the edited checkpoint of {edit_node!r}")
-            checkpoint = AgentCheckpoint(ref.codec, ref.version, payload)  # validates
-            current = self.load(ref)
+            checkpoint = self._edited(edit_node, edit_text or "")
+            current = self.load(self._edit_ref(edit_node))
             if checkpoint.encode().content_hash != current.encode().content_hash:
                 options["checkpoints"] = {edit_node: checkpoint}
         return options
+
+    def _edit_ref(self, node_id: str) -> CheckpointRef:
+        ref = self.newest_ref(node_id)
+        if ref is None:
+            raise InvalidArgument(
+                f"{node_id!r} has no checkpoint at frame {self.frame_no}; nothing to edit"
+            )
+        return ref
+
+    def declared_formats(self, node_id: str) -> list[tuple[str, tuple[int, ...], bool]] | None:
+        """What the node's agent declares it publishes: (codec, versions, resumable), where
+        ``resumable`` says it also declares consuming that format in ``resume`` mode (a fork
+        resumes the node from the edited checkpoint). None without the workflow."""
+        task = None if self.workflow is None else self.workflow.tasks.get(node_id)
+        if task is None:
+            return None
+        agent = task.agent
+        out = []
+        for fmt in agent.formats:
+            resumable = any(
+                cap.codec == fmt.codec
+                and "resume" in cap.modes
+                and set(fmt.versions) & set(cap.versions)
+                for cap in agent.capabilities
+            )
+            out.append((fmt.codec, tuple(fmt.versions), resumable))
+        return out
+
+    def _edited(self, node_id: str, text: str) -> AgentCheckpoint:
+        """The edited checkpoint of a node, validated: JSON, strict JSON (the error names the
+        path), and the format the agent declares (when the workflow is known)."""
+        ref = self._edit_ref(node_id)
+        payload = _parse_json(text, f"the edited checkpoint of {node_id!r}")
+        checkpoint = AgentCheckpoint(ref.codec, ref.version, payload)  # validates
+        declared = self.declared_formats(node_id)
+        if declared is not None:
+            match = [d for d in declared if d[0] == ref.codec and ref.version in d[1]]
+            if not match:
+                names = ", ".join(f"{c} v{list(v)}" for c, v, _ in declared) or "none"
+                raise InvalidArgument(
+                    f"agent of {node_id!r} does not declare {ref.codec} v{ref.version} "
+                    f"(it declares: {names}); it could not resume from this checkpoint"
+                )
+            if not match[0][2]:
+                raise InvalidArgument(
+                    f"agent of {node_id!r} declares no resume capability for {ref.codec} "
+                    f"v{ref.version}; a fork could not hand it this checkpoint"
+                )
+        return checkpoint
+
+    def preview_edit(self, node_id: str, text: str) -> EditPreview:
+        """Validate an edited checkpoint without writing anything, and say what it changes."""
+        ref = self.newest_ref(node_id)
+        if ref is None:
+            return EditPreview(node_id, None, error=f"{node_id!r} has no checkpoint here")
+        before = self.load(ref).payload
+        declared = self.declared_formats(node_id)
+        if declared is None:
+            note = (
+                f"{ref.codec} v{ref.version}, as stored (open the debugger with workflow= to "
+                "check it against the agent's declared formats)"
+            )
+        else:
+            note = f"{ref.codec} v{ref.version}, checked against the agent's declared formats"
+        try:
+            checkpoint = self._edited(node_id, text)
+        except SmithersError as error:
+            return EditPreview(node_id, before, error=error.message, format_note=note)
+        changes = tt.json_diff(before, checkpoint.payload, "$.payload")
+        return EditPreview(node_id, before, checkpoint.payload, None, changes, note, checkpoint)
 
     def newest_ref(self, node_id: str) -> CheckpointRef | None:
         """The newest checkpoint of a node (its newest iteration) at the selected frame."""
@@ -714,6 +944,8 @@ class DebuggerModel:
         if "input" in options:
             text = json.dumps(options["input"], ensure_ascii=False)
             parts.append(f"input {text[:120]}{'…' if len(text) > 120 else ''}")
+        if options.get("reason"):
+            parts.append(f"reason: {options['reason']}")
         return "; ".join(parts) if parts else "no changes (an exact copy of the state)"
 
     def request_fork(self, **form: Any) -> Pending | None:
@@ -791,7 +1023,7 @@ class DebuggerModel:
 
     def _do_rewind(self, pending: Pending) -> ActionResult:
         before = self.record.clock
-        self.db.rewind(pending.run_id, pending.frame_no, confirm=True)
+        self.db.rewind(pending.run_id, pending.frame_no, confirm=True, **pending.options)
         self._load_run(pending.run_id)
         self.frame_no = min(pending.frame_no, self.last_frame)
         self._default_ref()
@@ -919,11 +1151,17 @@ def _newest_refs(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
     return {k: v[1] for k, v in newest.items()}
 
 
-def _trimmed(a: Snapshot, b: Snapshot) -> tuple[Snapshot, Snapshot]:
+def _trimmed(
+    a: Snapshot,
+    b: Snapshot,
+    na: dict[tuple[str, int], CheckpointRef] | None = None,
+    nb: dict[tuple[str, int], CheckpointRef] | None = None,
+) -> tuple[Snapshot, Snapshot]:
     """The two snapshots with only the refs :func:`timetravel.diff` looks at: each node's
     newest ref, where the two sides differ. Same result, in one pass over the refs instead
     of one pass per node (a 10,000-frame run has thousands of refs)."""
-    na, nb = _newest_refs(a), _newest_refs(b)
+    na = _newest_refs(a) if na is None else na
+    nb = _newest_refs(b) if nb is None else nb
     differ = {
         k
         for k in set(na) | set(nb)
@@ -949,5 +1187,16 @@ def _sections(d: tt.SnapshotDiff) -> DiffResult:
     result.sections.append(("attempts", d.attempts))
     result.sections.append(("outputs", d.outputs))
     for label, changes in d.checkpoints.items():
-        result.sections.append((f"checkpoint {label}", changes))
+        result.sections.append((f"checkpoint {label}", [_missing_side(c) for c in changes]))
     return result
+
+
+def _missing_side(change: Change) -> Change:
+    """A checkpoint present on one side only is added or removed, not changed (``$`` is the
+    whole envelope, which is never JSON null)."""
+    if change.path == "$" and change.op == "change":
+        if change.old is None:
+            return Change("add", "$", None, change.new)
+        if change.new is None:
+            return Change("remove", "$", change.old, None)
+    return change

@@ -23,7 +23,7 @@ class Scrubber:
             max=max(model.last_frame, 1),
             description="frame",
             continuous_update=False,
-            layout=W.Layout(width="420px"),
+            layout=W.Layout(flex="1 1 260px", min_width="200px", width="auto"),
         )
         self.slider.add_class("stt-slider")
         self.slider.observe(self._slid, names="value")
@@ -46,7 +46,7 @@ class Scrubber:
             "◆▶", "next checkpoint", lambda: model.jump(1, ("checkpoint",))
         )
         self.last = button("▶|", "newest frame", lambda: model.select_frame(model.last_frame))
-        self.label = W.Label(layout=W.Layout(width="auto"))
+        self.label = W.Label(layout=W.Layout(width="100%"))
         self.widget = W.VBox(
             [
                 W.HBox(
@@ -59,7 +59,8 @@ class Scrubber:
                         self.next_attempt,
                         self.next_checkpoint,
                         self.last,
-                    ]
+                    ],
+                    layout=W.Layout(flex_flow="row wrap", width="100%", align_items="center"),
                 ),
                 self.label,
             ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from smithers_tt.store import Frame
@@ -25,7 +26,14 @@ try:  # optional: speeds up figures of long runs
 except ImportError:  # pragma: no cover
     np = None  # type: ignore[assignment]
 from smithers_tt.widgets._html import STATE_COLOURS, esc
-from smithers_tt.widgets._model import DebuggerModel, describe_frame, node_label
+from smithers_tt.widgets._model import (
+    DebuggerModel,
+    clock_time,
+    describe_frame,
+    duration,
+    node_label,
+)
+from smithers_tt.widgets._theme import LIGHT, plotly_theme
 
 AGGREGATE_AT = 2_000
 """Runs with more frames than this get binned markers."""
@@ -98,6 +106,15 @@ class _Attempt:
     error: str | None = None
     resumed_from: Any = None
     inherited: bool = False
+    start_ms: int | None = None
+    end_ms: int | None = None
+
+    @property
+    def took(self) -> str | None:
+        """How long the attempt ran (wall clock), or None when unknown or still running."""
+        if self.start_ms is None or self.end_ms is None:
+            return None
+        return duration(max(0, self.end_ms - self.start_ms))
 
 
 class _Rows:
@@ -122,8 +139,11 @@ class _Rows:
         return self.index.get(key, 0)
 
 
-def _frame_text(f: Frame) -> str:
-    return f"<b>frame {f.frame_no}</b><br>{esc(describe_frame(f))}"
+def _frame_text(f: Frame, t0: int | None = None) -> str:
+    when = clock_time(f.created_at_ms)
+    if t0 is not None and f.created_at_ms is not None:
+        when += f" (+{duration(max(0, f.created_at_ms - t0))})"
+    return f"<b>frame {f.frame_no}</b><br>{esc(describe_frame(f))}<br>{esc(when)}"
 
 
 def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> str:
@@ -131,6 +151,8 @@ def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> 
         end = "now" if end_frame is None else str(end_frame)
         label = node_label(a.node_id, a.iteration)
         text = f"{label} #{a.attempt} {a.state}, frames {int(a.start)}-{end}"
+        if a.took:
+            text += f", took {a.took}"
         if a.error:
             text += f": {a.error[:60]}"
         return esc(text)
@@ -143,6 +165,10 @@ def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> 
     else:
         end = "now" if end_frame is None else f"frame {end_frame}"
         lines.append(f"frames {int(a.start)} to {end}")
+        if a.took:
+            lines.append(f"took {a.took} ({clock_time(a.start_ms)} to {clock_time(a.end_ms)})")
+        elif a.end is None and a.start_ms is not None:
+            lines.append(f"started {clock_time(a.start_ms)}, still running")
     if isinstance(a.resumed_from, list) and len(a.resumed_from) == 5:
         src = a.resumed_from
         lines.append(f"resumed from {esc(src[1])} #{esc(src[3])} seq {esc(src[4])}")
@@ -157,9 +183,28 @@ def build_timeline(
     *,
     aggregate_at: int = AGGREGATE_AT,
     gl_at: int = GL_AT,
+    theme: dict[str, Any] | None = None,
+    time_axis: bool = False,
 ) -> TimelineData:
-    """The timeline figure of the model's run (see the module docstring)."""
+    """The timeline figure of the model's run (see the module docstring).
+
+    ``theme`` (from :func:`smithers_tt.widgets._theme.clean_theme`) colours the figure;
+    ``time_axis`` puts wall-clock time on the x axis instead of frame numbers (each point
+    still selects its frame).
+    """
+    theme = theme or LIGHT
     frames = model.visible_frames
+    t0 = frames[0].created_at_ms if frames else None
+    times = {f.frame_no: f.created_at_ms for f in frames} if time_axis else {}
+
+    def at(x: float | None) -> Any:
+        """The x of a frame position: the frame number, or its time on a time axis."""
+        if not time_axis or x is None:
+            return x
+        n = min(max(round(x), 0), last)
+        ms = times.get(n) or t0 or 0
+        return _iso(ms)
+
     base = [f for f in model.frames if f.frame_no < 0]
     rows = _Rows(model.frames)
     last = model.last_frame
@@ -192,7 +237,7 @@ def build_timeline(
         if aggregated:
             bins.setdefault((trace_key, row, f.frame_no // width), []).append(f)
         else:
-            trace.point(f.frame_no, row, _frame_text(f), f.frame_no)
+            trace.point(at(f.frame_no), row, _frame_text(f, t0), f.frame_no)
 
     for f in frames:
         kind = f.kind
@@ -209,6 +254,7 @@ def build_timeline(
                 f.attempt or 0,
                 float(f.frame_no),
                 resumed_from=data.get("resumed_from"),
+                start_ms=f.created_at_ms,
             )
             if (f.attempt or 0) > 1:
                 marker("retry", retries, f, row)
@@ -216,6 +262,7 @@ def build_timeline(
             key = (f.node_id, f.iteration or 0, f.attempt or 0)
             a = attempts.setdefault(key, _Attempt(key[0], key[1], key[2], float(f.frame_no)))
             a.end, a.state, a.error = float(f.frame_no), f.state or "finished", data.get("error")
+            a.end_ms = f.created_at_ms
         elif kind in ("node_state", "cache_hit"):
             marker("node", node_events, f, row)
         elif kind in RUN_KINDS or f.node_id is None:
@@ -224,6 +271,7 @@ def build_timeline(
                 for a in attempts.values():
                     if a.node_id in gone and a.end is None:
                         a.end, a.state = float(f.frame_no), "reset"
+                        a.end_ms = f.created_at_ms
             marker("run", run_events, f, 0)
         else:
             marker("node", node_events, f, row)
@@ -235,13 +283,18 @@ def build_timeline(
         trace = bars.setdefault(state, _Trace(f"attempt: {state}", "bar"))
         row = rows.of(a.node_id, a.iteration)
         end = a.end if a.end is not None else last + 0.4
+        start = a.start
+        if a.inherited:  # inside frame 0's slot: the axis never goes below frame 0
+            start, end = -0.45, -0.05
         text = _attempt_text(a, None if a.end is None else int(a.end), aggregated)
         start_frame = None if a.inherited else int(a.start)
         end_frame = None if a.inherited else (int(a.end) if a.end is not None else last)
         if a.inherited:
             start_frame = end_frame = 0
-        trace.point(a.start, row, text, start_frame)
-        trace.point(end, row, text, end_frame)
+        trace.point(
+            at(0 if time_axis else start) if a.inherited else at(start), row, text, start_frame
+        )
+        trace.point(at(0 if time_axis else end) if a.inherited else at(end), row, text, end_frame)
         trace.gap()
 
     if aggregated:
@@ -250,13 +303,13 @@ def build_timeline(
         for (trace_key, row, _), group in sorted(bins.items(), key=lambda kv: kv[0][2]):
             first, final = group[0], group[-1]
             if len(group) == 1:
-                text = _frame_text(first)
+                text = _frame_text(first, t0)
             else:
                 what = named[trace_key].name
                 text = (
                     f"<b>frames {first.frame_no}-{final.frame_no}</b><br>{len(group)} x {esc(what)}"
                 )
-            named[trace_key].point(final.frame_no, row, text, final.frame_no)
+            named[trace_key].point(at(final.frame_no), row, text, final.frame_no)
 
     traces: list[_Trace] = []
     order = ["inherited", "in_progress", "finished", "failed", "cancelled", "interrupted", "reset"]
@@ -273,8 +326,8 @@ def build_timeline(
                 "marker": {
                     "symbol": PURPOSE_SYMBOLS[purpose],
                     "size": 11 if purpose == "schema-correction" else 8,
-                    "color": "#e377c2" if purpose == "schema-correction" else "#333",
-                    "line": {"width": 1, "color": "#fff"},
+                    "color": "#e377c2" if purpose == "schema-correction" else theme["ink"],
+                    "line": {"width": 1, "color": theme["panel"]},
                 },
             }
             traces.append(t)
@@ -287,13 +340,13 @@ def build_timeline(
     if node_events.x:
         node_events.style = {
             "mode": "markers",
-            "marker": {"symbol": "line-ns-open", "size": 12, "color": "#555"},
+            "marker": {"symbol": "line-ns-open", "size": 12, "color": theme["muted"]},
         }
         traces.append(node_events)
     if run_events.x:
         run_events.style = {
             "mode": "markers",
-            "marker": {"symbol": "square", "size": 9, "color": "#444"},
+            "marker": {"symbol": "square", "size": 9, "color": theme["muted"]},
         }
         traces.append(run_events)
 
@@ -313,31 +366,32 @@ def build_timeline(
         for t in traces
     ]
 
-    shapes, annotations = _fork_marks(model)
-    shapes.insert(
-        0,
-        {
-            "type": "line",
-            "x0": model.frame_no,
-            "x1": model.frame_no,
-            "y0": 0,
-            "y1": 1,
-            "yref": "paper",
-            "line": {"color": "#000", "width": 1.5, "dash": "dot"},
-        },
-    )
+    shapes, annotations = _fork_marks(model, theme, at)
+    shapes.insert(0, selection_line(at(model.frame_no), theme))
     nrows = len(rows.labels)
+    colours = plotly_theme(theme)
+    if time_axis:
+        xaxis: dict[str, Any] = {"title": {"text": "time"}, "type": "date"}
+    else:
+        xaxis = {
+            "title": {"text": "frame"},
+            "range": [-0.5, max(last, 1) + 0.5],  # a one-frame run: frames 0 and 1, not -1.5
+            "tick0": 0,
+        }
+        if last < 20:
+            xaxis["dtick"] = 1
+    xaxis.update({"zeroline": False, "showgrid": True})
     layout = {
         "height": max(260, min(700, 110 + 26 * nrows)),
+        "autosize": True,
         "margin": {"l": 10, "r": 10, "t": 40, "b": 40},
         "xaxis": {
-            "title": {"text": "frame"},
-            "range": [-1.5 if base else -0.8, last + 0.8],
-            "zeroline": False,
-            "showgrid": True,
-            "gridcolor": "#eee",
+            **colours["xaxis"],
+            **xaxis,
+            "title": {**colours["xaxis"]["title"], **xaxis["title"]},
         },
         "yaxis": {
+            **colours["yaxis"],
             "tickvals": list(range(nrows)),
             "ticktext": [esc(label) for label in rows.labels],
             "range": [nrows - 0.5, -0.5],
@@ -347,13 +401,22 @@ def build_timeline(
         },
         "hovermode": "closest",
         "clickmode": "event",
-        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 0, "font": {"size": 10}},
+        "legend": {
+            **colours["legend"],
+            "orientation": "h",
+            "yref": "container",  # the top strip of the figure, never over the rows
+            "y": 1.0,
+            "yanchor": "top",
+            "x": 0,
+        },
         "shapes": shapes,
         "annotations": annotations,
         "uirevision": run_id,
         "template": "none",  # the built-in templates cost more than the whole figure
-        "plot_bgcolor": "#fff",
-        "paper_bgcolor": "#fff",
+        "plot_bgcolor": colours["plot_bgcolor"],
+        "paper_bgcolor": colours["paper_bgcolor"],
+        "font": colours["font"],
+        "hoverlabel": colours["hoverlabel"],
     }
     return TimelineData(
         {"data": data, "layout": layout}, [t.frames for t in traces], rows.labels, aggregated
@@ -370,7 +433,28 @@ def _array(values: list[Any]) -> Any:
     return out
 
 
-def _fork_marks(model: DebuggerModel) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _iso(ms: float) -> str:
+    """A wall-clock time as plotly reads dates (the kernel's time zone, milliseconds)."""
+    moment = datetime.fromtimestamp(ms / 1000, tz=UTC).astimezone()
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d}"
+
+
+def selection_line(x: Any, theme: dict[str, Any]) -> dict[str, Any]:
+    """The dotted line at the selected frame."""
+    return {
+        "type": "line",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "yref": "paper",
+        "line": {"color": theme["ink"], "width": 1.5, "dash": "dot"},
+    }
+
+
+def _fork_marks(
+    model: DebuggerModel, theme: dict[str, Any], at: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
 
@@ -378,8 +462,8 @@ def _fork_marks(model: DebuggerModel) -> tuple[list[dict[str, Any]], list[dict[s
         shapes.append(
             {
                 "type": "line",
-                "x0": x,
-                "x1": x,
+                "x0": at(x),
+                "x1": at(x),
                 "y0": 0,
                 "y1": 1,
                 "yref": "paper",
@@ -388,15 +472,15 @@ def _fork_marks(model: DebuggerModel) -> tuple[list[dict[str, Any]], list[dict[s
         )
         annotations.append(
             {
-                "x": x,
+                "x": at(x),
                 "y": 1 - 0.06 * (len(annotations) % 4),  # staggered: nearby forks stay legible
                 "yref": "paper",
                 "text": text,
                 "showarrow": False,
-                "xanchor": "left",
+                "xanchor": "left" if x <= model.last_frame / 2 else "right",  # stays inside
                 "yanchor": "top",
-                "font": {"size": 10, "color": colour},
-                "bgcolor": "rgba(255,255,255,0.7)",
+                "font": {"size": 12, "color": colour},
+                "bgcolor": theme["panel"],
             }
         )
 
@@ -406,7 +490,7 @@ def _fork_marks(model: DebuggerModel) -> tuple[list[dict[str, Any]], list[dict[s
     children = [e for e in model.tree if e.parent_run_id == model.run_id]
     for child in children[:20]:
         if child.parent_frame_no is not None and child.parent_frame_no <= model.last_frame:
-            mark(int(child.parent_frame_no), f"fork → {esc(child.run_id)}", "#8c564b")
+            mark(int(child.parent_frame_no), f"fork → {esc(child.run_id)}", theme["accent"])
     if len(children) > 20:
         annotations.append(
             {
@@ -432,6 +516,7 @@ def _figure_widget(figure: dict[str, Any]) -> Any:
     import plotly.graph_objects as go
 
     fig = go.FigureWidget(figure)
+    fig._config = {"responsive": True, "displaylogo": False}  # follows the cell's width
     fig.close()
     vars(fig).pop("_repr_mimebundle_", None)  # close() hides plotly's own display method
     fig.open()
@@ -439,11 +524,23 @@ def _figure_widget(figure: dict[str, Any]) -> Any:
 
 
 class TimelineView:
-    """The timeline as a plotly ``FigureWidget`` driven by (and driving) the model."""
+    """The timeline as a plotly ``FigureWidget`` driven by (and driving) the model, with a
+    switch between a frame axis and a wall-clock time axis."""
 
     def __init__(self, model: DebuggerModel) -> None:
+        import ipywidgets as W
+
         self.model = model
-        self.data = build_timeline(model)
+        self.theme: dict[str, Any] = dict(LIGHT)
+        self.time_axis = W.Checkbox(
+            value=False,
+            description="time axis",
+            indent=False,
+            tooltip="wall-clock time on the x axis instead of frame numbers",
+            layout=W.Layout(width="auto"),
+        )
+        self.time_axis.observe(lambda _: self.rebuild(), names="value")
+        self.data = self._build()
         self.figure = _figure_widget(self.data.figure)
         self._hook_clicks()
         model.on("run", self.rebuild)
@@ -453,8 +550,18 @@ class TimelineView:
 
     @property
     def widget(self) -> Any:
-        """The widget to lay out."""
+        """The figure to lay out."""
         return self.figure
+
+    def _build(self) -> TimelineData:
+        return build_timeline(self.model, theme=self.theme, time_axis=self.time_axis.value)
+
+    def set_theme(self, theme: dict[str, Any]) -> None:
+        """Colour the figure for a theme (a :func:`~smithers_tt.widgets._theme.clean_theme`
+        dict); redraws only when it changed."""
+        if theme != self.theme:
+            self.theme = dict(theme)
+            self.rebuild()
 
     def _hook_clicks(self) -> None:
         for trace in self.figure.data:
@@ -483,8 +590,8 @@ class TimelineView:
         raise KeyError(trace_name)
 
     def rebuild(self) -> None:
-        """Redraw every trace (new frames, another run, a rewind)."""
-        self.data = build_timeline(self.model)
+        """Redraw every trace (new frames, another run, a rewind, the theme, the axis)."""
+        self.data = self._build()
         fig = self.figure
         with fig.batch_update():
             fig.data = ()
@@ -495,7 +602,24 @@ class TimelineView:
             fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
         self._hook_clicks()
 
+    def resend_selection(self) -> None:
+        """Send the selected-frame line to every view again, even where Python's copy of the
+        layout already holds it (plotly sends only changes)."""
+        x = self.figure.layout.shapes[0].x0
+        self.figure._send_relayout_msg({"shapes[0].x0": x, "shapes[0].x1": x})
+
     def show_selection(self) -> None:
-        """Move the selected-frame line."""
+        """Move the selected-frame line, in the views shown and in the state a view shown
+        later starts from (a frame selected before ``display`` must show there too)."""
         n = self.model.frame_no
-        self.figure.layout.shapes[0].update(x0=n, x1=n)
+        x: Any = _iso(self.model.frame(n).created_at_ms or 0) if self.time_axis.value else n
+        fig = self.figure
+        # not under hold_sync: plotly sends each edit by setting a trait and clearing it at
+        # once, so holding the sync would send only the cleared value
+        fig.layout.shapes[0].update(x0=x, x1=x)
+        start = dict(fig._widget_layout)
+        shapes = [dict(shape) for shape in start.get("shapes") or ()]
+        if shapes:
+            shapes[0].update(x0=x, x1=x)
+            start["shapes"] = shapes
+            fig._widget_layout = start

@@ -1,32 +1,25 @@
 """The debugger in a real browser: JupyterLab 4 and Debian's chromium, driven by Playwright.
 
-A JupyterLab server is started for this test only (own process group, temporary config,
-data, runtime and IPython dirs, a token, a free port); a notebook builds the demo database,
-adds a run whose checkpoint holds hostile markup, and shows ``Debugger(db, run_id)``. The
-test runs all cells, checks the timeline drew, clicks a frame point, forks with confirmation
-and checks the new run in the database from this process, checks no markup executed, and
-saves a screenshot to ``artifacts/debugger.png`` and ``docs/debugger.png``.
+A JupyterLab server is started for this test only (see ``_jupyter.py``); a notebook builds the
+demo database, adds a run whose checkpoint holds hostile markup, and shows
+``Debugger(db, run_id)``. In a wide window the test clicks a frame point, opens the
+conversation view, searches the frame table and picks a row, forks with confirmation (checked
+in the database from this process) and checks no markup executed. Then, in a 1024 px window
+(a ~590 px cell), no element of the debugger reaches past the cell; then, in JupyterLab Dark,
+the text, the diff rows and the plotly figure take the dark theme's colours.
 
-Without ``/usr/bin/chromium`` (or the ``playwright`` package) the test skips and says why;
-with ``SMITHERS_TT_REQUIRE_BROWSER=1`` (set by ``.ci/run``) it fails instead.
+Screenshots go to ``artifacts/`` (untracked), never over tracked files: the README's image is
+made on purpose by ``docs/hero_image.py``. Without ``/usr/bin/chromium`` (or the
+``playwright`` package) the test skips and says why; with ``SMITHERS_TT_REQUIRE_BROWSER=1``
+(set by ``.ci/run``) it fails instead.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
-import secrets
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,24 +27,19 @@ import pytest
 
 import smithers_tt as st
 
+from ._jupyter import CHROMIUM, TIMEOUT_MS, chromium, click_point, jupyterlab, run_notebook
+from ._jupyter import write_notebook as _write_notebook
 from ._support import HOSTILE, SCRIPT
 
-CHROMIUM = "/usr/bin/chromium"
 REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
 REPO = Path(__file__).resolve().parents[2]
-TIMEOUT_MS = 180_000  # two busy cores: a FigureWidget alone takes seconds to draw
+ARTIFACTS = REPO / "artifacts"
 
 
 def _unavailable(reason: str) -> None:
     if REQUIRE:
         pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
     pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 NOTEBOOK_SETUP = """\
@@ -85,111 +73,51 @@ display(dbg)
 """
 
 
-def _notebook(path: Path, db_url: str) -> None:
-    cells = [
-        NOTEBOOK_SETUP.format(db_url=db_url, hostile=HOSTILE, script=SCRIPT),
-        NOTEBOOK_SHOW,
-    ]
-    nb = {
-        "cells": [
-            {
-                "cell_type": "code",
-                "execution_count": None,
-                "id": f"cell-{i}",
-                "metadata": {},
-                "outputs": [],
-                "source": source,
-            }
-            for i, source in enumerate(cells)
-        ],
-        "metadata": {
-            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
-            "language_info": {"name": "python"},
-        },
-        "nbformat": 4,
-        "nbformat_minor": 5,
+def _luminance(css: str) -> float:
+    """Relative luminance (0 black .. 1 white) of an ``rgb(...)`` / ``rgba(...)`` colour."""
+    r, g, b = (int(float(v)) for v in re.findall(r"[\d.]+", css)[:3])
+
+    def lin(c: int) -> float:
+        c = c / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+
+
+OVERFLOW = """(sel) => {
+  const root = document.querySelector(sel);
+  const cell = root.closest('.jp-OutputArea-output').getBoundingClientRect();
+  const bad = [];
+  for (const el of root.querySelectorAll('*')) {
+    const b = el.getBoundingClientRect();
+    if (b.width === 0 || b.height === 0) continue;
+    if (el.ownerSVGElement) continue;  // drawn inside an svg, which clips it
+    if (b.right > cell.right + 1 || b.left < cell.left - 1) {
+      const name = `${el.tagName}.${String(el.className).slice(0, 60)}`;
+      bad.push(`${name} right ${Math.round(b.right - cell.right)}px`);
     }
-    path.write_text(json.dumps(nb, indent=1))
+  }
+  const r = root.getBoundingClientRect();
+  return {cell: cell.width, root: r.width, scroll: root.scrollWidth, client: root.clientWidth,
+          bad: bad.slice(0, 12), count: bad.length};
+}"""
 
-
-@contextlib.contextmanager
-def _jupyterlab(root: Path, home: Path) -> Iterator[tuple[str, str]]:
-    """A JupyterLab server in its own process group; yields (base URL, token)."""
-    port, token = _free_port(), secrets.token_hex(16)
-    dirs = {name: home / name.lower() for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR")}
-    dirs["JUPYTER_DATA_DIR"] = home / "data"
-    dirs["IPYTHONDIR"] = home / "ipython"
-    for d in dirs.values():
-        d.mkdir(parents=True, exist_ok=True)
-    labconfig = dirs["JUPYTER_CONFIG_DIR"] / "labconfig"
-    labconfig.mkdir()
-    (labconfig / "page_config.json").write_text(
-        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    )
-    env = {**os.environ, **{k: str(v) for k, v in dirs.items()}}
-    env.pop("JUPYTER_PATH", None)
-    log = (home / "jupyterlab.log").open("wb")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "jupyterlab",
-            "--no-browser",
-            "--allow-root",
-            "--ip=127.0.0.1",
-            f"--port={port}",
-            "--ServerApp.port_retries=0",
-            f"--IdentityProvider.token={token}",
-            f"--ServerApp.root_dir={root}",
-            "--LabApp.expose_app_in_browser=True",
-        ],
-        cwd=root,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(
-                    f"jupyterlab exited with {proc.returncode}:\n"
-                    + (home / "jupyterlab.log").read_text()[-3000:]
-                )
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2):
-                    break
-            except (urllib.error.URLError, OSError):
-                if time.monotonic() > deadline:
-                    raise RuntimeError("jupyterlab did not answer within 120 s") from None
-                time.sleep(0.25)
-        yield base, token
-    finally:
-        with contextlib.suppress(Exception):  # shut kernels down cleanly first
-            request = urllib.request.Request(
-                f"{base}/api/shutdown?token={token}", method="POST", data=b""
-            )
-            urllib.request.urlopen(request, timeout=10).close()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)  # only the group this test started
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        log.close()
-
-
-KERNEL_IDLE = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.status === 'idle';
+BACKGROUND = r"""(el) => {
+  // the colour a person sees behind el: translucent backgrounds blended over the first opaque one
+  const layers = [];
+  for (let e = el; e; e = e.parentElement) {
+    const m = getComputedStyle(e).backgroundColor.match(/[\d.]+/g);
+    if (!m) continue;
+    const a = m.length > 3 ? +m[3] : 1;
+    if (a === 0) continue;
+    layers.push([+m[0], +m[1], +m[2], a]);
+    if (a === 1) break;
+  }
+  let c = [255, 255, 255];
+  for (const [r, g, b, a] of layers.reverse()) {
+    c = [r * a + c[0] * (1 - a), g * a + c[1] * (1 - a), b * a + c[2] * (1 - a)];
+  }
+  return `rgb(${c.map(Math.round).join(', ')})`;
 }"""
 
 
@@ -200,7 +128,7 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
             "apt-get install -y chromium)"
         )
     try:
-        from playwright.sync_api import sync_playwright
+        import playwright.sync_api  # noqa: F401
     except ImportError:
         _unavailable("the playwright Python package is not installed (pip install playwright)")
 
@@ -209,67 +137,69 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
     home.mkdir()
     db_path = tmp_path / "demo.db"
     db_url = f"sqlite:///{db_path}"
-    _notebook(root / "debugger.ipynb", db_url)
-    artifacts = REPO / "artifacts"
-    artifacts.mkdir(exist_ok=True)
+    cells = [NOTEBOOK_SETUP.format(db_url=db_url, hostile=HOSTILE, script=SCRIPT), NOTEBOOK_SHOW]
+    _write_notebook(root / "debugger.ipynb", cells)
+    ARTIFACTS.mkdir(exist_ok=True)
+    tracked = _tracked_state()
     started = time.monotonic()
 
-    with _jupyterlab(root, home) as (base, token), sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            headless=True,
-            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
-        )
+    with jupyterlab(root, home) as (base, token), chromium() as browser:
+        page = browser.new_page(viewport={"width": 1500, "height": 2300})
+        page.set_default_timeout(TIMEOUT_MS)
+        dialogs: list[str] = []
+
+        def on_dialog(dialog) -> None:  # type: ignore[no-untyped-def]
+            dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on("dialog", on_dialog)
+        console: list[str] = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
         try:
-            page = browser.new_page(viewport={"width": 1500, "height": 2300})
-            page.set_default_timeout(TIMEOUT_MS)
-            dialogs: list[str] = []
-
-            def on_dialog(dialog) -> None:  # type: ignore[no-untyped-def]
-                dialogs.append(dialog.message)
-                dialog.dismiss()
-
-            page.on("dialog", on_dialog)
-            console: list[str] = []
-            page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
-            page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
-            try:
-                selected, child_id, hostile_id = _drive(page, base, token, root, db_url, dialogs)
-            except Exception:
-                with contextlib.suppress(Exception):
-                    page.screenshot(path=str(artifacts / "debugger-failure.png"))
-                print("browser console:\n" + "\n".join(console[-80:]))
-                raise
-            out = page.locator(".jp-OutputArea-output .stt-debugger")
-            out.scroll_into_view_if_needed()
-            page.wait_for_timeout(500)
-            out.screenshot(path=str(artifacts / "debugger.png"))
-        finally:
-            browser.close()
+            selected, child_id, hostile_id = _drive(page, base, token, root, db_url, dialogs)
+            _narrow(page)
+            _dark(page)
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "debugger-failure.png"), full_page=True)
+            print("browser console:\n" + "\n".join(console[-80:]))
+            raise
 
     with st.connect(db_url) as db:  # the fork is in the database, seen from this process
         child = db.get_run(child_id)
         assert child.record.parent_run_id == hostile_id
         assert child.record.parent_frame_no == selected
         assert len(db.runs(limit=1000)) == 9  # seven demo runs, the hostile fork, this fork
-    docs = REPO / "docs"
-    docs.mkdir(exist_ok=True)
-    shutil.copyfile(artifacts / "debugger.png", docs / "debugger.png")
+    assert _tracked_state() == tracked  # the test left every tracked file as it was
     print(f"browser round trip took {time.monotonic() - started:.1f} s")
+
+
+def _tracked_state() -> str:
+    import subprocess
+
+    done = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout if done.returncode == 0 else ""
+
+
+def _shoot(page: Any, name: str) -> None:
+    out = page.locator(".jp-OutputArea-output .stt-debugger")
+    out.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    out.screenshot(path=str(ARTIFACTS / name))
 
 
 def _drive(
     page: Any, base: str, token: str, root: Path, db_url: str, dialogs: list[str]
 ) -> tuple[int, str, str]:
-    """Run the notebook, click a point, fork; return (selected frame, child id, hostile id)."""
-    page.goto(f"{base}/lab/tree/debugger.ipynb?token={token}")
-    page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
-    # fire and forget: awaiting this command's promise never returns
-    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    out = page.locator(".jp-OutputArea-output .stt-debugger")
-    out.wait_for(state="visible", timeout=TIMEOUT_MS)
-    points = out.locator(".js-plotly-plot .scatterlayer .points path")
-    points.first.wait_for(state="attached", timeout=TIMEOUT_MS)
+    """Run the notebook, click a point, look, search, fork; return (selected frame, child
+    id, hostile id)."""
+    out = run_notebook(page, base, token, "debugger.ipynb")
     assert out.locator(".js-plotly-plot svg.main-svg").count() > 0  # the timeline drew
     hostile_id = (root / "hostile_id.txt").read_text().strip()
     with st.connect(db_url) as db:
@@ -277,12 +207,7 @@ def _drive(
     label = out.locator(".widget-label", has_text=re.compile(r"^frame \d+ of \d+"))
     assert label.first.inner_text().startswith(f"frame {last} of {last}")
 
-    # click a frame point (the first checkpoint marker) by its coordinates
-    box = points.first.bounding_box()
-    assert box is not None
-    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
-    page.mouse.move(x, y)
-    page.mouse.click(x, y)
+    click_point(page, out)  # the first checkpoint marker
     page.wait_for_function(
         """(last) => [...document.querySelectorAll('.stt-debugger .widget-label')]
              .some(e => /^frame \\d+ of/.test(e.textContent)
@@ -293,12 +218,48 @@ def _drive(
     text = label.first.inner_text()
     selected = int(text.split()[1])
     assert selected < last and "checkpoint of" in text, text
+    page.wait_for_function(  # the timeline's selected-frame line moved there too
+        """(n) => { const gd = document.querySelector('.stt-debugger .js-plotly-plot');
+                    return gd && gd.layout.shapes && gd.layout.shapes[0].x0 === n; }""",
+        arg=selected,
+        timeout=TIMEOUT_MS,
+    )
+    # the inspector shows that frame's own checkpoint
+    seq = re.search(r"seq (\d+)", text)
+    assert seq is not None
+    payload = out.locator(".stt-payload")
+    payload.filter(has_text=f"seq {seq.group(1)}").first.wait_for(state="visible")
 
     # the hostile payload shows as text (the selected checkpoint is the edited notes)
     inspector = out.locator(".widget-html", has_text="onerror")
     inspector.first.wait_for(state="visible", timeout=TIMEOUT_MS)
     assert 'onerror="window.__pwned=1"' in out.inner_text()
     assert out.locator("img[src='x']").count() == 0
+
+    # the notes as a conversation: one message per note, the markup as text
+    out.locator(".stt-payload-view .widget-toggle-button", has_text="conversation").click()
+    messages = out.locator(".stt-payload .stt-msg")
+    messages.first.wait_for(state="visible", timeout=TIMEOUT_MS)
+    assert messages.count() >= 2
+    assert "onerror" in messages.first.inner_text()
+
+    # the frame table: search inside payloads, then pick a row
+    rows = out.locator(".stt-frame-rows select option")
+    everything = rows.count()
+    search = out.locator(".stt-frame-search input")
+    search.fill("finding 3")
+    search.press("Enter")
+    page.wait_for_function(
+        """(n) => document.querySelectorAll('.stt-frame-rows select option').length < n""",
+        arg=everything,
+        timeout=TIMEOUT_MS,
+    )
+    found = [rows.nth(i).inner_text() for i in range(rows.count())]
+    assert found and all("checkpoint" in r for r in found), found
+    pick = int(found[-1].split()[0])
+    out.locator(".stt-frame-rows select").select_option(index=len(found) - 1)
+    label.filter(has_text=f"frame {pick} of").first.wait_for(state="visible")
+    _shoot(page, "debugger-light.png")
 
     # Fork, then Confirm; the report names the new run
     out.locator("button.stt-fork").click()
@@ -317,4 +278,57 @@ def _drive(
 
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
     assert dialogs == []
-    return selected, child_id, hostile_id
+    return pick, child_id, hostile_id
+
+
+def _narrow(page: Any) -> None:
+    """In a 1024 px window nothing of the debugger reaches past its ~590 px cell."""
+    page.set_viewport_size({"width": 1024, "height": 3800})  # tall: the screenshot shows all
+    page.wait_for_timeout(1500)  # plotly redraws at the new width
+    found = page.evaluate(OVERFLOW, ".jp-OutputArea-output .stt-debugger")
+    what = f"{found}"
+    assert found["cell"] < 700, what  # it is a narrow cell
+    assert found["count"] == 0, what
+    assert found["root"] <= found["cell"] + 1, what
+    assert found["scroll"] <= found["client"] + 1, what
+    cut = page.evaluate(
+        """() => [...document.querySelectorAll('.stt-debugger button.stt-run')]
+                  .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent)"""
+    )
+    assert cut == [], cut  # fork-tree labels wrap instead of ending in "…"
+    slider = page.locator(".stt-debugger .stt-slider").bounding_box()
+    assert slider is not None and slider["width"] >= 150  # still usable
+    _shoot(page, "debugger-narrow.png")
+
+
+def _dark(page: Any) -> None:
+    """In JupyterLab Dark the text is light on dark, the diff rows too, and the figure."""
+    page.evaluate(
+        "() => { window.jupyterapp.commands.execute('apputils:change-theme',"
+        " {theme: 'JupyterLab Dark'}); }"
+    )
+    page.wait_for_function(
+        "() => document.body.dataset.jpThemeLight === 'false'", timeout=TIMEOUT_MS
+    )
+    # the figure follows through the kernel (theme probe -> plotly layout): tick text goes light
+    page.wait_for_function(
+        r"""() => { const t = document.querySelector('.stt-debugger .js-plotly-plot .xtick text');
+                   if (!t) return false;
+                   const m = (t.style.fill || getComputedStyle(t).fill).match(/[\d.]+/g);
+                   return m && (+m[0] + +m[1] + +m[2]) / 3 > 170; }""",
+        timeout=TIMEOUT_MS,
+    )
+    out = page.locator(".jp-OutputArea-output .stt-debugger")
+    text = out.locator(".stt-inspector .stt h4").first
+    colour = text.evaluate("e => getComputedStyle(e).color")
+    behind = text.evaluate(BACKGROUND)
+    assert _luminance(colour) > 0.5 and _luminance(behind) < 0.1, (colour, behind)
+    row = out.locator(".stt-diff .stt-chg .stt-path").first
+    row_colour = row.evaluate("e => getComputedStyle(e).color")
+    row_behind = row.evaluate(BACKGROUND)
+    assert _luminance(row_colour) > 0.5 and _luminance(row_behind) < 0.2, (row_colour, row_behind)
+    paper = out.locator(".js-plotly-plot .main-svg").first.evaluate(
+        "e => getComputedStyle(e).backgroundColor"
+    )
+    assert paper in ("rgba(0, 0, 0, 0)", "transparent"), paper
+    _shoot(page, "debugger-dark.png")

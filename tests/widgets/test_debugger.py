@@ -8,7 +8,6 @@ import html
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -338,8 +337,16 @@ def test_hostile_strings_are_escaped_everywhere(db: st.Database) -> None:
     for key in dict((k, v) for v, k in dbg.inspector.refs.options):
         dbg.inspector.refs.value = key
         seen += _assert_escaped(dbg)
+        dbg.inspector.view.value = "conversation"  # the notes as messages
+        seen += _assert_escaped(dbg)
+        dbg.inspector.view.value = "tree"
+    dbg.frame_table.text.value = "<img"  # search results, and the theme probe's report
+    dbg.theme_probe.theme = {"light": False, "ink": HOSTILE, "font": SCRIPT, "name": HOSTILE}
+    seen += _assert_escaped(dbg)
     dbg.actions.edit_node.value = HOSTILE_NODE
+    seen += _assert_escaped(dbg)  # field labels are the payload's (hostile) keys
     dbg.actions.editor.value = json.dumps({"notes": [HOSTILE]})
+    seen += _assert_escaped(dbg)  # the preview of the edit
     dbg.actions.fork.click()
     seen += _assert_escaped(dbg)
     dbg.actions.confirm.click()
@@ -363,18 +370,15 @@ def test_hostile_strings_are_escaped_everywhere(db: st.Database) -> None:
 
 def test_a_10000_frame_run_opens(db: st.Database) -> None:
     run_id = large_run(db, 10_000)
-    started = time.perf_counter()
-    dbg = Debugger(db, run_id)
-    elapsed = time.perf_counter() - started
+    dbg = Debugger(db, run_id)  # how fast: ./dev bench widgets (no timing in unit tests)
     assert dbg.model.last_frame == 9_999
     data = dbg.timeline.data
     assert data.aggregated
     assert {t.type for t in dbg.timeline.figure.data} == {"scattergl"}
     assert sum(len(t.x) for t in dbg.timeline.figure.data) < 10_000
-    assert elapsed < 30, elapsed  # about 1 s on a quiet two-core machine; CI is noisy
     dbg.select_frame(5_000)
     assert "Frame 5000 " in dbg.inspector.summary.value
-    assert len(dbg.inspector.refs.options) <= 300
+    assert len(dbg.inspector.refs.options) == 50  # one page of the checkpoint list
     dbg.timeline.click("checkpoint: progress", 10)
     assert dbg.model.frame_no != 5_000
     dbg.diff.mode.value = "attempts"

@@ -1,0 +1,186 @@
+"""A JupyterLab server and Debian's chromium for tests and screenshots (no test in here).
+
+Used by ``tests/widgets/test_browser.py`` and by ``docs/hero_image.py``: the server runs in
+its own process group with temporary config, data, runtime and IPython folders, a token and
+a free port, and only that group is ever stopped. Nothing here downloads anything: the
+browser is ``/usr/bin/chromium`` driven by the ``playwright`` Python package.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+CHROMIUM = "/usr/bin/chromium"
+TIMEOUT_MS = 180_000  # two busy cores: a FigureWidget alone takes seconds to draw
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_notebook(path: Path, cells: list[str]) -> None:
+    """A notebook of code cells (no outputs) at ``path``."""
+    nb = {
+        "cells": [
+            {
+                "cell_type": "code",
+                "execution_count": None,
+                "id": f"cell-{i}",
+                "metadata": {},
+                "outputs": [],
+                "source": source,
+            }
+            for i, source in enumerate(cells)
+        ],
+        "metadata": {
+            "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+            "language_info": {"name": "python"},
+        },
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path.write_text(json.dumps(nb, indent=1))
+
+
+@contextlib.contextmanager
+def jupyterlab(root: Path, home: Path) -> Iterator[tuple[str, str]]:
+    """A JupyterLab server in its own process group; yields (base URL, token)."""
+    port, token = free_port(), secrets.token_hex(16)
+    dirs = {name: home / name.lower() for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR")}
+    dirs["JUPYTER_DATA_DIR"] = home / "data"
+    dirs["IPYTHONDIR"] = home / "ipython"
+    for d in dirs.values():
+        d.mkdir(parents=True, exist_ok=True)
+    labconfig = dirs["JUPYTER_CONFIG_DIR"] / "labconfig"
+    labconfig.mkdir()
+    (labconfig / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    env = {**os.environ, **{k: str(v) for k, v in dirs.items()}}
+    env.pop("JUPYTER_PATH", None)
+    log = (home / "jupyterlab.log").open("wb")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--allow-root",
+            "--ip=127.0.0.1",
+            f"--port={port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={root}",
+            "--LabApp.expose_app_in_browser=True",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"jupyterlab exited with {proc.returncode}:\n"
+                    + (home / "jupyterlab.log").read_text()[-3000:]
+                )
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2):
+                    break
+            except (urllib.error.URLError, OSError):
+                if time.monotonic() > deadline:
+                    raise RuntimeError("jupyterlab did not answer within 120 s") from None
+                time.sleep(0.25)
+        yield base, token
+    finally:
+        with contextlib.suppress(Exception):  # shut kernels down cleanly first
+            request = urllib.request.Request(
+                f"{base}/api/shutdown?token={token}", method="POST", data=b""
+            )
+            urllib.request.urlopen(request, timeout=10).close()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)  # only the group this test started
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+
+
+KERNEL_IDLE = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle';
+}"""
+
+
+@contextlib.contextmanager
+def chromium() -> Iterator[Any]:
+    """A headless Debian chromium (Playwright ``Browser``); closed at the end."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=CHROMIUM,
+            headless=True,
+            args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+KERNEL_IDLE = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
+  return !!k && k.status === 'idle';
+}"""
+
+
+def run_notebook(page: Any, base: str, token: str, name: str) -> Any:
+    """Open ``name`` in JupyterLab, run all cells, and return the debugger's locator once its
+    timeline drew."""
+    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
+    # fire and forget: awaiting this command's promise never returns
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    out = page.locator(".jp-OutputArea-output .stt-debugger")
+    out.wait_for(state="visible", timeout=TIMEOUT_MS)
+    points = out.locator(".js-plotly-plot .scatterlayer .points path")
+    points.first.wait_for(state="attached", timeout=TIMEOUT_MS)
+    return out
+
+
+def click_point(page: Any, out: Any, index: int = 0) -> None:
+    """Click a point of the timeline by its coordinates (as a person does)."""
+    points = out.locator(".js-plotly-plot .scatterlayer .points path")
+    box = points.nth(index).bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)

@@ -1,0 +1,150 @@
+"""Selecting a frame shows that frame's checkpoint, in every order a person selects frames:
+forwards, backwards, jumps, the slider, a click and live refresh; a pinned ref stays."""
+
+from __future__ import annotations
+
+import smithers_tt as st
+from smithers_tt import AgentCheckpoint
+from smithers_tt.demo import demo_workflow
+from smithers_tt.widgets import Debugger, DebuggerModel, large_run
+
+
+def _key(frame: st.Frame) -> tuple[str, int, int, int]:
+    return (frame.node_id, frame.iteration or 0, frame.attempt or 0, frame.sequence or 0)
+
+
+def _checkpoint_frames(model: DebuggerModel) -> list[st.Frame]:
+    return [f for f in model.visible_frames if f.kind == "checkpoint"]
+
+
+def _assert_shows_own(dbg: Debugger, frame: st.Frame) -> None:
+    m = dbg.model
+    assert m.frame_no == frame.frame_no
+    assert m.ref_key == _key(frame), (frame.frame_no, m.ref_key)
+    assert dbg.inspector.refs.value == _key(frame)
+    assert f"seq {frame.sequence}</h4>" in dbg.inspector.payload.value
+
+
+def test_every_checkpoint_frame_shows_its_own_checkpoint_forwards_and_backwards(
+    db: st.Database,
+) -> None:
+    wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
+    run = db.run(wf, {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    frames = _checkpoint_frames(dbg.model)
+    assert len(frames) >= 6
+    for frame in frames:  # forwards: each earlier ref is still visible, and must not stick
+        dbg.select_frame(frame.frame_no)
+        _assert_shows_own(dbg, frame)
+    for frame in reversed(frames):  # backwards
+        dbg.select_frame(frame.frame_no)
+        _assert_shows_own(dbg, frame)
+    for frame in (frames[-1], frames[0], frames[len(frames) // 2], frames[1]):  # jumps
+        dbg.timeline.model.select_frame(frame.frame_no)
+        _assert_shows_own(dbg, frame)
+
+
+def test_the_slider_steps_and_jumps_follow_the_frame(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    frames = _checkpoint_frames(dbg.model)
+    for frame in frames:
+        dbg.scrubber.slider.value = frame.frame_no
+        _assert_shows_own(dbg, frame)
+    dbg.scrubber.first.click()
+    for frame in frames:  # "next checkpoint" walks them in order
+        dbg.scrubber.next_checkpoint.click()
+        _assert_shows_own(dbg, frame)
+    dbg.select_frame(frames[1].frame_no)
+    while dbg.model.frame_no > frames[0].frame_no:  # step back to the first one
+        dbg.scrubber.prev.click()
+    _assert_shows_own(dbg, frames[0])
+
+
+def test_a_click_on_a_checkpoint_point_after_another(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    progress = [f for f in _checkpoint_frames(dbg.model) if f.purpose == "progress"]
+    for index in (0, 3, 1, 2):
+        dbg.timeline.click("checkpoint: progress", index)
+        _assert_shows_own(dbg, progress[index])
+
+
+def test_a_large_run_shows_the_checkpoint_of_frame_500(db: st.Database) -> None:
+    run_id = large_run(db, 1_200)
+    dbg = Debugger(db, run_id, live=False)
+    frames = {f.frame_no: f for f in _checkpoint_frames(dbg.model)}
+    picks = [n for n in sorted(frames) if n > 290][:1] + [n for n in sorted(frames) if n >= 497]
+    first, later = picks[0], picks[1:4]
+    dbg.select_frame(first)
+    _assert_shows_own(dbg, frames[first])
+    for n in later:  # the reported bug: frame 500 kept showing the checkpoint of seq 298
+        dbg.select_frame(n)
+        _assert_shows_own(dbg, frames[n])
+
+
+def test_a_pinned_ref_stays_and_looks_pinned(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    frames = _checkpoint_frames(dbg.model)
+    research = [f for f in frames if f.node_id == "research"]
+    dbg.select_frame(research[1].frame_no)
+    dbg.inspector.pin.value = True  # pin the shown ref
+    pinned = _key(research[1])
+    assert dbg.model.ref_pinned and dbg.model.ref_key == pinned
+    assert "pinned" in dbg.inspector.payload.value
+    assert dbg.inspector.pin.description.startswith("pinned")
+    dbg.select_frame(research[3].frame_no)  # another checkpoint frame: the pin holds
+    assert dbg.model.ref_key == pinned and dbg.inspector.refs.value == pinned
+    assert "pinned" in dbg.inspector.payload.value
+    assert f"this frame published research attempt #1 seq {research[3].sequence}" in (
+        dbg.inspector.payload.value
+    )
+    dbg.select_frame(research[0].frame_no)  # before it was published: said, not swapped
+    assert dbg.model.ref_key == pinned and dbg.model.ref is None and dbg.model.ref_hidden
+    assert "not visible at frame" in dbg.inspector.payload.value
+    dbg.inspector.pin.value = False  # unpinned: back to the frame's own checkpoint
+    _assert_shows_own(dbg, research[0])
+    assert "pinned" not in dbg.inspector.payload.value
+    dbg.select_frame(research[2].frame_no)
+    _assert_shows_own(dbg, research[2])
+
+    # a ref picked in the list without pinning lasts only for this frame
+    dbg.select_frame(frames[-1].frame_no)
+    dbg.inspector.refs.value = _key(research[0])
+    assert dbg.model.ref_key == _key(research[0]) and not dbg.model.ref_pinned
+    dbg.select_frame(research[3].frame_no)
+    _assert_shows_own(dbg, research[3])
+
+
+def test_live_refresh_shows_each_new_checkpoint(db: st.Database) -> None:
+    record, fence = db.store.create_run("outside", None)
+    key = db.store.start_attempt(fence, "a").key
+    dbg = Debugger(db, record.run_id, live=False)
+    for step in range(4):  # another writer publishes; the debugger follows the newest frame
+        db.store.publish(fence, key, AgentCheckpoint("x.state", 1, {"step": step}))
+        dbg.refresh_button.click()
+        newest = dbg.model.frame()
+        assert newest.kind == "checkpoint" and newest.sequence == step
+        _assert_shows_own(dbg, newest)
+        assert f'&quot;step&quot;</span>: <span class="stt-num">{step}</span>' in (
+            dbg.inspector.payload.value
+        )
+    dbg.select_frame(dbg.model.last_frame - 1)  # looking back: new frames do not move it
+    looked = dbg.model.frame()
+    db.store.publish(fence, key, AgentCheckpoint("x.state", 1, {"step": 9}))
+    dbg.refresh_button.click()
+    _assert_shows_own(dbg, looked)
+
+
+def test_a_frame_selected_before_display_shows_in_the_timeline(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    dbg.select_frame(7)  # in the same cell as Debugger(...), before any view exists
+    # what a view renders from when it is displayed later: the line is at frame 7
+    assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 7
+    assert dbg.timeline.figure.layout.shapes[0].x0 == 7
+    dbg.theme_probe.theme = {"light": True, "ink": "rgb(1, 2, 3)"}  # then the theme arrives
+    assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 7
+    dbg.select_frame(3)
+    assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 3
