@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from smithers_tt import timetravel as tt
-from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, loads
+from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.errors import InvalidArgument, SmithersError
 from smithers_tt.store import CheckpointRef, Frame, RunRecord
 from smithers_tt.store import _schema as S
@@ -138,39 +138,8 @@ class DiffResult:
 
 
 def load_frames(db: Any, run_id: str, after: int | None = None) -> list[Frame]:
-    """A run's frames in order, base frames (below 0) included; only ``> after`` if given.
-
-    The same rows as ``db.store.frames`` read with positional access, which is what makes a
-    10,000-frame run open in well under a second.
-    """
-    f = S.frames
-    cols = (
-        f.c.run_id,
-        f.c.frame_no,
-        f.c.kind,
-        f.c.node_id,
-        f.c.iteration,
-        f.c.attempt,
-        f.c.sequence,
-        f.c.state,
-        f.c.content_hash,
-        f.c.codec,
-        f.c.version,
-        f.c.purpose,
-        f.c.agent_id,
-        f.c.data_json,
-        f.c.created_at_ms,
-    )
-    stmt = sa.select(*cols).where(f.c.run_id == run_id).order_by(f.c.frame_no)
-    if after is not None:
-        stmt = stmt.where(f.c.frame_no > after)
-    rows = db.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
-    out: list[Frame] = []
-    for row in rows:
-        t = tuple(row)
-        data = t[13]
-        out.append(Frame(*t[:13], None if data is None else loads(data), t[14]))
-    return out
+    """A run's frames in order, base frames (below 0) included; only ``> after`` if given."""
+    return db.store.frames(run_id, after=after)
 
 
 def describe_frame(frame: Frame) -> str:

@@ -18,6 +18,7 @@ import smithers_tt as st
 from smithers_tt.cli import cli
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import SmithersError, SnapshotInvalid, StoreCorrupt
+from smithers_tt.widgets import DebuggerModel
 
 HINT = "smithers-tt verify"
 
@@ -83,7 +84,7 @@ def test_node_output_that_is_not_json_is_reported(db: st.Database, run: st.Run) 
     assert "tt_nodes.output_json of node 'research'" in str(error)
 
 
-def test_frame_data_that_is_not_json_is_reported_by_the_timeline_and_snapshots(
+def test_frame_data_that_is_not_json_is_reported_by_the_timeline_debugger_and_snapshots(
     db: st.Database, run: st.Run
 ) -> None:
     damage(
@@ -91,7 +92,11 @@ def test_frame_data_that_is_not_json_is_reported_by_the_timeline_and_snapshots(
         "UPDATE tt_frames SET data_json = 'garbage' WHERE run_id = :r AND frame_no = 0",
         r=run.id,
     )
-    for read in (lambda: db.timeline(run.id), lambda: db.store.frames(run.id)):
+    for read in (
+        lambda: db.timeline(run.id),
+        lambda: db.store.frames(run.id),
+        lambda: DebuggerModel(db, run.id),
+    ):
         error = _failure(read)
         assert isinstance(error, StoreCorrupt)
         assert f"tt_frames.data_json of frame 0 of run {run.id!r}" in str(error)
