@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
+from smithers_tt._extras import require_extra
 from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
 from smithers_tt.cli._output import emit_json
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.cli._progress import progress_bar
 
 
 @cli.command("import-langgraph")
@@ -20,22 +19,21 @@ def import_langgraph(ctx: Context, source_url: str, threads: tuple[str, ...]) ->
     """Copy the threads of a LangGraph SqliteSaver or PostgresSaver database into this one.
 
     Each thread keeps its history and continues on SmithersSaver; the source is only read,
-    and importing again skips what was already copied.
+    and importing again skips what was already copied. The store is created when there is
+    none yet (like ``migrate``).
 
     \b
     Examples:
       smithers-tt import-langgraph sqlite:///checkpoints.sqlite
       smithers-tt --db postgresql+psycopg://app@db/app import-langgraph postgresql://app@db/old
     """
-    try:
-        from smithers_tt.integrations.langgraph_import import import_langgraph as run_import
-    except ImportError as error:
-        raise InvalidArgument(
-            "import-langgraph needs LangGraph: pip install 'smithers-tt[langgraph]'"
-        ) from error
-    with click.progressbar(length=0, label="threads", file=sys.stderr, show_pos=True) as bar:
+    require_extra("langgraph", needed_for="import-langgraph")
+    from smithers_tt.integrations.langgraph_import import import_langgraph as run_import
+
+    db = ctx.create_db()  # opened first: a store that cannot be made is an error line
+    with progress_bar("importing", unit="threads") as advance:
         report = run_import(
-            source_url, ctx.db, thread_ids=list(threads) or None, progress=lambda _: bar.update(1)
+            source_url, db, thread_ids=list(threads) or None, progress=lambda _: advance(1)
         )
     fields = {
         "threads": report.threads,
@@ -46,7 +44,7 @@ def import_langgraph(ctx: Context, source_url: str, threads: tuple[str, ...]) ->
     if ctx.as_json:
         emit_json(fields)
         return
-    click.echo(
+    ctx.out.line(
         f"imported {report.threads} threads: {report.checkpoints} checkpoints, "
         f"{report.writes} writes ({report.skipped} checkpoints were already here)"
     )
