@@ -95,6 +95,7 @@ class PgProxy:
         self._armed = 0
         self._skip = 0
         self._down = False
+        self._outage_on_drop = False
         self.commits_seen = 0
         self.dropped = threading.Event()
         self._closed = False
@@ -107,13 +108,16 @@ class PgProxy:
 
     # -- faults ----------------------------------------------------------------------------
 
-    def drop_commit_reply(self, *, skip: int = 0) -> threading.Event:
+    def drop_commit_reply(self, *, skip: int = 0, outage: bool = False) -> threading.Event:
         """Lose the reply to one COMMIT: the one after ``skip`` further COMMITs pass untouched.
 
+        With ``outage``, an :meth:`outage` starts at that moment too (before the client can
+        notice anything), so the client cannot reach the server to ask what happened.
         Returns an event that is set once the reply has been swallowed and the connection cut.
         """
         with self._lock:
             self._armed, self._skip = 1, skip
+            self._outage_on_drop = outage
             self.dropped.clear()
         return self.dropped
 
@@ -165,6 +169,8 @@ class PgProxy:
         except OSError:
             client.close()
             return
+        for sock in (client, server):  # forward each message at once (no Nagle delay)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         link = _Link(client, server)
         with self._lock:
             self._links.add(link)
@@ -225,6 +231,8 @@ class PgProxy:
                 # has committed, the client never hears of it.
                 tag = raw[5:].split(b"\0", 1)[0]
                 if kind == b"C" and tag in (b"COMMIT", b"ROLLBACK"):
+                    if self._outage_on_drop:
+                        self.outage()
                     link.cut()
                     self.dropped.set()
                     return

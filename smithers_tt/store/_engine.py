@@ -11,11 +11,34 @@ One SQLAlchemy Core code path serves SQLite and PostgreSQL; the differences live
 Every transaction runs through :meth:`Engine.transaction`, which retries transient failures
 (``database is locked``, serialization failures, deadlocks, dropped connections) with jittered
 exponential backoff and translates everything else into the :mod:`smithers_tt.errors` tree.
+
+**Ambiguous commits** (DESIGN invariant 8). A failure *before* COMMIT rolled everything back,
+so the transaction is simply run again. A failure *at* COMMIT is different: on PostgreSQL the
+COMMIT may have reached the server and been carried out while its reply was lost, and running
+the work again would apply it twice. So every PostgreSQL write transaction inserts a unique
+token row (``tt_commit_tokens``) pipelined with its COMMIT, in the same round trip (no extra
+latency). When the COMMIT fails with a lost connection, :meth:`Engine.transaction` reconnects,
+makes sure the old session is gone (``pg_terminate_backend`` on its backend, so no COMMIT of it
+can still land afterwards), and looks the token up: found, the transaction committed and the
+result ``work`` produced is returned; not found, it rolled back and is retried as usual; no
+answer within the retry budget raises :class:`~smithers_tt.errors.OutcomeUnknown`, never a
+false "failed". Writers delete tokens older than :data:`COMMIT_TOKEN_TTL_MS` a page at a time
+(every :data:`_PRUNE_EVERY`-th commit, in the same pipeline), so the table stays small.
+
+SQLite has no lost replies: the COMMIT runs in this process and either returns or raises. A
+COMMIT that raises ``database is locked`` left the transaction open and uncommitted (SQLite
+documents this), so it is retried. Any other error raised by COMMIT itself (``disk I/O
+error``, ``database or disk is full``) means the disk failed while the commit was being
+written: SQLite may or may not have made it durable (frames with their commit mark may be in
+the WAL and reappear at the next recovery), so it raises ``OutcomeUnknown`` instead of being
+retried as transient; a ``disk I/O error`` before COMMIT rolled back and is still retried.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
+import secrets
 import threading
 import time
 import weakref
@@ -30,7 +53,13 @@ from sqlalchemy import event, exc
 from sqlalchemy.engine import Connection, make_url
 from sqlalchemy.pool import NullPool
 
-from smithers_tt.errors import InvalidArgument, SmithersError, StoreError, TransientStoreError
+from smithers_tt.errors import (
+    InvalidArgument,
+    OutcomeUnknown,
+    SmithersError,
+    StoreError,
+    TransientStoreError,
+)
 
 T = TypeVar("T")
 
@@ -48,6 +77,31 @@ _SQLITE_TRANSIENT = (
 
 _PG_NAME = {"application_name": "smithers_tt"}
 """How our PostgreSQL sessions appear in ``pg_stat_activity`` unless the URL names them."""
+
+COMMIT_TOKEN_TTL_MS = 15 * 60_000
+"""How long a commit token is kept. It is looked up within seconds of its COMMIT; the margin
+covers clocks of writer machines that disagree by minutes."""
+_PRUNE_EVERY = 64
+"""Every this many PostgreSQL write commits of an engine also delete expired tokens."""
+_PRUNE_PAGE = 256
+"""At most this many expired tokens per prune (4 times the rate they are made)."""
+
+_INSERT_TOKEN = "INSERT INTO tt_commit_tokens (created_at_ms, nonce) VALUES (%s, %s)"
+_PRUNE_TOKENS = (
+    "DELETE FROM tt_commit_tokens WHERE (created_at_ms, nonce) IN ("
+    "SELECT created_at_ms, nonce FROM tt_commit_tokens WHERE created_at_ms < %s "
+    "ORDER BY created_at_ms LIMIT %s FOR UPDATE SKIP LOCKED)"
+)
+# Ends the session that sent an unanswered COMMIT (same user and database only), waiting up
+# to 2 s for it to exit: once it is gone its transaction can no longer commit, so the token
+# lookup that follows is final. No row: the session had already ended.
+_END_SESSION = sa.text(
+    "SELECT pg_terminate_backend(pid, 2000) FROM pg_stat_activity "
+    "WHERE pid = :pid AND usename = current_user AND datname = current_database()"
+)
+_FIND_TOKEN = sa.text(
+    "SELECT 1 FROM tt_commit_tokens WHERE created_at_ms = :created_at_ms AND nonce = :nonce"
+)
 
 
 @dataclass(frozen=True)
@@ -108,6 +162,7 @@ class Engine:
             )
 
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+        self._commits = itertools.count(1)
 
     @property
     def is_sqlite(self) -> bool:
@@ -138,32 +193,119 @@ class Engine:
         """Run ``work(conn)`` in one transaction, retrying it whole on transient failures.
 
         ``work`` must be safe to run again from the start: it gets a fresh transaction each
-        time and everything it wrote in a failed try was rolled back. With ``held``, the
-        transaction runs on that connection instead of one checked out of the pool.
+        time and everything it wrote in a failed try was rolled back. A try whose COMMIT was
+        carried out is never run again, even when the COMMIT's reply was lost (see the module
+        docstring). With ``held``, the transaction runs on that connection instead of one
+        checked out of the pool.
 
         Raises:
-            TransientStoreError: the database stayed busy or unreachable through every retry.
+            TransientStoreError: the database stayed busy or unreachable through every retry
+                (nothing was written).
+            OutcomeUnknown: the COMMIT of a write failed and whether it committed could not
+                be found out.
             StoreError: any other database failure, with the driver error chained.
         """
         policy = self.retry
         for attempt in range(1, policy.attempts + 1):
+            commit = _Commit()
             try:
                 with (held or self).connect(write=write) as conn:
-                    return work(conn)
+                    result = work(conn)
+                    commit.started = True  # from here on a failure may come after the COMMIT
+                    if write and not self.is_sqlite:
+                        self._seal(conn, commit)
+                return result
             except SmithersError:
                 raise
             except exc.DBAPIError as error:
+                if write and commit.started and self._settle(commit, error):
+                    return result  # the COMMIT was carried out; only its reply was lost
                 if not is_transient(error):
                     raise StoreError(f"database error: {_short(error)}") from error
                 if attempt == policy.attempts:
                     raise TransientStoreError(
                         f"the database stayed unavailable through {attempt} tries "
-                        f"({_short(error)}); retry later or raise the busy timeout",
+                        f"({_short(error)}); nothing was written; retry later or raise the "
+                        "busy timeout",
                         tries=attempt,
                     ) from error
-                delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
-                time.sleep(delay * (0.5 + random.random()))
+                self._pause(attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _pause(self, attempt: int) -> None:
+        policy = self.retry
+        delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+        time.sleep(delay * (0.5 + random.random()))
+
+    def _seal(self, conn: Connection, commit: _Commit) -> None:
+        """Commit a PostgreSQL write transaction with its token row, in one round trip."""
+        raw = conn.connection.dbapi_connection
+        if raw.info.transaction_status.name == "IDLE":
+            return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        commit.token = (_now_ms(), secrets.randbits(63))
+        commit.pid = raw.info.backend_pid
+        cursor = raw.cursor()
+        try:
+            with raw.pipeline():
+                cursor.execute(_INSERT_TOKEN, commit.token)
+                if next(self._commits) % _PRUNE_EVERY == 0:
+                    cutoff = commit.token[0] - COMMIT_TOKEN_TTL_MS
+                    cursor.execute(_PRUNE_TOKENS, (cutoff, _PRUNE_PAGE))
+                raw.commit()  # queued behind the token; the pipeline sends both at once
+        except conn.dialect.loaded_dbapi.Error as error:
+            raise wrap_driver_error(conn, error, _INSERT_TOKEN, commit.token, cursor) from error
+        finally:
+            with suppress(Exception):
+                cursor.close()
+
+    def _settle(self, commit: _Commit, error: exc.DBAPIError) -> bool:
+        """Whether a write whose COMMIT raised ``error`` committed after all.
+
+        False when it certainly did not (the caller then retries or reports as usual); raises
+        :class:`OutcomeUnknown` when that cannot be found out.
+        """
+        if self.is_sqlite:
+            if not any(text in _short(error).lower() for text in _SQLITE_NOT_COMMITTED):
+                raise OutcomeUnknown(
+                    f"SQLite failed while committing a write ({_short(error)}): the disk "
+                    "may have failed or filled up mid-commit, so the write may or may not "
+                    f"be stored; check the disk and the file ({self.sa.url.database}) with "
+                    "`smithers-tt verify`, look at the run it changed (`smithers-tt show "
+                    "RUN`), and repeat the call only if it did not happen",
+                    phase="commit",
+                ) from error
+            return False  # "database is locked" at COMMIT: the transaction stayed open
+        if commit.token is None or not is_transient(error):
+            # No token: nothing had been sent. Not transient: the server answered the
+            # COMMIT with an error (a deferred constraint...), so it rolled back.
+            return False
+        created_at_ms, nonce = commit.token
+        last: BaseException = error
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                with self.connect(write=False) as conn:
+                    ended = conn.execute(_END_SESSION, {"pid": commit.pid}).scalar_one_or_none()
+                    if ended is not False:  # gone already (None) or ended now (True)
+                        found = conn.execute(
+                            _FIND_TOKEN, {"created_at_ms": created_at_ms, "nonce": nonce}
+                        ).first()
+                        return found is not None
+                last = error
+            except exc.DBAPIError as lookup_error:
+                if not is_transient(lookup_error):
+                    last = lookup_error
+                    break
+                last = lookup_error
+            if attempt < self.retry.attempts:
+                self._pause(attempt)
+        raise OutcomeUnknown(
+            "the connection to PostgreSQL was lost while a write was committing, and the "
+            f"store could not find out whether it committed ({_short(last)}); the write may "
+            "or may not have happened: once the database is reachable, look at the run it "
+            "changed (`smithers-tt show RUN`, `smithers-tt timeline RUN`) and repeat the "
+            "call only if it did not happen",
+            phase="commit",
+        ) from error
 
     def dispose(self) -> None:
         """Close every pooled connection (held ones included)."""
@@ -213,6 +355,46 @@ class HeldConnection:
         if conn is not None:
             with suppress(Exception):  # a broken connection: the pool discards it
                 conn.close()
+
+
+@dataclass
+class _Commit:
+    """What :meth:`Engine.transaction` knows about one try's COMMIT."""
+
+    started: bool = False
+    """``work`` returned and the COMMIT is under way: a failure now may follow the commit."""
+    token: tuple[int, int] | None = None
+    """The token row sent with the COMMIT (PostgreSQL): ``(created_at_ms, nonce)``."""
+    pid: int | None = None
+    """The server process of the session that sent it."""
+
+
+# A COMMIT that fails with these left the SQLite transaction open and uncommitted.
+_SQLITE_NOT_COMMITTED = ("database is locked", "database table is locked", "database is busy")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def wrap_driver_error(
+    conn: Connection, error: Exception, statement: str, params: Any, cursor: Any = None
+) -> exc.DBAPIError:
+    """Wrap a raw driver error the way SQLAlchemy does: in the matching
+    :class:`sqlalchemy.exc.DBAPIError`, with ``connection_invalidated`` set (and the connection
+    invalidated) when the dialect says the connection is gone, so :func:`is_transient` and the
+    retries see exactly what they see for a statement run through SQLAlchemy."""
+    gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, cursor)
+    if gone:
+        conn.invalidate(error)
+    return exc.DBAPIError.instance(
+        statement,
+        params,
+        error,
+        conn.dialect.loaded_dbapi.Error,
+        connection_invalidated=gone,
+        dialect=conn.dialect,
+    )
 
 
 def _short(error: BaseException) -> str:

@@ -59,7 +59,7 @@ from smithers_tt.errors import (
     TransientStoreError,
 )
 from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine, _short, is_transient
+from smithers_tt.store._engine import Engine, _short, is_transient, wrap_driver_error
 from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
 
@@ -298,18 +298,7 @@ class Driver:
                 cur.close()
 
     def _wrap(self, error: Exception, statement: str, params: Any) -> BaseException:
-        conn = self._conn
-        gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, self._cursor)
-        if gone:
-            conn.invalidate(error)
-        return exc.DBAPIError.instance(
-            statement,
-            params,
-            error,
-            self._error,
-            connection_invalidated=gone,
-            dialect=conn.dialect,
-        )
+        return wrap_driver_error(self._conn, error, statement, params, self._cursor)
 
 
 @contextmanager
