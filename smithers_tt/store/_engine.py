@@ -275,9 +275,9 @@ class Engine:
                     phase="commit",
                 ) from error
             return False  # "database is locked" at COMMIT: the transaction stayed open
-        if commit.token is None or not is_transient(error):
-            # No token: nothing had been sent. Not transient: the server answered the
-            # COMMIT with an error (a deferred constraint...), so it rolled back.
+        if commit.token is None or not _reply_lost(error):
+            # No token: nothing had been sent. Otherwise the server answered the COMMIT with
+            # an error (a serialization failure, a deferred constraint...): it rolled back.
             return False
         created_at_ms, nonce = commit.token
         last: BaseException = error
@@ -371,6 +371,15 @@ class _Commit:
 
 # A COMMIT that fails with these left the SQLite transaction open and uncommitted.
 _SQLITE_NOT_COMMITTED = ("database is locked", "database table is locked", "database is busy")
+
+
+def _reply_lost(error: exc.DBAPIError) -> bool:
+    """Whether a failed PostgreSQL COMMIT may have been carried out: the connection went away
+    (or the server was shutting the session down) instead of answering with an error."""
+    if error.connection_invalidated:
+        return True
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(("08", "57P"))
 
 
 def _now_ms() -> int:
