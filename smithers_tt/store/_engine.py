@@ -65,13 +65,14 @@ T = TypeVar("T")
 
 _WRITE = "smithers_tt_write"
 
-# SQLSTATE classes and codes that are worth a retry on PostgreSQL.
+# SQLSTATE classes and codes that are worth a retry on PostgreSQL. (At COMMIT time a failure
+# is first settled by Engine._settle: see the module docstring.)
 _PG_TRANSIENT = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
 _SQLITE_TRANSIENT = (
     "database is locked",
     "database table is locked",
     "database is busy",
-    "disk i/o error",
+    "disk i/o error",  # before COMMIT only: everything was rolled back
 )
 
 
@@ -162,7 +163,9 @@ class Engine:
             )
 
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
-        self._commits = itertools.count(1)
+        # A random start: processes that commit less than _PRUNE_EVERY times (a CLI command)
+        # still prune, on average, as often as they make tokens.
+        self._commits = itertools.count(random.randrange(_PRUNE_EVERY))
 
     @property
     def is_sqlite(self) -> bool:
@@ -280,7 +283,7 @@ class Engine:
             # an error (a serialization failure, a deferred constraint...): it rolled back.
             return False
         created_at_ms, nonce = commit.token
-        last: BaseException = error
+        why = _short(error)
         for attempt in range(1, self.retry.attempts + 1):
             try:
                 with self.connect(write=False) as conn:
@@ -290,17 +293,16 @@ class Engine:
                             _FIND_TOKEN, {"created_at_ms": created_at_ms, "nonce": nonce}
                         ).first()
                         return found is not None
-                last = error
+                why = f"its server session {commit.pid} did not end"
             except exc.DBAPIError as lookup_error:
+                why = _short(lookup_error)
                 if not is_transient(lookup_error):
-                    last = lookup_error
-                    break
-                last = lookup_error
+                    break  # e.g. not allowed to end the session: asking again will not help
             if attempt < self.retry.attempts:
                 self._pause(attempt)
         raise OutcomeUnknown(
             "the connection to PostgreSQL was lost while a write was committing, and the "
-            f"store could not find out whether it committed ({_short(last)}); the write may "
+            f"store could not find out whether it committed ({why}); the write may "
             "or may not have happened: once the database is reachable, look at the run it "
             "changed (`smithers-tt show RUN`, `smithers-tt timeline RUN`) and repeat the "
             "call only if it did not happen",
