@@ -20,10 +20,11 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.engine import GenerateRequest, GenerateResult, Workflow
-from smithers_tt.errors import OutcomeUnknown, StoreError
+from smithers_tt.errors import FenceLost, OutcomeUnknown, StoreError
 from smithers_tt.store import Fence, Store
 from smithers_tt.store._claims import claim_next, register_worker, worker_heartbeat
 from smithers_tt.store._engine import RetryPolicy
+from smithers_tt.store._publish import PublishUnit
 from smithers_tt.store._records import now_ms
 from tests.faults import PgProxy
 
@@ -138,6 +139,32 @@ def test_publishes_whose_commit_reply_is_lost_store_each_checkpoint_once(
         assert kinds(store, fence.run_id).count("checkpoint") == 3
 
     each_lost_commit(pg_proxy, setup, op, check)
+
+
+def test_batch_with_a_fenced_out_unit_whose_commit_reply_is_lost_stores_the_others_once(
+    pdb: st.Database, pg_proxy: PgProxy
+) -> None:
+    # A batch whose unit fails is applied again unit by unit under savepoints; the commit
+    # token must not be rolled back with a failed unit's savepoint.
+    store = pdb.store
+
+    def setup() -> list[PublishUnit]:
+        fence = running_run(store)
+        key = store.start_attempt(fence, "node").key
+        stale = Fence(fence.run_id, fence.epoch - 1)
+        return [
+            PublishUnit(stale, key, checkpoint("late").encode(), "progress", None),
+            PublishUnit(fence, key, checkpoint("kept").encode(), "progress", None),
+        ]
+
+    def check(units: list[PublishUnit], _: None) -> None:
+        late, kept = units
+        assert isinstance(late.error, FenceLost)
+        assert kept.error is None and kept.result is not None
+        assert kept.result.sequence == 0
+        assert [r.sequence for r in refs_of(pdb, kept.key.run_id)] == [0]
+
+    each_lost_commit(pg_proxy, setup, store._committer._commit, check)
 
 
 def test_start_attempt_whose_commit_reply_is_lost_opens_one_attempt(
