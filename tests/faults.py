@@ -72,6 +72,7 @@ class _Link:
     client: socket.socket
     server: socket.socket
     drop_reply: threading.Event = field(default_factory=threading.Event)
+    outage_after_reply: threading.Event = field(default_factory=threading.Event)
 
     def cut(self) -> None:
         for sock in (self.client, self.server):
@@ -96,6 +97,9 @@ class PgProxy:
         self._skip = 0
         self._down = False
         self._outage_on_drop = False
+        self._outage_armed = 0
+        self._outage_skip = 0
+        self.outage_begun = threading.Event()
         self.commits_seen = 0
         self.dropped = threading.Event()
         self._closed = False
@@ -121,10 +125,23 @@ class PgProxy:
             self.dropped.clear()
         return self.dropped
 
+    def outage_after_commit(self, *, skip: int = 0) -> threading.Event:
+        """Start an :meth:`outage` just after one COMMIT's reply reached the client (the one
+        after ``skip`` further COMMITs): that write succeeded, the next ones find no server.
+
+        Returns an event that is set once the outage has begun.
+        """
+        with self._lock:
+            self._outage_armed, self._outage_skip = 1, skip
+            self.outage_begun.clear()
+        return self.outage_begun
+
     def disarm(self) -> None:
-        """Stop waiting for a COMMIT to lose (one that is already being lost still is)."""
+        """Stop waiting for a COMMIT to lose or to follow with an outage (one that is already
+        being lost still is)."""
         with self._lock:
             self._armed = 0
+            self._outage_armed = 0
 
     def outage(self) -> None:
         """Cut every connection, and every new one, until :meth:`restore`."""
@@ -214,6 +231,12 @@ class PgProxy:
                         else:
                             self._armed = 0
                             link.drop_reply.set()
+                    if self._outage_armed:
+                        if self._outage_skip:
+                            self._outage_skip -= 1
+                        else:
+                            self._outage_armed = 0
+                            link.outage_after_reply.set()
             try:
                 link.server.sendall(raw)
             except OSError:
@@ -243,4 +266,9 @@ class PgProxy:
                 link.client.sendall(raw)
             except OSError:
                 link.cut()
+                return
+            if kind == b"Z" and link.outage_after_reply.is_set():
+                # The COMMIT's reply and ReadyForQuery are through: now the server goes away.
+                self.outage()
+                self.outage_begun.set()
                 return

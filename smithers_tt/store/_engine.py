@@ -85,7 +85,7 @@ COMMIT_TOKEN_TTL_MS = 15 * 60_000
 """How long a commit token is kept. It is looked up within seconds of its COMMIT; the margin
 covers clocks of writer machines that disagree by minutes."""
 _PRUNE_EVERY = 64
-"""Every this many PostgreSQL write commits of an engine also delete expired tokens."""
+"""Every this many commit tokens a process makes, the transaction also deletes expired ones."""
 _PRUNE_PAGE = 256
 """At most this many expired tokens per prune (4 times the rate they are made)."""
 
@@ -374,7 +374,7 @@ class _Commit:
     started: bool = False
     """``work`` returned and the COMMIT is under way: a failure now may follow the commit."""
     token: tuple[int, int] | None = None
-    """The token row sent with the COMMIT (PostgreSQL): ``(created_at_ms, nonce)``."""
+    """The token row this transaction wrote (PostgreSQL): ``(created_at_ms, nonce)``."""
     pid: int | None = None
     """The server process of the session that sent it."""
 

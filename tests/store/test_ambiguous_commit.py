@@ -20,7 +20,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.engine import GenerateRequest, GenerateResult, Workflow
-from smithers_tt.errors import FenceLost, OutcomeUnknown, StoreError
+from smithers_tt.errors import FenceLost, OutcomeUnknown, SmithersError, StoreError
 from smithers_tt.store import Fence, Store
 from smithers_tt.store._claims import claim_next, register_worker, worker_heartbeat
 from smithers_tt.store._engine import RetryPolicy
@@ -412,6 +412,41 @@ def test_rewind_whose_commit_reply_is_lost_rewinds_once_and_says_so(
         lambda run_id: pdb.rewind(run_id, 4, confirm=True),
         check,
     )
+
+
+@pytest.mark.parametrize("operation", ["rewind", "reset"])
+def test_time_travel_is_never_reported_failed_once_it_committed(
+    pdb: st.Database, pg_proxy: PgProxy, operation: str
+) -> None:
+    # The server goes away right after one of the operation's COMMITs (each in turn): an
+    # operation that committed returns its result (giving its lease back is no reason to
+    # fail it); one that raises changed nothing.
+    pdb.engine.retry = RetryPolicy(attempts=3, base_delay=0.01, max_delay=0.02)
+    store = pdb.store
+    act = {
+        "rewind": lambda run_id: pdb.rewind(run_id, 4, confirm=True),
+        "reset": lambda run_id: pdb.reset(run_id, "b"),
+    }[operation]
+    for k in range(20):
+        run_id = finished_run(store)
+        began = pg_proxy.outage_after_commit(skip=k)
+        try:
+            act(run_id)
+            error = None
+        except SmithersError as caught:
+            error = caught
+        pg_proxy.disarm()
+        pg_proxy.restore()
+        if not began.is_set():
+            assert k > 0
+            return
+        audited = audits(pdb, run_id, operation)
+        if error is None:
+            assert audited == 1
+        else:
+            assert audited == 0, f"the {operation} committed, yet raised {error!r}"
+            assert "nothing was" in error.message or isinstance(error, OutcomeUnknown)
+    raise AssertionError("too many COMMITs")
 
 
 def test_fork_whose_commit_reply_is_lost_makes_one_child(
