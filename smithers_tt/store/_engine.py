@@ -202,7 +202,7 @@ class Engine:
 
         Raises:
             TransientStoreError: the database stayed busy or unreachable through every retry
-                (nothing was written).
+                (this transaction wrote nothing).
             OutcomeUnknown: the COMMIT of a write failed and whether it committed could not
                 be found out.
             StoreError: any other database failure, with the driver error chained.
@@ -234,8 +234,7 @@ class Engine:
                 if attempt == policy.attempts:
                     raise TransientStoreError(
                         f"the database stayed unavailable through {attempt} tries "
-                        f"({_short(error)}); nothing was written; retry later or raise the "
-                        "busy timeout",
+                        f"({_short(error)}); retry later or raise the busy timeout",
                         tries=attempt,
                     ) from error
                 self._pause(attempt)
