@@ -26,7 +26,8 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── MigrationError
     │   ├── HistoryExhausted            a history scan hit its documented bound
     │   ├── StoreReadOnly               the store cannot be written here (media, permissions)
-    │   └── TransientStoreError         retries inside the store ran out (retryable)
+    │   ├── TransientStoreError         retries inside the store ran out (retryable)
+    │   └── OutcomeUnknown              a COMMIT's reply was lost and could not be settled
     ├── ConcurrencyError
     │   ├── FenceLost                   this attempt no longer owns the node
     │   └── LeaseBusy                   another process holds the run's lease
@@ -241,6 +242,18 @@ class TransientStoreError(StoreError):
 
     code = "transient_store_error"
     retryable = True
+
+
+class OutcomeUnknown(StoreError):
+    """A write's COMMIT reached the database but its answer was lost, and the store could not
+    find out whether it committed: the write may or may not have happened.
+
+    Not retryable as it stands: repeating the call could apply the write twice. Look at what
+    the write would have changed (the run's status and timeline) once the database is
+    reachable again, then repeat the call only if it did not happen.
+    """
+
+    code = "outcome_unknown"
 
 
 # --- concurrency -------------------------------------------------------------------------

@@ -72,6 +72,7 @@ class _Link:
     client: socket.socket
     server: socket.socket
     drop_reply: threading.Event = field(default_factory=threading.Event)
+    outage_after_reply: threading.Event = field(default_factory=threading.Event)
 
     def cut(self) -> None:
         for sock in (self.client, self.server):
@@ -95,6 +96,10 @@ class PgProxy:
         self._armed = 0
         self._skip = 0
         self._down = False
+        self._outage_on_drop = False
+        self._outage_armed = 0
+        self._outage_skip = 0
+        self.outage_begun = threading.Event()
         self.commits_seen = 0
         self.dropped = threading.Event()
         self._closed = False
@@ -107,20 +112,36 @@ class PgProxy:
 
     # -- faults ----------------------------------------------------------------------------
 
-    def drop_commit_reply(self, *, skip: int = 0) -> threading.Event:
+    def drop_commit_reply(self, *, skip: int = 0, outage: bool = False) -> threading.Event:
         """Lose the reply to one COMMIT: the one after ``skip`` further COMMITs pass untouched.
 
+        With ``outage``, an :meth:`outage` starts at that moment too (before the client can
+        notice anything), so the client cannot reach the server to ask what happened.
         Returns an event that is set once the reply has been swallowed and the connection cut.
         """
         with self._lock:
             self._armed, self._skip = 1, skip
+            self._outage_on_drop = outage
             self.dropped.clear()
         return self.dropped
 
+    def outage_after_commit(self, *, skip: int = 0) -> threading.Event:
+        """Start an :meth:`outage` just after one COMMIT's reply reached the client (the one
+        after ``skip`` further COMMITs): that write succeeded, the next ones find no server.
+
+        Returns an event that is set once the outage has begun.
+        """
+        with self._lock:
+            self._outage_armed, self._outage_skip = 1, skip
+            self.outage_begun.clear()
+        return self.outage_begun
+
     def disarm(self) -> None:
-        """Stop waiting for a COMMIT to lose (one that is already being lost still is)."""
+        """Stop waiting for a COMMIT to lose or to follow with an outage (one that is already
+        being lost still is)."""
         with self._lock:
             self._armed = 0
+            self._outage_armed = 0
 
     def outage(self) -> None:
         """Cut every connection, and every new one, until :meth:`restore`."""
@@ -165,6 +186,8 @@ class PgProxy:
         except OSError:
             client.close()
             return
+        for sock in (client, server):  # forward each message at once (no Nagle delay)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         link = _Link(client, server)
         with self._lock:
             self._links.add(link)
@@ -208,6 +231,12 @@ class PgProxy:
                         else:
                             self._armed = 0
                             link.drop_reply.set()
+                    if self._outage_armed:
+                        if self._outage_skip:
+                            self._outage_skip -= 1
+                        else:
+                            self._outage_armed = 0
+                            link.outage_after_reply.set()
             try:
                 link.server.sendall(raw)
             except OSError:
@@ -225,6 +254,8 @@ class PgProxy:
                 # has committed, the client never hears of it.
                 tag = raw[5:].split(b"\0", 1)[0]
                 if kind == b"C" and tag in (b"COMMIT", b"ROLLBACK"):
+                    if self._outage_on_drop:
+                        self.outage()
                     link.cut()
                     self.dropped.set()
                     return
@@ -235,4 +266,9 @@ class PgProxy:
                 link.client.sendall(raw)
             except OSError:
                 link.cut()
+                return
+            if kind == b"Z" and link.outage_after_reply.is_set():
+                # The COMMIT's reply and ReadyForQuery are through: now the server goes away.
+                self.outage()
+                self.outage_begun.set()
                 return

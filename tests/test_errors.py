@@ -239,3 +239,12 @@ def test_package_public_name_has_a_docstring(name):
     else:  # a constant or type alias: its docstring is the string after its assignment
         doc = _attribute_docstrings().get(name)
     assert doc and doc.strip(), f"smithers_tt.{name} has no docstring"
+
+
+def test_outcome_unknown_is_a_store_error_that_must_not_be_retried_blindly():
+    # A caller that retries every retryable error must not repeat a write that may have
+    # committed; generic store-error handlers still catch it.
+    assert issubclass(errors.OutcomeUnknown, errors.StoreError)
+    assert not issubclass(errors.OutcomeUnknown, errors.TransientStoreError)
+    assert errors.OutcomeUnknown.retryable is False
+    assert errors.OutcomeUnknown.code == "outcome_unknown"

@@ -24,7 +24,7 @@ from collections.abc import Iterable
 
 from smithers_tt.engine._executor import RunExecutor
 from smithers_tt.engine._workflow import Workflow
-from smithers_tt.errors import FenceLost, InvalidArgument, TransientStoreError
+from smithers_tt.errors import FenceLost, InvalidArgument, OutcomeUnknown, TransientStoreError
 from smithers_tt.store import Fence, Store
 from smithers_tt.store._claims import (
     Claim,
@@ -191,7 +191,7 @@ class Worker:
         if time.monotonic() - self._last_beat >= self.heartbeat_interval:
             try:
                 await self._heartbeat(state)
-            except TransientStoreError as error:
+            except (TransientStoreError, OutcomeUnknown) as error:  # a heartbeat may repeat
                 log.warning("worker %s could not heartbeat: %s", self.worker_id, error)
 
     # --- the loop ------------------------------------------------------------------------
@@ -239,8 +239,10 @@ class Worker:
                             continue
                         self._start(claim)
                     backoff = 0.0
-                except TransientStoreError as error:
-                    # The database is away: keep the runs we have, try again later.
+                except (TransientStoreError, OutcomeUnknown) as error:
+                    # The database is away: keep the runs we have, try again later. A claim
+                    # whose outcome is unknown is safe to leave: if it happened, the run's
+                    # heartbeat goes stale and a worker takes it over.
                     backoff = min(_MAX_BACKOFF, max(self.poll_interval, backoff * 2))
                     pause = backoff
                     log.warning(

@@ -11,12 +11,37 @@ One SQLAlchemy Core code path serves SQLite and PostgreSQL; the differences live
 Every transaction runs through :meth:`Engine.transaction`, which retries transient failures
 (``database is locked``, serialization failures, deadlocks, dropped connections) with jittered
 exponential backoff and translates everything else into the :mod:`smithers_tt.errors` tree.
+
+**Ambiguous commits** (DESIGN invariant 8). A failure *before* COMMIT rolled everything back,
+so the transaction is simply run again. A failure *at* COMMIT is different: on PostgreSQL the
+COMMIT may have reached the server and been carried out while its reply was lost, and running
+the work again would apply it twice. So every PostgreSQL write transaction inserts a unique
+token row (``tt_commit_tokens``) without an extra round trip: it rides in the first pipeline
+of statements the transaction sends (the publication's, see :func:`token_steps`), or else is
+pipelined with the COMMIT (a single publisher measured about 3% more per publish). When the
+COMMIT fails with a lost connection, :meth:`Engine.transaction` reconnects, makes sure the old
+session is gone (``pg_terminate_backend`` on its backend, so no COMMIT of it can still land
+afterwards), and looks the token up: found, the transaction committed and the result ``work``
+produced is returned; not found, it rolled back and is retried as usual; no answer within the
+retry budget raises :class:`~smithers_tt.errors.OutcomeUnknown`, never a false "failed".
+Writers delete tokens older than :data:`COMMIT_TOKEN_TTL_MS` a page at a time (every
+:data:`_PRUNE_EVERY`-th token, in the same pipeline), so the table stays small.
+
+SQLite has no lost replies: the COMMIT runs in this process and either returns or raises. A
+COMMIT that raises ``database is locked`` left the transaction open and uncommitted (SQLite
+documents this), so it is retried. Any other error raised by COMMIT itself (``disk I/O
+error``, ``database or disk is full``) means the disk failed while the commit was being
+written: SQLite may or may not have made it durable (frames with their commit mark may be in
+the WAL and reappear at the next recovery), so it raises ``OutcomeUnknown`` instead of being
+retried as transient; a ``disk I/O error`` before COMMIT rolled back and is still retried.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
+import secrets
 import sqlite3
 import threading
 import time
@@ -36,6 +61,7 @@ from sqlalchemy.pool import NullPool
 from smithers_tt._extras import extra_needed
 from smithers_tt.errors import (
     InvalidArgument,
+    OutcomeUnknown,
     SmithersError,
     StoreCorrupt,
     StoreError,
@@ -49,13 +75,14 @@ T = TypeVar("T")
 
 _WRITE = "smithers_tt_write"
 
-# SQLSTATE classes and codes that are worth a retry on PostgreSQL.
+# SQLSTATE classes and codes that are worth a retry on PostgreSQL. (At COMMIT time a failure
+# is first settled by Engine._settle: see the module docstring.)
 _PG_TRANSIENT = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
 _SQLITE_TRANSIENT = (
     "database is locked",
     "database table is locked",
     "database is busy",
-    "disk i/o error",
+    "disk i/o error",  # before COMMIT only: everything was rolled back
 )
 
 
@@ -64,6 +91,31 @@ _PG_MISTAKES = ("does not exist", "authentication failed", "no pg_hba.conf entry
 
 _PG_NAME = {"application_name": "smithers_tt"}
 """How our PostgreSQL sessions appear in ``pg_stat_activity`` unless the URL names them."""
+
+COMMIT_TOKEN_TTL_MS = 15 * 60_000
+"""How long a commit token is kept. It is looked up within seconds of its COMMIT; the margin
+covers clocks of writer machines that disagree by minutes."""
+_PRUNE_EVERY = 64
+"""Every this many commit tokens a process makes, the transaction also deletes expired ones."""
+_PRUNE_PAGE = 256
+"""At most this many expired tokens per prune (4 times the rate they are made)."""
+
+_INSERT_TOKEN = "INSERT INTO tt_commit_tokens (created_at_ms, nonce) VALUES (%s, %s)"
+_PRUNE_TOKENS = (
+    "DELETE FROM tt_commit_tokens WHERE (created_at_ms, nonce) IN ("
+    "SELECT created_at_ms, nonce FROM tt_commit_tokens WHERE created_at_ms < %s "
+    "ORDER BY created_at_ms LIMIT %s FOR UPDATE SKIP LOCKED)"
+)
+# Ends the session that sent an unanswered COMMIT (same user and database only), waiting up
+# to 2 s for it to exit: once it is gone its transaction can no longer commit, so the token
+# lookup that follows is final. No row: the session had already ended.
+_END_SESSION = sa.text(
+    "SELECT pg_terminate_backend(pid, 2000) FROM pg_stat_activity "
+    "WHERE pid = :pid AND usename = current_user AND datname = current_database()"
+)
+_FIND_TOKEN = sa.text(
+    "SELECT 1 FROM tt_commit_tokens WHERE created_at_ms = :created_at_ms AND nonce = :nonce"
+)
 
 
 @dataclass(frozen=True)
@@ -187,23 +239,42 @@ class Engine:
         """Run ``work(conn)`` in one transaction, retrying it whole on transient failures.
 
         ``work`` must be safe to run again from the start: it gets a fresh transaction each
-        time and everything it wrote in a failed try was rolled back. With ``held``, the
-        transaction runs on that connection instead of one checked out of the pool.
+        time and everything it wrote in a failed try was rolled back. A try whose COMMIT was
+        carried out is never run again, even when the COMMIT's reply was lost (see the module
+        docstring). With ``held``, the transaction runs on that connection instead of one
+        checked out of the pool.
 
         Raises:
-            TransientStoreError: the database stayed busy or unreachable through every retry.
+            TransientStoreError: the database stayed busy or unreachable through every retry
+                (this transaction wrote nothing).
+            OutcomeUnknown: the COMMIT of a write failed and whether it committed could not
+                be found out.
             StoreError: any other database failure, with the driver error chained.
         """
         policy = self.retry
         for attempt in range(1, policy.attempts + 1):
+            commit = _Commit()
+            sealed = write and not self.is_sqlite
             try:
                 with (held or self).connect(write=write) as conn:
-                    return work(conn)
+                    info = conn.info  # held on to: an invalidated conn refuses .info
+                    if sealed:
+                        info[_COMMIT] = commit  # for token_steps()
+                    try:
+                        result = work(conn)
+                    finally:
+                        info.pop(_COMMIT, None)
+                    commit.started = True  # from here on a failure may come after the COMMIT
+                    if sealed:
+                        self._seal(conn, commit)
+                return result
             except SmithersError:
                 raise
             except UnicodeDecodeError as error:  # SQLite's message about a damaged page
                 raise damaged(error) from error
             except exc.DBAPIError as error:
+                if write and commit.started and self._settle(commit, error):
+                    return result  # the COMMIT was carried out; only its reply was lost
                 if not is_transient(error):
                     raise damaged(error) or StoreError(
                         f"database error: {_short(error)}"
@@ -214,9 +285,84 @@ class Engine:
                         f"({_short(error)}); retry later or raise the busy timeout",
                         tries=attempt,
                     ) from error
-                delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
-                time.sleep(delay * (0.5 + random.random()))
+                self._pause(attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _pause(self, attempt: int) -> None:
+        policy = self.retry
+        delay = min(policy.max_delay, policy.base_delay * 2 ** (attempt - 1))
+        time.sleep(delay * (0.5 + random.random()))
+
+    def _seal(self, conn: Connection, commit: _Commit) -> None:
+        """Commit a PostgreSQL write transaction with its token row, in one round trip
+        (unless :func:`token_steps` already sent the token: then SQLAlchemy commits)."""
+        raw = conn.connection.dbapi_connection
+        if commit.token is not None:
+            return
+        if raw.info.transaction_status.name == "IDLE":
+            return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        cursor = raw.cursor()
+        try:
+            with raw.pipeline():
+                for statement, params in _token_statements(commit, raw):
+                    cursor.execute(statement, params)
+                # COMMIT as a statement, not raw.commit(): that one syncs the pipeline itself,
+                # and leaving the pipeline syncs again, a second round trip. Never prepared,
+                # so every COMMIT goes out as such. SQLAlchemy's own commit is then a no-op.
+                cursor.execute("COMMIT", prepare=False)
+        except conn.dialect.loaded_dbapi.Error as error:
+            raise wrap_driver_error(conn, error, _INSERT_TOKEN, commit.token, cursor) from error
+        finally:
+            with suppress(Exception):
+                cursor.close()
+
+    def _settle(self, commit: _Commit, error: exc.DBAPIError) -> bool:
+        """Whether a write whose COMMIT raised ``error`` committed after all.
+
+        False when it certainly did not (the caller then retries or reports as usual); raises
+        :class:`OutcomeUnknown` when that cannot be found out.
+        """
+        if self.is_sqlite:
+            if not any(text in _short(error).lower() for text in _SQLITE_NOT_COMMITTED):
+                raise OutcomeUnknown(
+                    f"SQLite failed while committing a write ({_short(error)}): the disk "
+                    "may have failed or filled up mid-commit, so the write may or may not "
+                    f"be stored; check the disk and the file ({self.sa.url.database}) with "
+                    "`smithers-tt verify`, look at the run it changed (`smithers-tt show "
+                    "RUN`), and repeat the call only if it did not happen",
+                    phase="commit",
+                ) from error
+            return False  # "database is locked" at COMMIT: the transaction stayed open
+        if commit.token is None or not _reply_lost(error):
+            # No token: nothing had been sent. Otherwise the server answered the COMMIT with
+            # an error (a serialization failure, a deferred constraint...): it rolled back.
+            return False
+        created_at_ms, nonce = commit.token
+        why = _short(error)
+        for attempt in range(1, self.retry.attempts + 1):
+            try:
+                with self.connect(write=False) as conn:
+                    ended = conn.execute(_END_SESSION, {"pid": commit.pid}).scalar_one_or_none()
+                    if ended is not False:  # gone already (None) or ended now (True)
+                        found = conn.execute(
+                            _FIND_TOKEN, {"created_at_ms": created_at_ms, "nonce": nonce}
+                        ).first()
+                        return found is not None
+                why = f"its server session {commit.pid} did not end"
+            except exc.DBAPIError as lookup_error:
+                why = _short(lookup_error)
+                if not is_transient(lookup_error):
+                    break  # e.g. not allowed to end the session: asking again will not help
+            if attempt < self.retry.attempts:
+                self._pause(attempt)
+        raise OutcomeUnknown(
+            "the connection to PostgreSQL was lost while a write was committing, and the "
+            f"store could not find out whether it committed ({why}); the write may "
+            "or may not have happened: once the database is reachable, look at the run it "
+            "changed (`smithers-tt show RUN`, `smithers-tt timeline RUN`) and repeat the "
+            "call only if it did not happen",
+            phase="commit",
+        ) from error
 
     def dispose(self) -> None:
         """Close every pooled connection (held ones included)."""
@@ -282,6 +428,87 @@ def damaged(error: BaseException) -> StoreCorrupt | None:
         f"the database is damaged ({_short(error)}); {VERIFY_HINT}. An SQLite file whose "
         "pages are damaged may not open at all: restore it from a backup, or try "
         "`sqlite3 <file> .recover`"
+    )
+
+
+@dataclass
+class _Commit:
+    """What :meth:`Engine.transaction` knows about one try's COMMIT."""
+
+    started: bool = False
+    """``work`` returned and the COMMIT is under way: a failure now may follow the commit."""
+    token: tuple[int, int] | None = None
+    """The token row this transaction wrote (PostgreSQL): ``(created_at_ms, nonce)``."""
+    pid: int | None = None
+    """The server process of the session that sent it."""
+
+
+# A random start: processes that commit less than _PRUNE_EVERY times (a CLI command) still
+# prune, on average, as often as they make tokens.
+_TOKENS = itertools.count(random.randrange(_PRUNE_EVERY))
+
+_COMMIT = "smithers_tt_commit"
+"""Key of the running write transaction's :class:`_Commit` in ``Connection.info``."""
+
+
+def _token_statements(commit: _Commit, raw: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """Make ``commit``'s token; the statements that store it (and now and then prune)."""
+    token = commit.token = (_now_ms(), secrets.randbits(63))
+    commit.pid = raw.info.backend_pid
+    statements: list[tuple[str, tuple[int, ...]]] = [(_INSERT_TOKEN, token)]
+    if next(_TOKENS) % _PRUNE_EVERY == 0:
+        statements.append((_PRUNE_TOKENS, (token[0] - COMMIT_TOKEN_TTL_MS, _PRUNE_PAGE)))
+    return statements
+
+
+def token_steps(conn: Connection) -> list[tuple[str, tuple[int, ...]]]:
+    """The commit token's statements, for a caller about to pipeline statements on ``conn``.
+
+    The token costs no round trip of its own when it rides along with statements already going
+    to the server (the publication's pipelines); otherwise it goes with the COMMIT. Empty when
+    it is not wanted (SQLite, reads), already sent, or ``conn`` is inside a savepoint, whose
+    rollback would take the token away while the transaction still commits.
+    """
+    commit = conn.info.get(_COMMIT)
+    if commit is None or commit.token is not None or conn.in_nested_transaction():
+        return []
+    return _token_statements(commit, conn.connection.dbapi_connection)
+
+
+# A COMMIT that fails with these left the SQLite transaction open and uncommitted.
+_SQLITE_NOT_COMMITTED = ("database is locked", "database table is locked", "database is busy")
+
+
+def _reply_lost(error: exc.DBAPIError) -> bool:
+    """Whether a failed PostgreSQL COMMIT may have been carried out: the connection went away
+    (or the server was shutting the session down) instead of answering with an error."""
+    if error.connection_invalidated:
+        return True
+    sqlstate = getattr(error.orig, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(("08", "57P"))
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def wrap_driver_error(
+    conn: Connection, error: Exception, statement: str, params: Any, cursor: Any = None
+) -> exc.DBAPIError:
+    """Wrap a raw driver error the way SQLAlchemy does: in the matching
+    :class:`sqlalchemy.exc.DBAPIError`, with ``connection_invalidated`` set (and the connection
+    invalidated) when the dialect says the connection is gone, so :func:`is_transient` and the
+    retries see exactly what they see for a statement run through SQLAlchemy."""
+    gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, cursor)
+    if gone:
+        conn.invalidate(error)
+    return exc.DBAPIError.instance(
+        statement,
+        params,
+        error,
+        conn.dialect.loaded_dbapi.Error,
+        connection_invalidated=gone,
+        dialect=conn.dialect,
     )
 
 

@@ -59,7 +59,7 @@ from smithers_tt.errors import (
     TransientStoreError,
 )
 from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine, _short, is_transient
+from smithers_tt.store._engine import Engine, _short, is_transient, token_steps, wrap_driver_error
 from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
 
@@ -278,6 +278,7 @@ class Driver:
         raw = self._conn.connection.dbapi_connection
         cursors = []
         statement, params = "", None
+        token = token_steps(self._conn)  # the transaction's commit token rides along
         try:
             with raw.pipeline():
                 for statement, params, many in steps:
@@ -287,6 +288,8 @@ class Driver:
                         cur.executemany(statement, params)
                     else:
                         cur.execute(statement, params)
+                for statement, params in token:
+                    self._cursor.execute(statement, params)
             return [
                 None if many or cur.description is None else cur.fetchone()
                 for cur, (_, _, many) in zip(cursors, steps, strict=True)
@@ -298,18 +301,7 @@ class Driver:
                 cur.close()
 
     def _wrap(self, error: Exception, statement: str, params: Any) -> BaseException:
-        conn = self._conn
-        gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, self._cursor)
-        if gone:
-            conn.invalidate(error)
-        return exc.DBAPIError.instance(
-            statement,
-            params,
-            error,
-            self._error,
-            connection_invalidated=gone,
-            dialect=conn.dialect,
-        )
+        return wrap_driver_error(self._conn, error, statement, params, self._cursor)
 
 
 @contextmanager

@@ -234,6 +234,20 @@ workers = Table(
     Column("heartbeat_at_ms", BigInteger, nullable=False),
 )
 
+# --- commit tokens (smithers_tt.store._engine) ---------------------------------------------
+# Every PostgreSQL write transaction inserts one row here, pipelined with its COMMIT. When the
+# COMMIT's reply is lost the store looks the row up to tell a committed transaction from one
+# that rolled back (DESIGN invariant 8). Rows are only needed for seconds; writers delete
+# those older than COMMIT_TOKEN_TTL_MS in small pages, so the table stays small. The key
+# leads with the time so that pruning is a range scan of the primary key.
+
+commit_tokens = Table(
+    "tt_commit_tokens",
+    metadata,
+    Column("created_at_ms", BigInteger, primary_key=True, autoincrement=False),
+    Column("nonce", BigInteger, primary_key=True, autoincrement=False),
+)
+
 # --- LangGraph saver (smithers_tt.integrations.langgraph) ------------------------------------
 # A LangGraph thread (thread_id + checkpoint_ns) is one run (workflow "langgraph"). Its
 # checkpoints are "checkpoint" frames of that run, which pin their content; these two tables

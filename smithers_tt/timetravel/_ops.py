@@ -12,6 +12,7 @@ import os
 import secrets
 import socket
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ from smithers_tt.errors import (
     InvalidArgument,
     LeaseBusy,
     RunNotFound,
+    SmithersError,
     SnapshotInvalid,
     StoreCorrupt,
 )
@@ -304,12 +306,27 @@ def rewind(
             "pass confirm=True to do it"
         )
     lease = acquire_lease(store, run_id, "rewind", force=force)
-    try:
-        return _transaction(
+    return _leased(
+        store,
+        lease,
+        lambda: _transaction(
             store, lambda conn, exact: _rewind(conn, run_id, frame_no, lease, exact, reason)
-        )
-    finally:
-        release_lease(store, lease)
+        ),
+    )
+
+
+def _leased(store: Store, lease: Lease, operation: Callable[[], T]) -> T:
+    """Run ``operation`` under ``lease``, whose own transaction gives the lease back as it
+    commits: only a failed operation releases it here. A committed operation is never
+    reported as failed because the release after it could not reach the database, and a
+    release that fails after a failed operation does not hide its error (the lease then
+    expires by itself)."""
+    try:
+        return operation()
+    except BaseException:
+        with suppress(SmithersError):
+            release_lease(store, lease)
+        raise
 
 
 def _rewind(
@@ -572,50 +589,45 @@ def reset(
     Returns the reset node ids; the run becomes ``interrupted`` so ``resume`` runs them.
     """
     lease = acquire_lease(store, run_id, "reset", force=force)
-    try:
 
-        def work(conn: Connection) -> list[str]:
-            run = _check_lease(conn, lease)
-            snap = snapshot_at(conn, run_id, refs=False)
-            _check_nodes(run, {node_id}, snap)
-            graph = stored_json(run.graph_json, f"tt_runs.graph_json of run {run.run_id!r}")
-            gone = sorted(_expand(graph, {node_id}, dependents))
-            a = S.attempts
-            removed = conn.execute(
-                sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
-                .where(a.c.run_id == run_id, a.c.node_id.in_(gone))
-                .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
-            ).all()
-            for table in (S.refs, S.attempts, S.nodes):
-                conn.execute(
-                    table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(gone))
-                )
-            record(
-                conn,
-                run_id,
-                None,
-                "reset",
-                node_id=node_id,
-                state="interrupted",
-                data={"nodes": gone, "removed": [list(r) for r in removed]},
+    def work(conn: Connection) -> list[str]:
+        run = _check_lease(conn, lease)
+        snap = snapshot_at(conn, run_id, refs=False)
+        _check_nodes(run, {node_id}, snap)
+        graph = stored_json(run.graph_json, f"tt_runs.graph_json of run {run.run_id!r}")
+        gone = sorted(_expand(graph, {node_id}, dependents))
+        a = S.attempts
+        removed = conn.execute(
+            sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
+            .where(a.c.run_id == run_id, a.c.node_id.in_(gone))
+            .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
+        ).all()
+        for table in (S.refs, S.attempts, S.nodes):
+            conn.execute(table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(gone)))
+        record(
+            conn,
+            run_id,
+            None,
+            "reset",
+            node_id=node_id,
+            state="interrupted",
+            data={"nodes": gone, "removed": [list(r) for r in removed]},
+        )
+        r = S.runs
+        conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(
+                status="interrupted",
+                output_json=None,
+                error=None,
+                cancel_requested=False,
+                owner_epoch=r.c.owner_epoch + 1,
+                lease_owner=None,
+                lease_until_ms=None,
             )
-            r = S.runs
-            conn.execute(
-                r.update()
-                .where(r.c.run_id == run_id)
-                .values(
-                    status="interrupted",
-                    output_json=None,
-                    error=None,
-                    cancel_requested=False,
-                    owner_epoch=r.c.owner_epoch + 1,
-                    lease_owner=None,
-                    lease_until_ms=None,
-                )
-            )
-            _audit(conn, run_id, "reset", run.clock + 1, {"nodes": gone, **_why(reason)})
-            return gone
+        )
+        _audit(conn, run_id, "reset", run.clock + 1, {"nodes": gone, **_why(reason)})
+        return gone
 
-        return store.engine.transaction(work)
-    finally:
-        release_lease(store, lease)
+    return _leased(store, lease, lambda: store.engine.transaction(work))
