@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import FenceLost, RunNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._records import Fence, now_ms, stored_json
+from smithers_tt.store._records import CheckpointRef, Fence, now_ms, stored_json
 
 FRAME_DATA_WRAPPING = 2
 """Levels of a frame's ``data`` that wrap the values it records (``{"output": {task:
@@ -48,6 +48,22 @@ class Frame:
     agent_id: str | None = None
     data: Any = None
     created_at_ms: int = 0
+
+    def checkpoint_ref(self) -> CheckpointRef:
+        """The checkpoint ref a ``checkpoint`` frame records: what its content is loaded by."""
+        return CheckpointRef(
+            self.run_id,
+            self.node_id or "",
+            self.iteration or 0,
+            self.attempt or 0,
+            self.sequence or 0,
+            self.content_hash or "",
+            self.codec or "",
+            self.version or 0,
+            self.purpose or "",
+            self.agent_id,
+            self.created_at_ms,
+        )
 
 
 def advance_clock(conn: Connection, run_id: str, fence: Fence | None = None) -> Any:

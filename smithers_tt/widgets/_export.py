@@ -18,7 +18,6 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import InvalidArgument, SmithersError
-from smithers_tt.store import CheckpointRef
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel, clock_time
 
@@ -39,20 +38,7 @@ def history_lines(model: DebuggerModel, *, payloads: bool = True) -> Any:
     for f in model.frames:
         row = {"type": "frame", **dataclasses.asdict(f), "time": clock_time(f.created_at_ms)}
         if payloads and f.kind == "checkpoint" and f.content_hash and f.codec:
-            ref = CheckpointRef(
-                f.run_id,
-                f.node_id or "",
-                f.iteration or 0,
-                f.attempt or 0,
-                f.sequence or 0,
-                f.content_hash,
-                f.codec,
-                f.version or 0,
-                f.purpose or "",
-                f.agent_id,
-                f.created_at_ms,
-            )
-            row["checkpoint"] = model.load(ref).to_json()
+            row["checkpoint"] = model.load(f.checkpoint_ref()).to_json()
         yield json.dumps(row, ensure_ascii=False, sort_keys=True)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
-from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store import Frame
 from smithers_tt.widgets._model import DebuggerModel, clock_time, describe_frame, node_label
 
 PAGE = 100
@@ -119,21 +119,8 @@ class FrameSearch:
         return FrameMatches(sorted(seen), searched, len(hashes))
 
     def _read(self, f: Frame) -> str:
-        ref = CheckpointRef(
-            f.run_id,
-            f.node_id or "",
-            f.iteration or 0,
-            f.attempt or 0,
-            f.sequence or 0,
-            f.content_hash or "",
-            f.codec or "",
-            f.version or 0,
-            f.purpose or "",
-            f.agent_id,
-            f.created_at_ms or 0,
-        )
-        try:
-            payload = self.model.db.store.load(ref).payload  # verified; not kept as objects
+        try:  # verified; not kept as objects
+            payload = self.model.db.store.load(f.checkpoint_ref()).payload
         except SmithersError:
             return ""
         return json.dumps(payload, ensure_ascii=False).lower()
