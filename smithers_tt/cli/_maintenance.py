@@ -60,7 +60,8 @@ def verify(ctx: Context, page_size: int) -> None:
       smithers-tt verify
     """
     db = ctx.read_db  # opened first: a missing store is an error line, not a progress bar
-    with progress_bar("verifying", unit="contents") as advance:
+    total = row_counts(db.engine)["tt_checkpoint_contents"]  # the bar counts content rows
+    with progress_bar("verifying", total=total, unit="contents") as advance:
         report = db.verify(page_size=page_size, progress=advance)
     if ctx.as_json:
         emit_json(

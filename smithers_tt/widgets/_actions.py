@@ -14,8 +14,12 @@ import ipywidgets as W
 from smithers_tt.widgets._editor import CheckpointEditor
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DebuggerModel
+from smithers_tt.widgets._progress import ProgressBar
 
 _NO_EDIT = "(no edit)"
+
+
+_UNDER_WAY = {"rewind": "rewinding", "fork": "forking", "replay": "replaying"}
 
 
 class Actions:
@@ -79,7 +83,7 @@ class Actions:
         self.cancel = W.Button(description="Cancel")
         self.confirm.add_class("stt-confirm")
         self.cancel.add_class("stt-cancel")
-        self.confirm.on_click(lambda _: model.confirm())
+        self.confirm.on_click(lambda _: self.carry_out())
         self.cancel.on_click(lambda _: model.cancel())
         self.confirm_box = W.VBox(
             [self.confirm_text, W.HBox([self.confirm, self.cancel])],
@@ -87,6 +91,8 @@ class Actions:
         )
         self.report = W.HTML()
         self.report.add_class("stt-report")
+        self.progress = W.Box()
+        """While an action runs, a bar saying so; afterwards, how long it took."""
         self.widget = W.VBox(
             [
                 self.title,
@@ -100,6 +106,7 @@ class Actions:
                 self.edit_node,
                 self.checkpoint_editor.widget,
                 self.confirm_box,
+                self.progress,
                 self.report,
             ],
             layout=W.Layout(flex="3 1 300px", min_width="0", padding="0 8px 0 0"),
@@ -150,6 +157,19 @@ class Actions:
         self.edit_node.options = [_NO_EDIT, *editable]
         self.edit_node.value = current if current in editable else _NO_EDIT
         self._prefill()
+
+    def carry_out(self) -> None:
+        """Carry out the confirmed action under a bar that shows it is under way (a replay
+        runs the whole child run) and then how long it took."""
+        pending = self.model.pending
+        if pending is None:
+            return
+        bar = ProgressBar(_UNDER_WAY[pending.action], unit="")
+        self.progress.children = (bar,)
+        try:
+            self.model.confirm()
+        finally:
+            bar.finish()
 
     def show_pending(self) -> None:
         """Show or hide the Confirm / Cancel row."""

@@ -18,7 +18,8 @@ import ipywidgets as W
 
 class ProgressBar(W.HBox):
     """A bar (when the total is known) and ``label: done/total unit, seconds``; call it with
-    the number of items just done, as the library's ``progress`` callbacks do."""
+    the number of items just done, as the library's ``progress`` callbacks do. With no total
+    and ``unit=""`` (work of one step, such as a rewind) it shows ``label, seconds``."""
 
     def __init__(self, label: str, *, total: int | None = None, unit: str = "rows") -> None:
         self.label, self.total, self.unit = label, total, unit
@@ -53,8 +54,11 @@ class ProgressBar(W.HBox):
         self._show(" done")
 
     def _show(self, suffix: str = "") -> None:
-        of = "" if self.total is None else f"/{self.total}"
         seconds = time.monotonic() - self._started
+        if self.total is None and not self.unit:  # one step: only that it is going on
+            self.text.value = f"{self.label}, {seconds:.1f} s{suffix}"
+            return
+        of = "" if self.total is None else f"/{self.total}"
         self.text.value = f"{self.label}: {self.done}{of} {self.unit}, {seconds:.1f} s{suffix}"
 
 

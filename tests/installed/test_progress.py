@@ -72,13 +72,15 @@ def demo(core: Installed, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-def test_verify_draws_a_bar_with_the_count_on_a_terminal(core: Installed, demo: Path) -> None:
+def test_verify_draws_a_bar_with_the_count_and_total_on_a_terminal(
+    core: Installed, demo: Path
+) -> None:
     checked = json.loads(core.run("smithers-tt", "--json", "verify", cwd=demo).stdout)["checked"]
 
     code, screen = in_terminal(core, "smithers-tt", "verify", cwd=demo)
 
     assert code == 0, screen
-    assert re.search(rf"verifying ━+ {checked} contents \d+:\d\d:\d\d", screen), screen
+    assert re.search(rf"verifying ━+ {checked}/{checked} \d+:\d\d:\d\d", screen), screen
 
 
 def test_progress_is_not_drawn_when_standard_error_is_a_pipe(core: Installed, demo: Path) -> None:

@@ -398,3 +398,25 @@ def test_the_reason_for_a_destructive_action_is_in_the_audit(db: st.Database) ->
     assert ("fork", "the notes went <b>off topic</b>") in found
     assert ("rewind", "bad research after frame 5") in found
     assert ("reset", "retry the draft") in found
+
+
+def test_a_confirmed_action_shows_that_it_is_under_way_then_how_long_it_took(
+    db: st.Database,
+) -> None:
+    run = _clean(db)
+    dbg = Debugger(db, run.id, live=False)
+    seen: list[str] = []  # what the bar says while the action runs (its "run" event fires)
+    progress = dbg.actions.progress
+    dbg.model.on("run", lambda: seen.extend(bar.text.value for bar in progress.children))
+    dbg.select_frame(5)
+    dbg.actions.rewind.click()
+    assert dbg.actions.progress.children == ()  # asking first shows no bar
+    dbg.actions.confirm.click()
+    assert seen and seen[0].startswith("rewinding, ") and not seen[0].endswith("done")
+    (bar,) = dbg.actions.progress.children
+    assert re.fullmatch(r"rewinding, \d+\.\d s done", bar.text.value)
+    assert bar.bar.bar_style == "success"
+    dbg.actions.fork.click()
+    dbg.actions.confirm.click()
+    (bar,) = dbg.actions.progress.children
+    assert re.fullmatch(r"forking, \d+\.\d s done", bar.text.value)
