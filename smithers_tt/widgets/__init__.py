@@ -7,12 +7,14 @@ checkpoint while scrubbing), diffs between frames, attempts and forks, Rewind / 
 validated, previewed checkpoint edit) / Replay with confirmation, the fork tree and export
 of the history; it follows running runs live, and JupyterLab's light or dark theme.
 :class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
-which is what the widgets observe and what tests drive. :func:`notebook_progress` is a
-progress bar to pass as ``progress=`` to long work (``db.verify``, ``db.gc``, lineage
-snapshots and exports).
+which is what the widgets observe and what tests drive. A :class:`FrameLens` (``lens=``)
+shows a run an integration wrote in that framework's terms (LangGraph's super-steps).
+:func:`notebook_progress` is a progress bar to pass as ``progress=`` to long work
+(``db.verify``, ``db.gc``, lineage snapshots and exports).
 """
 
 from smithers_tt.widgets._debugger import Debugger
+from smithers_tt.widgets._lens import FrameLens
 from smithers_tt.widgets._model import ActionResult, DebuggerModel, DiffResult, Message, Pending
 from smithers_tt.widgets._progress import ProgressBar, notebook_progress
 from smithers_tt.widgets._synthetic import large_run
@@ -23,6 +25,7 @@ __all__ = [
     "Debugger",
     "DebuggerModel",
     "DiffResult",
+    "FrameLens",
     "Message",
     "Pending",
     "ProgressBar",

@@ -30,6 +30,9 @@ class Debugger(W.VBox):
         workflow: the run's workflow definition; Replay needs it (disabled otherwise).
         live: follow the run while it executes (default True).
         interval: seconds between live polls.
+        lens: what to call the run's frames and checkpoints, and what to diff, for a run an
+            integration wrote (a :class:`~smithers_tt.widgets.FrameLens`, e.g.
+            ``smithers_tt.integrations.langgraph_view.lens(saver)``); None: smithers_tt's terms.
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
@@ -45,9 +48,10 @@ class Debugger(W.VBox):
         *,
         live: bool = True,
         interval: float = 1.0,
+        lens: Any = None,
         **kwargs: Any,
     ) -> None:
-        self.model = DebuggerModel(db, run_id, workflow)
+        self.model = DebuggerModel(db, run_id, workflow, lens)
         self.header = W.HTML()
         self.refresh_button = W.Button(
             description="Refresh", tooltip="read the run again from the database"

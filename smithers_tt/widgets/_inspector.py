@@ -15,13 +15,7 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._conversation import find_transcript, transcript_html
 from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, wrap
-from smithers_tt.widgets._model import (
-    DebuggerModel,
-    describe_frame,
-    frame_time,
-    node_label,
-    ref_label,
-)
+from smithers_tt.widgets._model import DebuggerModel, frame_time
 
 PAYLOAD_BUDGET = 400
 """JSON values of a payload rendered before "show more"."""
@@ -116,7 +110,7 @@ class Inspector:
         frame = m.frame()
         self.summary.value = wrap(
             f"<h4>Frame {frame.frame_no} · run {esc(m.run_id)}</h4>"
-            f"<div>{esc(describe_frame(frame))}</div>"
+            f"<div>{esc(m.frame_title(frame))}</div>"
             f"<div>{esc(frame_time(frame))} · run status at this frame: {badge(snap.status)}"
             "</div>"
         )
@@ -135,7 +129,7 @@ class Inspector:
         page = m.ref_page(self.search.value, self.page)
         sizes = m.sizes(snap.refs[k] for k in page.keys)
         options = [
-            (ref_label(snap.refs[k], sizes.get(snap.refs[k].content_hash)), k) for k in page.keys
+            (m.ref_label(snap.refs[k], sizes.get(snap.refs[k].content_hash)), k) for k in page.keys
         ]
         self.page_label.value = (
             f"page {page.page + 1} of {page.pages} · {page.matched} of {page.total} checkpoints"
@@ -178,7 +172,8 @@ class Inspector:
         return tree
 
     def _nodes_html(self) -> str:
-        snap = self.model.snapshot
+        m = self.model
+        snap = m.snapshot
         if not snap.nodes and not snap.attempts:
             return '<div class="stt-muted">no node has started at this frame</div>'
         attempts: dict[tuple[str, int], list[str]] = {}
@@ -197,7 +192,7 @@ class Inspector:
                 output = self._output_html(node.output)
             rows.append(
                 "<tr>"
-                f"<td>{esc(node_label(*key))}</td>"
+                f"<td>{esc(m.node_label(*key))}</td>"
                 f"<td>{badge(node.state if node else 'pending')}</td>"
                 f"<td>{'' if node is None or node.last_attempt is None else node.last_attempt}</td>"
                 f"<td>{'<br>'.join(attempts.get(key, []))}</td>"
@@ -231,7 +226,7 @@ class Inspector:
             key = m.ref_key
             self.payload.value = wrap(
                 f'<div><span class="stt-pin">pinned</span> '
-                f"{esc(node_label(key[0], key[1]))} attempt #{key[2]} seq {key[3]} is not "
+                f"{esc(m.node_label(key[0], key[1]))} attempt #{key[2]} seq {key[3]} is not "
                 f"visible at frame {m.frame_no}; unpin to see this frame's checkpoint</div>"
             )
             self.more.layout.display = "none"
@@ -246,7 +241,7 @@ class Inspector:
         if ref.content_hash != self._shown:
             self._shown, self.budget = ref.content_hash, PAYLOAD_BUDGET
         try:
-            checkpoint = m.load(ref)
+            shown = m.view(ref)
         except SmithersError as error:
             self.payload.value = wrap(
                 f'<div class="stt-error">cannot read this checkpoint: {esc(error.message)}</div>'
@@ -254,13 +249,13 @@ class Inspector:
             self.more.layout.display = "none"
             return
         size = m.sizes([ref]).get(ref.content_hash)
-        messages = find_transcript(checkpoint.payload)
+        messages = find_transcript(shown)
         self.view.layout.display = None if messages is not None else "none"
         truncated = False
         if messages is not None and self.view.value == "conversation":
             body = transcript_html(messages)
         else:
-            body, truncated = json_tree(checkpoint.payload, budget=self.budget)
+            body, truncated = json_tree(shown, budget=self.budget)
         origin = f"agent {esc(ref.agent_id)} · " if ref.agent_id else ""
         pin = ""
         if m.ref_pinned:
@@ -268,16 +263,16 @@ class Inspector:
             own = m.frame_ref_key()
             if own is not None and own != m.ref_key:
                 pin_note = (
-                    f"this frame published {esc(node_label(own[0], own[1]))} attempt "
+                    f"this frame published {esc(m.node_label(own[0], own[1]))} attempt "
                     f"#{own[2]} seq {own[3]}; unpin to see it"
                     if m.frame().kind == "checkpoint"
-                    else f"this frame's checkpoint is {esc(node_label(own[0], own[1]))} "
+                    else f"this frame's checkpoint is {esc(m.node_label(own[0], own[1]))} "
                     f"attempt #{own[2]} seq {own[3]}; unpin to see it"
                 )
                 pin += f'<span class="stt-muted">{pin_note}</span>'
         self.payload.value = wrap(
             f"<div>{pin}</div>"
-            f"<h4>{esc(node_label(ref.node_id, ref.iteration))} attempt #{ref.attempt} "
+            f"<h4>{esc(m.node_label(ref.node_id, ref.iteration))} attempt #{ref.attempt} "
             f"seq {ref.sequence}</h4>"
             f'<div class="stt-muted">{origin}{esc(ref.purpose)} · {esc(ref.codec)} '
             f"v{ref.version} · {esc(human_bytes(size))} · sha256 {esc(ref.content_hash[:12])}"

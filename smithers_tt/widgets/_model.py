@@ -37,6 +37,7 @@ from smithers_tt.store import _schema as S
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.timetravel._snapshot import apply
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
+from smithers_tt.widgets._lens import ask
 
 log = logging.getLogger(__name__)
 
@@ -243,11 +244,14 @@ class DebuggerModel:
         db: a :class:`smithers_tt.Database`.
         run_id: the run to show first.
         workflow: the workflow definition; needed only by Replay.
+        lens: what to call the run's frames, nodes and checkpoints, and what to diff (a
+            :class:`~smithers_tt.widgets.FrameLens`; None: smithers_tt's own terms).
     """
 
-    def __init__(self, db: Any, run_id: str, workflow: Any = None) -> None:
+    def __init__(self, db: Any, run_id: str, workflow: Any = None, lens: Any = None) -> None:
         self.db = db
         self.workflow = workflow
+        self.lens = lens
         self._observers: dict[str, list[Callable[[], None]]] = {}
         self._payloads: OrderedDict[str, AgentCheckpoint] = OrderedDict()
         self._sizes: dict[str, int] = {}
@@ -440,6 +444,26 @@ class DebuggerModel:
                 self._sizes.update((h, s) for h, s in rows)
         return {h: self._sizes[h] for h in wanted if h in self._sizes}
 
+    # --- names (the lens's, else smithers_tt's) ----------------------------------------------
+
+    def frame_title(self, frame: Frame | None = None) -> str:
+        """One line of plain text saying what a frame (default: the selected one) is."""
+        frame = self.frame() if frame is None else frame
+        return ask(self.lens, "frame_title", frame) or describe_frame(frame)
+
+    def node_label(self, node_id: str, iteration: int) -> str:
+        """What the debugger calls a node."""
+        return ask(self.lens, "node_label", node_id, iteration) or node_label(node_id, iteration)
+
+    def ref_label(self, ref: CheckpointRef, size: int | None = None) -> str:
+        """One line of plain text describing a checkpoint ref."""
+        return ask(self.lens, "ref_label", ref) or ref_label(ref, size)
+
+    def view(self, ref: CheckpointRef) -> Any:
+        """What the inspector shows of a checkpoint: the lens's view, else its payload."""
+        shown = ask(self.lens, "view", ref)
+        return self.load(ref).payload if shown is None else shown
+
     # --- selection -----------------------------------------------------------------------
 
     def select_frame(self, frame_no: int) -> None:
@@ -532,7 +556,7 @@ class DebuggerModel:
         keys = sorted(snap.refs)
         needle = query.strip().lower()
         if needle:
-            keys = [k for k in keys if needle in ref_label(snap.refs[k]).lower()]
+            keys = [k for k in keys if needle in self.ref_label(snap.refs[k]).lower()]
         pages = max(1, -(-len(keys) // size))
         if page is None:
             page = keys.index(self.ref_key) // size if self.ref_key in keys else pages - 1
@@ -714,9 +738,13 @@ class DebuggerModel:
             a_no = max(0, min(a_no, self.last_frame))
             a = self.snapshot_at(a_no)
         b = self.snapshot
-        ta, tb = _trimmed(a, b, self._newest(a), self._newest(b))
-        result = _sections(tt.diff(ta, tb, load=self.load))
-        result.conversations = self._conversations(ta, tb)
+        sections = ask(self.lens, "diff", a, b)
+        if sections is not None:
+            result = DiffResult("", "", sections=list(sections))
+        else:
+            ta, tb = _trimmed(a, b, self._newest(a), self._newest(b))
+            result = _sections(tt.diff(ta, tb, load=self.load))
+            result.conversations = self._conversations(ta, tb)
         result.a = f"run {a.run_id} frame {a.frame_no}"
         result.b = f"run {b.run_id} frame {b.frame_no}"
         if self.diff_mode == "frames" and a.frame_no == b.frame_no:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import ipywidgets as W
 
-from smithers_tt.widgets._model import DebuggerModel, describe_frame
+from smithers_tt.widgets._model import DebuggerModel
 
 ATTEMPT_KINDS = ("attempt_started", "attempt_finished")
 
@@ -80,6 +80,6 @@ class Scrubber:
         self.slider.value = m.frame_no
         self.slider.disabled = m.last_frame == 0
         # a Label renders text, never HTML
-        self.label.value = f"frame {m.frame_no} of {m.last_frame}: {describe_frame(m.frame())}"
+        self.label.value = f"frame {m.frame_no} of {m.last_frame}: {m.frame_title()}"
         self.first.disabled = self.prev.disabled = m.frame_no <= 0
         self.last.disabled = self.next.disabled = m.frame_no >= m.last_frame

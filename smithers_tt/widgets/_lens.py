@@ -1,0 +1,50 @@
+"""The debugger's hook for runs that a person knows in another vocabulary.
+
+A run written by an integration (say a LangGraph thread written by ``SmithersSaver``) is a
+run of smithers_tt nodes and checkpoint documents; its person thinks in that framework's
+terms. A *lens* says what the debugger shows for such a run's frames and checkpoints::
+
+    db.debug(run_id, lens=my_lens)          # or Debugger(db, run_id, lens=my_lens)
+
+Any object with some of :class:`FrameLens`'s methods is a lens (duck typing: an integration
+need not import the widgets); a method it lacks, or one that returns None, leaves the
+debugger's own display of that thing. Whatever a lens returns is shown escaped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.timetravel import Change, Snapshot
+
+
+class FrameLens(Protocol):
+    """What a lens may say about a run's frames (every method optional, None: the default).
+
+    The scrubber and the inspector title a frame with :meth:`frame_title`; the inspector
+    names nodes with :meth:`node_label`, lists checkpoints with :meth:`ref_label` and shows
+    :meth:`view` instead of a checkpoint's payload; the diff of two frames or runs shows
+    the sections of :meth:`diff` instead of the documents' changes.
+    """
+
+    def frame_title(self, frame: Frame) -> str | None:
+        """One line of plain text saying what the frame is."""
+
+    def node_label(self, node_id: str, iteration: int) -> str | None:
+        """What to call a node of the run."""
+
+    def ref_label(self, ref: CheckpointRef) -> str | None:
+        """One line of plain text describing a checkpoint."""
+
+    def view(self, ref: CheckpointRef) -> Any:
+        """JSON to show in place of the checkpoint's payload."""
+
+    def diff(self, a: Snapshot, b: Snapshot) -> list[tuple[str, list[Change]]] | None:
+        """Titled sections of changes from snapshot ``a`` to snapshot ``b``."""
+
+
+def ask(lens: Any, method: str, *args: Any) -> Any:
+    """What ``lens.method(*args)`` says, or None when there is no lens or no such method."""
+    found = getattr(lens, method, None) if lens is not None else None
+    return found(*args) if callable(found) else None
