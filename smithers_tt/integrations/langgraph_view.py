@@ -18,19 +18,31 @@ graph object at hand: what a debugger can show for any thread).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 from smithers_tt.checkpoint import validate
 from smithers_tt.errors import CheckpointInvalid
-from smithers_tt.integrations.langgraph import CHECKPOINT_CODEC, SmithersSaver, _payload
-from smithers_tt.timetravel import Change, json_diff
+from smithers_tt.integrations.langgraph import (
+    CHECKPOINT_CODEC,
+    DOC_NODE,
+    VALUE_CODEC,
+    VALUE_NODE,
+    SmithersSaver,
+    _payload,
+)
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.timetravel import Change, Snapshot, json_diff
 
 __all__ = [
+    "LangGraphLens",
     "SuperStep",
     "channel_diff",
     "checkpoint_frames",
+    "debug",
     "describe_frame",
+    "lens",
     "plain",
     "supersteps",
 ]
@@ -143,7 +155,12 @@ def describe_frame(saver: SmithersSaver, run_id: str, frame_no: int) -> dict[str
     frames = saver.store.frames(run_id, after=frame_no - 1, upto=frame_no)
     if not frames or frames[0].kind != "checkpoint" or frames[0].codec != CHECKPOINT_CODEC:
         return None
-    doc = _payload(saver.store.read_content(frames[0].content_hash), CHECKPOINT_CODEC, "")
+    return _describe(saver, run_id, frames[0].content_hash)
+
+
+def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str, Any]:
+    """:func:`describe_frame` of the checkpoint document ``content_hash`` of run ``run_id``."""
+    doc = _payload(saver.store.read_content(content_hash), CHECKPOINT_CODEC, content_hash)
     thread = saver.store.get_run(run_id).input or {}
     config = {"configurable": {**thread, "checkpoint_id": doc["id"]}}
     found = saver.get_tuple(config)
@@ -172,6 +189,115 @@ def describe_frame(saver: SmithersSaver, run_id: str, frame_no: int) -> dict[str
         "writes": writes,
         "interrupts": interrupts,
     }
+
+
+def _headline(shown: dict[str, Any]) -> str:
+    """``super-step 1 (loop) · checkpoint 1ef2...``: what a checkpoint is, in one line."""
+    cid = str(shown["checkpoint_id"])
+    if shown.get("removed"):
+        return f"checkpoint {cid} (deleted from LangGraph's view)"
+    return f"super-step {shown['step']} ({shown['source']}) · checkpoint {cid}"
+
+
+class LangGraphLens:
+    """The debugger's lens (:class:`smithers_tt.widgets.FrameLens`, by duck typing) for the
+    runs of a :class:`SmithersSaver`'s threads: node ``checkpoints`` is the thread's
+    super-steps and ``values`` its channel values; a frame is titled with its super-step,
+    source, channels, pending writes and interrupts; the inspector shows a checkpoint as
+    :func:`describe_frame` does (channels decoded, not ``{"ref": hash}``); the diff of two
+    frames compares their checkpoints' channels, writes and interrupts.
+
+    Made by :func:`lens`; :func:`debug` opens the debugger on a thread with it.
+    """
+
+    NODES = {DOC_NODE: "super-steps", VALUE_NODE: "channel values"}
+
+    def __init__(self, saver: SmithersSaver) -> None:
+        self.saver = saver
+        self._headlines: dict[tuple[str, str], str] = {}
+
+    def _is_doc(self, codec: str | None, node_id: str | None) -> bool:
+        return codec == CHECKPOINT_CODEC and node_id == DOC_NODE
+
+    def node_label(self, node_id: str, iteration: int) -> str | None:
+        """``super-steps`` and ``channel values`` for the thread run's two nodes."""
+        return self.NODES.get(node_id)
+
+    def frame_title(self, frame: Frame) -> str | None:
+        """The super-step a checkpoint frame holds, its channels, writes and interrupts; a
+        value frame says it stored a channel value; other frames keep their description."""
+        if frame.kind != "checkpoint" or frame.content_hash is None:
+            return None
+        if frame.codec == VALUE_CODEC:
+            return f"channel value stored ({frame.content_hash[:12]})"
+        if not self._is_doc(frame.codec, frame.node_id):
+            return None
+        shown = _describe(self.saver, frame.run_id, frame.content_hash)
+        parts = [_headline(shown)]
+        if "channels" in shown:
+            parts.append("channels " + (", ".join(shown["channels"]) or "(none)"))
+        if shown.get("writes"):
+            parts.append(f"{len(shown['writes'])} pending write(s)")
+        if shown.get("interrupts"):
+            waiting = ", ".join(json.dumps(i, ensure_ascii=False)[:60] for i in shown["interrupts"])
+            parts.append(f"interrupt waiting: {waiting}")
+        return " · ".join(parts)
+
+    def ref_label(self, ref: CheckpointRef) -> str | None:
+        """A checkpoint by its super-step, a value by its address."""
+        if ref.codec == VALUE_CODEC:
+            return f"channel value · {ref.short_hash}"
+        if not self._is_doc(ref.codec, ref.node_id):
+            return None
+        key = (ref.run_id, ref.content_hash)
+        found = self._headlines.get(key)
+        if found is None:  # a document never changes: its step, source and id neither
+            found = _headline(_describe(self.saver, ref.run_id, ref.content_hash))
+            self._headlines[key] = found
+        return found
+
+    def view(self, ref: CheckpointRef) -> Any:
+        """A checkpoint as :func:`describe_frame` says it; a channel value decoded."""
+        if ref.codec == VALUE_CODEC:
+            data = self.saver.store.read_content(ref.content_hash)
+            return plain(self.saver._decode(_payload(data, VALUE_CODEC, ref.content_hash)))
+        if not self._is_doc(ref.codec, ref.node_id):
+            return None
+        return _describe(self.saver, ref.run_id, ref.content_hash)
+
+    def diff(self, a: Snapshot, b: Snapshot) -> list[tuple[str, list[Change]]] | None:
+        """What the channels (then the super-step, writes and interrupts) changed from the
+        checkpoint of frame ``a`` to that of frame ``b``."""
+        old, new = (self._newest(snap) for snap in (a, b))
+        heads = ("step", "source", "checkpoint_id")
+        return [
+            ("channels", json_diff(old.get("channels", {}), new.get("channels", {}))),
+            (
+                "super-step",
+                json_diff({k: old.get(k) for k in heads}, {k: new.get(k) for k in heads}),
+            ),
+            ("writes", json_diff(old.get("writes", []), new.get("writes", []))),
+            ("interrupts", json_diff(old.get("interrupts", []), new.get("interrupts", []))),
+        ]
+
+    def _newest(self, snap: Snapshot) -> dict[str, Any]:
+        """:func:`describe_frame` of the thread's checkpoint at a snapshot ({} before any)."""
+        keys = [k for k in snap.refs if k[0] == DOC_NODE]
+        if not keys:
+            return {}
+        return _describe(self.saver, snap.run_id, snap.refs[max(keys)].content_hash)
+
+
+def lens(saver: SmithersSaver) -> LangGraphLens:
+    """The debugger's lens for the runs of ``saver``'s threads:
+    ``db.debug(saver.run_id(thread_id), lens=lens(saver))``."""
+    return LangGraphLens(saver)
+
+
+def debug(saver: SmithersSaver, thread_id: str, checkpoint_ns: str = "", **kw: Any) -> Any:
+    """The notebook debugger of a thread, read as LangGraph (super-steps, channels, writes,
+    interrupts); ``kw`` as for ``db.debug`` (needs the ``notebook`` extra)."""
+    return saver.db.debug(saver.run_id(thread_id, checkpoint_ns), lens=lens(saver), **kw)
 
 
 def _internal(channel: str) -> bool:

@@ -86,3 +86,84 @@ def test_plain_turns_any_channel_value_into_json() -> None:
     out = plain(value)
     assert out["messages"][0]["type"] == "ai" and out["messages"][0]["content"] == "hi"
     assert out["pair"] == [1, 2] and out["odd"] == repr(object)
+
+
+# --- the debugger, read as LangGraph ---------------------------------------------------------
+
+
+def _debugged(db: st.Database, topic: str = "bees"):
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.integrations.langgraph_view import lens
+    from smithers_tt.widgets import DebuggerModel
+
+    saver = SmithersSaver(db)
+    app = _app(saver)
+    config = {"configurable": {"thread_id": "t"}}
+    app.invoke({"topic": topic, "notes": []}, config)
+    model = DebuggerModel(db, saver.run_id("t"), lens=lens(saver))
+    return app, config, model, supersteps(app, config)
+
+
+def test_the_debugger_titles_frames_with_their_super_step_channels_and_interrupts(
+    db: st.Database,
+) -> None:
+    _, _, model, steps = _debugged(db)
+    model.select_frame(steps[-1].frame_no)
+    title = model.frame_title()
+    assert title.startswith(f"super-step 1 (loop) · checkpoint {steps[-1].checkpoint_id}")
+    assert "channels notes, topic" in title and 'interrupt waiting: "ok?"' in title
+    # the nodes and the checkpoint list say what they are, not smithers_tt's internals
+    assert model.node_label("checkpoints", 0) == "super-steps"
+    assert model.node_label("values", 0) == "channel values"
+    assert model.ref_label(model.ref) == title.split(" · channels")[0]
+    # the inspector shows the decoded channels, never {"ref": hash}
+    shown = model.view(model.ref)
+    assert shown["channels"] == {"topic": "bees", "notes": ["about bees"]}
+    assert shown["step"] == 1 and shown["interrupts"] == ["ok?"]
+
+
+def test_the_debugger_diffs_channels_between_super_steps(db: st.Database) -> None:
+    _, _, model, steps = _debugged(db, topic="bees" * 40)  # a value stored by address
+    model.select_frame(steps[-1].frame_no)
+    model.set_diff("frames", compare_frame=steps[1].frame_no)
+    sections = dict(model.diff().sections)
+    assert [(c.op, c.path, c.new) for c in sections["channels"]] == [
+        ("add", "$.notes[0]", "about " + "bees" * 40)
+    ]
+    assert [(c.path, c.old, c.new) for c in sections["super-step"] if c.path == "$.step"] == [
+        ("$.step", 0, 1)
+    ]
+    assert [c.new for c in sections["interrupts"]] == ["ok?"]
+    assert not any("ref" in str(c.path) for c in sections["channels"])
+    # a value stored by address is shown decoded in the inspector
+    values = [r for r in model.snapshot.refs.values() if r.node_id == "values"]
+    assert all(model.ref_label(r).startswith("channel value") for r in values)
+    assert "bees" * 40 in [model.view(r) for r in values]
+
+
+def test_the_debugger_without_a_lens_keeps_smithers_tt_terms(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.widgets import DebuggerModel
+
+    saver = SmithersSaver(db)
+    _app(saver).invoke({"topic": "bees", "notes": []}, {"configurable": {"thread_id": "t"}})
+    model = DebuggerModel(db, saver.run_id("t"))
+    assert model.node_label("checkpoints", 0) == "checkpoints"
+    assert model.frame_title().startswith("checkpoint of checkpoints attempt #1")
+    assert "channels" not in dict(model.diff().sections)
+
+
+def test_what_the_lens_shows_is_escaped_in_the_widgets(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.integrations.langgraph_view import debug
+
+    saver = SmithersSaver(db)
+    _app(saver).invoke({"topic": "<b>x</b>", "notes": []}, {"configurable": {"thread_id": "t"}})
+    debugger = debug(saver, "t", live=False)
+    try:
+        html = debugger.inspector.summary.value + debugger.inspector.payload.value
+        assert "super-step 1 (loop)" in html and "super-steps" in debugger.inspector.nodes.value
+        assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in debugger.inspector.payload.value
+        assert "super-step 1 (loop)" in debugger.scrubber.label.value
+    finally:
+        debugger.close()
