@@ -118,7 +118,7 @@ class _Attempt:
 
 
 class _Rows:
-    def __init__(self, frames: list[Frame]) -> None:
+    def __init__(self, frames: list[Frame], label: Any = node_label) -> None:
         pairs: dict[tuple[str, int], None] = {}
         for f in frames:
             if f.node_id is not None:
@@ -130,7 +130,7 @@ class _Rows:
             key = (node_id, iteration) if self.by_iteration else node_id
             if key not in self.index:
                 self.index[key] = len(self.labels)
-                self.labels.append(node_label(node_id, iteration) if self.by_iteration else node_id)
+                self.labels.append(label(node_id, iteration if self.by_iteration else 0))
 
     def of(self, node_id: str | None, iteration: int | None) -> int:
         if node_id is None:
@@ -206,7 +206,7 @@ def build_timeline(
         return _iso(ms)
 
     base = [f for f in model.frames if f.frame_no < 0]
-    rows = _Rows(model.frames)
+    rows = _Rows(model.frames, model.node_label)
     last = model.last_frame
     aggregated = len(frames) > aggregate_at
     width = max(1, math.ceil(len(frames) / BINS)) if aggregated else 1

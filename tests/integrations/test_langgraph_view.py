@@ -115,6 +115,9 @@ def test_the_debugger_titles_frames_with_their_super_step_channels_and_interrupt
     # the nodes and the checkpoint list say what they are, not smithers_tt's internals
     assert model.node_label("checkpoints", 0) == "super-steps"
     assert model.node_label("values", 0) == "channel values"
+    from smithers_tt.widgets import build_timeline
+
+    assert build_timeline(model).rows == ["run", "super-steps", "channel values"]
     assert model.ref_label(model.ref) == title.split(" · channels")[0]
     # the inspector shows the decoded channels, never {"ref": hash}
     shown = model.view(model.ref)
