@@ -205,7 +205,8 @@ class LangGraphLens:
     super-steps and ``values`` its channel values; a frame is titled with its super-step,
     source, channels, pending writes and interrupts; the inspector shows a checkpoint as
     :func:`describe_frame` does (channels decoded, not ``{"ref": hash}``); the diff of two
-    frames compares their checkpoints' channels, writes and interrupts.
+    frames compares their checkpoints' channels, writes and interrupts; the debugger's "open"
+    menu lists the thread's subgraph namespaces (and, from one of them, the root graph).
 
     Made by :func:`lens`; :func:`debug` opens the debugger on a thread with it.
     """
@@ -278,6 +279,25 @@ class LangGraphLens:
             ),
             ("writes", json_diff(old.get("writes", []), new.get("writes", []))),
             ("interrupts", json_diff(old.get("interrupts", []), new.get("interrupts", []))),
+        ]
+
+    def related(self, run_id: str) -> list[tuple[str, str]]:
+        """The runs of the thread's other namespaces (a subgraph's checkpoints live in a
+        namespace of their own, ``parent_node:task_id``), the root graph's first."""
+        thread = self.saver.store.get_run(run_id).input or {}
+        if "thread_id" not in thread:
+            return []
+        here = str(thread.get("checkpoint_ns", ""))
+        spaces = {
+            str(t.config["configurable"].get("checkpoint_ns", ""))
+            for t in self.saver.list({"configurable": {"thread_id": thread["thread_id"]}})
+        }
+        return [
+            (
+                f"subgraph {ns}" if ns else "root graph",
+                self.saver.run_id(str(thread["thread_id"]), ns),
+            )
+            for ns in sorted(spaces - {here})
         ]
 
     def _newest(self, snap: Snapshot) -> dict[str, Any]:

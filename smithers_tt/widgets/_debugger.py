@@ -36,8 +36,9 @@ class Debugger(W.VBox):
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
-    ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe`` and ``.live`` are the
-    parts.
+    ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe``, ``.live`` and
+    ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) are
+    the parts.
     """
 
     def __init__(
@@ -57,6 +58,12 @@ class Debugger(W.VBox):
             description="Refresh", tooltip="read the run again from the database"
         )
         self.refresh_button.on_click(lambda _: self.refresh())
+        self.open_related = W.Dropdown(
+            description="open", layout=W.Layout(width="auto", max_width="100%")
+        )
+        self.open_related.observe(self._open_related, names="value")
+        self.model.on("run", self.update_related)
+        self.update_related()
         self.theme_probe = ThemeProbe()
         self.timeline = TimelineView(self.model)
         self.theme_probe.observe(self._theme_reported, names="theme")
@@ -79,7 +86,7 @@ class Debugger(W.VBox):
                 W.HTML(CSS),
                 self.theme_probe,
                 W.HBox(
-                    [self.header, self.timeline.time_axis, self.refresh_button],
+                    [self.header, self.open_related, self.timeline.time_axis, self.refresh_button],
                     layout=W.Layout(**{**wrapping, "align_items": "center"}),
                 ),
                 self.timeline.widget,
@@ -123,6 +130,21 @@ class Debugger(W.VBox):
             f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(r.status)} · "
             f"frames 0 to {m.last_frame}{lineage}{live}</h4>"
         )
+
+    def update_related(self) -> None:
+        """Offer the runs the lens relates to this one (hidden when there are none)."""
+        related = self.model.related()
+        self._relating = True
+        try:
+            self.open_related.options = [("this run", None), *related]
+            self.open_related.value = None
+        finally:
+            self._relating = False
+        self.open_related.layout.display = None if related else "none"
+
+    def _open_related(self, change: dict[str, Any]) -> None:
+        if not self._relating and change["new"] is not None:
+            self.model.switch_run(change["new"])
 
     def refresh(self) -> None:
         """Read the run again now."""

@@ -22,10 +22,11 @@ from smithers_tt.timetravel import Change, Snapshot
 class FrameLens(Protocol):
     """What a lens may say about a run's frames (every method optional, None: the default).
 
-    The scrubber and the inspector title a frame with :meth:`frame_title`; the inspector
-    names nodes with :meth:`node_label`, lists checkpoints with :meth:`ref_label` and shows
-    :meth:`view` instead of a checkpoint's payload; the diff of two frames or runs shows
-    the sections of :meth:`diff` instead of the documents' changes.
+        The scrubber and the inspector title a frame with :meth:`frame_title`; the inspector
+        names nodes with :meth:`node_label`, lists checkpoints with :meth:`ref_label` and shows
+        :meth:`view` instead of a checkpoint's payload; the diff of two frames or runs shows
+        the sections of :meth:`diff` instead of the documents' changes; the header offers the runs
+    of :meth:`related` to open.
     """
 
     def frame_title(self, frame: Frame) -> str | None:
@@ -42,6 +43,10 @@ class FrameLens(Protocol):
 
     def diff(self, a: Snapshot, b: Snapshot) -> list[tuple[str, list[Change]]] | None:
         """Titled sections of changes from snapshot ``a`` to snapshot ``b``."""
+
+    def related(self, run_id: str) -> list[tuple[str, str]] | None:
+        """Other runs a person opens from this one, as ``(label, run_id)`` (the debugger's
+        "open" menu; a LangGraph thread's subgraph namespaces)."""
 
 
 def ask(lens: Any, method: str, *args: Any) -> Any:

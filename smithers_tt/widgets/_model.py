@@ -464,6 +464,10 @@ class DebuggerModel:
         shown = ask(self.lens, "view", ref)
         return self.load(ref).payload if shown is None else shown
 
+    def related(self) -> list[tuple[str, str]]:
+        """Other runs the lens offers to open from this one, as ``(label, run_id)``."""
+        return list(ask(self.lens, "related", self.run_id) or [])
+
     # --- selection -----------------------------------------------------------------------
 
     def select_frame(self, frame_no: int) -> None:

@@ -170,3 +170,42 @@ def test_what_the_lens_shows_is_escaped_in_the_widgets(db: st.Database) -> None:
         assert "super-step 1 (loop)" in debugger.scrubber.label.value
     finally:
         debugger.close()
+
+
+def test_the_debugger_opens_a_subgraphs_namespace_from_the_parent(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.integrations.langgraph_view import debug
+
+    inner = StateGraph(State)
+    inner.add_node("search", lambda s: {"notes": ["found"]})
+    inner.add_edge(START, "search")
+    outer = StateGraph(State)
+    outer.add_node("research", inner.compile())
+    outer.add_edge(START, "research")
+    saver = SmithersSaver(db)
+    config = {"configurable": {"thread_id": "t"}}
+    outer.compile(checkpointer=saver).invoke({"topic": "bees", "notes": []}, config)
+
+    debugger = debug(saver, "t", live=False)
+    try:
+        (label, child), *_ = [o for o in debugger.open_related.options if o[1] is not None]
+        assert label.startswith("subgraph research:")
+        debugger.open_related.value = child  # as a person picking it in the menu
+        assert debugger.model.run_id == child
+        assert debugger.model.view(debugger.model.ref)["channels"]["notes"] == ["found"]
+        assert [o[0] for o in debugger.open_related.options] == ["this run", "root graph"]
+    finally:
+        debugger.close()
+
+
+def test_an_ordinary_run_offers_nothing_to_open(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.widgets import Debugger
+
+    saver = SmithersSaver(db)
+    _app(saver).invoke({"topic": "bees", "notes": []}, {"configurable": {"thread_id": "t"}})
+    debugger = Debugger(db, saver.run_id("t"), live=False)
+    try:
+        assert debugger.open_related.layout.display == "none"
+    finally:
+        debugger.close()
