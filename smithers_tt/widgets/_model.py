@@ -449,15 +449,24 @@ class DebuggerModel:
     def frame_title(self, frame: Frame | None = None) -> str:
         """One line of plain text saying what a frame (default: the selected one) is."""
         frame = self.frame() if frame is None else frame
-        return ask(self.lens, "frame_title", frame) or describe_frame(frame)
+        return self._named("frame_title", frame) or describe_frame(frame)
 
     def node_label(self, node_id: str, iteration: int) -> str:
         """What the debugger calls a node."""
-        return ask(self.lens, "node_label", node_id, iteration) or node_label(node_id, iteration)
+        return self._named("node_label", node_id, iteration) or node_label(node_id, iteration)
 
     def ref_label(self, ref: CheckpointRef, size: int | None = None) -> str:
         """One line of plain text describing a checkpoint ref."""
-        return ask(self.lens, "ref_label", ref) or ref_label(ref, size)
+        return self._named("ref_label", ref) or ref_label(ref, size)
+
+    def _named(self, method: str, *args: Any) -> Any:
+        """What the lens says, or None (a lens that cannot read what it names, say a corrupt
+        checkpoint, leaves smithers_tt's own name; the inspector says why)."""
+        try:
+            return ask(self.lens, method, *args)
+        except SmithersError as error:
+            log.warning("the debugger's lens could not name this: %s", error.message)
+            return None
 
     def view(self, ref: CheckpointRef) -> Any:
         """What the inspector shows of a checkpoint: the lens's view, else its payload."""
@@ -466,7 +475,7 @@ class DebuggerModel:
 
     def related(self) -> list[tuple[str, str]]:
         """Other runs the lens offers to open from this one, as ``(label, run_id)``."""
-        return list(ask(self.lens, "related", self.run_id) or [])
+        return list(self._named("related", self.run_id) or [])
 
     # --- selection -----------------------------------------------------------------------
 

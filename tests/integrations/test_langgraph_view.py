@@ -220,3 +220,28 @@ def test_an_ordinary_run_offers_nothing_to_open(db: st.Database) -> None:
         assert debugger.open_related.layout.display == "none"
     finally:
         debugger.close()
+
+
+def test_a_corrupt_checkpoint_keeps_the_debugger_open_and_says_so(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.integrations.langgraph_view import debug
+    from smithers_tt.store import _schema as S
+
+    saver = SmithersSaver(db)
+    _app(saver).invoke({"topic": "bees", "notes": []}, {"configurable": {"thread_id": "t"}})
+    docs = {
+        f.content_hash for f in db.store.frames(saver.run_id("t")) if f.node_id == "checkpoints"
+    }
+    with db.engine.connect(write=True) as conn:  # flip the stored bytes of every document
+        conn.execute(
+            S.contents.update()
+            .where(S.contents.c.content_hash.in_(docs))
+            .values(data=b'{"codec":"x","payload":{},"version":1}')
+        )
+    debugger = debug(saver, "t", live=False)
+    try:
+        debugger.select_frame(_newest_checkpoint(debugger.model))
+        assert "checkpoint of checkpoints" in debugger.scrubber.label.value
+        assert "cannot read this checkpoint" in debugger.inspector.payload.value
+    finally:
+        debugger.close()
