@@ -11,11 +11,14 @@ from typing import Any
 import pytest
 
 from smithers_tt.checkpoint import (
+    MAX_CHECKPOINT_BYTES,
     AgentCheckpoint,
     CheckpointCapability,
     CheckpointFormat,
+    _json,
     canonical_bytes,
     loads,
+    size_limit,
 )
 from smithers_tt.checkpoint._json import MAX_DEPTH, MAX_SAFE_INT
 from smithers_tt.errors import CheckpointInvalid
@@ -225,3 +228,80 @@ def test_error_message_names_the_json_path_of_the_bad_value(payload, path):
     assert error.path == path
     assert str(error).endswith(f" at {path}; {ADVICE}")
     assert str(error).startswith("checkpoint payload is not strict JSON: a value of type ")
+
+
+# --- the other messages people see ------------------------------------------------------------
+
+
+def looped() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return loop
+
+
+def message(call: Any) -> str:
+    with pytest.raises(Exception) as caught:
+        call()
+    return f"{type(caught.value).__name__}: {caught.value}"
+
+
+@pytest.mark.parametrize(
+    ("call", "text"),
+    [
+        (lambda: size_limit(0), "InvalidArgument: checkpoint size limit must be a positive int, got 0"),  # noqa: E501
+        (lambda: size_limit(MAX_CHECKPOINT_BYTES + 1), "InvalidArgument: checkpoint size limit 16777217 is above the hard ceiling of 16777216 bytes (16 MiB); it may only be lowered"),  # noqa: E501
+        (lambda: AgentCheckpoint(" ", 1, {}), "CheckpointInvalid: AgentCheckpoint: codec must be a non-empty string, got ' '"),  # noqa: E501
+        (lambda: AgentCheckpoint("c\ud800", 1, {}), "CheckpointInvalid: checkpoint codec is not strict JSON: string with a lone surrogate at index 1 at $.codec; " + ADVICE),  # noqa: E501
+        (lambda: AgentCheckpoint(CODEC, "x" * 100, {}), "CheckpointInvalid: AgentCheckpoint: version must be an int from 1 to 2147483647 (2**31-1), got '" + "x" * 76 + "... (str)"),  # noqa: E501
+        (lambda: AgentCheckpoint(CODEC, 2**64 - 1, {}), "CheckpointInvalid: AgentCheckpoint: version must be an int from 1 to 2147483647 (2**31-1), got 18446744073709551615 (int)"),  # noqa: E501
+        (lambda: AgentCheckpoint(CODEC, 2**64, {}), "CheckpointInvalid: AgentCheckpoint: version must be an int from 1 to 2147483647 (2**31-1), got <an integer of about 20 digits> (int)"),  # noqa: E501
+        (lambda: AgentCheckpoint(CODEC, 1, {"n": 2**64 - 1}), "CheckpointInvalid: checkpoint payload is not strict JSON: integer 18446744073709551615 beyond +-(2**53-1) at $.payload.n; " + ADVICE),  # noqa: E501
+        (lambda: AgentCheckpoint(CODEC, 1, {"n": 2**64}), "CheckpointInvalid: checkpoint payload is not strict JSON: integer of about 20 digits beyond +-(2**53-1) at $.payload.n; " + ADVICE),  # noqa: E501
+        (lambda: AgentCheckpoint.from_json([]), "CheckpointInvalid: a checkpoint envelope must be an object, got list"),  # noqa: E501
+        (lambda: AgentCheckpoint.from_json({"codec": "c", "version": 1}), "CheckpointInvalid: a checkpoint envelope has exactly the fields codec, version and payload; missing payload"),  # noqa: E501
+        (lambda: AgentCheckpoint.from_json({"codec": "c", "version": 1, "payload": 1, "b": 0, "a": 0}), "CheckpointInvalid: a checkpoint envelope has exactly the fields codec, version and payload; unexpected 'a', 'b'"),  # noqa: E501
+        (lambda: AgentCheckpoint(CODEC, 1, "x" * 100).encode(max_bytes=50), "CheckpointTooLarge: checkpoint notes v1 is 142 bytes in canonical form, above the limit of 50 bytes; publish less state (or a summary of it)"),  # noqa: E501
+        (lambda: CheckpointFormat(CODEC, []), "CheckpointInvalid: CheckpointFormat: versions must not be empty"),  # noqa: E501
+        (lambda: CheckpointFormat("", [1]), "CheckpointInvalid: CheckpointFormat: codec must be a non-empty string, got ''"),  # noqa: E501
+        (lambda: CheckpointCapability("", [1]), "CheckpointInvalid: CheckpointCapability: codec must be a non-empty string, got ''"),  # noqa: E501
+        (lambda: CheckpointFormat("a\x00b", [1]), "InvalidArgument: codec 'a\\x00b' contains NUL at index 1; choose another"),  # noqa: E501
+        (lambda: CheckpointCapability("a\x00b", [1]), "InvalidArgument: codec 'a\\x00b' contains NUL at index 1; choose another"),  # noqa: E501
+        (lambda: canonical_bytes({"loop": looped()}), "CheckpointInvalid: the value is not strict JSON: a cycle (a container that contains itself) at $.loop[0]; " + ADVICE),  # noqa: E501
+    ],
+    ids=["limit_not_positive", "limit_above_ceiling", "blank_codec", "surrogate_codec", "long_repr",
+         "version_64_bits", "version_65_bits", "int_64_bits", "int_65_bits", "envelope_not_object",
+         "envelope_missing", "envelope_unexpected", "too_large", "no_versions", "format_codec",
+         "capability_codec", "format_codec_id", "capability_codec_id", "cycle"],
+)  # fmt: skip
+def test_the_message_people_see_says_what_was_wrong_and_where(call, text):
+    assert message(call) == text
+
+
+def test_a_zero_before_a_bad_value_is_not_what_the_message_names():
+    error = refused({"a": 0.0, "b": [0.0, float("nan")]})
+    assert error.path == "$.payload.b[1]"
+
+
+# --- the fast writer: orjson, not the json module, writes every strict-JSON checkpoint ---------
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        1.5e-07,
+        [0.0, 9.99e-05, -1e-05, 1e-4, 0.5],
+        {"a": {"b": [1e-7, {"c": 2.5e-6}]}, "z": "é😀", "n": MAX_SAFE_INT},
+    ],
+    ids=["small_float_root", "floats_around_1e-4", "nested"],
+)
+def test_checkpoint_bytes_are_written_without_the_slow_fallback(monkeypatch, payload):
+    expected = AgentCheckpoint(CODEC, 1, payload).encode().data
+    expected_value = canonical_bytes(payload)
+
+    class NoFallback:
+        def encode(self, value: Any) -> str:
+            raise AssertionError("the json module fallback was taken")
+
+    monkeypatch.setattr(_json, "_encoder", NoFallback())
+    assert AgentCheckpoint(CODEC, 1, payload).encode().data == expected
+    assert canonical_bytes(payload) == expected_value
