@@ -305,3 +305,31 @@ def test_checkpoint_bytes_are_written_without_the_slow_fallback(monkeypatch, pay
     monkeypatch.setattr(_json, "_encoder", NoFallback())
     assert AgentCheckpoint(CODEC, 1, payload).encode().data == expected
     assert canonical_bytes(payload) == expected_value
+
+
+@pytest.mark.parametrize(
+    ("bad", "what"),
+    [
+        (float("nan"), "non-finite number nan"),
+        ("x\ud800", "string with a lone surrogate at index 1"),
+    ],
+    ids=["nan", "lone_surrogate"],
+)
+def test_encode_names_a_bad_value_put_into_the_payload_after_construction(bad, what):
+    checkpoint = AgentCheckpoint(CODEC, 1, {"notes": ["ok"]})
+    checkpoint.payload["notes"].append(bad)  # the agent kept a reference and changed it
+    with pytest.raises(CheckpointInvalid) as caught:
+        checkpoint.encode()
+    assert caught.value.path == "$.payload.notes[1]"
+    assert str(caught.value) == (
+        f"checkpoint payload is not strict JSON: {what} at $.payload.notes[1]; {ADVICE}"
+    )
+
+
+def test_canonical_bytes_name_a_lone_surrogate_with_the_callers_path_and_subject():
+    with pytest.raises(CheckpointInvalid) as caught:
+        canonical_bytes({"a": ["bad\ud800"]}, "$.output", subject="output of task 'write'")
+    assert str(caught.value) == (
+        "output of task 'write' is not strict JSON: string with a lone surrogate at index 3 at "
+        f"$.output.a[0]; {ADVICE}"
+    )
