@@ -31,6 +31,9 @@ other."""
 MODES: tuple[CheckpointMode, ...] = ("resume", "fork")
 """Every checkpoint mode, in canonical order."""
 
+MAX_VERSION = 2**31 - 1
+"""Highest envelope version accepted (what a 32-bit signed column holds)."""
+
 _FIELDS = frozenset({"codec", "version", "payload"})
 
 
@@ -63,9 +66,10 @@ def _check_codec(codec: Any, where: str) -> str:
 
 def _check_version(version: Any, where: str) -> int:
     # bool is a subclass of int in Python; an envelope version of True is a mistake.
-    if type(version) is not int or not 1 <= version <= 2**31 - 1:
+    if type(version) is not int or not 1 <= version <= MAX_VERSION:
         raise CheckpointInvalid(
-            f"{where}: version must be an int >= 1, got {safe_repr(version)} "
+            f"{where}: version must be an int from 1 to {MAX_VERSION} (2**31-1), "
+            f"got {safe_repr(version)} "
             f"({type(version).__name__})",
             path="$.version",
         )
@@ -93,7 +97,7 @@ class EncodedCheckpoint:
 
 @dataclass(frozen=True, slots=True)
 class AgentCheckpoint:
-    """The state an agent publishes: ``codec`` names the format, ``version`` (>= 1) its
+    """The state an agent publishes: ``codec`` names the format, ``version`` (1 to 2**31-1) its
     revision, ``payload`` the strict-JSON state itself.
 
     Construction validates all three fields and raises :class:`CheckpointInvalid` with the JSON

@@ -146,12 +146,15 @@ def diff(a: Snapshot, b: Snapshot, load: Loader | None = None) -> SnapshotDiff:
         if ra is not None and rb is not None and ra.content_hash == rb.content_hash:
             continue
         label = node_id if iteration == 0 else f"{node_id}[{iteration}]"
-        if loader is None:
-            result.checkpoints[label] = [
-                Change("change", "$", ra and ra.content_hash, rb and rb.content_hash)
-            ]
-            continue
-        old = None if ra is None else loader(ra).to_json()
-        new = None if rb is None else loader(rb).to_json()
-        result.checkpoints[label] = json_diff(old, new)
+        if loader is None:  # content unknown: its address stands for it
+            old, new = ra and ra.content_hash, rb and rb.content_hash
+        else:
+            old = None if ra is None else loader(ra).to_json()
+            new = None if rb is None else loader(rb).to_json()
+        if ra is None or rb is None:  # a checkpoint on one side only: added or removed
+            result.checkpoints[label] = [Change("add" if ra is None else "remove", "$", old, new)]
+        elif loader is None:
+            result.checkpoints[label] = [Change("change", "$", old, new)]
+        else:
+            result.checkpoints[label] = json_diff(old, new)
     return result

@@ -46,7 +46,8 @@ CASES: dict[str, tuple[Callable[[], Any], str]] = {
     ),
     "version": (
         lambda: AgentCheckpoint("c", HUGE, {}),
-        "AgentCheckpoint: version must be an int >= 1, got <an integer of about 5001 digits> (int)",
+        "AgentCheckpoint: version must be an int from 1 to 2147483647 (2**31-1), got <an integer"
+        " of about 5001 digits> (int)",
     ),
     "format versions": (
         lambda: CheckpointFormat("c", HUGE),
