@@ -1197,16 +1197,5 @@ def _sections(d: tt.SnapshotDiff) -> DiffResult:
     result.sections.append(("attempts", d.attempts))
     result.sections.append(("outputs", d.outputs))
     for label, changes in d.checkpoints.items():
-        result.sections.append((f"checkpoint {label}", [_missing_side(c) for c in changes]))
+        result.sections.append((f"checkpoint {label}", changes))
     return result
-
-
-def _missing_side(change: Change) -> Change:
-    """A checkpoint present on one side only is added or removed, not changed (``$`` is the
-    whole envelope, which is never JSON null)."""
-    if change.path == "$" and change.op == "change":
-        if change.old is None:
-            return Change("add", "$", None, change.new)
-        if change.new is None:
-            return Change("remove", "$", change.old, None)
-    return change
