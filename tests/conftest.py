@@ -69,6 +69,16 @@ def pg_schema_url() -> Iterator[str]:
         admin.dispose()
 
 
+def table_names(url: str) -> list[str]:
+    """The tables in a database (an SQLite file, or the schema a PostgreSQL URL points at)."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return sorted(sa.inspect(conn).get_table_names())
+    finally:
+        engine.dispose()
+
+
 BACKENDS = [
     pytest.param("sqlite", id="sqlite"),
     pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),

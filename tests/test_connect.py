@@ -9,15 +9,7 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.errors import InvalidArgument, SchemaMismatch, StoreNotFound, StoreReadOnly
-
-
-def tables(url: str) -> list[str]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return sorted(sa.inspect(conn).get_table_names())
-    finally:
-        engine.dispose()
+from tests.conftest import table_names
 
 
 @pytest.mark.parametrize("mode", [{"create": False}, {"read_only": True}], ids=["existing", "ro"])
@@ -29,7 +21,7 @@ def test_connect_without_create_refuses_an_empty_database_and_creates_nothing(
     if db_url.startswith("sqlite"):
         assert list(tmp_path.iterdir()) == []
     else:
-        assert tables(db_url) == []
+        assert table_names(db_url) == []
 
 
 def test_connect_read_only_reads_and_refuses_writes(db_url: str) -> None:
@@ -72,9 +64,9 @@ def test_connect_beside_other_tables_only_when_allowed(db_url: str) -> None:
     engine.dispose()
     with pytest.raises(SchemaMismatch, match="accounts"):
         st.connect(db_url, beside_other_tables=False)
-    assert tables(db_url) == ["accounts"]
+    assert table_names(db_url) == ["accounts"]
     st.connect(db_url, beside_other_tables=True).close()
-    assert "tt_runs" in tables(db_url)
+    assert "tt_runs" in table_names(db_url)
 
 
 def test_connect_read_only_cannot_create() -> None:

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from smithers_tt.cli import cli
-from tests.conftest import PG_URL, require_pg
+from tests.conftest import PG_URL, require_pg, table_names
 
 READERS = {
     "runs": ["runs"],
@@ -161,15 +161,6 @@ def foreign_pg(pg_schema_url: str) -> Iterator[str]:
         engine.dispose()
 
 
-def pg_tables(url: str) -> list[str]:
-    engine = sa.create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return sorted(sa.inspect(conn).get_table_names())
-    finally:
-        engine.dispose()
-
-
 @pytest.mark.postgres
 @pytest.mark.parametrize("command", READERS.values(), ids=READERS.keys())
 def test_cli_read_command_on_a_foreign_postgres_database_changes_nothing(
@@ -177,7 +168,7 @@ def test_cli_read_command_on_a_foreign_postgres_database_changes_nothing(
 ) -> None:
     code, _, err = invoke("--db", foreign_pg, *(a.replace("{run}", "r") for a in command))
     assert code == 1 and last(err).startswith("error: no store at")
-    assert pg_tables(foreign_pg) == ["accounts"]
+    assert table_names(foreign_pg) == ["accounts"]
 
 
 @pytest.mark.postgres
@@ -187,10 +178,10 @@ def test_cli_store_in_a_foreign_postgres_database_needs_the_flag(
 ) -> None:
     code, _, err = invoke("--db", foreign_pg, *command)
     assert code == 1 and "accounts" in err and "--beside-other-tables" in err
-    assert pg_tables(foreign_pg) == ["accounts"]
+    assert table_names(foreign_pg) == ["accounts"]
     code, _, err = invoke("--db", foreign_pg, "migrate", "--beside-other-tables")
     assert code == 0, err
-    assert "tt_runs" in pg_tables(foreign_pg)
+    assert "tt_runs" in table_names(foreign_pg)
     assert invoke("--db", foreign_pg, "runs", "--json")[1].strip() == "[]"
 
 
@@ -198,7 +189,7 @@ def test_cli_store_in_a_foreign_postgres_database_needs_the_flag(
 def test_cli_read_command_on_an_empty_postgres_schema_creates_nothing(pg_schema_url: str) -> None:
     code, _, err = invoke("--db", pg_schema_url, "runs")
     assert code == 1 and last(err).startswith("error: no store at")
-    assert pg_tables(pg_schema_url) == []
+    assert table_names(pg_schema_url) == []
 
 
 def _pg_database(name: str) -> str:
@@ -210,10 +201,10 @@ def _pg_database(name: str) -> str:
 @pytest.mark.postgres
 def test_cli_read_command_on_the_postgres_maintenance_database_changes_nothing() -> None:
     url = _pg_database("postgres")
-    before = pg_tables(url)
+    before = table_names(url)
     code, _, err = invoke("--db", url, "runs")
     assert code == 1 and last(err).startswith("error: no store at")
-    assert pg_tables(url) == before
+    assert table_names(url) == before
 
 
 @pytest.mark.postgres
@@ -232,7 +223,7 @@ _DRIVER = """
 import json, sys
 from click.testing import CliRunner
 from smithers_tt.cli import cli
-from tests.conftest import PG_URL, require_pg
+from tests.conftest import PG_URL, require_pg, table_names
 results = {}
 for name, args in json.loads(sys.argv[1]).items():
     r = CliRunner().invoke(cli, args)
