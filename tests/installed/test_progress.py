@@ -124,8 +124,16 @@ for topic in ("bee", "ant", "wasp"):
 """
 
 
-def test_worker_draining_the_queue_counts_the_runs_it_ended(
-    core: Installed, tmp_path: Path
+@pytest.mark.parametrize(
+    ("until", "bar", "ended"),
+    [
+        (["--idle-exit", "0.5"], r"runs ended ━+ 3 runs", 3),  # no total: it counts
+        (["--max-runs", "2"], r"runs ended ━+ 2/2 ", 2),  # a total: how many of it ended
+    ],
+    ids=["draining", "max-runs"],
+)
+def test_worker_bar_counts_the_runs_it_ended(
+    core: Installed, tmp_path: Path, until: list[str], bar: str, ended: int
 ) -> None:
     assert core.run("python", "-c", SUBMIT, cwd=tmp_path).returncode == 0
 
@@ -137,33 +145,11 @@ def test_worker_draining_the_queue_counts_the_runs_it_ended(
         "worker",
         "--workflows",
         "smithers_tt.demo:demo_workflow",
-        "--idle-exit",
-        "0.5",
+        *until,
         "--quiet",
         cwd=tmp_path,
     )
 
     assert code == 0, screen
-    assert re.search(r"runs ended ━+ 3 runs", screen), screen
-    assert "stopped after 3 run(s)" in screen
-
-
-def test_worker_with_max_runs_shows_how_many_of_them_ended(core: Installed, tmp_path: Path) -> None:
-    assert core.run("python", "-c", SUBMIT, cwd=tmp_path).returncode == 0
-
-    code, screen = in_terminal(
-        core,
-        "smithers-tt",
-        "--db",
-        "queue.db",
-        "worker",
-        "--workflows",
-        "smithers_tt.demo:demo_workflow",
-        "--max-runs",
-        "2",
-        "--quiet",
-        cwd=tmp_path,
-    )
-
-    assert code == 0, screen
-    assert re.search(r"runs ended ━+ 2/2 ", screen), screen
+    assert re.search(bar, screen), screen
+    assert f"stopped after {ended} run(s)" in screen
