@@ -10,20 +10,16 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from langgraph.constants import TASKS
-from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.integrations.langgraph import (
     _PAGE,
-    _SELECT_DOCS,
-    _SELECT_WRITES,
     SmithersSaver,
-    _delete_runs,
     _refs,
     _thread_of,
     thread_run_id,
 )
-from smithers_tt.store import Frame
+from smithers_tt.store import LangGraphRead, LangGraphWrite
 
 try:  # the sentinel of a DeltaChannel snapshot (langgraph-checkpoint 4.x)
     from langgraph.checkpoint.serde.types import _DeltaSnapshot
@@ -84,25 +80,20 @@ def _raw_writes(saver: SmithersSaver, items: Sequence[CheckpointTuple]) -> list[
     """Each checkpoint's stored writes with their task paths and values decoded:
     ``{task_id: (path, [(idx, channel, value), ...])}``."""
 
-    def read(conn: Connection) -> list[dict]:
+    def read(rx: LangGraphRead) -> list[dict]:
         stored = []
         for item in items:
             conf = item.config["configurable"]
-            key = {
-                "run": thread_run_id(conf["thread_id"], conf["checkpoint_ns"]),
-                "cid": conf["checkpoint_id"],
-            }
-            row = saver._sql(conn, _SELECT_WRITES, key).one_or_none()
-            stored.append(
-                json.loads(row.writes_json) if row is not None and row.writes_json else {}
-            )
+            run_id = thread_run_id(conf["thread_id"], conf["checkpoint_ns"])
+            text = rx.writes_json(run_id, conf["checkpoint_id"])
+            stored.append(json.loads(text) if text else {})
         hashes = {
             ref
             for writes in stored
             for task in writes.values()
             for ref in _refs(slot for _, slot in task["w"].values())
         }
-        contents = saver._contents(conn, hashes) if hashes else {}
+        contents = rx.contents(hashes) if hashes else {}
         return [
             {
                 task_id: (
@@ -117,7 +108,7 @@ def _raw_writes(saver: SmithersSaver, items: Sequence[CheckpointTuple]) -> list[
             for writes in stored
         ]
 
-    return saver.engine.transaction(read, write=False)
+    return saver.tables.read(read)
 
 
 def prune(saver: SmithersSaver, thread_ids: Sequence[str], strategy: str) -> None:
@@ -159,11 +150,11 @@ def _rewrite(saver: SmithersSaver, thread_id: str, kept: list[CheckpointTuple]) 
             for group in ([regular] if regular else []) + special:
                 works.append(saver._writes_work(item.config, group, task_id, path)[1])
 
-    def work(conn: Connection, frames: list[Frame], outcome: dict[str, Any]) -> None:
-        _delete_runs(conn, thread_id)
+    def work(tx: LangGraphWrite) -> None:
+        tx.delete_runs(thread_id)
         for unit in works:
-            unit(conn, frames, outcome)
-        outcome.clear()  # what the units cached belongs to several runs: cache nothing
+            unit(tx)
+        tx.cache_nothing()  # what the units cached belongs to several runs
 
     saver._write("", work)
     saver._forget(list(runs))
@@ -183,15 +174,9 @@ def delta_channel_history(
     wanted = list(dict.fromkeys(channels))
     target = (config.get("configurable") or {}).get("checkpoint_id")
 
-    def read(conn: Connection) -> dict[str, dict[str, Any]]:
-        head_sql = _SELECT_DOCS + " AND c.run_id = :run"
-        params: dict[str, Any] = {"run": run_id}
-        if target is not None:
-            head_sql += " AND c.checkpoint_id = :cid"
-            params["cid"] = str(target)
-        head = saver._documents(
-            saver._attach(conn, saver._sql(conn, head_sql + _NEWEST, params).all())
-        )
+    def read(rx: LangGraphRead) -> dict[str, dict[str, Any]]:
+        wanted_id = None if target is None else str(target)
+        head = saver._documents(rx.documents(rx.newest(run_id, wanted_id)))
         collected: dict[str, list[tuple]] = {ch: [] for ch in wanted}
         seeds: dict[str, Any] = {}
         remaining = set(wanted)
@@ -204,18 +189,13 @@ def delta_channel_history(
             if cursor not in page:
                 if after is not None and cursor > after[0]:
                     break  # an ancestor older ids skipped past: it is gone (pruned, deleted)
-                sql, p = saver._where(scoped, before, after)
-                rows = saver._sql(
-                    conn,
-                    sql + " ORDER BY c.checkpoint_id DESC, c.run_id DESC LIMIT :size",
-                    {**p, "size": _PAGE},
-                ).all()
+                rows = rx.page(saver._where(scoped, before, after), _PAGE)
                 if not rows:
                     break
                 after = (rows[-1].checkpoint_id, rows[-1].run_id)
                 page = {
                     row.checkpoint_id: (row, doc)
-                    for row, doc in saver._documents(saver._attach(conn, rows))
+                    for row, doc in saver._documents(rx.documents(rows))
                 }
                 continue
             row, doc = page[cursor]
@@ -234,7 +214,7 @@ def delta_channel_history(
                     remaining.discard(channel)
             cursor = doc.get("parent")
         slots = [w[2] for groups in collected.values() for g in groups for w in g]
-        contents = saver._contents(conn, set(_refs([*slots, *seeds.values()])))
+        contents = rx.contents(set(_refs([*slots, *seeds.values()])))
         result: dict[str, dict[str, Any]] = {}
         for channel in wanted:
             entry: dict[str, Any] = {
@@ -249,7 +229,4 @@ def delta_channel_history(
             result[channel] = entry
         return result
 
-    return saver.engine.transaction(read, write=False)
-
-
-_NEWEST = " ORDER BY c.checkpoint_id DESC LIMIT 1"
+    return saver.tables.read(read)

@@ -79,16 +79,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import json
 import random
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
-import sqlalchemy as sa
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     WRITES_IDX_MAP,
@@ -100,31 +97,33 @@ from langgraph.checkpoint.base import (
     get_serializable_checkpoint_metadata,
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     EncodedCheckpoint,
+    canonical_envelope,
     content_hash,
     loads,
     validate,
 )
-from smithers_tt.checkpoint._json import canonical_envelope
 from smithers_tt.errors import (
     CheckpointCorrupt,
     CheckpointInvalid,
     CheckpointMissing,
     CheckpointTooLarge,
     InvalidArgument,
-    SmithersError,
-    StoreError,
 )
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import is_transient
-from smithers_tt.store._frames import Frame, frame_row
-from smithers_tt.store._publish import insert_content
-from smithers_tt.store._records import now_ms
+from smithers_tt.store import (
+    LANGGRAPH_DOC_NODE,
+    LANGGRAPH_VALUE_NODE,
+    LANGGRAPH_WORKFLOW,
+    LangGraphDocument,
+    LangGraphIndexQuery,
+    LangGraphRead,
+    LangGraphStore,
+    LangGraphWrite,
+    langgraph_run_id,
+)
 
 __all__ = [
     "CHECKPOINT_CODEC",
@@ -134,7 +133,7 @@ __all__ = [
     "thread_run_id",
 ]
 
-WORKFLOW = "langgraph"
+WORKFLOW = LANGGRAPH_WORKFLOW
 """Workflow name of the runs that hold LangGraph threads."""
 
 CHECKPOINT_CODEC = "langgraph.checkpoint"
@@ -147,29 +146,14 @@ An encoded value is ``{"json": value}`` or ``{"msgpack" | "bytes" | "bytearray":
 VALUE_CODEC = "langgraph.value"
 """Codec of one channel (or write) value stored as its own content: an encoded value."""
 
-DOC_NODE = "checkpoints"
-VALUE_NODE = "values"
-_AGENT = "langgraph"
+DOC_NODE = LANGGRAPH_DOC_NODE
+VALUE_NODE = LANGGRAPH_VALUE_NODE
 _PAGE = 100
-_CHUNK = 500
 _ENCODINGS = ("msgpack", "bytes", "bytearray")
 # Bytes a value adds to a content envelope beyond its own encoding.
 _ENVELOPE_OVERHEAD = len(canonical_envelope(VALUE_CODEC, 1, None)) - len(b"null")
 
-
-def thread_run_id(thread_id: str, checkpoint_ns: str = "") -> str:
-    """The id of the run that holds a LangGraph thread (and namespace)."""
-    key = json.dumps([str(thread_id), str(checkpoint_ns)], ensure_ascii=False)
-    return "lg" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
-
-
-def _chunks(items: Sequence[Any], size: int = _CHUNK) -> Iterator[Sequence[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
-def _insert(conn: Connection, table: sa.Table) -> Any:
-    return (postgresql if conn.dialect.name == "postgresql" else sqlite).insert(table)
+thread_run_id = langgraph_run_id
 
 
 def _thread_of(config: RunnableConfig) -> tuple[str, str]:
@@ -177,17 +161,6 @@ def _thread_of(config: RunnableConfig) -> tuple[str, str]:
     if conf.get("thread_id") is None:
         raise InvalidArgument("a LangGraph config needs configurable.thread_id")
     return str(conf["thread_id"]), str(conf.get("checkpoint_ns") or "")
-
-
-def _verified(digest: str, data: Any, size: int) -> bytes:
-    data = bytes(data)
-    if len(data) != size or content_hash(data) != digest:
-        raise CheckpointCorrupt(
-            f"content {digest[:12]} of a LangGraph checkpoint failed its integrity check; it is "
-            "never handed to LangGraph; run verify() and restore from a backup",
-            content_hash=digest,
-        )
-    return data
 
 
 def _payload(data: bytes, codec: str, digest: str) -> Any:
@@ -198,183 +171,10 @@ def _payload(data: bytes, codec: str, digest: str) -> Any:
     return envelope["payload"]
 
 
-def _delete_runs(conn: Connection, thread_id: str) -> list[str]:
-    """Delete the runs of a thread (every namespace; frames and index rows go with them)."""
-    t = S.lg_threads
-    run_ids = list(
-        conn.execute(sa.select(t.c.run_id).where(t.c.thread_id == str(thread_id))).scalars()
-    )
-    for part in _chunks(run_ids):
-        conn.execute(S.runs.delete().where(S.runs.c.run_id.in_(list(part))))
-    return run_ids
-
-
 def _refs(slots: Any) -> Iterator[str]:
     for slot in slots:
         if type(slot) is dict and "ref" in slot:
             yield slot["ref"]
-
-
-class _Sql:
-    """Hot-path statements as driver SQL: written once with ``:name`` parameters, turned into
-    ``%(name)s`` for psycopg. (Building SQLAlchemy Core statements costs more than running
-    these; cold paths use Core.)"""
-
-    def __init__(self, dialect: str) -> None:
-        self.pg = dialect == "postgresql"
-        self._texts: dict[str, str] = {}
-
-    def __call__(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
-        text = self._texts.get(sql)
-        if text is None:
-            text = re.sub(r"(?<!:):([a-z_][a-z0-9_]*)", r"%(\1)s", sql) if self.pg else sql
-            self._texts[sql] = text
-        return conn.exec_driver_sql(text, params or {})
-
-    @staticmethod
-    def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
-        """``:name0, :name1, ...`` for an IN list, adding the values to ``params``."""
-        keys = [f"{name}{n}" for n in range(len(values))]
-        params.update(zip(keys, values, strict=True))
-        return ", ".join(f":{k}" for k in keys)
-
-
-_ADVANCE = (
-    "UPDATE tt_runs SET clock = clock + :by, updated_at_ms = :now WHERE run_id = :run "
-    "RETURNING clock, created_at_ms"
-)
-_INSERT_CONTENT = (
-    "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
-    "VALUES (:hash, :data, :size, :now) ON CONFLICT (content_hash) DO NOTHING"
-)
-_INSERT_FRAME = (
-    "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "
-    "state, content_hash, codec, version, purpose, agent_id, data_json, created_at_ms) VALUES "
-    "(:run_id, :frame_no, :kind, :node_id, :iteration, :attempt, :sequence, :state, "
-    ":content_hash, :codec, :version, :purpose, :agent_id, :data_json, :created_at_ms)"
-)
-_UPSERT_INDEX = (
-    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-    "VALUES (:run, :cid, :frame, NULL) ON CONFLICT (run_id, checkpoint_id) "
-    "DO UPDATE SET frame_no = excluded.frame_no"
-)
-_SELECT_WRITES = (
-    "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
-)
-_INSERT_WRITES = (
-    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-    "VALUES (:run, :cid, NULL, :writes)"
-)
-_UPDATE_WRITES = (
-    "UPDATE tt_lg_checkpoints SET writes_json = :writes "
-    "WHERE run_id = :run AND checkpoint_id = :cid"
-)
-_RUN_AND = "run_id = :run AND content_hash"
-_CONTENTS_WHERE = "FROM tt_checkpoint_contents WHERE content_hash"
-# Index rows whose frame holds a document, with the document's bytes.
-_SELECT_DOCS = (
-    "SELECT c.run_id, c.checkpoint_id, c.frame_no, c.writes_json, t.thread_id, t.checkpoint_ns "
-    "FROM tt_lg_checkpoints c JOIN tt_lg_threads t ON t.run_id = c.run_id "
-    "WHERE c.frame_no IS NOT NULL"
-)
-"""Index rows that have a document. Their frames and contents are read by primary key in a
-second statement (a join lets PostgreSQL, before statistics exist, scan a run's frames once
-per row)."""
-_FRAME_DOCS = (
-    "SELECT f.frame_no, f.kind, f.node_id, f.content_hash, d.data, d.size_bytes FROM tt_frames f "
-    "LEFT JOIN tt_checkpoint_contents d ON d.content_hash = f.content_hash WHERE f.run_id = :run "
-    "AND f.frame_no IN "
-)
-
-
-class _GroupCommit:
-    """One writer at a time, many writes per commit.
-
-    LangGraph writes a step's task writes and its next checkpoint from background threads.
-    Each write queues here; whoever holds the commit lock takes everything queued and commits
-    it in one transaction (one fsync), each write in a savepoint of its own so that one
-    failing write fails alone. Waiting on this lock (not in SQLite's busy handler, whose
-    sleeps last milliseconds) also keeps SQLite writers of one process from contending.
-    """
-
-    def __init__(self, engine: Any) -> None:
-        self.engine = engine
-        self._queue: list[_Unit] = []
-        self._queue_lock = threading.Lock()
-        self._commit_lock = threading.Lock()
-        self.commits = 0
-        self.writes = 0
-
-    def run(self, work: Any) -> Any:
-        unit = _Unit(work)
-        with self._queue_lock:
-            self._queue.append(unit)
-        while not unit.done.is_set():
-            with self._commit_lock:
-                if unit.done.is_set():
-                    break
-                with self._queue_lock:
-                    batch, self._queue = self._queue, []
-                if batch:
-                    self._commit(batch)
-        if unit.error is not None:
-            raise unit.error
-        return unit.result
-
-    def _commit(self, batch: list[_Unit]) -> None:
-        def tx(conn: Connection) -> list[tuple[Any, BaseException | None]]:
-            if len(batch) == 1:
-                return [(batch[0].work(conn), None)]
-            outcomes: list[tuple[Any, BaseException | None]] = []
-            for unit in batch:
-                savepoint = conn.begin_nested()
-                try:
-                    result = unit.work(conn)
-                except SmithersError as error:
-                    savepoint.rollback()
-                    outcomes.append((None, error))
-                except sa.exc.DBAPIError as error:
-                    if is_transient(error):
-                        raise  # the whole batch is tried again on a fresh transaction
-                    savepoint.rollback()
-                    failure = StoreError(f"database error: {str(error.orig)[:300]}")
-                    failure.__cause__ = error
-                    outcomes.append((None, failure))
-                else:
-                    savepoint.commit()
-                    outcomes.append((result, None))
-            return outcomes
-
-        try:
-            outcomes = self.engine.transaction(tx)
-            self.commits += 1
-            self.writes += len(batch)
-        except BaseException as error:  # the transaction failed as a whole
-            outcomes = [(None, error)] * len(batch)
-        for unit, (result, error) in zip(batch, outcomes, strict=True):
-            unit.result, unit.error = result, error
-            unit.done.set()
-
-
-class _Unit:
-    __slots__ = ("done", "error", "result", "work")
-
-    def __init__(self, work: Any) -> None:
-        self.work = work
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.done = threading.Event()
-
-
-class _Row(NamedTuple):
-    run_id: str
-    checkpoint_id: str
-    writes_json: str | None
-    thread_id: str
-    checkpoint_ns: str
-    content_hash: str
-    data: Any
-    size_bytes: int | None
 
 
 class _Stale(Exception):
@@ -440,14 +240,10 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         self.engine = db.engine
         self.store = db.store
         self.inline_max_bytes = inline_max_bytes
-        # run_id -> (created_at_ms of the run, hashes known to be pinned by its frames)
-        self._pinned: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()
-        self._pinned_lock = threading.Lock()
-        self._sql = _Sql(self.engine.dialect)
+        self.tables = LangGraphStore(db.engine, db.store)
         # (run_id, checkpoint_id) -> what this process stored of a recent checkpoint
         self._recent: OrderedDict[tuple[str, str], _Recent] = OrderedDict()
-        self._select_writes = _SELECT_WRITES + ("" if self.engine.is_sqlite else " FOR UPDATE")
-        self._committer = _GroupCommit(self.engine)
+        self._recent_lock = threading.Lock()
 
     # --- naming --------------------------------------------------------------------------
 
@@ -540,209 +336,25 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
             return self._decode(_payload(data, VALUE_CODEC, slot["ref"]))
         return self._decode(slot)
 
-    # --- runs and frames -----------------------------------------------------------------
-
-    def _create_run(
-        self,
-        conn: Connection,
-        run_id: str,
-        thread_id: str,
-        ns: str,
-        frames: list[Frame],
-        parent: tuple[str, int] | None = None,
-    ) -> None:
-        """Create the run of a thread (frames 0-2: created, and one attempt per node)."""
-        stamp = now_ms()
-        thread = {"thread_id": thread_id, "checkpoint_ns": ns}
-        inserted = conn.execute(
-            _insert(conn, S.runs)
-            .values(
-                run_id=run_id,
-                workflow=WORKFLOW,
-                workflow_hash=None,
-                status="running",
-                input_json=json.dumps(thread, ensure_ascii=False, sort_keys=True),
-                output_json=None,
-                error=None,
-                owner_epoch=1,
-                owner_id=_AGENT,
-                heartbeat_at_ms=None,
-                cancel_requested=False,
-                parent_run_id=parent[0] if parent else None,
-                parent_frame_no=parent[1] if parent else None,
-                max_checkpoint_bytes=None,
-                clock=2,
-                graph_json=json.dumps({DOC_NODE: [], VALUE_NODE: []}, sort_keys=True),
-                created_at_ms=stamp,
-                updated_at_ms=stamp,
-            )
-            .on_conflict_do_nothing()
-        ).rowcount
-        if not inserted:  # another writer created it first
-            return
-        new = [
-            Frame(
-                run_id,
-                0,
-                "run_created",
-                state="running",
-                created_at_ms=stamp,
-                data={"workflow": WORKFLOW, "input": thread},
-            )
-        ]
-        attempt = {
-            "run_id": run_id,
-            "iteration": 0,
-            "attempt": 1,
-            "state": "in_progress",
-            "owner_epoch": 1,
-            "next_sequence": 0,
-            "discard_resume": False,
-            "started_at_ms": stamp,
-        }
-        for n, node in enumerate((DOC_NODE, VALUE_NODE), start=1):
-            new.append(
-                Frame(
-                    run_id,
-                    n,
-                    "attempt_started",
-                    node,
-                    0,
-                    1,
-                    state="in_progress",
-                    agent_id=_AGENT,
-                    created_at_ms=stamp,
-                )
-            )
-            conn.execute(S.attempts.insert().values(node_id=node, **attempt))
-        conn.execute(S.frames.insert(), [frame_row(f) for f in new])
-        conn.execute(
-            S.lg_threads.insert().values(
-                run_id=run_id, thread_id=thread_id, checkpoint_ns=ns, created_at_ms=stamp
-            )
-        )
-        frames.extend(new)
-
-    def _advance(
-        self, conn: Connection, run_id: str, thread_id: str, ns: str, by: int, frames: list[Frame]
-    ) -> Any:
-        """Advance the run's clock by ``by`` (creating the run first if needed); the run row
-        stays locked until the transaction ends. Returns ``(clock, created_at_ms)``."""
-        params = {"by": by, "now": now_ms(), "run": run_id}
-        row = self._sql(conn, _ADVANCE, params).one_or_none()
-        if row is None:
-            self._create_run(conn, run_id, thread_id, ns, frames)
-            row = self._sql(conn, _ADVANCE, params).one()
-        return row
-
-    def _insert_frames(self, conn: Connection, frames: list[Frame]) -> None:
-        rows = [frame_row(f) for f in frames]
-        if len(rows) == 1:
-            self._sql(conn, _INSERT_FRAME, rows[0])
-        elif rows:
-            conn.execute(S.frames.insert(), rows)
-
-    def _unpinned(
-        self, conn: Connection, run_id: str, token: int, hashes: set[str]
-    ) -> tuple[list[str], set[str]]:
-        """Of ``hashes``, those no frame of the run pins yet (sorted), and those it does."""
-        with self._pinned_lock:
-            cached = self._pinned.get(run_id)
-            known = set(hashes & cached[1]) if cached is not None and cached[0] == token else set()
-        unknown = sorted(hashes - known)
-        for part in _chunks(unknown):
-            params: dict[str, Any] = {"run": run_id}
-            marks = _Sql.in_list("h", part, params)  # placeholders only: no value is inlined
-            sql = f"SELECT DISTINCT content_hash FROM tt_frames WHERE {_RUN_AND} IN ({marks})"  # noqa: S608
-            found = self._sql(conn, sql, params).scalars()
-            known.update(found)
-        return [h for h in unknown if h not in known], known
-
-    def _pin(
-        self,
-        conn: Connection,
-        run_id: str,
-        thread: tuple[str, str],
-        blobs: dict[str, EncodedCheckpoint],
-        frames: list[Frame],
-        outcome: dict[str, Any],
-        extra: int = 0,
-    ) -> int:
-        """Lock the run (creating it if needed); store the values it uses for the first
-        time, each with a ``values`` frame that pins it; reserve ``extra`` (0 or 1) more
-        frame numbers after those. Returns the run's clock (the reserved number)."""
-        run = self._advance(conn, run_id, *thread, extra, frames)
-        top = run.clock
-        new, known = self._unpinned(conn, run_id, run.created_at_ms, set(blobs))
-        if new:
-            top = self._advance(conn, run_id, *thread, len(new), frames).clock
-            stamp = now_ms()
-            pins = []
-            for no, digest in enumerate(new, start=top - len(new) - extra + 1):
-                insert_content(conn, blobs[digest], stamp)
-                pins.append(
-                    Frame(
-                        run_id,
-                        no,
-                        "checkpoint",
-                        VALUE_NODE,
-                        0,
-                        1,
-                        no,
-                        None,
-                        digest,
-                        VALUE_CODEC,
-                        1,
-                        "progress",
-                        _AGENT,
-                        {"size": blobs[digest].size},
-                        stamp,
-                    )
-                )
-            self._insert_frames(conn, pins)
-            frames.extend(pins)
-        outcome["pinned"] = (run.created_at_ms, known | set(new))
-        return top
-
-    def _remember(self, run_id: str, token: int, pinned: set[str]) -> None:
-        with self._pinned_lock:
-            cached = self._pinned.get(run_id)
-            if cached is not None and cached[0] == token and len(cached[1]) < 100_000:
-                cached[1].update(pinned)
-            else:
-                self._pinned[run_id] = (token, set(pinned))
-            self._pinned.move_to_end(run_id)
-            while len(self._pinned) > 256:
-                self._pinned.popitem(last=False)
+    # --- transactions ------------------------------------------------------------------
 
     def _forget(self, run_ids: Sequence[str]) -> None:
         gone = set(run_ids)
-        with self._pinned_lock:
-            for run_id in gone:
-                self._pinned.pop(run_id, None)
+        self.tables.forget(list(gone))
+        with self._recent_lock:
             for key in [k for k in self._recent if k[0] in gone]:
                 del self._recent[key]
 
     def _write(self, run_id: str, work: Any) -> Any:
-        """Run a write transaction; emit its frames to the store's listeners and remember
-        the hashes it pinned (only once it committed)."""
-        frames: list[Frame] = []
-        outcome: dict[str, Any] = {}
-
-        def tx(conn: Connection) -> Any:
-            frames.clear()
-            outcome.clear()
-            return work(conn, frames, outcome)
-
-        result = self._committer.run(tx)
-        if "pinned" in outcome:
-            self._remember(run_id, *outcome["pinned"])
+        """Run ``work(tx)`` (a :class:`~smithers_tt.store.LangGraphWrite`) in a write
+        transaction; once it committed, keep the checkpoint it stored (``tx.outcome``) for its
+        children to reuse."""
+        result, outcome = self.tables.write(run_id, work)
         if "recent" in outcome:
-            with self._pinned_lock:
+            with self._recent_lock:
                 self._recent[(run_id, outcome["checkpoint_id"])] = outcome["recent"]
                 while len(self._recent) > 1024:
                     self._recent.popitem(last=False)
-        self.store._emit(frames)
         return result
 
     # --- writing -------------------------------------------------------------------------
@@ -759,7 +371,7 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         run_id, parent, put = self._prepare_put(config, checkpoint, metadata, new_versions)
         previous = None
         if parent is not None:
-            with self._pinned_lock:
+            with self._recent_lock:
                 previous = self._recent.get((run_id, str(parent)))
         try:
             self._write(run_id, put(previous))
@@ -845,49 +457,16 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         build: Any,
         previous: _Recent | None,
     ) -> Any:
-        """The transaction body of a put (``work(conn, frames, outcome)``)."""
+        """The transaction body of a put (``work(tx)``)."""
         document, blobs, values = build(previous)
 
-        def work(conn: Connection, frames: list[Frame], outcome: dict[str, Any]) -> None:
-            no = self._pin(conn, run_id, (thread_id, ns), blobs, frames, outcome, extra=1)
-            token = outcome["pinned"][0]
+        def work(tx: LangGraphWrite) -> None:
+            no, token = tx.pin(run_id, (thread_id, ns), blobs, extra=1)
             if previous is not None and previous.token != token:
                 raise _Stale
-            outcome["recent"] = _Recent(token, dict(versions), values)
-            outcome["checkpoint_id"] = checkpoint_id
-            stamp = now_ms()
-            fresh = self._sql(
-                conn,
-                _INSERT_CONTENT,
-                {
-                    "hash": document.content_hash,
-                    "data": document.data,
-                    "size": document.size,
-                    "now": stamp,
-                },
-            ).rowcount
-            if not fresh:  # the same document again: compare (and lock) the stored one
-                insert_content(conn, document, stamp)
-            frame = Frame(
-                run_id,
-                no,
-                "checkpoint",
-                DOC_NODE,
-                0,
-                1,
-                no,
-                None,
-                document.content_hash,
-                CHECKPOINT_CODEC,
-                1,
-                "progress",
-                _AGENT,
-                None,
-                stamp,
-            )
-            self._insert_frames(conn, [frame])
-            self._sql(conn, _UPSERT_INDEX, {"run": run_id, "cid": checkpoint_id, "frame": no})
-            frames.append(frame)
+            tx.outcome["recent"] = _Recent(token, dict(versions), values)
+            tx.outcome["checkpoint_id"] = checkpoint_id
+            tx.put_document(run_id, no, checkpoint_id, document)
 
         return work
 
@@ -922,92 +501,37 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         run_id = thread_run_id(thread_id, ns)
-        key = {"run": run_id, "cid": checkpoint_id}
 
-        def work(conn: Connection, frames: list[Frame], outcome: dict[str, Any]) -> None:
-            # The row lock (or _pin's lock on the run) keeps this read-modify-write exclusive.
-            row = None if blobs else self._sql(conn, self._select_writes, key).one_or_none()
-            if row is None:  # values to pin, or no index row yet (the run may not exist)
-                self._pin(conn, run_id, (thread_id, ns), blobs, frames, outcome)
-                row = self._sql(conn, _SELECT_WRITES, key).one_or_none()
-            stored = json.loads(row.writes_json) if row is not None and row.writes_json else {}
+        def merge(stored_json: str | None) -> str:
+            stored = json.loads(stored_json) if stored_json else {}
             task = stored.setdefault(task_id, {"path": task_path, "w": {}})
             for idx, channel, slot in encoded:
                 if replace or idx not in task["w"]:
                     task["w"][idx] = [channel, slot]
-            text = json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
-            self._sql(
-                conn, _INSERT_WRITES if row is None else _UPDATE_WRITES, {**key, "writes": text}
-            )
+            return json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
+
+        def work(tx: LangGraphWrite) -> None:
+            tx.update_writes(run_id, (thread_id, ns), checkpoint_id, blobs, merge)
 
         return run_id, work
 
     # --- reading -------------------------------------------------------------------------
 
-    def _contents(self, conn: Connection, hashes: set[str]) -> dict[str, bytes]:
-        """Verified bytes of these contents (missing ones are left out)."""
-        out: dict[str, bytes] = {}
-        for part in _chunks(sorted(hashes)):
-            params: dict[str, Any] = {}
-            marks = _Sql.in_list("h", part, params)  # placeholders only: no value is inlined
-            sql = f"SELECT content_hash, data, size_bytes {_CONTENTS_WHERE} IN ({marks})"
-            rows = self._sql(conn, sql, params)
-            for row in rows:
-                out[row.content_hash] = _verified(row.content_hash, row.data, row.size_bytes)
-        return out
-
-    def _attach(self, conn: Connection, rows: Sequence[Any]) -> list[_Row]:
-        """Index rows with their document frame's content (rows whose frame is gone or holds
-        no document, as after a smithers_tt rewind, are left out)."""
-        by_run: dict[str, list[Any]] = {}
-        for row in rows:
-            by_run.setdefault(row.run_id, []).append(row)
-        found: dict[tuple[str, int], Any] = {}
-        for run_id, group in by_run.items():
-            for part in _chunks(group):
-                params: dict[str, Any] = {"run": run_id}
-                marks = _Sql.in_list("f", [r.frame_no for r in part], params)
-                for frame in self._sql(conn, f"{_FRAME_DOCS}({marks})", params):
-                    found[(run_id, frame.frame_no)] = frame
-        out: list[_Row] = []
-        for row in rows:
-            frame = found.get((row.run_id, row.frame_no))
-            if frame is None or frame.kind != "checkpoint" or frame.node_id != DOC_NODE:
-                continue
-            out.append(
-                _Row(
-                    row.run_id,
-                    row.checkpoint_id,
-                    row.writes_json,
-                    row.thread_id,
-                    row.checkpoint_ns,
-                    frame.content_hash,
-                    frame.data,
-                    frame.size_bytes,
-                )
-            )
-        return out
-
-    def _documents(self, rows: Sequence[Any]) -> list[tuple[Any, dict]]:
-        """The verified document of each index row (rows whose frame holds another
-        checkpoint, as after a smithers_tt rewind, are skipped)."""
+    def _documents(self, rows: Sequence[LangGraphDocument]) -> list[tuple[Any, dict]]:
+        """The document of each index row (rows whose frame holds another checkpoint, as
+        after a smithers_tt rewind, are skipped)."""
         out: list[tuple[Any, dict]] = []
         for row in rows:
-            if row.data is None:
-                raise CheckpointMissing(
-                    f"the document of LangGraph checkpoint {row.checkpoint_id} is not stored"
-                )
-            data = _verified(row.content_hash, row.data, row.size_bytes)
-            doc = _payload(data, CHECKPOINT_CODEC, row.content_hash)
+            doc = _payload(row.data, CHECKPOINT_CODEC, row.content_hash)
             if type(doc) is not dict:
                 raise CheckpointCorrupt(f"content {row.content_hash[:12]} is not a checkpoint")
             if doc.get("id") == row.checkpoint_id:
                 out.append((row, doc))
         return out
 
-    def _tuples(self, conn: Connection, rows: Sequence[Any], md_filter: dict | None) -> list:
+    def _tuples(self, rx: LangGraphRead, rows: Sequence[Any], md_filter: dict | None) -> list:
         chosen: list[tuple[Any, dict, Any]] = []
-        for row, doc in self._documents(self._attach(conn, rows)):
+        for row, doc in self._documents(rx.documents(rows)):
             metadata = self._unfield(doc, "metadata")
             if md_filter and any(
                 k not in metadata or metadata[k] != v for k, v in md_filter.items()
@@ -1022,7 +546,7 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
             writes_of.append(writes)
             for task in writes.values():
                 refs.update(_refs(slot for _, slot in task["w"].values()))
-        contents = self._contents(conn, refs) if refs else {}
+        contents = rx.contents(refs) if refs else {}
         out: list[CheckpointTuple] = []
         for (row, doc, metadata), writes in zip(chosen, writes_of, strict=True):
             checkpoint = self._unfield(doc, "checkpoint")
@@ -1053,18 +577,14 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         """The checkpoint named by ``config`` (its newest when no ``checkpoint_id``)."""
         thread_id, ns = _thread_of(config)
         checkpoint_id = (config.get("configurable") or {}).get("checkpoint_id")
-        params: dict[str, Any] = {"run": thread_run_id(thread_id, ns)}
-        sql = _SELECT_DOCS + " AND c.run_id = :run"
-        if checkpoint_id is not None:
-            sql += " AND c.checkpoint_id = :cid"
-            params["cid"] = str(checkpoint_id)
-        sql += " ORDER BY c.checkpoint_id DESC LIMIT 1"
+        run_id = thread_run_id(thread_id, ns)
+        wanted = None if checkpoint_id is None else str(checkpoint_id)
 
-        def read(conn: Connection) -> CheckpointTuple | None:
-            found = self._tuples(conn, self._sql(conn, sql, params).all(), None)
+        def read(rx: LangGraphRead) -> CheckpointTuple | None:
+            found = self._tuples(rx, rx.newest(run_id, wanted), None)
             return found[0] if found else None
 
-        return self.engine.transaction(read, write=False)
+        return self.tables.read(read)
 
     def _page(
         self,
@@ -1075,50 +595,35 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         size: int,
     ) -> tuple[list[CheckpointTuple], tuple[str, str] | None]:
         """One page of :meth:`list`: matching tuples and the cursor of the next page."""
-        sql, params = self._where(config, before, after)
-        sql += " ORDER BY c.checkpoint_id DESC, c.run_id DESC LIMIT :size"
-        params["size"] = size
+        query = self._where(config, before, after)
 
-        def read(conn: Connection) -> tuple[list[CheckpointTuple], tuple[str, str] | None]:
-            rows = self._sql(conn, sql, params).all()
+        def read(rx: LangGraphRead) -> tuple[list[CheckpointTuple], tuple[str, str] | None]:
+            rows = rx.page(query, size)
             cursor = (rows[-1].checkpoint_id, rows[-1].run_id) if len(rows) == size else None
-            return self._tuples(conn, rows, md_filter), cursor
+            return self._tuples(rx, rows, md_filter), cursor
 
-        return self.engine.transaction(read, write=False)
+        return self.tables.read(read)
 
     @staticmethod
     def _where(
         config: RunnableConfig | None,
         before: RunnableConfig | None,
         after: tuple[str, str] | None,
-    ) -> tuple[str, dict[str, Any]]:
-        sql, params = _SELECT_DOCS, {}
+    ) -> LangGraphIndexQuery:
+        """The index rows a ``list`` config, ``before`` and page cursor name."""
         conf = dict((config or {}).get("configurable") or {})
+        run_id = None
         if conf.get("thread_id") is not None and conf.get("checkpoint_ns") is not None:
             # one thread and namespace: one run, read in its index order
-            sql += " AND c.run_id = :run"
-            params["run"] = thread_run_id(
-                str(conf.pop("thread_id")), str(conf.pop("checkpoint_ns"))
-            )
-        for column, key in (
-            ("t.thread_id", "thread_id"),
-            ("t.checkpoint_ns", "checkpoint_ns"),
-            ("c.checkpoint_id", "checkpoint_id"),
-        ):
-            if conf.get(key) is not None:
-                sql += f" AND {column} = :{key}"
-                params[key] = str(conf[key])
+            run_id = thread_run_id(str(conf.pop("thread_id")), str(conf.pop("checkpoint_ns")))
+        keys = [conf.get(k) for k in ("thread_id", "checkpoint_ns", "checkpoint_id")]
         before_id = ((before or {}).get("configurable") or {}).get("checkpoint_id")
-        if before_id is not None:
-            sql += " AND c.checkpoint_id < :before"
-            params["before"] = str(before_id)
-        if after is not None:
-            sql += (
-                " AND (c.checkpoint_id < :after_id OR "
-                "(c.checkpoint_id = :after_id AND c.run_id < :after_run))"
-            )
-            params["after_id"], params["after_run"] = after
-        return sql, params
+        return LangGraphIndexQuery(
+            run_id,
+            *(None if v is None else str(v) for v in keys),
+            None if before_id is None else str(before_id),
+            after,
+        )
 
     def list(
         self,
@@ -1138,7 +643,7 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
     def delete_thread(self, thread_id: str) -> None:
         """Delete a thread (every namespace): its runs, frames and index rows. Content no
         other run uses is freed by the next ``collect_garbage``."""
-        self._forget(self.engine.transaction(lambda conn: _delete_runs(conn, thread_id)))
+        self._forget(self.tables.delete_thread(thread_id))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Remove from LangGraph's view every checkpoint whose metadata ``run_id`` is listed
@@ -1146,19 +651,16 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         wanted = {str(r) for r in run_ids}
         if not wanted:
             return
-        c = S.lg_checkpoints
         doomed: list[tuple[str, str]] = []
         cursor: tuple[str, str] | None = None
         while True:
-            sql, params = self._where(None, None, cursor)
-            sql += " ORDER BY c.checkpoint_id DESC, c.run_id DESC LIMIT :size"
-            params["size"] = _PAGE
+            query = self._where(None, None, cursor)
 
-            def read(conn: Connection, q: str = sql, p: dict = params) -> tuple[list, list]:
-                rows = self._sql(conn, q, p).all()
-                return rows, self._attach(conn, rows)
+            def read(rx: LangGraphRead, q: LangGraphIndexQuery = query) -> tuple[list, list]:
+                rows = rx.page(q, _PAGE)
+                return rows, rx.documents(rows)
 
-            rows, attached = self.engine.transaction(read, write=False)
+            rows, attached = self.tables.read(read)
             for row, doc in self._documents(attached):
                 metadata = self._unfield(doc, "metadata")
                 if isinstance(metadata, dict) and str(metadata.get("run_id")) in wanted:
@@ -1166,91 +668,13 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
             if len(rows) < _PAGE:
                 break
             cursor = (rows[-1].checkpoint_id, rows[-1].run_id)
-
-        def work(conn: Connection) -> None:
-            for run_id, checkpoint_id in doomed:
-                conn.execute(
-                    c.delete().where(c.c.run_id == run_id, c.c.checkpoint_id == checkpoint_id)
-                )
-
         if doomed:
-            self.engine.transaction(work)
+            self.tables.delete_checkpoints(doomed)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread (every namespace) to another thread id: each target run is a child
         of its source run; frames and index rows are copied, content is shared."""
-        t, c, f = S.lg_threads, S.lg_checkpoints, S.frames
-        target = str(target_thread_id)
-
-        def work(conn: Connection, frames: list[Frame], outcome: dict[str, Any]) -> None:
-            sources = conn.execute(
-                sa.select(t.c.run_id, t.c.checkpoint_ns)
-                .where(t.c.thread_id == str(source_thread_id))
-                .order_by(t.c.checkpoint_ns)
-            ).all()
-            for src in sources:
-                dst = thread_run_id(target, src.checkpoint_ns)
-                src_clock = conn.execute(
-                    sa.select(S.runs.c.clock).where(S.runs.c.run_id == src.run_id)
-                ).scalar_one()
-                self._create_run(
-                    conn, dst, target, src.checkpoint_ns, frames, (src.run_id, src_clock)
-                )
-                old = conn.execute(
-                    sa.select(f)
-                    .where(f.c.run_id == src.run_id, f.c.kind == "checkpoint")
-                    .order_by(f.c.frame_no)
-                ).all()
-                top = self._advance(conn, dst, target, src.checkpoint_ns, len(old), frames).clock
-                stamp = now_ms()
-                renumber: dict[int, int] = {}
-                copies: list[Frame] = []
-                for n, row in enumerate(old):
-                    no = top - len(old) + 1 + n
-                    renumber[row.frame_no] = no
-                    copies.append(
-                        Frame(
-                            dst,
-                            no,
-                            "checkpoint",
-                            row.node_id,
-                            row.iteration,
-                            row.attempt,
-                            no,
-                            None,
-                            row.content_hash,
-                            row.codec,
-                            row.version,
-                            row.purpose,
-                            row.agent_id,
-                            {"copied_from": [src.run_id, row.frame_no]},
-                            stamp,
-                        )
-                    )
-                for part in _chunks(copies):
-                    conn.execute(f.insert(), [frame_row(x) for x in part])
-                frames.extend(copies)
-                rows = conn.execute(sa.select(c).where(c.c.run_id == src.run_id)).all()
-                for part in _chunks(rows):
-                    for row in part:
-                        conn.execute(
-                            _insert(conn, c)
-                            .values(
-                                run_id=dst,
-                                checkpoint_id=row.checkpoint_id,
-                                frame_no=renumber.get(row.frame_no),
-                                writes_json=row.writes_json,
-                            )
-                            .on_conflict_do_update(
-                                index_elements=[c.c.run_id, c.c.checkpoint_id],
-                                set_={
-                                    "frame_no": renumber.get(row.frame_no),
-                                    "writes_json": row.writes_json,
-                                },
-                            )
-                        )
-
-        self._write("", work)
+        self._write("", lambda tx: tx.copy_thread(source_thread_id, target_thread_id))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         """Prune the checkpoints of threads, as PostgresSaver 3.2 does.

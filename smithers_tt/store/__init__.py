@@ -2,6 +2,16 @@
 
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
 from smithers_tt.store._frames import Frame
+from smithers_tt.store._langgraph import LangGraphStore
+from smithers_tt.store._langgraph_read import LangGraphDocument, LangGraphRead
+from smithers_tt.store._langgraph_sql import (
+    LANGGRAPH_DOC_NODE,
+    LANGGRAPH_VALUE_NODE,
+    LANGGRAPH_WORKFLOW,
+    LangGraphIndexQuery,
+    langgraph_run_id,
+)
+from smithers_tt.store._langgraph_write import LangGraphWrite
 from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
 from smithers_tt.store._migrate import (
     StoreState,
@@ -26,6 +36,9 @@ from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
 
 __all__ = [
     "HISTORY_SCAN_BOUND",
+    "LANGGRAPH_DOC_NODE",
+    "LANGGRAPH_VALUE_NODE",
+    "LANGGRAPH_WORKFLOW",
     "MAX_PAGE_SIZE",
     "AttemptKey",
     "AttemptRecord",
@@ -34,6 +47,11 @@ __all__ = [
     "Fence",
     "Frame",
     "GcReport",
+    "LangGraphDocument",
+    "LangGraphIndexQuery",
+    "LangGraphRead",
+    "LangGraphStore",
+    "LangGraphWrite",
     "NodeRecord",
     "Page",
     "RetryPolicy",
@@ -46,6 +64,7 @@ __all__ = [
     "check_store_shape",
     "collect_garbage",
     "display_url",
+    "langgraph_run_id",
     "migrate",
     "row_counts",
     "store_state",

@@ -1,0 +1,189 @@
+"""The LangGraph saver's layout in the store and its statements, with what differs between
+SQLite and PostgreSQL kept in one small object per dialect (:func:`langgraph_dialect`).
+
+A LangGraph thread (``thread_id`` + ``checkpoint_ns``) is one run of workflow
+:data:`LANGGRAPH_WORKFLOW` whose id is :func:`langgraph_run_id` of the pair; the run has two
+nodes, :data:`LANGGRAPH_DOC_NODE` (one frame per checkpoint document) and
+:data:`LANGGRAPH_VALUE_NODE` (one frame per value the thread uses for the first time, which
+pins it). ``tt_lg_threads`` maps a run back to its thread; ``tt_lg_checkpoints`` indexes the
+document frames by ``(run, checkpoint_id)`` and holds each checkpoint's pending writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any, NamedTuple
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+LANGGRAPH_WORKFLOW = "langgraph"
+"""Workflow name of the runs that hold LangGraph threads."""
+
+LANGGRAPH_DOC_NODE = "checkpoints"
+"""Node of a LangGraph thread's run whose frames hold its checkpoint documents."""
+
+LANGGRAPH_VALUE_NODE = "values"
+"""Node of a LangGraph thread's run whose frames pin the values it stores by hash."""
+
+AGENT = "langgraph"
+CHUNK = 500
+
+
+def langgraph_run_id(thread_id: str, checkpoint_ns: str = "") -> str:
+    """The id of the run that holds a LangGraph thread (and namespace)."""
+    key = json.dumps([str(thread_id), str(checkpoint_ns)], ensure_ascii=False)
+    return "lg" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
+
+
+def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``size`` (IN lists and executemany batches)."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+class LangGraphIndexQuery(NamedTuple):
+    """Which rows of a LangGraph checkpoint index to read; every field set narrows it.
+
+    ``run_id`` is one thread and namespace; ``thread_id``/``checkpoint_ns`` match the thread's
+    own keys; ``before`` keeps checkpoint ids below it; ``after`` is the keyset cursor
+    ``(checkpoint_id, run_id)`` of the previous page.
+    """
+
+    run_id: str | None = None
+    thread_id: str | None = None
+    checkpoint_ns: str | None = None
+    checkpoint_id: str | None = None
+    before: str | None = None
+    after: tuple[str, str] | None = None
+
+
+class _Dialect:
+    """Hot-path statements as driver SQL, written once with ``:name`` parameters (building
+    SQLAlchemy Core statements costs more than running these; cold paths use Core), and the
+    dialect's own INSERT for upserts. One subclass per database."""
+
+    for_update = ""
+    """Suffix that locks the rows a SELECT reads until the transaction ends."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def insert(self, table: sa.Table) -> Any:
+        """An INSERT that supports ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
+        raise NotImplementedError
+
+    def _translate(self, sql: str) -> str:
+        return sql
+
+    def __call__(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
+        text = self._texts.get(sql)
+        if text is None:
+            text = self._texts[sql] = self._translate(sql)
+        return conn.exec_driver_sql(text, params or {})
+
+    @staticmethod
+    def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
+        """``:name0, :name1, ...`` for an IN list, adding the values to ``params``."""
+        keys = [f"{name}{n}" for n in range(len(values))]
+        params.update(zip(keys, values, strict=True))
+        return ", ".join(f":{k}" for k in keys)
+
+
+class _Sqlite(_Dialect):
+    def insert(self, table: sa.Table) -> Any:
+        return sqlite.insert(table)
+
+
+class _Postgres(_Dialect):
+    for_update = " FOR UPDATE"
+
+    def insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
+
+    def _translate(self, sql: str) -> str:  # psycopg takes %(name)s
+        return re.sub(r"(?<!:):([a-z_][a-z0-9_]*)", r"%(\1)s", sql)
+
+
+def langgraph_dialect(name: str) -> _Dialect:
+    """The statement runner for a database dialect name (``sqlite`` or ``postgresql``)."""
+    return _Postgres() if name == "postgresql" else _Sqlite()
+
+
+ADVANCE = (
+    "UPDATE tt_runs SET clock = clock + :by, updated_at_ms = :now WHERE run_id = :run "
+    "RETURNING clock, created_at_ms"
+)
+INSERT_CONTENT = (
+    "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
+    "VALUES (:hash, :data, :size, :now) ON CONFLICT (content_hash) DO NOTHING"
+)
+INSERT_FRAME = (
+    "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "
+    "state, content_hash, codec, version, purpose, agent_id, data_json, created_at_ms) VALUES "
+    "(:run_id, :frame_no, :kind, :node_id, :iteration, :attempt, :sequence, :state, "
+    ":content_hash, :codec, :version, :purpose, :agent_id, :data_json, :created_at_ms)"
+)
+UPSERT_INDEX = (
+    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
+    "VALUES (:run, :cid, :frame, NULL) ON CONFLICT (run_id, checkpoint_id) "
+    "DO UPDATE SET frame_no = excluded.frame_no"
+)
+SELECT_WRITES = (
+    "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
+)
+INSERT_WRITES = (
+    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
+    "VALUES (:run, :cid, NULL, :writes)"
+)
+UPDATE_WRITES = (
+    "UPDATE tt_lg_checkpoints SET writes_json = :writes "
+    "WHERE run_id = :run AND checkpoint_id = :cid"
+)
+RUN_AND = "run_id = :run AND content_hash"
+CONTENTS_WHERE = "FROM tt_checkpoint_contents WHERE content_hash"
+SELECT_DOCS = (
+    "SELECT c.run_id, c.checkpoint_id, c.frame_no, c.writes_json, t.thread_id, t.checkpoint_ns "
+    "FROM tt_lg_checkpoints c JOIN tt_lg_threads t ON t.run_id = c.run_id "
+    "WHERE c.frame_no IS NOT NULL"
+)
+"""Index rows that have a document. Their frames and contents are read by primary key in a
+second statement (a join lets PostgreSQL, before statistics exist, scan a run's frames once
+per row)."""
+FRAME_DOCS = (
+    "SELECT f.frame_no, f.kind, f.node_id, f.content_hash, d.data, d.size_bytes FROM tt_frames f "
+    "LEFT JOIN tt_checkpoint_contents d ON d.content_hash = f.content_hash WHERE f.run_id = :run "
+    "AND f.frame_no IN "
+)
+PAGE_ORDER = " ORDER BY c.checkpoint_id DESC, c.run_id DESC LIMIT :size"
+NEWEST_ORDER = " ORDER BY c.checkpoint_id DESC LIMIT 1"
+
+
+def index_select(query: LangGraphIndexQuery) -> tuple[str, dict[str, Any]]:
+    """The SELECT (without ORDER BY) of the index rows ``query`` names, and its parameters."""
+    sql, params = SELECT_DOCS, {}
+    if query.run_id is not None:
+        sql += " AND c.run_id = :run"
+        params["run"] = query.run_id
+    for column, key, value in (
+        ("t.thread_id", "thread_id", query.thread_id),
+        ("t.checkpoint_ns", "checkpoint_ns", query.checkpoint_ns),
+        ("c.checkpoint_id", "checkpoint_id", query.checkpoint_id),
+    ):
+        if value is not None:
+            sql += f" AND {column} = :{key}"
+            params[key] = value
+    if query.before is not None:
+        sql += " AND c.checkpoint_id < :before"
+        params["before"] = query.before
+    if query.after is not None:
+        sql += (
+            " AND (c.checkpoint_id < :after_id OR "
+            "(c.checkpoint_id = :after_id AND c.run_id < :after_run))"
+        )
+        params["after_id"], params["after_run"] = query.after
+    return sql, params
