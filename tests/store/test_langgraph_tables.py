@@ -1,0 +1,93 @@
+"""The store side of the LangGraph saver, used directly with plain data (no LangGraph): what a
+write stores is what a read returns, pins are stored once per run, and reads verify bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+import smithers_tt as st
+from smithers_tt.checkpoint import EncodedCheckpoint, canonical_envelope, content_hash, loads
+from smithers_tt.errors import CheckpointCorrupt
+from smithers_tt.store import (
+    LANGGRAPH_DOC_NODE,
+    LANGGRAPH_VALUE_NODE,
+    LANGGRAPH_WORKFLOW,
+    Frame,
+    LangGraphIndexQuery,
+    LangGraphRead,
+    LangGraphStore,
+    LangGraphWrite,
+    langgraph_run_id,
+)
+from smithers_tt.store import _schema as S
+
+
+def _encoded(codec: str, payload: object) -> EncodedCheckpoint:
+    data = canonical_envelope(codec, 1, payload)
+    return EncodedCheckpoint(codec, 1, data, content_hash(data))
+
+
+def _put(tables: LangGraphStore, thread: str, checkpoint_id: str, values: list[str]) -> None:
+    run_id = langgraph_run_id(thread)
+    blobs = {b.content_hash: b for b in (_encoded("test.value", v) for v in values)}
+    document = _encoded("test.doc", {"id": checkpoint_id, "values": sorted(blobs)})
+
+    def work(tx: LangGraphWrite) -> None:
+        no, _ = tx.pin(run_id, (thread, ""), blobs, extra=1)
+        tx.put_document(run_id, no, checkpoint_id, document)
+
+    tables.write(run_id, work)
+
+
+def test_a_written_checkpoint_reads_back_with_its_run_frames_and_values(
+    db: st.Database,
+) -> None:
+    heard: list[Frame] = []
+    db.store.listeners.append(heard.append)
+    tables = LangGraphStore(db.engine, db.store)
+    _put(tables, "t1", "0001", ["a" * 100, "b" * 100])
+    _put(tables, "t1", "0002", ["a" * 100, "c" * 100])  # "a" is pinned already
+
+    run_id = langgraph_run_id("t1")
+    assert db.store.get_run(run_id).workflow == LANGGRAPH_WORKFLOW
+    pins = [f for f in heard if f.kind == "checkpoint"]
+    values = [f for f in pins if f.node_id == LANGGRAPH_VALUE_NODE]
+    docs = [f for f in pins if f.node_id == LANGGRAPH_DOC_NODE]
+    assert len(values) == 3 and len(docs) == 2  # each value pinned once per run
+    assert [f.frame_no for f in heard] == list(range(len(heard)))  # one clock, no gaps
+
+    shared = _encoded("test.value", "a" * 100).content_hash
+    assert sum(f.content_hash == shared for f in values) == 1
+
+    def read(rx: LangGraphRead) -> tuple:
+        rows = rx.page(LangGraphIndexQuery(thread_id="t1"), 10)
+        return (
+            [r.checkpoint_id for r in rows],
+            rx.documents(rx.newest(run_id)),
+            rx.contents({shared}),
+        )
+
+    ids, newest, contents = tables.read(read)
+    assert ids == ["0002", "0001"]
+    assert [(d.checkpoint_id, d.content_hash) for d in newest] == [("0002", docs[1].content_hash)]
+    assert loads(newest[0].data)["payload"]["id"] == "0002"
+    assert loads(contents[shared])["payload"] == "a" * 100
+
+
+def test_a_fresh_process_finds_pins_in_the_database_not_its_cache(db: st.Database) -> None:
+    _put(LangGraphStore(db.engine, db.store), "t2", "0001", ["x" * 100])
+    heard: list[Frame] = []
+    db.store.listeners.append(heard.append)
+    _put(LangGraphStore(db.engine, db.store), "t2", "0002", ["x" * 100])
+    assert [f.node_id for f in heard] == [LANGGRAPH_DOC_NODE]  # no second value frame
+
+
+def test_reads_refuse_bytes_that_do_not_match_their_address(db: st.Database) -> None:
+    tables = LangGraphStore(db.engine, db.store)
+    _put(tables, "t3", "0001", [])
+    run_id = langgraph_run_id("t3")
+    evil = _encoded("test.doc", {"id": "0001", "values": ["evil"]}).data
+    with db.engine.connect(write=True) as conn:  # other bytes under the document's address
+        conn.execute(S.contents.update().values(data=evil, size_bytes=len(evil)))
+    with pytest.raises(CheckpointCorrupt):
+        tables.read(lambda rx: rx.documents(rx.newest(run_id)))
