@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
@@ -62,7 +63,7 @@ class LangGraphIndexQuery(NamedTuple):
     after: tuple[str, str] | None = None
 
 
-class _Dialect:
+class LangGraphDialect(ABC):
     """Hot-path statements as driver SQL, written once with ``:name`` parameters (building
     SQLAlchemy Core statements costs more than running these; cold paths use Core), and the
     dialect's own INSERT for upserts. One subclass per database."""
@@ -73,9 +74,9 @@ class _Dialect:
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
 
+    @abstractmethod
     def insert(self, table: sa.Table) -> Any:
         """An INSERT that supports ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
-        raise NotImplementedError
 
     def _translate(self, sql: str) -> str:
         return sql
@@ -94,12 +95,12 @@ class _Dialect:
         return ", ".join(f":{k}" for k in keys)
 
 
-class _Sqlite(_Dialect):
+class _Sqlite(LangGraphDialect):
     def insert(self, table: sa.Table) -> Any:
         return sqlite.insert(table)
 
 
-class _Postgres(_Dialect):
+class _Postgres(LangGraphDialect):
     for_update = " FOR UPDATE"
 
     def insert(self, table: sa.Table) -> Any:
@@ -109,7 +110,7 @@ class _Postgres(_Dialect):
         return re.sub(r"(?<!:):([a-z_][a-z0-9_]*)", r"%(\1)s", sql)
 
 
-def langgraph_dialect(name: str) -> _Dialect:
+def langgraph_dialect(name: str) -> LangGraphDialect:
     """The statement runner for a database dialect name (``sqlite`` or ``postgresql``)."""
     return _Postgres() if name == "postgresql" else _Sqlite()
 
