@@ -34,6 +34,10 @@ twin in a worker thread.
 How LangGraph maps onto the store
 ---------------------------------
 
+This module turns LangGraph's checkpoints, writes and configs into plain data; the SQL that
+stores them is the store's (:class:`smithers_tt.store.LangGraphStore`, whose write
+transactions share one group commit).
+
 * A **thread** (``thread_id`` + ``checkpoint_ns``) is one **run** of workflow ``langgraph``
   whose id is derived from the pair (:func:`thread_run_id`); ``tt_lg_threads`` maps it back.
   A run has two nodes: ``checkpoints`` and ``values``.
