@@ -9,6 +9,7 @@ must read exactly what 0.1 read.
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import shutil
@@ -19,14 +20,15 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
-from smithers_tt.errors import MigrationError
-from smithers_tt.store import Engine, migrate
+from smithers_tt.errors import MigrationError, SchemaMismatch
+from smithers_tt.store import Engine, _schema, check_store_shape, migrate, store_state
 from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
-from smithers_tt.store._migrate import VERSION_TABLE, migration_names, upgrade
+from smithers_tt.store._migrate import VERSION_TABLE, migration_names, migrations_dir, upgrade
 from tests.fixtures.v1 import v1_support
 
+from ._v1_layout import V1_HEAD, make_v1_layout
+
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "v1"
-V1_HEAD = "0005_commit_tokens"
 
 
 def _load(name: str) -> Any:
@@ -43,26 +45,6 @@ def _backend(url: str) -> str:
 
 def _without_version_table(shape: dict[str, Any]) -> dict[str, Any]:
     return {name: table for name, table in shape.items() if name != VERSION_TABLE}
-
-
-def make_v1_layout(url: str, rows: dict[str, str] | None = None) -> None:
-    """Tables as 0.1 left them (the frozen revisions up to its head, no Alembic version) and
-    its record of migrations: ``rows`` (name to checksum), by default the five it shipped."""
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            upgrade(conn, to=V1_HEAD)
-            conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
-            for name, checksum in (V1_CHECKSUMS if rows is None else rows).items():
-                conn.execute(
-                    sa.text(
-                        "INSERT INTO tt_migrations (name, checksum, applied_at_ms) "
-                        "VALUES (:n, :c, 1)"
-                    ),
-                    {"n": name, "c": checksum},
-                )
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture
@@ -113,3 +95,129 @@ def test_fresh_store_has_the_schema_v1_created(db: st.Database) -> None:
 
     assert _without_version_table(fresh) == EXPECTED["schema"][_backend(db.url)]
     assert set(fresh) - set(EXPECTED["schema"][_backend(db.url)]) == {VERSION_TABLE}
+
+
+def _version(url: str) -> list[str] | None:
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if VERSION_TABLE not in sa.inspect(conn).get_table_names():
+                return None
+            return list(conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")))
+    finally:
+        engine.dispose()
+
+
+def test_upgrade_of_a_v1_store_made_before_its_last_migrations_stamps_its_own_revision(
+    db_url: str,
+) -> None:
+    make_v1_layout(
+        db_url,
+        {n: c for n, c in V1_CHECKSUMS.items() if n <= "0003_langgraph"},
+        to="0003_langgraph",
+    )
+
+    engine = Engine(db_url)
+    try:
+        applied = migrate(engine)
+    finally:
+        engine.dispose()
+
+    assert applied == migration_names()[3:]
+    assert applied[:2] == ["0004_workers", "0005_commit_tokens"]
+    assert _version(db_url) == [(migration_names()[-1],)]
+
+
+@pytest.mark.parametrize(
+    ("rows", "error", "message"),
+    [
+        pytest.param(
+            {**V1_CHECKSUMS, "0002_time_travel": "0" * 64},
+            MigrationError,
+            "0002_time_travel was applied with checksum 000000000000",
+            id="changed_checksum",
+        ),
+        pytest.param(
+            {n: c for n, c in V1_CHECKSUMS.items() if n != "0002_time_travel"},
+            MigrationError,
+            "['0002_time_travel'] are not recorded",
+            id="gap",
+        ),
+        pytest.param(
+            {**V1_CHECKSUMS, "0006_future": "f" * 64},
+            SchemaMismatch,
+            "newer smithers_tt (unknown migrations ['0006_future'])",
+            id="newer",
+        ),
+    ],
+)
+def test_upgrade_refuses_a_v1_record_that_v1_did_not_write_and_commits_nothing(
+    db_url: str, rows: dict[str, str], error: type[Exception], message: str
+) -> None:
+    make_v1_layout(db_url, rows)
+
+    with pytest.raises(error) as caught:
+        st.connect(db_url)
+
+    assert message in str(caught.value)
+    assert _version(db_url) is None
+
+
+def test_read_only_open_of_a_v1_store_names_the_pending_revisions_and_writes_nothing(
+    v1_url: str,
+) -> None:
+    with pytest.raises(SchemaMismatch, match="0006_alembic") as caught:
+        st.connect(v1_url, read_only=True, create=False)
+
+    assert "older smithers_tt" in str(caught.value)
+    assert _version(v1_url) is None
+
+
+def test_revisions_are_frozen_they_never_read_the_schema_module() -> None:
+    versions = migrations_dir() / "versions"
+    files = sorted(versions.glob("[0-9][0-9][0-9][0-9]_*.py"))
+
+    assert [p.stem for p in files] == migration_names()
+    for path in files:
+        tree = ast.parse(path.read_text())
+        imported = {
+            name.split(".")[0]
+            for node in ast.walk(tree)
+            for name in (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+        }
+        # Their DDL is literal: SQLAlchemy's types and Alembic's operations, nothing of ours.
+        assert imported <= {"sqlalchemy", "alembic", "time"}, path.name
+        assert "_schema" not in path.read_text(), path.name
+
+
+def test_revisions_create_the_v1_schema_whatever_the_schema_module_says(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Were a revision to build tables from _schema, emptying it would change what it makes.
+    monkeypatch.setattr(_schema, "metadata", sa.MetaData())
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            assert upgrade(conn) == migration_names()
+    finally:
+        engine.dispose()
+
+    made = _without_version_table(v1_support.reflect(db_url))
+
+    assert made == EXPECTED["schema"][_backend(db_url)]
+
+
+def test_head_revision_has_the_shape_of_the_schema_module(db_url: str) -> None:
+    engine = Engine(db_url)
+    try:
+        migrate(engine)
+        check_store_shape(engine)  # raises SchemaMismatch on any difference
+        assert store_state(engine).pending == ()
+    finally:
+        engine.dispose()
