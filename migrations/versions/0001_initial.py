@@ -87,8 +87,7 @@ def upgrade() -> None:
         sa.Column("finished_at_ms", sa.BigInteger, nullable=True),
         sa.ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
         sa.CheckConstraint(
-            "state IN ('in_progress', 'finished', 'failed', 'cancelled', 'interrupted', "
-            "'reset')",
+            "state IN ('in_progress', 'finished', 'failed', 'cancelled', 'interrupted', 'reset')",
             name="tt_attempts_state",
         ),
         sa.CheckConstraint("attempt >= 1 AND iteration >= 0", name="tt_attempts_numbers"),

@@ -31,7 +31,9 @@ V1_NAMES = tuple(V1_CHECKSUMS)
 
 def v1_rows(conn: Connection) -> dict[str, str]:
     """The ``tt_migrations`` rows (name to checksum); call only when the table exists."""
-    return {name: checksum for name, checksum in conn.execute(sa.select(_v1.c.name, _v1.c.checksum))}
+    return {
+        name: checksum for name, checksum in conn.execute(sa.select(_v1.c.name, _v1.c.checksum))
+    }
 
 
 def v1_unknown(rows: dict[str, str]) -> list[str]:

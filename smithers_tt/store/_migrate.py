@@ -28,6 +28,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import MigrationError, SchemaMismatch
@@ -77,6 +78,26 @@ def _newer(revision: str) -> SchemaMismatch:
     )
 
 
+def _start(conn: Connection, tables: set[str], names: list[str]) -> str | None:
+    """The revision the database is at (None: no store yet), or why it cannot be migrated."""
+    if VERSION_TABLE in tables:
+        current = _current(conn)
+        if current is not None and current not in names:
+            raise _newer(current)
+        return current
+    rows = v1_rows(conn) if V1_TABLE in tables else {}
+    if rows:
+        return v1_revision(rows)  # a store of smithers_tt 0.1
+    if tables & set(_schema.metadata.tables):
+        check_shape(conn)  # raises on the usual problems, else the tables are unrecorded:
+        raise SchemaMismatch(
+            "the database holds smithers_tt tables but no record of their migrations; point "
+            "smithers_tt at its own database (or schema), or repair these tables",
+            problems=["no migration record"],
+        )
+    return None
+
+
 def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
     """Take the lock and apply the pending revisions up to ``to`` (the head by default) in
     ``conn``'s transaction; return their ids. :func:`migrate` is what callers use; tests call
@@ -87,39 +108,23 @@ def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
     names = migration_names()
     target = to or names[-1]
     tables = set(sa.inspect(conn).get_table_names())
-    if VERSION_TABLE in tables:
-        start = _current(conn)
-        if start is not None and start not in names:
-            raise _newer(start)
-    else:
-        rows = v1_rows(conn) if V1_TABLE in tables else {}
-        if rows:
-            start = v1_revision(rows)  # a store of smithers_tt 0.1
-        elif tables & set(_schema.metadata.tables):
-            check_shape(conn)  # raises on the usual problems, else:
-            raise SchemaMismatch(
-                "the database holds smithers_tt tables but no record of their migrations; "
-                "point smithers_tt at its own database (or schema), or repair these tables",
-                problems=["no migration record"],
-            )
-        else:
-            start = None
+    start = _start(conn, tables, names)
     pending = _after(names, start)
-    pending = pending[: pending.index(target) + 1] if target in pending else []
-    if not pending:
-        return []
+    if target not in pending:
+        return []  # at the target already (or past it)
     config = Config(stdout=io.StringIO())  # Alembic's command output is not ours to print
     config.set_main_option("script_location", str(migrations_dir()).replace("%", "%%"))
     config.attributes.update(connection=conn, version_table=VERSION_TABLE)
     try:
         if start is not None and VERSION_TABLE not in tables:
-            command.stamp(config, start)
+            command.stamp(config, start)  # a 0.1 store: Alembic takes over its record
         command.upgrade(config, target)
-    except sa.exc.DBAPIError as error:
+    except (sa.exc.DBAPIError, CommandError) as error:
+        why = error.orig if isinstance(error, sa.exc.DBAPIError) else error
         raise MigrationError(
-            f"migrating from {start or 'an empty database'} to {target} failed: {error.orig}"
+            f"migrating from {start or 'an empty database'} to {target} failed: {why}"
         ) from error
-    return pending
+    return pending[: pending.index(target) + 1]
 
 
 def migrate(engine: Engine) -> list[str]:

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from smithers_tt.cli import cli
-from smithers_tt.store._migrate import VERSION_TABLE, upgrade
+from smithers_tt.store._migrate import upgrade
 from tests.conftest import PG_URL, require_pg, table_names
 
 READERS = {
@@ -343,7 +343,7 @@ def test_cli_read_command_never_migrates_an_older_store(db_url: str, tmp_path: P
     code, _, err = invoke("--db", db_url, "runs")
     assert code == 1 and "0004_workers" in err and "migrate" in err
     with engine.connect() as conn:
-        names = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
+        names = conn.execute(sa.text("SELECT version_num FROM tt_alembic_version")).scalars().all()
     engine.dispose()
     assert names == ["0003_langgraph"]
     assert invoke("--db", db_url, "migrate")[0] == 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlalchemy as sa
 
 from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
-from smithers_tt.store._migrate import VERSION_TABLE, upgrade
+from smithers_tt.store._migrate import upgrade
 
 V1_HEAD = "0005_commit_tokens"
 """The last migration smithers_tt 0.1 shipped: its tables are those of this revision."""
@@ -18,7 +18,7 @@ def make_v1_layout(url: str, rows: dict[str, str] | None = None, *, to: str = V1
     try:
         with engine.begin() as conn:
             upgrade(conn, to=to)
-            conn.execute(sa.text(f"DROP TABLE {VERSION_TABLE}"))
+            conn.execute(sa.text("DROP TABLE tt_alembic_version"))
             for name, checksum in (V1_CHECKSUMS if rows is None else rows).items():
                 conn.execute(
                     sa.text(

@@ -24,6 +24,7 @@ from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, _schema, check_store_shape, migrate, store_state
 from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
 from smithers_tt.store._migrate import VERSION_TABLE, migration_names, migrations_dir, upgrade
+from tests.conftest import table_names as conftest_table_names
 from tests.fixtures.v1 import v1_support
 
 from ._v1_layout import V1_HEAD, make_v1_layout
@@ -103,7 +104,7 @@ def _version(url: str) -> list[str] | None:
         with engine.connect() as conn:
             if VERSION_TABLE not in sa.inspect(conn).get_table_names():
                 return None
-            return list(conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")))
+            return list(conn.execute(sa.text("SELECT version_num FROM tt_alembic_version")))
     finally:
         engine.dispose()
 
@@ -221,3 +222,25 @@ def test_head_revision_has_the_shape_of_the_schema_module(db_url: str) -> None:
         assert store_state(engine).pending == ()
     finally:
         engine.dispose()
+
+
+def test_a_failing_revision_rolls_back_every_revision_of_the_upgrade(db_url: str) -> None:
+    make_v1_layout(
+        db_url,
+        {n: c for n, c in V1_CHECKSUMS.items() if n <= "0003_langgraph"},
+        to="0003_langgraph",
+    )
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:  # in the way of 0005, which creates this table
+            conn.execute(sa.text("CREATE TABLE tt_commit_tokens (x INTEGER)"))
+    finally:
+        engine.dispose()
+
+    with pytest.raises(
+        MigrationError, match=r'from 0003_langgraph .*tt_commit_tokens"? already exists'
+    ):
+        st.connect(db_url)
+
+    assert "tt_workers" not in conftest_table_names(db_url)  # 0004 ran, and was rolled back
+    assert _version(db_url) is None  # not even the stamp of the 0.1 record was kept

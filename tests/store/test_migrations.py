@@ -42,7 +42,7 @@ def migration_rows(raw: sa.Engine) -> list[tuple[str, str]]:
 
 def version_rows(raw: sa.Engine) -> list[str]:
     with raw.connect() as conn:
-        return list(conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars())
+        return list(conn.execute(sa.text("SELECT version_num FROM tt_alembic_version")).scalars())
 
 
 def test_migrate_applies_every_migration_when_the_database_is_empty(db_url: str) -> None:
@@ -72,9 +72,7 @@ def test_migrate_creates_columns_nullability_and_primary_key_of_the_schema(
     assert indexes == {i.name for i in want.indexes}
 
 
-def test_migrate_records_the_head_revision_and_marks_the_store_for_v1(
-    db: st.Database, raw
-) -> None:
+def test_migrate_records_the_head_revision_and_marks_the_store_for_v1(db: st.Database, raw) -> None:
     assert version_rows(raw) == [KNOWN[-1]]
     # the one row smithers_tt 0.1 reads, to refuse a store a newer version made
     assert [name for name, _ in migration_rows(raw)] == ["0006_alembic"]
@@ -182,9 +180,7 @@ def test_connect_raises_schema_mismatch_and_commits_nothing_when_a_table_has_ano
         assert migration_rows(raw) == []
 
 
-def test_connect_raises_migration_error_when_an_applied_migration_changed(
-    db_url: str, raw
-) -> None:
+def test_connect_raises_migration_error_when_an_applied_migration_changed(db_url: str, raw) -> None:
     # Only stores of smithers_tt 0.1 record checksums: their migrations became revisions.
     make_v1_layout(db_url, {**V1_CHECKSUMS, KNOWN[0]: "0" * 64})
 
@@ -196,7 +192,7 @@ def test_connect_raises_migration_error_when_an_applied_migration_changed(
 def test_connect_raises_schema_mismatch_when_a_newer_migration_was_applied(
     db: st.Database,
 ) -> None:
-    execute(db, f"UPDATE {VERSION_TABLE} SET version_num = :n", n="9999_future")
+    execute(db, "UPDATE tt_alembic_version SET version_num = :n", n="9999_future")
 
     with pytest.raises(SchemaMismatch, match="9999_future"):
         st.connect(db.url)
