@@ -12,9 +12,12 @@ from __future__ import annotations
 import ast
 import gzip
 import json
+import secrets
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
@@ -24,6 +27,7 @@ from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, _schema, check_store_shape, migrate, store_state
 from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
 from smithers_tt.store._migrate import VERSION_TABLE, migration_names, migrations_dir, upgrade
+from tests.conftest import PG_URL
 from tests.conftest import table_names as conftest_table_names
 from tests.fixtures.v1 import v1_support
 
@@ -80,22 +84,50 @@ def test_upgrade_of_a_v1_store_applies_the_revisions_after_v1_and_loses_nothing(
     assert len(found["runs"]) == 11 and found["langgraph"][v1_support.THREADS[0]]
 
 
-def test_upgraded_v1_store_has_the_schema_v1_created(v1_url: str) -> None:
-    st.connect(v1_url).close()  # upgrades, and checks the shape against _schema
+@pytest.fixture
+def fresh_url(db_url: str, tmp_path: Path) -> Iterator[str]:
+    """A second empty database of the backend (another file, or another schema)."""
+    if _backend(db_url) == "sqlite":
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    schema = f"tt_fresh_{secrets.token_hex(6)}"
+    admin = sa.create_engine(PG_URL)
+    try:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        sep = "&" if "?" in PG_URL else "?"
+        yield f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()
 
-    upgraded = v1_support.reflect(v1_url)
 
-    assert _without_version_table(upgraded) == EXPECTED["schema"][_backend(v1_url)]
-
-
-def test_fresh_store_has_the_schema_v1_created(db: st.Database) -> None:
+def test_upgraded_v1_store_and_fresh_store_have_one_schema(v1_url: str, fresh_url: str) -> None:
     # Tables, columns with types and nullability, primary keys, indexes, foreign keys with
-    # their ON DELETE, check constraints: as 0.1 created them (the order of columns aside:
-    # 0.1 made tt_runs in one go, the revisions add three columns of 0002 at the end).
-    fresh = v1_support.reflect(db.url)
+    # their ON DELETE, check constraints (the order of columns aside: 0.1 made tt_runs in one
+    # go, revision 0002 adds its three columns at the end).
+    st.connect(v1_url).close()  # upgrades, and checks the shape against _schema
+    st.connect(fresh_url).close()
 
-    assert _without_version_table(fresh) == EXPECTED["schema"][_backend(db.url)]
-    assert set(fresh) - set(EXPECTED["schema"][_backend(db.url)]) == {VERSION_TABLE}
+    assert v1_support.reflect(v1_url) == v1_support.reflect(fresh_url)
+
+
+def test_revisions_up_to_v1_create_the_schema_v1_created_whatever_the_schema_module_says(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Were a revision to build tables from _schema, emptying it would change what it makes.
+    monkeypatch.setattr(_schema, "metadata", sa.MetaData())
+    engine = sa.create_engine(db_url)
+    try:
+        with engine.begin() as conn:
+            assert upgrade(conn, to=V1_HEAD) == migration_names()[: len(V1_CHECKSUMS)]
+    finally:
+        engine.dispose()
+
+    made = _without_version_table(v1_support.reflect(db_url))
+
+    assert made == EXPECTED["schema"][_backend(db_url)]
 
 
 def _version(url: str) -> list[str] | None:
@@ -195,23 +227,6 @@ def test_revisions_are_frozen_they_never_read_the_schema_module() -> None:
         # Their DDL is literal: SQLAlchemy's types and Alembic's operations, nothing of ours.
         assert imported <= {"sqlalchemy", "alembic", "time"}, path.name
         assert "_schema" not in path.read_text(), path.name
-
-
-def test_revisions_create_the_v1_schema_whatever_the_schema_module_says(
-    db_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Were a revision to build tables from _schema, emptying it would change what it makes.
-    monkeypatch.setattr(_schema, "metadata", sa.MetaData())
-    engine = sa.create_engine(db_url)
-    try:
-        with engine.begin() as conn:
-            assert upgrade(conn) == migration_names()
-    finally:
-        engine.dispose()
-
-    made = _without_version_table(v1_support.reflect(db_url))
-
-    assert made == EXPECTED["schema"][_backend(db_url)]
 
 
 def test_head_revision_has_the_shape_of_the_schema_module(db_url: str) -> None:
