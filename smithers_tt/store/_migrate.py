@@ -1,161 +1,144 @@
-"""Apply the ordered migrations in ``migrations/`` and check the result against the schema.
+"""Apply the Alembic revisions in ``migrations/`` and check the result against the schema.
 
-Rules (see DESIGN.md, "Persistence"):
+Rules (see DESIGN.md, "Persistence", and docs/migrations.md):
 
-* all pending migrations run in **one transaction** under a lock: a PostgreSQL advisory
+* all pending revisions run in **one transaction** under a lock: a PostgreSQL advisory
   transaction lock, or SQLite's ``BEGIN IMMEDIATE``; so several processes starting at once
   all succeed, one migrating and the others finding the work done;
-* each applied migration is recorded with the SHA-256 of its file; a recorded migration whose
-  file changed, or one this version does not know (a newer smithers_tt migrated the
-  database), stops everything with a clear error;
-* migrations name tables and columns of :mod:`smithers_tt.store._schema` (the one definition)
-  and are idempotent against it;
-* after migrating, every table is compared with that definition (columns, nullability,
-  primary keys, type families); an unexpected shape fails closed with
+* each revision states its DDL literally (frozen: it never reads
+  :mod:`smithers_tt.store._schema`); the version is kept in :data:`VERSION_TABLE`; a version
+  this smithers_tt does not know (a newer one migrated the database) stops everything with a
+  clear error;
+* a store made by smithers_tt 0.1 (hand-written migrations recorded in ``tt_migrations``) is
+  recognised, stamped at its revision and upgraded in place (:mod:`._alembic_v1`);
+* after migrating, every table is compared with :mod:`smithers_tt.store._schema` (columns,
+  nullability, primary keys, type families); an unexpected shape fails closed with
   :class:`~smithers_tt.errors.SchemaMismatch` and nothing is committed.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import re
-import time
+import functools
+import io
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import _schema
+from smithers_tt.store._alembic_v1 import V1_TABLE, v1_revision, v1_rows, v1_unknown
 from smithers_tt.store._engine import Engine
 
 # An arbitrary constant: the key of the PostgreSQL advisory lock that serialises migrations.
 _PG_LOCK_KEY = 0x5EED_7E57_0001
-_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.py$")
+VERSION_TABLE = "tt_alembic_version"
+"""Alembic's one-row table holding the revision the store is at (``tt_`` like every table)."""
 
 
 def migrations_dir() -> Path:
-    """Where the migration files are: inside the installed wheel, or the source checkout."""
+    """Where the migrations are: inside the installed wheel, or the source checkout."""
     package = Path(__file__).resolve().parent.parent
     shipped = package / "_migrations"
     return shipped if shipped.is_dir() else package.parent / "migrations"
 
 
-def migration_names(directory: Path | None = None) -> list[str]:
-    """The names of the migration files in order, without loading them."""
-    directory = directory or migrations_dir()
-    if not directory.is_dir():
+@functools.cache
+def _script(directory: Path) -> ScriptDirectory:
+    if not (directory / "versions").is_dir():
         raise MigrationError(f"migrations folder not found at {directory}; reinstall smithers_tt")
-    return [p.stem for p in sorted(directory.iterdir()) if _NAME.match(p.name)]
+    return ScriptDirectory(str(directory))
 
 
-@dataclass(frozen=True)
-class Migration:
-    """One migration file: its name (``0001_initial``), checksum and loaded module."""
-
-    name: str
-    checksum: str
-    module: ModuleType
+def migration_names() -> list[str]:
+    """The revision ids, oldest first (``0001_initial`` ...); the last one is the head."""
+    script = _script(migrations_dir())
+    return [s.revision for s in reversed(list(script.walk_revisions("base", "heads")))]
 
 
-def load_migrations(directory: Path | None = None) -> list[Migration]:
-    """Every migration file in order, loaded and checksummed."""
-    directory = directory or migrations_dir()
-    if not directory.is_dir():
-        raise MigrationError(f"migrations folder not found at {directory}; reinstall smithers_tt")
-    found: list[Migration] = []
-    for path in sorted(directory.iterdir()):
-        if not _NAME.match(path.name):
-            continue
-        data = path.read_bytes()
-        spec = importlib.util.spec_from_file_location(f"smithers_tt_migration_{path.stem}", path)
-        if spec is None or spec.loader is None:  # pragma: no cover - a .py file always has one
-            raise MigrationError(f"cannot load migration {path}")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        if not callable(getattr(module, "upgrade", None)):
-            raise MigrationError(f"migration {path.name} has no upgrade(ctx) function")
-        found.append(Migration(path.stem, hashlib.sha256(data).hexdigest(), module))
-    numbers = [m.name[:4] for m in found]
-    if len(set(numbers)) != len(numbers):
-        raise MigrationError(f"two migrations share a number in {directory}: {numbers}")
-    return found
+def _current(conn: Connection) -> str | None:
+    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
+    return context.get_current_revision()
 
 
-class MigrationContext:
-    """What a migration's ``upgrade(ctx)`` may do; every operation is idempotent."""
+def _after(names: list[str], revision: str | None) -> list[str]:
+    return names if revision is None else names[names.index(revision) + 1 :]
 
-    def __init__(self, conn: Connection) -> None:
-        self.conn = conn
 
-    def create_tables(self, *names: str) -> None:
-        """Create these tables (and their indexes) from the schema unless they exist."""
-        for name in names:
-            _schema.metadata.tables[name].create(self.conn, checkfirst=True)
+def _newer(revision: str) -> SchemaMismatch:
+    return SchemaMismatch(
+        f"the database was migrated by a newer smithers_tt (unknown migrations "
+        f"{[revision]}); upgrade smithers_tt to open it"
+    )
 
-    def add_columns(self, table: str, *columns: str) -> None:
-        """Add these columns of the schema's ``table`` unless they exist."""
-        existing = {c["name"] for c in sa.inspect(self.conn).get_columns(table)}
-        for name in columns:
-            if name in existing:
-                continue
-            column = _schema.metadata.tables[table].c[name]
-            ddl = sa.schema.CreateColumn(column).compile(dialect=self.conn.dialect)
-            self.conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {ddl}")
 
-    def create_indexes(self, table: str) -> None:
-        """Create the schema's indexes of ``table`` unless they exist."""
-        for index in _schema.metadata.tables[table].indexes:
-            index.create(self.conn, checkfirst=True)
+def _start(conn: Connection, tables: set[str], names: list[str]) -> str | None:
+    """The revision the database is at (None: no store yet), or why it cannot be migrated."""
+    if VERSION_TABLE in tables:
+        current = _current(conn)
+        if current is not None and current not in names:
+            raise _newer(current)
+        return current
+    rows = v1_rows(conn) if V1_TABLE in tables else {}
+    if rows:
+        return v1_revision(rows)  # a store of smithers_tt 0.1
+    if tables & set(_schema.metadata.tables):
+        check_shape(conn)  # raises on the usual problems, else the tables are unrecorded:
+        raise SchemaMismatch(
+            "the database holds smithers_tt tables but no record of their migrations; point "
+            "smithers_tt at its own database (or schema), or repair these tables",
+            problems=["no migration record"],
+        )
+    return None
+
+
+def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
+    """Take the lock and apply the pending revisions up to ``to`` (the head by default) in
+    ``conn``'s transaction; return their ids. :func:`migrate` is what callers use; tests call
+    this one on a plain connection to build a store of an older revision.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+    names = migration_names()
+    target = to or names[-1]
+    tables = set(sa.inspect(conn).get_table_names())
+    start = _start(conn, tables, names)
+    pending = _after(names, start)
+    if target not in pending:
+        return []  # at the target already (or past it)
+    config = Config(stdout=io.StringIO())  # Alembic's command output is not ours to print
+    config.set_main_option("script_location", str(migrations_dir()).replace("%", "%%"))
+    config.attributes.update(connection=conn, version_table=VERSION_TABLE)
+    try:
+        if start is not None and VERSION_TABLE not in tables:
+            command.stamp(config, start)  # a 0.1 store: Alembic takes over its record
+        command.upgrade(config, target)
+    except (sa.exc.DBAPIError, CommandError) as error:
+        why = error.orig if isinstance(error, sa.exc.DBAPIError) else error
+        raise MigrationError(
+            f"migrating from {start or 'an empty database'} to {target} failed: {why}"
+        ) from error
+    return pending[: pending.index(target) + 1]
 
 
 def migrate(engine: Engine) -> list[str]:
-    """Bring the database up to date; return the names of the migrations applied now.
+    """Bring the database up to date; return the ids of the revisions applied now.
 
     Raises:
-        MigrationError: a migration failed or an applied one was changed afterwards.
+        MigrationError: a revision failed, or a store of smithers_tt 0.1 has a record that
+            0.1 did not write.
         SchemaMismatch: the database holds tables of an unexpected shape, or was migrated by
             a newer version of smithers_tt.
     """
-    known = load_migrations()
 
     def work(conn: Connection) -> list[str]:
-        if not engine.is_sqlite:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
-        _schema.migrations_table.create(conn, checkfirst=True)
-        table = _schema.migrations_table
-        applied = dict(conn.execute(sa.select(table.c.name, table.c.checksum)).all())
-        unknown = sorted(set(applied) - {m.name for m in known})
-        if unknown:
-            raise SchemaMismatch(
-                f"the database was migrated by a newer smithers_tt (unknown migrations "
-                f"{unknown}); upgrade smithers_tt to open it"
-            )
-        done: list[str] = []
-        for migration in known:
-            if migration.name in applied:
-                if applied[migration.name] != migration.checksum:
-                    raise MigrationError(
-                        f"migration {migration.name} was applied with checksum "
-                        f"{applied[migration.name][:12]} but its file now has "
-                        f"{migration.checksum[:12]}; migrations must never change once released"
-                    )
-                continue
-            try:
-                migration.module.upgrade(MigrationContext(conn))
-            except sa.exc.DBAPIError as error:
-                raise MigrationError(f"migration {migration.name} failed: {error.orig}") from error
-            conn.execute(
-                table.insert().values(
-                    name=migration.name,
-                    checksum=migration.checksum,
-                    applied_at_ms=time.time_ns() // 1_000_000,
-                )
-            )
-            done.append(migration.name)
+        done = upgrade(conn)
         check_shape(conn)
         return done
 
@@ -167,9 +150,9 @@ class StoreState:
     """What a database holds, found without writing anything.
 
     Attributes:
-        exists: it is a smithers_tt store (it has the migrations table).
-        pending: migrations this version would apply (all of them when there is no store).
-        unknown: applied migrations this version does not know (a newer one migrated it).
+        exists: it is a smithers_tt store (it has a version table, or 0.1's ``tt_migrations``).
+        pending: revisions this version would apply (all of them when there is no store).
+        unknown: applied revisions this version does not know (a newer one migrated it).
         other_tables: tables that are not smithers_tt's, in the schema a store would use.
     """
 
@@ -181,18 +164,22 @@ class StoreState:
 
 def store_state(engine: Engine) -> StoreState:
     """Look at the database in a read-only transaction: is there a store, how current is it."""
-    known = migration_names()
-    table = _schema.migrations_table
-    ours = {*_schema.metadata.tables, table.name}
+    names = migration_names()
+    ours = {*_schema.metadata.tables, VERSION_TABLE}
 
     def work(conn: Connection) -> StoreState:
-        names = set(sa.inspect(conn).get_table_names())
-        others = tuple(sorted(names - ours))
-        if table.name not in names:
-            return StoreState(False, tuple(known), (), others)
-        applied = set(conn.execute(sa.select(table.c.name)).scalars())
-        pending = tuple(n for n in known if n not in applied)
-        return StoreState(True, pending, tuple(sorted(applied - set(known))), others)
+        tables = set(sa.inspect(conn).get_table_names())
+        others = tuple(sorted(tables - ours))
+        if VERSION_TABLE in tables:
+            current = _current(conn)
+            if current is not None and current not in names:
+                return StoreState(True, (), (current,), others)
+            return StoreState(True, tuple(_after(names, current)), (), others)
+        if V1_TABLE not in tables:
+            return StoreState(False, tuple(names), (), others)
+        rows = v1_rows(conn)  # 0.1 used the revision ids as names
+        pending = tuple(n for n in names if n not in rows)
+        return StoreState(True, pending, tuple(v1_unknown(rows)), others)
 
     return engine.transaction(work, write=False)
 

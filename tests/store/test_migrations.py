@@ -10,13 +10,15 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, migrate
-from smithers_tt.store._migrate import load_migrations
+from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
+from smithers_tt.store._migrate import VERSION_TABLE, migration_names
 from smithers_tt.store._schema import metadata
 
 from ._support import count, execute, run_together
+from ._v1_layout import make_v1_layout
 
 TABLES = sorted(metadata.tables)
-KNOWN = [m.name for m in load_migrations()]
+KNOWN = migration_names()
 
 
 @pytest.fixture
@@ -38,6 +40,11 @@ def migration_rows(raw: sa.Engine) -> list[tuple[str, str]]:
         return [tuple(r) for r in conn.execute(sa.text("SELECT name, checksum FROM tt_migrations"))]
 
 
+def version_rows(raw: sa.Engine) -> list[str]:
+    with raw.connect() as conn:
+        return list(conn.execute(sa.text("SELECT version_num FROM tt_alembic_version")).scalars())
+
+
 def test_migrate_applies_every_migration_when_the_database_is_empty(db_url: str) -> None:
     engine = Engine(db_url)
     try:
@@ -47,7 +54,8 @@ def test_migrate_applies_every_migration_when_the_database_is_empty(db_url: str)
 
 
 def test_migrate_creates_exactly_the_schema_tables(db: st.Database) -> None:
-    assert set(sa.inspect(db.engine.sa).get_table_names()) == set(TABLES)
+    # and Alembic's version table, the one table the schema module does not describe
+    assert set(sa.inspect(db.engine.sa).get_table_names()) == {*TABLES, VERSION_TABLE}
 
 
 @pytest.mark.parametrize("table", TABLES)
@@ -64,14 +72,16 @@ def test_migrate_creates_columns_nullability_and_primary_key_of_the_schema(
     assert indexes == {i.name for i in want.indexes}
 
 
-def test_migrate_records_each_migration_with_its_checksum(db: st.Database, raw) -> None:
-    assert sorted(migration_rows(raw)) == sorted((m.name, m.checksum) for m in load_migrations())
+def test_migrate_records_the_head_revision_and_marks_the_store_for_v1(db: st.Database, raw) -> None:
+    assert version_rows(raw) == [KNOWN[-1]]
+    # the one row smithers_tt 0.1 reads, to refuse a store a newer version made
+    assert [name for name, _ in migration_rows(raw)] == ["0006_alembic"]
 
 
 def test_migrate_is_a_no_op_when_run_twice(db: st.Database, raw) -> None:
-    before = migration_rows(raw)
+    before = version_rows(raw), migration_rows(raw)
     assert migrate(db.engine) == []
-    assert migration_rows(raw) == before
+    assert (version_rows(raw), migration_rows(raw)) == before
 
 
 CONNECT_AND_CREATE_A_RUN = """
@@ -90,7 +100,8 @@ def test_connect_succeeds_in_8_processes_when_they_migrate_an_empty_database_at_
 ) -> None:
     run_ids = run_together(CONNECT_AND_CREATE_A_RUN, [[db_url]] * 8, tmp_path)
 
-    assert sorted(name for name, _ in migration_rows(raw)) == sorted(KNOWN)
+    assert version_rows(raw) == [KNOWN[-1]]
+    assert len(migration_rows(raw)) == 1  # the revisions ran once
     db = st.connect(db_url)
     try:
         assert sorted(r.run_id for r in db.store.list_runs().items) == sorted(run_ids)
@@ -164,30 +175,27 @@ def test_connect_raises_schema_mismatch_and_commits_nothing_when_a_table_has_ano
         st.connect(db_url)
 
     assert problem in caught.value.details["problems"]
-    assert table_names(raw) == tables_before
+    assert table_names(raw) == tables_before  # no version table either
     if "tt_migrations" in tables_before:
         assert migration_rows(raw) == []
 
 
-def test_connect_raises_migration_error_when_an_applied_migration_changed(
-    db: st.Database,
-) -> None:
-    execute(db, "UPDATE tt_migrations SET checksum = :c WHERE name = :n", c="0" * 64, n=KNOWN[0])
+def test_connect_raises_migration_error_when_an_applied_migration_changed(db_url: str, raw) -> None:
+    # Only stores of smithers_tt 0.1 record checksums: their migrations became revisions.
+    make_v1_layout(db_url, {**V1_CHECKSUMS, KNOWN[0]: "0" * 64})
 
     with pytest.raises(MigrationError, match=KNOWN[0]):
-        st.connect(db.url)
+        st.connect(db_url)
+    assert VERSION_TABLE not in table_names(raw)
 
 
 def test_connect_raises_schema_mismatch_when_a_newer_migration_was_applied(
     db: st.Database,
 ) -> None:
-    execute(
-        db,
-        "INSERT INTO tt_migrations (name, checksum, applied_at_ms) VALUES (:n, :c, 0)",
-        n="9999_future",
-        c="f" * 64,
-    )
+    execute(db, "UPDATE tt_alembic_version SET version_num = :n", n="9999_future")
 
     with pytest.raises(SchemaMismatch, match="9999_future"):
         st.connect(db.url)
-    assert count(db, "tt_migrations") == len(KNOWN) + 1
+    with pytest.raises(SchemaMismatch, match="9999_future"):
+        st.connect(db.url, read_only=True)
+    assert count(db, VERSION_TABLE, version_num="9999_future") == 1

@@ -1,5 +1,0 @@
-"""Workers: a registry of worker processes sharing runs on one database."""
-
-
-def upgrade(ctx):
-    ctx.create_tables("tt_workers")
