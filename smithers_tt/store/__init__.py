@@ -2,7 +2,13 @@
 
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
+from smithers_tt.store._maintenance import (
+    GcReport,
+    Progress,
+    VerifyReport,
+    collect_garbage,
+    verify,
+)
 from smithers_tt.store._migrate import (
     StoreState,
     check_shape,
@@ -21,8 +27,15 @@ from smithers_tt.store._records import (
     Page,
     RunId,
     RunRecord,
+    check_limit,
+    new_run_id,
+    now_ms,
 )
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
+from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
+from smithers_tt.store._travel_bulk import StoredRefs
+from smithers_tt.store._travel_prune import count_kept_for_forks, prune_page
+from smithers_tt.store._travel_write import Refold
 
 __all__ = [
     "HISTORY_SCAN_BOUND",
@@ -32,22 +45,34 @@ __all__ = [
     "CheckpointRef",
     "Engine",
     "Fence",
+    "ForkEdgeRow",
     "Frame",
     "GcReport",
     "NodeRecord",
     "Page",
+    "Progress",
+    "Refold",
     "RetryPolicy",
     "RunId",
     "RunRecord",
+    "RunState",
     "Store",
     "StoreState",
+    "StoredRefs",
+    "Travel",
     "VerifyReport",
+    "check_limit",
     "check_shape",
     "check_store_shape",
     "collect_garbage",
+    "count_kept_for_forks",
     "display_url",
     "migrate",
+    "new_run_id",
+    "now_ms",
+    "prune_page",
     "row_counts",
     "store_state",
+    "travel",
     "verify",
 ]

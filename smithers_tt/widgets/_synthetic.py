@@ -16,15 +16,10 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.database import Database
-from smithers_tt.store import Frame
+from smithers_tt.store import Frame, Travel, now_ms
 from smithers_tt.store import _schema as S
-from smithers_tt.store._records import now_ms
-from smithers_tt.timetravel._materialize import (
-    chunks,
-    insert_frames,
-    insert_rows,
-    replace_live_state,
-)
+from smithers_tt.store._travel_write import chunks, insert_rows
+from smithers_tt.timetravel._materialize import replace_live_state
 from smithers_tt.timetravel._snapshot import fold
 
 CODEC = "synthetic.state"
@@ -200,8 +195,9 @@ def large_run(
                 ).scalars()
             )
         insert_rows(conn, S.contents, [v for k, v in w.contents.items() if k not in existing])
-        insert_frames(conn, w.frames)
-        replace_live_state(conn, snap, record.run_id)
+        tx = Travel(conn)
+        tx.insert_frames(w.frames)
+        replace_live_state(tx, snap, record.run_id)
         r = S.runs
         conn.execute(
             r.update()
