@@ -152,6 +152,12 @@ _NO_REF = (None, None, None, None, None)
 """``content_hash``, ``codec``, ``version``, ``purpose`` and ``agent_id`` of other frames."""
 
 
+def _frame_tuple(frame: Frame) -> tuple[Any, ...]:
+    """The column values of a frame in :data:`_FRAME_COLUMNS` order."""
+    row = frame_row(frame)
+    return tuple([row[c] for c in _FRAME_COLUMNS])
+
+
 class LiveWrites:
     """The writes of one time-travel transaction (mixed into :class:`~._travel.Travel`)."""
 
@@ -174,7 +180,7 @@ class LiveWrites:
 
     def insert_frames(self, frames: Sequence[Frame]) -> None:
         """Insert frames whose numbers the caller allocated, in bulk."""
-        insert_rows(self._conn, S.frames, [frame_row(f) for f in frames])
+        insert_tuples(self._conn, S.frames, _FRAME_COLUMNS, [_frame_tuple(f) for f in frames])
 
     def audit(
         self,
@@ -290,8 +296,7 @@ class LiveWrites:
             frame = checkpoint_frame(
                 r, run_id, no, {"created_at_ms": r.created_at_ms}, r.created_at_ms
             )
-            row = frame_row(frame)
-            rows.append(tuple(row[c] for c in _FRAME_COLUMNS))
+            rows.append(_frame_tuple(frame))
             no += 1
         stamp = now_ms()
         for node_id, iteration, last_attempt, state, output in nodes:
@@ -303,7 +308,6 @@ class LiveWrites:
             key = (node_id, iteration, last_attempt)
             rows.append((run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp))
             no += 1
-        last_row = frame_row(last)
-        rows.append(tuple(last_row[c] for c in _FRAME_COLUMNS))
+        rows.append(_frame_tuple(last))
         insert_tuples(conn, S.frames, _FRAME_COLUMNS, rows)
         return total
