@@ -134,7 +134,9 @@ def release_lease(store: Store, lease: Lease) -> None:
 
 def _check_lease(tx: Travel, lease: Lease) -> RunState:
     row = tx.run_state(lease.run_id, lock=True)
-    if row is None or row.lease_owner != lease.token:
+    if row is None:  # deleted after the lease expired (retention)
+        raise RunNotFound(f"no run {lease.run_id!r}")
+    if row.lease_owner != lease.token:
         raise LeaseBusy(
             f"the lease on run {lease.run_id} expired and was taken over; nothing was changed",
             run_id=lease.run_id,
