@@ -29,6 +29,7 @@ from smithers_tt.store import (
     display_url,
     migrate,
     store_state,
+    travel,
     verify,
 )
 from smithers_tt.store._claims import WorkerRecord, list_workers
@@ -230,9 +231,7 @@ class Database:
             FrameNotFound: the run has no such frame.
         """
         check_id(run_id, "run_id")
-        snap = self.engine.transaction(
-            lambda conn: tt_ops.snapshot_at(conn, run_id, frame_no), write=False
-        )
+        snap = travel(self.engine, lambda tx: tt_ops.snapshot_at(tx, run_id, frame_no), write=False)
         snap.loader = self.store.load
         return snap
 

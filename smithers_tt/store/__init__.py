@@ -12,7 +12,13 @@ from smithers_tt.store._langgraph_sql import (
     langgraph_run_id,
 )
 from smithers_tt.store._langgraph_write import LangGraphWrite
-from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
+from smithers_tt.store._maintenance import (
+    GcReport,
+    Progress,
+    VerifyReport,
+    collect_garbage,
+    verify,
+)
 from smithers_tt.store._migrate import (
     StoreState,
     check_shape,
@@ -31,8 +37,15 @@ from smithers_tt.store._records import (
     Page,
     RunId,
     RunRecord,
+    check_limit,
+    new_run_id,
+    now_ms,
 )
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
+from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
+from smithers_tt.store._travel_bulk import StoredRefs
+from smithers_tt.store._travel_prune import count_kept_for_forks, prune_page
+from smithers_tt.store._travel_write import Refold
 
 __all__ = [
     "HISTORY_SCAN_BOUND",
@@ -45,6 +58,7 @@ __all__ = [
     "CheckpointRef",
     "Engine",
     "Fence",
+    "ForkEdgeRow",
     "Frame",
     "GcReport",
     "LangGraphDocument",
@@ -54,19 +68,30 @@ __all__ = [
     "LangGraphWrite",
     "NodeRecord",
     "Page",
+    "Progress",
+    "Refold",
     "RetryPolicy",
     "RunId",
     "RunRecord",
+    "RunState",
     "Store",
     "StoreState",
+    "StoredRefs",
+    "Travel",
     "VerifyReport",
+    "check_limit",
     "check_shape",
     "check_store_shape",
     "collect_garbage",
+    "count_kept_for_forks",
     "display_url",
     "langgraph_run_id",
     "migrate",
+    "new_run_id",
+    "now_ms",
+    "prune_page",
     "row_counts",
     "store_state",
+    "travel",
     "verify",
 ]

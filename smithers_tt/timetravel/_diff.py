@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from smithers_tt.checkpoint import AgentCheckpoint
-from smithers_tt.checkpoint._json import canonical_bytes, child_path
+from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, child_path
 from smithers_tt.store import CheckpointRef
 from smithers_tt.timetravel._snapshot import Snapshot
 

@@ -16,11 +16,7 @@ from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
-from smithers_tt.checkpoint import AgentCheckpoint, size_limit
-from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import (
     ConfirmationRequired,
     FrameNotFound,
@@ -28,15 +24,19 @@ from smithers_tt.errors import (
     LeaseBusy,
     RunNotFound,
     SmithersError,
-    SnapshotInvalid,
-    StoreCorrupt,
 )
-from smithers_tt.store import CheckpointRef, Frame, Store
-from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import frame_from_row, record, select_frames
-from smithers_tt.store._publish import insert_content
-from smithers_tt.store._records import VERIFY_HINT, new_run_id, now_ms, stored_json
-from smithers_tt.timetravel._bulk import Refold, refs_from_rows, roomy, state_at
+from smithers_tt.store import (
+    CheckpointRef,
+    Frame,
+    Refold,
+    RunState,
+    Store,
+    Travel,
+    new_run_id,
+    now_ms,
+    travel,
+)
+from smithers_tt.timetravel._bulk import refs_from_rows, state_at
 from smithers_tt.timetravel._materialize import (
     check_contents,
     replace_live_state,
@@ -91,17 +91,8 @@ def acquire_lease(
     hold = LEASE_MS if lease_ms is None else lease_ms
     if type(hold) is not int or hold <= 0:
         raise InvalidArgument(f"lease_ms must be a positive int, got {lease_ms!r}")
-    r = S.runs
-    columns = (
-        r.c.status,
-        r.c.owner_id,
-        r.c.owner_epoch,
-        r.c.heartbeat_at_ms,
-        r.c.lease_owner,
-        r.c.lease_until_ms,
-    )
 
-    def check(row: Any, now: int) -> None:
+    def check(row: RunState | None, now: int) -> RunState:
         if row is None:
             raise RunNotFound(f"no run {run_id!r}")
         if row.lease_owner is not None and (row.lease_until_ms or 0) > now:
@@ -118,45 +109,33 @@ def acquire_lease(
                 "or pass force=True if that process is gone",
                 run_id=run_id,
             )
+        return row
 
-    select = sa.select(*columns).where(r.c.run_id == run_id)
-    seen = store.engine.transaction(lambda conn: conn.execute(select).one_or_none(), write=False)
-    check(seen, now_ms())
+    seen = check(travel(store.engine, lambda tx: tx.run_state(run_id), write=False), now_ms())
 
-    def work(conn: Connection) -> None:
-        row = conn.execute(select.with_for_update()).one_or_none()
-        check(row, now_ms())
+    def work(tx: Travel) -> None:
+        row = check(tx.run_state(run_id, lock=True), now_ms())
         if row.owner_epoch != seen.owner_epoch:
             raise LeaseBusy(
                 f"run {run_id} changed while this {operation} waited for it (another "
                 "operation or a new owner took it); look at it again, then retry",
                 run_id=run_id,
             )
-        conn.execute(
-            r.update()
-            .where(r.c.run_id == run_id)
-            .values(lease_owner=token, lease_until_ms=now_ms() + hold)
-        )
+        tx.take_lease(run_id, token, now_ms() + hold)
 
-    store.engine.transaction(work)
+    travel(store.engine, work)
     return Lease(run_id, token)
 
 
 def release_lease(store: Store, lease: Lease) -> None:
     """Give the lease back (a no-op if it expired and someone else took it)."""
-    r = S.runs
-    store.engine.transaction(
-        lambda conn: conn.execute(
-            r.update()
-            .where(r.c.run_id == lease.run_id, r.c.lease_owner == lease.token)
-            .values(lease_owner=None, lease_until_ms=None)
-        )
-    )
+    travel(store.engine, lambda tx: tx.release_lease(lease.run_id, lease.token))
 
 
-def _check_lease(conn: Connection, lease: Lease) -> Any:
-    r = S.runs
-    row = conn.execute(sa.select(r).where(r.c.run_id == lease.run_id).with_for_update()).one()
+def _check_lease(tx: Travel, lease: Lease) -> RunState:
+    row = tx.run_state(lease.run_id, lock=True)
+    if row is None:  # deleted after the lease expired (retention)
+        raise RunNotFound(f"no run {lease.run_id!r}")
     if row.lease_owner != lease.token:
         raise LeaseBusy(
             f"the lease on run {lease.run_id} expired and was taken over; nothing was changed",
@@ -165,23 +144,8 @@ def _check_lease(conn: Connection, lease: Lease) -> Any:
     return row
 
 
-def _frames(conn: Connection, run_id: str, upto: int | None = None) -> list[Frame]:
-    frames = []
-    for row in conn.execute(select_frames(run_id, upto=upto)):
-        try:
-            frames.append(frame_from_row(row))
-        except StoreCorrupt as error:  # data_json that is not JSON at all
-            raise SnapshotInvalid(
-                f"frame {row.frame_no} ({row.kind}) of run {run_id} is corrupt: its data is "
-                f"not JSON ({error.__cause__}); nothing was changed; {VERIFY_HINT}",
-                run_id=run_id,
-                frame_no=row.frame_no,
-            ) from error
-    return frames
-
-
 def snapshot_at(
-    conn: Connection,
+    tx: Travel,
     run_id: str,
     frame_no: int | None = None,
     *,
@@ -199,8 +163,7 @@ def snapshot_at(
         FrameNotFound: the run has no such frame.
         SnapshotInvalid: a frame is corrupt, or the snapshot is larger than allowed.
     """
-    clock = conn.execute(sa.select(S.runs.c.clock).where(S.runs.c.run_id == run_id))
-    last = clock.scalar_one_or_none()
+    last = tx.clock(run_id)
     if last is None:
         raise RunNotFound(f"no run {run_id!r}")
     frame_no = last if frame_no is None else frame_no
@@ -210,20 +173,20 @@ def snapshot_at(
             run_id=run_id,
             frame_no=frame_no,
         )
-    snap = None if exact else state_at(conn, run_id, frame_no)
-    if snap is None or (refs and not _load_refs(conn, snap)):
-        return fold(run_id, _frames(conn, run_id, frame_no), frame_no)
+    snap = None if exact else state_at(tx, run_id, frame_no)
+    if snap is None or (refs and not _load_refs(tx, snap)):
+        return fold(run_id, tx.frames(run_id, frame_no), frame_no)
     return snap
 
 
-def _load_refs(conn: Connection, snap: Snapshot) -> bool:
+def _load_refs(tx: Travel, snap: Snapshot) -> bool:
     """Read the refs ``snap`` left in the database (now, in this transaction); they become
     :class:`CheckpointRef` objects only if someone looks at ``snap.refs``. False when a ref
     key is bound twice (only the full fold can tell which binding is visible)."""
     stored = snap.stored_refs
     if stored is None:
         return True
-    rows = stored.rows(conn)
+    rows = tx.stored_ref_rows(stored)
     if len({row[:4] for row in rows}) != len(rows):
         return False
     run_id = snap.run_id
@@ -232,38 +195,18 @@ def _load_refs(conn: Connection, snap: Snapshot) -> bool:
     return True
 
 
-def _transaction(store: Store, work: Callable[[Connection, bool], T]) -> T:
-    """Run ``work(conn, exact=False)`` (set-based) in one transaction; if it raises
+def _transaction(store: Store, work: Callable[[Travel, bool], T]) -> T:
+    """Run ``work(tx, exact=False)`` (set-based) in one transaction; if it raises
     :class:`Refold` (that transaction rolled back, nothing changed), run
-    ``work(conn, exact=True)`` (full fold) in a new one."""
+    ``work(tx, exact=True)`` (full fold) in a new one."""
 
     def attempt(exact: bool) -> T:
-        def go(conn: Connection) -> T:
-            with roomy(conn):
-                return work(conn, exact)
-
-        return store.engine.transaction(go)
+        return travel(store.engine, lambda tx: work(tx, exact), roomy_memory=True)
 
     try:
         return attempt(False)
     except Refold:
         return attempt(True)
-
-
-def _audit(
-    conn: Connection, run_id: str, operation: str, frame_no: int | None, detail: dict[str, Any]
-) -> None:
-    conn.execute(
-        S.audit.insert().values(
-            audit_id=secrets.token_hex(16),
-            run_id=run_id,
-            operation=operation,
-            frame_no=frame_no,
-            actor=_actor(),
-            detail_json=canonical_bytes(detail).decode(),
-            created_at_ms=now_ms(),
-        )
-    )
 
 
 def _why(reason: str | None) -> dict[str, str]:
@@ -310,7 +253,7 @@ def rewind(
         store,
         lease,
         lambda: _transaction(
-            store, lambda conn, exact: _rewind(conn, run_id, frame_no, lease, exact, reason)
+            store, lambda tx, exact: _rewind(tx, run_id, frame_no, lease, exact, reason)
         ),
     )
 
@@ -330,7 +273,7 @@ def _leased(store: Store, lease: Lease, operation: Callable[[], T]) -> T:
 
 
 def _rewind(
-    conn: Connection,
+    tx: Travel,
     run_id: str,
     frame_no: int,
     lease: Lease,
@@ -338,33 +281,20 @@ def _rewind(
     reason: str | None = None,
 ) -> Snapshot:
     """Rewind inside the transaction: see :func:`rewind`."""
-    run = _check_lease(conn, lease)
-    snap = snapshot_at(conn, run_id, frame_no, refs=False, exact=exact)
-    check_contents(conn, snap)
-    replace_live_state(conn, snap, run_id)
-    _load_refs(conn, snap)  # what this returns: the refs now live
-    f = S.frames
-    conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > frame_no))
-    r = S.runs
-    conn.execute(
-        r.update()
-        .where(r.c.run_id == run_id)
-        .values(
-            clock=frame_no,
-            status=_live_status(snap.status),
-            # A run's output maps task ids to outputs: one level that is not theirs.
-            output_json=None
-            if snap.output is None
-            else canonical_bytes(snap.output, wrapping=1).decode(),
-            error=snap.error,
-            owner_epoch=r.c.owner_epoch + 1,
-            cancel_requested=False,
-            lease_owner=None,
-            lease_until_ms=None,
-            updated_at_ms=now_ms(),
-        )
+    run = _check_lease(tx, lease)
+    snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
+    check_contents(tx, snap)
+    replace_live_state(tx, snap, run_id)
+    _load_refs(tx, snap)  # what this returns: the refs now live
+    tx.delete_frames_after(run_id, frame_no)
+    tx.restore_run(
+        run_id,
+        clock=frame_no,
+        status=_live_status(snap.status),
+        output=snap.output,
+        error=snap.error,
     )
-    _audit(conn, run_id, "rewind", frame_no, {"from_frame": run.clock, **_why(reason)})
+    tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
     return snap
 
 
@@ -382,8 +312,8 @@ def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: boo
     return found
 
 
-def _check_nodes(run: Any, names: set[str], snap: Snapshot) -> None:
-    graph = stored_json(run.graph_json, f"tt_runs.graph_json of run {run.run_id!r}")
+def _check_nodes(run: RunState, names: set[str], snap: Snapshot) -> None:
+    graph = run.graph
     known = set(graph or {}) | {k[0] for k in snap.nodes} | {k[0] for k in snap.attempts}
     unknown = sorted(names - known)
     if unknown:
@@ -401,16 +331,16 @@ def _without(snap: Snapshot, nodes: set[str]) -> Snapshot:
     )
 
 
-def _newest_ref(conn: Connection, snap: Snapshot, node_id: str) -> CheckpointRef | None:
+def _newest_ref(tx: Travel, snap: Snapshot, node_id: str) -> CheckpointRef | None:
     """The newest ref of ``node_id`` at its highest iteration with refs, in ``snap``."""
     if snap.stored_refs is not None:
-        return snap.stored_refs.newest(conn, node_id)
+        return tx.newest_stored_ref(snap.stored_refs, node_id)
     last_iteration = max((k[1] for k in snap.refs if k[0] == node_id), default=0)
     return snap.newest_ref(node_id, last_iteration)
 
 
 def _edit(
-    conn: Connection,
+    tx: Travel,
     snap: Snapshot,
     node_id: str,
     checkpoint: AgentCheckpoint,
@@ -426,7 +356,7 @@ def _edit(
     if not isinstance(checkpoint, AgentCheckpoint):
         raise InvalidArgument(f"checkpoints[{node_id!r}] must be an AgentCheckpoint")
     iteration = max((k[1] for k in snap.attempts if k[0] == node_id), default=0)
-    previous = _newest_ref(conn, source, node_id)
+    previous = _newest_ref(tx, source, node_id)
     if (
         previous is not None
         and not allow_new_format
@@ -439,7 +369,7 @@ def _edit(
         )
     encoded = checkpoint.encode(limit)
     stamp = now_ms()
-    insert_content(conn, encoded, stamp)
+    tx.insert_content(encoded, stamp)
     attempt = 1 + max((k[2] for k in snap.attempts if k[:2] == (node_id, iteration)), default=0)
     snap.attempts[(node_id, iteration, attempt)] = AttemptView(
         node_id,
@@ -489,22 +419,22 @@ def fork(
     if override_input:
         canonical_bytes(input)  # strict JSON, or CheckpointInvalid naming the path
 
-    def work(conn: Connection, exact: bool) -> str:
-        parent = conn.execute(sa.select(S.runs).where(S.runs.c.run_id == run_id)).one_or_none()
+    def work(tx: Travel, exact: bool) -> str:
+        parent = tx.run_state(run_id)
         if parent is None:
             raise RunNotFound(f"no run {run_id!r}")
-        snap = snapshot_at(conn, run_id, frame_no, refs=False, exact=exact)
+        snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
         named = set(reset) | set(checkpoints)
         _check_nodes(parent, named, snap)
-        graph = stored_json(parent.graph_json, f"tt_runs.graph_json of run {run_id!r}")
+        graph = parent.graph
         gone = _expand(graph, named, dependents)
         child_id = new_run_id()
         base = _without(snap, gone)
         base.run_id = child_id
         limit = size_limit(parent.max_checkpoint_bytes)
         for node_id, checkpoint in sorted(checkpoints.items()):
-            _edit(conn, base, node_id, checkpoint, limit, allow_new_format, snap)
-        check_contents(conn, base)
+            _edit(tx, base, node_id, checkpoint, limit, allow_new_format, snap)
+        check_contents(tx, base)
         status = (
             snap.status if snap.status in ("finished", "failed") and not gone else ("interrupted")
         )
@@ -514,34 +444,18 @@ def fork(
         output = snap.output if ended else None
         error = snap.error if ended else None
         stamp = now_ms()
-        conn.execute(
-            S.runs.insert().values(
-                run_id=child_id,
-                workflow=parent.workflow,
-                workflow_hash=parent.workflow_hash,
-                status=status,
-                input_json=None if child_input is None else canonical_bytes(child_input).decode(),
-                output_json=None
-                if output is None
-                else canonical_bytes(output, wrapping=1).decode(),
-                error=error,
-                owner_epoch=0,
-                owner_id=None,
-                heartbeat_at_ms=None,
-                cancel_requested=False,
-                parent_run_id=run_id,
-                parent_frame_no=frame_no,
-                max_checkpoint_bytes=parent.max_checkpoint_bytes,
-                clock=0,
-                graph_json=parent.graph_json,
-                lease_owner=None,
-                lease_until_ms=None,
-                created_at_ms=stamp,
-                updated_at_ms=stamp,
-            )
+        tx.insert_forked_run(
+            parent,
+            child_id,
+            frame_no,
+            status=status,
+            input=child_input,
+            output=output,
+            error=error,
+            stamp=stamp,
         )
         write_base_frames(
-            conn,
+            tx,
             base,
             child_id,
             Frame(
@@ -561,12 +475,12 @@ def fork(
                 },
             ),
         )
-        replace_live_state(conn, base, child_id, refs_from_base=True)
-        _audit(
-            conn,
+        replace_live_state(tx, base, child_id, refs_from_base=True)
+        tx.audit(
             run_id,
             "fork",
             frame_no,
+            _actor(),
             {"child": child_id, "reset": sorted(gone), **_why(reason)},
         )
         return child_id
@@ -590,44 +504,21 @@ def reset(
     """
     lease = acquire_lease(store, run_id, "reset", force=force)
 
-    def work(conn: Connection) -> list[str]:
-        run = _check_lease(conn, lease)
-        snap = snapshot_at(conn, run_id, refs=False)
+    def work(tx: Travel) -> list[str]:
+        run = _check_lease(tx, lease)
+        snap = snapshot_at(tx, run_id, refs=False)
         _check_nodes(run, {node_id}, snap)
-        graph = stored_json(run.graph_json, f"tt_runs.graph_json of run {run.run_id!r}")
-        gone = sorted(_expand(graph, {node_id}, dependents))
-        a = S.attempts
-        removed = conn.execute(
-            sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
-            .where(a.c.run_id == run_id, a.c.node_id.in_(gone))
-            .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
-        ).all()
-        for table in (S.refs, S.attempts, S.nodes):
-            conn.execute(table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(gone)))
-        record(
-            conn,
+        gone = sorted(_expand(run.graph, {node_id}, dependents))
+        removed = tx.drop_live_nodes(run_id, gone)
+        tx.record(
             run_id,
-            None,
             "reset",
             node_id=node_id,
             state="interrupted",
             data={"nodes": gone, "removed": [list(r) for r in removed]},
         )
-        r = S.runs
-        conn.execute(
-            r.update()
-            .where(r.c.run_id == run_id)
-            .values(
-                status="interrupted",
-                output_json=None,
-                error=None,
-                cancel_requested=False,
-                owner_epoch=r.c.owner_epoch + 1,
-                lease_owner=None,
-                lease_until_ms=None,
-            )
-        )
-        _audit(conn, run_id, "reset", run.clock + 1, {"nodes": gone, **_why(reason)})
+        tx.interrupt_run(run_id)
+        tx.audit(run_id, "reset", run.clock + 1, _actor(), {"nodes": gone, **_why(reason)})
         return gone
 
-    return _leased(store, lease, lambda: store.engine.transaction(work))
+    return _leased(store, lease, lambda: travel(store.engine, work))

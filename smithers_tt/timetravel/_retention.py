@@ -18,19 +18,19 @@ holds one long transaction; every deleted run leaves a ``prune`` row in the audi
 from __future__ import annotations
 
 import math
-import secrets
 from dataclasses import dataclass, field
 
-import sqlalchemy as sa
-from sqlalchemy.engine import Connection
-
-from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import GcReport, Store, collect_garbage
-from smithers_tt.store import _schema as S
-from smithers_tt.store._maintenance import Progress
-from smithers_tt.store._records import check_limit, now_ms
-from smithers_tt.timetravel._materialize import insert_rows
+from smithers_tt.store import (
+    GcReport,
+    Progress,
+    Store,
+    check_limit,
+    collect_garbage,
+    count_kept_for_forks,
+    now_ms,
+    prune_page,
+)
 
 TERMINAL = ("finished", "failed", "cancelled")
 """Statuses of runs that ended: the only ones retention ever deletes."""
@@ -100,66 +100,20 @@ def prune_runs(
     if type(older_than_ms) is not int or older_than_ms < 0:
         raise InvalidArgument(f"older_than_ms must be an int >= 0, got {older_than_ms!r}")
     check_limit(page_size)
-    r = S.runs
-    child = r.alias("child")
-    report = PruneReport(cutoff_ms=now_ms() - older_than_ms)
-
-    def old(now: int) -> sa.ColumnElement[bool]:
-        """Conditions a run must meet to go (checked again by the deleting statement)."""
-        conditions = [
-            r.c.status.in_(TERMINAL),
-            r.c.updated_at_ms < report.cutoff_ms,
-            sa.or_(r.c.lease_owner.is_(None), r.c.lease_until_ms <= now),
-        ]
-        if keep_forks:
-            conditions.append(~sa.exists().where(child.c.parent_run_id == r.c.run_id))
-        return sa.and_(*conditions)
-
-    def page(conn: Connection, after: str | None) -> tuple[list[str], str | None]:
-        now = now_ms()
-        # Newest ids first: forks are younger than their parents (ids start with their
-        # creation time), so a parent usually comes after its last fork went, in one pass.
-        scan = sa.select(r.c.run_id).where(old(now)).order_by(r.c.run_id.desc()).limit(page_size)
-        if after is not None:
-            scan = scan.where(r.c.run_id < after)
-        ids = list(conn.execute(scan).scalars())
-        if not ids:
-            return [], None
-        gone = conn.execute(
-            r.delete()
-            .where(r.c.run_id.in_(ids), old(now))
-            .returning(r.c.run_id, r.c.status, r.c.updated_at_ms, r.c.parent_run_id, r.c.clock)
-        ).all()
-        insert_rows(
-            conn,
-            S.audit,
-            [
-                {
-                    "audit_id": secrets.token_hex(16),
-                    "run_id": row.run_id,
-                    "operation": "prune",
-                    "frame_no": row.clock,
-                    "actor": None,
-                    "detail_json": canonical_bytes(
-                        {
-                            "status": row.status,
-                            "updated_at_ms": row.updated_at_ms,
-                            "parent_run_id": row.parent_run_id,
-                            "cutoff_ms": report.cutoff_ms,
-                        }
-                    ).decode(),
-                    "created_at_ms": now,
-                }
-                for row in gone
-            ],
-        )
-        return sorted(row.run_id for row in gone), ids[-1]
-
+    cutoff = now_ms() - older_than_ms
+    report = PruneReport(cutoff_ms=cutoff)
     while True:  # passes: each can turn parents of deleted forks into leaves
         deleted_in_pass = 0
         after: str | None = None
         while True:
-            deleted, after = store.engine.transaction(lambda conn, a=after: page(conn, a))
+            deleted, after = prune_page(
+                store.engine,
+                statuses=TERMINAL,
+                cutoff_ms=cutoff,
+                keep_forks=keep_forks,
+                page_size=page_size,
+                after=after,
+            )
             if after is None:
                 break
             report.pages += 1
@@ -173,14 +127,8 @@ def prune_runs(
             break
 
     if keep_forks:
-        waiting = sa.and_(
-            r.c.status.in_(TERMINAL),
-            r.c.updated_at_ms < report.cutoff_ms,
-            sa.exists().where(child.c.parent_run_id == r.c.run_id),
-        )
-        report.kept_for_forks = store.engine.transaction(
-            lambda conn: conn.execute(sa.select(sa.func.count()).where(waiting)).scalar_one(),
-            write=False,
+        report.kept_for_forks = count_kept_for_forks(
+            store.engine, statuses=TERMINAL, cutoff_ms=cutoff
         )
     report.content = collect_garbage(store.engine, progress=progress)
     return report

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import sqlalchemy as sa
-
 from smithers_tt.errors import RunNotFound
-from smithers_tt.store import Frame, Store
-from smithers_tt.store import _schema as S
+from smithers_tt.store import Frame, Store, Travel, travel
 
 MAX_TREE = 10_000
 """Most runs a fork tree lists."""
@@ -49,42 +46,31 @@ class Timeline:
 
 def fork_tree(store: Store, run_id: str) -> tuple[str, list[ForkEdge]]:
     """The root of ``run_id``'s lineage and every run descending from it."""
-    r = S.runs
-    cols = (
-        r.c.run_id,
-        r.c.parent_run_id,
-        r.c.parent_frame_no,
-        r.c.status,
-        r.c.workflow,
-        r.c.created_at_ms,
-    )
 
-    def work(conn: sa.Connection) -> tuple[str, list[ForkEdge]]:
+    def work(tx: Travel) -> tuple[str, list[ForkEdge]]:
         root, seen = run_id, {run_id}
-        child: str | None = None
+        child = None
         while True:
-            parent = conn.execute(sa.select(r.c.parent_run_id).where(r.c.run_id == root))
-            row = parent.one_or_none()
+            row = tx.fork_edge(root)
             if row is None:
                 if child is None:
                     raise RunNotFound(f"no run {run_id!r}")
-                root = child  # the parent was deleted: the lineage starts at its child now
+                # the parent was deleted: the lineage starts at its child now
+                root, row = child[0], child
                 break
-            if row.parent_run_id is None or row.parent_run_id in seen:
+            if row[1] is None or row[1] in seen:
                 break
-            child, root = root, row.parent_run_id
+            child, root = row, row[1]
             seen.add(root)
-        edges = [ForkEdge(*conn.execute(sa.select(*cols).where(r.c.run_id == root)).one())]
+        edges = [ForkEdge(*row)]
         level = [root]
         while level and len(edges) < MAX_TREE:
-            rows = conn.execute(
-                sa.select(*cols).where(r.c.parent_run_id.in_(level)).order_by(r.c.run_id)
-            ).all()
-            edges.extend(ForkEdge(*row) for row in rows)
-            level = [row.run_id for row in rows]
+            rows = tx.fork_children(level)
+            edges.extend(ForkEdge(*r) for r in rows)
+            level = [r[0] for r in rows]
         return root, edges[:MAX_TREE]
 
-    return store.engine.transaction(work, write=False)
+    return travel(store.engine, work, write=False)
 
 
 def timeline(store: Store, run_id: str) -> Timeline:

@@ -11,20 +11,14 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.database import Database
-from smithers_tt.store import Frame
+from smithers_tt.store import Frame, Travel, now_ms
 from smithers_tt.store import _schema as S
-from smithers_tt.store._records import now_ms
-from smithers_tt.timetravel._materialize import (
-    chunks,
-    insert_frames,
-    insert_rows,
-    replace_live_state,
-)
+from smithers_tt.store._travel_write import insert_rows
+from smithers_tt.timetravel._materialize import replace_live_state
 from smithers_tt.timetravel._snapshot import fold
 
 CODEC = "synthetic.state"
@@ -192,16 +186,11 @@ def large_run(
     snap = fold(record.run_id, [Frame(record.run_id, 0, "run_created", state="running"), *w.frames])
 
     def work(conn: Connection) -> None:
-        existing: set[str] = set()
-        for part in chunks(list(w.contents), 1):  # bounded IN lists (PostgreSQL's 65,535)
-            existing.update(
-                conn.execute(
-                    sa.select(S.contents.c.content_hash).where(S.contents.c.content_hash.in_(part))
-                ).scalars()
-            )
+        tx = Travel(conn)
+        existing = tx.content_sizes(list(w.contents))  # in bounded IN lists
         insert_rows(conn, S.contents, [v for k, v in w.contents.items() if k not in existing])
-        insert_frames(conn, w.frames)
-        replace_live_state(conn, snap, record.run_id)
+        tx.insert_frames(w.frames)
+        replace_live_state(tx, snap, record.run_id)
         r = S.runs
         conn.execute(
             r.update()

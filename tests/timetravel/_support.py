@@ -16,8 +16,8 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_row
 from smithers_tt.store._publish import ref_row
 from smithers_tt.store._records import now_ms
+from smithers_tt.store._travel_write import insert_rows
 from smithers_tt.timetravel import Snapshot
-from smithers_tt.timetravel._materialize import insert_rows
 
 TOPIC = {"topic": "bee"}
 

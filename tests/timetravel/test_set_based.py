@@ -8,12 +8,12 @@ import dataclasses
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import SnapshotInvalid
+from smithers_tt.store import Travel, travel
 from smithers_tt.timetravel import _bulk, _ops
 from smithers_tt.timetravel._snapshot import Snapshot, fold
 from tests.timetravel._support import dump, execute, live_view, restored_view
@@ -23,11 +23,11 @@ from tests.timetravel.conftest import Demo, fresh_workflow
 def _both(db: st.Database, run_id: str, n: int) -> tuple[Snapshot | None, Snapshot, Snapshot]:
     """(set-based state with refs left in SQL or None, snapshot_at, full fold) at frame n."""
 
-    def read(conn: sa.Connection) -> tuple[Any, ...]:
-        quick = _bulk.state_at(conn, run_id, n)
-        return quick, _ops.snapshot_at(conn, run_id, n), fold(run_id, _ops._frames(conn, run_id, n))
+    def read(tx: Travel) -> tuple[Any, ...]:
+        quick = _bulk.state_at(tx, run_id, n)
+        return quick, _ops.snapshot_at(tx, run_id, n), fold(run_id, tx.frames(run_id, n))
 
-    return db.engine.transaction(read, write=False)
+    return travel(db.engine, read, write=False)
 
 
 def _runs_with_every_kind_of_history(demo: Demo) -> list[str]:

@@ -1,0 +1,259 @@
+"""The persistence of time travel: one transaction handle with the statements rewind, fork,
+reset, leases, audit and the fork tree need.
+
+:func:`travel` runs ``work(tx)`` in one transaction of the engine (retried whole on transient
+failures, with the commit-token check of :meth:`Engine.transaction` for lost COMMIT replies);
+``tx`` is a :class:`Travel`. The decisions (what a snapshot is, which nodes a reset takes,
+what a fork starts from, whether a lease may be taken) are made in
+:mod:`smithers_tt.timetravel`, which passes plain data down and gets plain data back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import canonical_bytes
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._frames import Frame, record
+from smithers_tt.store._records import now_ms, stored_json
+from smithers_tt.store._travel_bulk import BulkReads, roomy
+from smithers_tt.store._travel_write import LiveWrites
+
+T = TypeVar("T")
+
+ForkEdgeRow = tuple[str, str | None, int | None, str, str, int]
+"""``(run_id, parent_run_id, parent_frame_no, status, workflow, created_at_ms)`` of a run."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """What time travel reads of a run row: ownership, lease, clock and how it was made."""
+
+    run_id: str
+    workflow: str
+    workflow_hash: str | None
+    status: str
+    owner_id: str | None
+    owner_epoch: int
+    heartbeat_at_ms: int | None
+    lease_owner: str | None
+    lease_until_ms: int | None
+    clock: int
+    max_checkpoint_bytes: int | None
+    graph_json: str | None
+
+    @property
+    def graph(self) -> dict[str, list[str]] | None:
+        """The workflow graph stored with the run (task ids and the tasks each needs).
+
+        Raises:
+            StoreCorrupt: the stored graph is not JSON.
+        """
+        return stored_json(self.graph_json, f"tt_runs.graph_json of run {self.run_id!r}")
+
+
+_RUN_STATE = tuple(S.runs.c[name] for name in RunState.__dataclass_fields__)
+
+_EDGE = (
+    S.runs.c.run_id,
+    S.runs.c.parent_run_id,
+    S.runs.c.parent_frame_no,
+    S.runs.c.status,
+    S.runs.c.workflow,
+    S.runs.c.created_at_ms,
+)
+
+
+class Travel(BulkReads, LiveWrites):
+    """The statements of one time-travel transaction (see :func:`travel`).
+
+    Reads of frames and refs come from :class:`~._travel_bulk.BulkReads`, bulk writes of live
+    state and frames from :class:`~._travel_write.LiveWrites`; the run row is read and
+    changed here.
+    """
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def clock(self, run_id: str) -> int | None:
+        """The run's clock (its newest frame number), or ``None`` when there is no such run."""
+        r = S.runs
+        return self._conn.execute(
+            sa.select(r.c.clock).where(r.c.run_id == run_id)
+        ).scalar_one_or_none()
+
+    def run_state(self, run_id: str, *, lock: bool = False) -> RunState | None:
+        """The run row, or ``None``; with ``lock``, held (``FOR UPDATE``) until the end."""
+        stmt = sa.select(*_RUN_STATE).where(S.runs.c.run_id == run_id)
+        if lock:
+            stmt = stmt.with_for_update()
+        row = self._conn.execute(stmt).one_or_none()
+        return None if row is None else RunState(*row)
+
+    def take_lease(self, run_id: str, token: str, until_ms: int) -> None:
+        """Write ``token`` as the run's lease holder until ``until_ms``."""
+        r = S.runs
+        self._conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(lease_owner=token, lease_until_ms=until_ms)
+        )
+
+    def release_lease(self, run_id: str, token: str) -> None:
+        """Clear the run's lease if ``token`` still holds it."""
+        r = S.runs
+        self._conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id, r.c.lease_owner == token)
+            .values(lease_owner=None, lease_until_ms=None)
+        )
+
+    def delete_frames_after(self, run_id: str, frame_no: int) -> None:
+        """Delete the run's frames numbered above ``frame_no``."""
+        f = S.frames
+        self._conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > frame_no))
+
+    def restore_run(
+        self, run_id: str, *, clock: int, status: str, output: Any, error: str | None
+    ) -> None:
+        """Put the run row back to ``clock`` with this ending, fence every owner with a new
+        epoch and clear cancel request and lease (the end of a rewind)."""
+        r = S.runs
+        self._conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(
+                clock=clock,
+                status=status,
+                # A run's output maps task ids to outputs: one level that is not theirs.
+                output_json=None
+                if output is None
+                else canonical_bytes(output, wrapping=1).decode(),
+                error=error,
+                owner_epoch=r.c.owner_epoch + 1,
+                cancel_requested=False,
+                lease_owner=None,
+                lease_until_ms=None,
+                updated_at_ms=now_ms(),
+            )
+        )
+
+    def insert_forked_run(
+        self,
+        parent: RunState,
+        child_id: str,
+        parent_frame_no: int,
+        *,
+        status: str,
+        input: Any,
+        output: Any,
+        error: str | None,
+        stamp: int,
+    ) -> None:
+        """Insert the run row of a fork of ``parent`` at ``parent_frame_no`` (clock 0,
+        unowned, the parent's workflow, graph and checkpoint ceiling)."""
+        self._conn.execute(
+            S.runs.insert().values(
+                run_id=child_id,
+                workflow=parent.workflow,
+                workflow_hash=parent.workflow_hash,
+                status=status,
+                input_json=None if input is None else canonical_bytes(input).decode(),
+                output_json=None
+                if output is None
+                else canonical_bytes(output, wrapping=1).decode(),
+                error=error,
+                owner_epoch=0,
+                owner_id=None,
+                heartbeat_at_ms=None,
+                cancel_requested=False,
+                parent_run_id=parent.run_id,
+                parent_frame_no=parent_frame_no,
+                max_checkpoint_bytes=parent.max_checkpoint_bytes,
+                clock=0,
+                graph_json=parent.graph_json,
+                lease_owner=None,
+                lease_until_ms=None,
+                created_at_ms=stamp,
+                updated_at_ms=stamp,
+            )
+        )
+
+    def drop_live_nodes(self, run_id: str, nodes: Sequence[str]) -> list[tuple[str, int, int, str]]:
+        """Delete the live refs, attempts and node rows of ``nodes``; return the attempts
+        deleted as ``(node_id, iteration, attempt, state)``, in key order."""
+        a = S.attempts
+        removed = self._conn.execute(
+            sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
+            .where(a.c.run_id == run_id, a.c.node_id.in_(nodes))
+            .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
+        ).all()
+        for table in (S.refs, S.attempts, S.nodes):
+            self._conn.execute(
+                table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(nodes))
+            )
+        return [tuple(row) for row in removed]
+
+    def record(self, run_id: str, kind: str, **fields: Any) -> Frame:
+        """Advance the run's clock and insert the frame of one change (no fence: the caller
+        holds the run's lease)."""
+        return record(self._conn, run_id, None, kind, **fields)
+
+    def interrupt_run(self, run_id: str) -> None:
+        """Make the run ``interrupted`` with no output or error, fence every owner with a new
+        epoch and clear cancel request and lease (the end of a reset)."""
+        r = S.runs
+        self._conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(
+                status="interrupted",
+                output_json=None,
+                error=None,
+                cancel_requested=False,
+                owner_epoch=r.c.owner_epoch + 1,
+                lease_owner=None,
+                lease_until_ms=None,
+            )
+        )
+
+    def fork_edge(self, run_id: str) -> ForkEdgeRow | None:
+        """The run's place in its fork tree, or ``None`` when there is no such run."""
+        row = self._conn.execute(sa.select(*_EDGE).where(S.runs.c.run_id == run_id)).one_or_none()
+        return None if row is None else tuple(row)  # type: ignore[return-value]
+
+    def fork_children(self, run_ids: Sequence[str]) -> list[ForkEdgeRow]:
+        """The runs forked directly from any of ``run_ids``, by run id."""
+        r = S.runs
+        rows = self._conn.execute(
+            sa.select(*_EDGE).where(r.c.parent_run_id.in_(run_ids)).order_by(r.c.run_id)
+        ).all()
+        return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+def travel(
+    engine: Engine,
+    work: Callable[[Travel], T],
+    *,
+    write: bool = True,
+    roomy_memory: bool = False,
+) -> T:
+    """Run ``work(tx)`` in one transaction of ``engine`` (see :meth:`Engine.transaction`:
+    retried whole on transient failures, never after a COMMIT that was carried out).
+
+    With ``roomy_memory`` the connection gets more memory for the transaction (a larger
+    SQLite page cache, PostgreSQL ``work_mem``): what a rewind or fork of a large run needs.
+    """
+
+    def go(conn: Connection) -> T:
+        with roomy(conn) if roomy_memory else nullcontext():
+            return work(Travel(conn))
+
+    return engine.transaction(go, write=write)

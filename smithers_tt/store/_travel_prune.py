@@ -1,0 +1,109 @@
+"""The statements of history retention: one page of old runs deleted (with an audit row
+each), and how many old runs wait for their forks.
+
+Which runs may go and in what order pages are taken is described in
+:mod:`smithers_tt.timetravel._retention`; the conditions a run must meet are checked again by
+the deleting statement itself, so a run that changed since the page was read stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._records import now_ms
+from smithers_tt.store._travel_write import audit_row, insert_rows
+
+_CHILD = S.runs.alias("child")
+
+
+def _old(
+    statuses: Sequence[str], cutoff_ms: int, keep_forks: bool, now: int
+) -> sa.ColumnElement[bool]:
+    """Conditions a run must meet to go (checked again by the deleting statement)."""
+    r = S.runs
+    conditions = [
+        r.c.status.in_(statuses),
+        r.c.updated_at_ms < cutoff_ms,
+        sa.or_(r.c.lease_owner.is_(None), r.c.lease_until_ms <= now),
+    ]
+    if keep_forks:
+        conditions.append(~sa.exists().where(_CHILD.c.parent_run_id == r.c.run_id))
+    return sa.and_(*conditions)
+
+
+def prune_page(
+    engine: Engine,
+    *,
+    statuses: Sequence[str],
+    cutoff_ms: int,
+    keep_forks: bool,
+    page_size: int,
+    after: str | None,
+) -> tuple[list[str], str | None]:
+    """Delete, in one transaction, up to ``page_size`` old runs with ids below ``after``.
+
+    A run is old when its status is one of ``statuses``, it has not changed since
+    ``cutoff_ms``, no live lease holds it and (with ``keep_forks``) no run was forked from it.
+    Returns the deleted ids (sorted) and the last id scanned, to go on from (``None``: no old
+    run is left below ``after``). Every deleted run leaves a ``prune`` row in the audit table.
+    """
+    r = S.runs
+
+    def page(conn: Connection) -> tuple[list[str], str | None]:
+        now = now_ms()
+        old = _old(statuses, cutoff_ms, keep_forks, now)
+        # Newest ids first: forks are younger than their parents (ids start with their
+        # creation time), so a parent usually comes after its last fork went, in one pass.
+        scan = sa.select(r.c.run_id).where(old).order_by(r.c.run_id.desc()).limit(page_size)
+        if after is not None:
+            scan = scan.where(r.c.run_id < after)
+        ids = list(conn.execute(scan).scalars())
+        if not ids:
+            return [], None
+        gone = conn.execute(
+            r.delete()
+            .where(r.c.run_id.in_(ids), old)
+            .returning(r.c.run_id, r.c.status, r.c.updated_at_ms, r.c.parent_run_id, r.c.clock)
+        ).all()
+        insert_rows(
+            conn,
+            S.audit,
+            [
+                audit_row(
+                    row.run_id,
+                    "prune",
+                    row.clock,
+                    None,
+                    {
+                        "status": row.status,
+                        "updated_at_ms": row.updated_at_ms,
+                        "parent_run_id": row.parent_run_id,
+                        "cutoff_ms": cutoff_ms,
+                    },
+                    now,
+                )
+                for row in gone
+            ],
+        )
+        return sorted(row.run_id for row in gone), ids[-1]
+
+    return engine.transaction(page)
+
+
+def count_kept_for_forks(engine: Engine, *, statuses: Sequence[str], cutoff_ms: int) -> int:
+    """How many runs are old by status and age but still have runs forked from them."""
+    r = S.runs
+    waiting = sa.and_(
+        r.c.status.in_(statuses),
+        r.c.updated_at_ms < cutoff_ms,
+        sa.exists().where(_CHILD.c.parent_run_id == r.c.run_id),
+    )
+    return engine.transaction(
+        lambda conn: conn.execute(sa.select(sa.func.count()).where(waiting)).scalar_one(),
+        write=False,
+    )

@@ -1,0 +1,313 @@
+"""The writes of time travel: live state replaced from a snapshot, refs copied in SQL, base
+frames of a fork, audit rows; all in bulk, a bounded number of statements per thousand rows.
+
+What to write is decided above (:mod:`smithers_tt.timetravel`): rows come down as dicts of
+column values, tuples and the store's own records (:class:`Frame`, :class:`CheckpointRef`),
+and the refs a snapshot left in the database as a :class:`StoredRefs`.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, EncodedCheckpoint, canonical_bytes
+from smithers_tt.store import _schema as S
+from smithers_tt.store._frames import FRAME_DATA_WRAPPING, Frame, checkpoint_frame, frame_row
+from smithers_tt.store._publish import insert_content, ref_row
+from smithers_tt.store._records import CheckpointRef, now_ms
+from smithers_tt.store._travel_bulk import StoredRefs, created_expr, run_sql
+
+
+class Refold(Exception):
+    """The set-based copy met something only the full fold decides (missing or oversized
+    content, a ref key bound twice): roll the transaction back and redo it with the fold."""
+
+
+_MAX_PARAMS = 30_000  # below SQLite's 32,766 and PostgreSQL's 65,535 bind parameters
+_PG_ROWS = 10_000  # rows per unnest(...) insert on PostgreSQL: one array parameter per column
+
+
+def chunks(rows: Sequence[Any], columns: int, limit: int = 1000) -> Iterable[Sequence[Any]]:
+    """Slices of ``rows`` small enough for one multi-row statement."""
+    size = max(1, min(limit, _MAX_PARAMS // max(1, columns)))
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def insert_rows(conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert rows with one statement per chunk of up to 1,000 rows (not one per row).
+
+    Every row must have the keys of the first; see :func:`insert_tuples`.
+    """
+    if not rows:
+        return
+    names = [c.name for c in table.columns if c.name in rows[0]]
+    insert_tuples(conn, table, names, [tuple([row[n] for n in names]) for row in rows])
+
+
+def insert_tuples(
+    conn: Connection, table: sa.Table, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> None:
+    """Insert rows given as tuples of the columns ``names``, one statement per chunk.
+
+    The statement is written here rather than with ``table.insert().values([...])``:
+    SQLAlchemy compiles every bound value of a multi-row ``VALUES`` in Python (about 50 us
+    each, so seconds per 10,000 rows, minutes for a 100,000-ref rewind). On SQLite it is a
+    multi-row ``VALUES`` with the driver's placeholders; on PostgreSQL an ``INSERT ... SELECT
+    * FROM unnest(...)`` with one array per column, a fixed handful of parameters whatever the
+    number of rows. Values are plain Python values the driver adapts (str, int, bool, bytes,
+    None).
+    """
+    if not rows:
+        return
+    columns = [table.c[name] for name in names]
+    prep = conn.dialect.identifier_preparer
+    # Identifiers come from the schema module, never from user input; values are bound.
+    head = (
+        f"INSERT INTO {prep.format_table(table)} "
+        f"({', '.join(prep.quote(c.name) for c in columns)}) "
+    )
+    if conn.dialect.name == "postgresql":
+        arrays = ", ".join(f"%s::{c.type.compile(dialect=conn.dialect)}[]" for c in columns)
+        sql = f"{head}SELECT * FROM unnest({arrays})"  # noqa: S608
+        for part in chunks(rows, 1, limit=_PG_ROWS):
+            conn.exec_driver_sql(sql, tuple([row[i] for row in part] for i in range(len(names))))
+        return
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    one = f"({', '.join([mark] * len(columns))})"
+    for part in chunks(rows, len(columns)):
+        conn.exec_driver_sql(
+            f"{head}VALUES {', '.join([one] * len(part))}",
+            tuple([value for row in part for value in row]),
+        )
+
+
+def audit_row(
+    run_id: str,
+    operation: str,
+    frame_no: int | None,
+    actor: str | None,
+    detail: dict[str, Any],
+    stamp: int,
+) -> dict[str, Any]:
+    """The ``tt_audit`` row of one time-travel operation (or one pruned run)."""
+    return {
+        "audit_id": secrets.token_hex(16),
+        "run_id": run_id,
+        "operation": operation,
+        "frame_no": frame_no,
+        "actor": actor,
+        "detail_json": canonical_bytes(detail).decode(),
+        "created_at_ms": stamp,
+    }
+
+
+_REF_COLUMNS = (
+    "node_id, iteration, attempt, sequence, content_hash, codec, version, agent_id, purpose"
+)
+
+
+def _copy_refs(
+    conn: Connection,
+    where: str,
+    params: dict[str, Any],
+    created: str,
+    run_id: str,
+    expected: int,
+) -> None:
+    """Insert, as live refs of ``run_id``, the refs of the checkpoint frames ``f`` that
+    ``where`` selects, in one statement; ``expected`` is how many there are.
+
+    The statement joins each ref's content (it must be stored and within the checkpoint
+    ceiling): if it wrote fewer than ``expected`` rows, or the database refused a row (a ref
+    key bound twice), the frames need the full fold and :class:`Refold` says so (the caller
+    rolls the transaction back).
+    """
+    cols = ", ".join(f"f.{c}" for c in _REF_COLUMNS.split(", "))
+    try:
+        written = run_sql(
+            conn,
+            f"INSERT INTO tt_checkpoint_refs (run_id, {_REF_COLUMNS}, created_at_ms) "  # noqa: S608
+            f"SELECT :dst_run, {cols}, {created} FROM tt_frames f "
+            "JOIN tt_checkpoint_contents c ON c.content_hash = f.content_hash "
+            f"WHERE {where} AND c.size_bytes <= :max_bytes",
+            dict(params, dst_run=run_id, max_bytes=MAX_CHECKPOINT_BYTES),
+        ).rowcount
+    except sa.exc.IntegrityError as error:
+        raise Refold("a ref key is bound twice") from error
+    if written != expected:
+        raise Refold(f"{written} of {expected} refs copied")
+
+
+_FRAME_COLUMNS = tuple(S.frames.c.keys())
+"""Every column of ``tt_frames``, in the schema's order (the schema is defined once)."""
+
+
+_NO_REF = (None, None, None, None, None)
+"""``content_hash``, ``codec``, ``version``, ``purpose`` and ``agent_id`` of other frames."""
+
+
+def _frame_tuple(frame: Frame) -> tuple[Any, ...]:
+    """The column values of a frame in :data:`_FRAME_COLUMNS` order."""
+    row = frame_row(frame)
+    return tuple([row[c] for c in _FRAME_COLUMNS])
+
+
+class LiveWrites:
+    """The writes of one time-travel transaction (mixed into :class:`~._travel.Travel`)."""
+
+    _conn: Connection
+
+    def content_sizes(self, hashes: Sequence[str]) -> dict[str, int]:
+        """``{content_hash: size_bytes}`` of the stored contents among ``hashes``."""
+        c = S.contents
+        found: dict[str, int] = {}
+        for part in chunks(hashes, 1):
+            rows = self._conn.execute(
+                sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(list(part)))
+            ).all()
+            found.update((r.content_hash, r.size_bytes) for r in rows)
+        return found
+
+    def insert_content(self, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
+        """Store content under its hash unless present (see the publish path)."""
+        insert_content(self._conn, encoded, created_at_ms)
+
+    def insert_frames(self, frames: Sequence[Frame]) -> None:
+        """Insert frames whose numbers the caller allocated, in bulk."""
+        insert_tuples(self._conn, S.frames, _FRAME_COLUMNS, [_frame_tuple(f) for f in frames])
+
+    def audit(
+        self,
+        run_id: str,
+        operation: str,
+        frame_no: int | None,
+        actor: str | None,
+        detail: dict[str, Any],
+    ) -> None:
+        """Record one time-travel operation in ``tt_audit`` (``detail`` as JSON)."""
+        row = audit_row(run_id, operation, frame_no, actor, detail, now_ms())
+        self._conn.execute(S.audit.insert().values(**row))
+
+    def replace_live_state(
+        self,
+        run_id: str,
+        nodes: Sequence[dict[str, Any]],
+        attempts: Sequence[dict[str, Any]],
+        refs: Iterable[CheckpointRef],
+        stored: StoredRefs | None,
+        *,
+        refs_from_base: bool = False,
+    ) -> None:
+        """Delete a run's live nodes, attempts and refs and write these instead.
+
+        ``nodes`` and ``attempts`` are rows of ``tt_nodes`` and ``tt_attempts``; ``refs``
+        become live refs of ``run_id``. Refs left in the database (``stored``) are copied from
+        their checkpoint frames by one ``INSERT ... SELECT``; they never pass through Python.
+        With ``refs_from_base``, every ref (``refs`` and ``stored``) is copied from the run's
+        own base frames instead (a fork just wrote them with :meth:`write_base_frames`: they
+        restate exactly those refs).
+
+        Raises:
+            Refold: fewer refs were copied than are visible (see :func:`_copy_refs`).
+        """
+        conn = self._conn
+        for table in (S.refs, S.attempts, S.nodes):
+            conn.execute(table.delete().where(table.c.run_id == run_id))
+        insert_rows(conn, S.nodes, nodes)
+        insert_rows(conn, S.attempts, attempts)
+        rows = [dict(ref_row(ref), run_id=run_id) for ref in refs]
+        if refs_from_base:
+            expected = len(rows) + (0 if stored is None else stored.count)
+            where = "f.run_id = :src_run AND f.kind = 'checkpoint' AND f.frame_no < 0"
+            _copy_refs(conn, where, {"src_run": run_id}, "f.created_at_ms", run_id, expected)
+            return
+        if stored is not None:
+            where, params = stored.where()
+            created = created_expr(conn.dialect.name)
+            _copy_refs(conn, where, params, created, run_id, stored.count)
+        insert_rows(conn, S.refs, rows)
+
+    def write_base_frames(
+        self,
+        run_id: str,
+        attempts: Sequence[tuple[Any, ...]],
+        stored: StoredRefs | None,
+        refs: Sequence[CheckpointRef],
+        nodes: Sequence[tuple[Any, ...]],
+        last: Frame,
+    ) -> int:
+        """Write the frames numbered below 0 that restate a snapshot as the starting history
+        of ``run_id``, then ``last`` (frame 0); return how many base frames there are.
+
+        In the order given, numbered densely up to -1: ``attempts`` (``(node_id, iteration,
+        attempt, state, data, started_at_ms)``, an ``attempt_started`` frame each), the refs
+        left in the database (``stored``), ``refs``, then ``nodes`` (``(node_id, iteration,
+        last_attempt, state, output)``, a ``node_state`` frame each). Stored refs are copied
+        from their checkpoint frames by one ``INSERT ... SELECT`` (numbered in the order they
+        were published), keeping each one's ``data`` and stamping the frame with the ref's
+        ``created_at_ms``, so folding the child gives the very same ref (``fold`` reads
+        ``data.created_at_ms``, else the frame's stamp). The other rows are built as tuples.
+        """
+        conn = self._conn
+        copied = 0 if stored is None else stored.count
+        total = len(attempts) + copied + len(refs) + len(nodes)
+        no = -total
+        rows: list[tuple[Any, ...]] = []
+        for node_id, iteration, attempt, state, data, started_at_ms in attempts:
+            data_json = canonical_bytes(data).decode()
+            key = (node_id, iteration, attempt)
+            rows.append(
+                (
+                    run_id,
+                    no,
+                    "attempt_started",
+                    *key,
+                    None,
+                    state,
+                    *_NO_REF,
+                    data_json,
+                    started_at_ms,
+                )
+            )
+            no += 1
+        insert_tuples(conn, S.frames, _FRAME_COLUMNS, rows)
+        if stored is not None and copied:
+            where, params = stored.where()
+            run_sql(
+                conn,
+                "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "  # noqa: S608
+                "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
+                "created_at_ms) SELECT :dst_run, :offset + ROW_NUMBER() OVER "
+                "(ORDER BY f.frame_no), 'checkpoint', f.node_id, f.iteration, f.attempt, "
+                "f.sequence, NULL, f.content_hash, f.codec, f.version, f.purpose, f.agent_id, "
+                f"f.data_json, {created_expr(conn.dialect.name)} FROM tt_frames f "
+                f"WHERE {where} ORDER BY f.frame_no",
+                dict(params, dst_run=run_id, offset=no - 1),
+            )
+            no += copied
+        rows = []
+        for r in refs:
+            frame = checkpoint_frame(
+                r, run_id, no, {"created_at_ms": r.created_at_ms}, r.created_at_ms
+            )
+            rows.append(_frame_tuple(frame))
+            no += 1
+        stamp = now_ms()
+        for node_id, iteration, last_attempt, state, output in nodes:
+            data_json = (
+                None
+                if output is None
+                else canonical_bytes({"output": output}, wrapping=FRAME_DATA_WRAPPING).decode()
+            )
+            key = (node_id, iteration, last_attempt)
+            rows.append((run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp))
+            no += 1
+        rows.append(_frame_tuple(last))
+        insert_tuples(conn, S.frames, _FRAME_COLUMNS, rows)
+        return total
