@@ -14,7 +14,7 @@ from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
 from smithers_tt.lineage._views import BY_NAME, VIEWS
-from smithers_tt.store._maintenance import Progress
+from smithers_tt.store import Progress
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas

@@ -1,8 +1,38 @@
 """Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
 
+from smithers_tt.store._bulk_write import write_history
+from smithers_tt.store._cache import cache_lookup, cache_store
+from smithers_tt.store._claims import (
+    Claim,
+    WorkerRecord,
+    claim_next,
+    count_runs,
+    list_workers,
+    register_worker,
+    release_run,
+    worker_heartbeat,
+)
+from smithers_tt.store._describe import (
+    ColumnInfo,
+    PostgresAccess,
+    SqliteAccess,
+    TableInfo,
+    TableReader,
+    TypeFamily,
+    content_sizes,
+    describe_tables,
+    read_only_access,
+    read_tables,
+)
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._maintenance import GcReport, VerifyReport, collect_garbage, verify
+from smithers_tt.store._maintenance import (
+    GcReport,
+    Progress,
+    VerifyReport,
+    collect_garbage,
+    verify,
+)
 from smithers_tt.store._migrate import (
     StoreState,
     check_shape,
@@ -21,6 +51,7 @@ from smithers_tt.store._records import (
     Page,
     RunId,
     RunRecord,
+    now_ms,
 )
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
 
@@ -30,24 +61,47 @@ __all__ = [
     "AttemptKey",
     "AttemptRecord",
     "CheckpointRef",
+    "Claim",
+    "ColumnInfo",
     "Engine",
     "Fence",
     "Frame",
     "GcReport",
     "NodeRecord",
     "Page",
+    "PostgresAccess",
+    "Progress",
     "RetryPolicy",
     "RunId",
     "RunRecord",
+    "SqliteAccess",
     "Store",
     "StoreState",
+    "TableInfo",
+    "TableReader",
+    "TypeFamily",
     "VerifyReport",
+    "WorkerRecord",
+    "cache_lookup",
+    "cache_store",
     "check_shape",
     "check_store_shape",
+    "claim_next",
     "collect_garbage",
+    "content_sizes",
+    "count_runs",
+    "describe_tables",
     "display_url",
+    "list_workers",
     "migrate",
+    "now_ms",
+    "read_only_access",
+    "read_tables",
+    "register_worker",
+    "release_run",
     "row_counts",
     "store_state",
     "verify",
+    "worker_heartbeat",
+    "write_history",
 ]
