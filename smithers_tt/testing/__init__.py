@@ -4,8 +4,8 @@
 
     from smithers_tt.testing import large_run
 
-    run_id = large_run(db, 10_000)      # a finished run of exactly 10,000 frames
-    db.debugger(run_id)
+    run_id = large_run(db, 10_000)  # a finished run of exactly 10,000 frames
+    db.debug(run_id)  # the notebook debugger on it
 
 Nothing here is imported by ``import smithers_tt``.
 """
