@@ -35,7 +35,7 @@ from benchmarks._common import (
     sqlalchemy_url,
     verdict,
 )
-from smithers_tt.widgets._synthetic import large_run
+from smithers_tt.testing import large_run
 
 
 def _count_statements(db: st.Database) -> list[int]:

@@ -6,7 +6,7 @@ machine's load), the time to select another frame (what the slider and a click c
 the size of the figure sent to the browser (plotly JSON of the timeline). Goal: a
 10,000-frame run opens in under 1 s.
 
-Runs are written with :func:`smithers_tt.widgets.large_run` (the same history a finished run
+Runs are written with :func:`smithers_tt.testing.large_run` (the same history a finished run
 has, in bulk) on a scratch SQLite file, and on PostgreSQL when it is reachable.
 
 ``python -m benchmarks widgets`` (``SMITHERS_TT_BENCH_QUICK=1`` for a smoke run).
@@ -81,7 +81,7 @@ def main() -> None:
     import plotly.io as pio
 
     import smithers_tt as st
-    from smithers_tt.widgets import large_run
+    from smithers_tt.testing import large_run
 
     rounds = scaled(5, 2)
     rows = []

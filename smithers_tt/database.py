@@ -12,31 +12,37 @@ from typing import TYPE_CHECKING, Any
 from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
 from smithers_tt._ids import check_id
-from smithers_tt.engine import RunExecutor, Workflow, run_sync
-from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback
-from smithers_tt.engine._worker import Worker, positive_seconds
+from smithers_tt.engine import (
+    CANCEL_GRACE,
+    EventCallback,
+    RunExecutor,
+    Worker,
+    Workflow,
+    positive_seconds,
+    run_sync,
+)
 from smithers_tt.errors import InvalidArgument, SchemaMismatch, StoreNotFound, WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import (
     Engine,
+    Fence,
     GcReport,
+    Progress,
     RetryPolicy,
     Store,
     StoreState,
     VerifyReport,
+    WorkerRecord,
     check_store_shape,
     collect_garbage,
     display_url,
+    list_workers,
     migrate,
+    now_ms,
     store_state,
     travel,
     verify,
 )
-from smithers_tt.store._claims import WorkerRecord, list_workers
-from smithers_tt.store._maintenance import Progress
-from smithers_tt.store._records import Fence, now_ms
-from smithers_tt.timetravel import _ops as tt_ops
-from smithers_tt.timetravel._retention import duration_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
@@ -216,7 +222,7 @@ class Database:
         record = self.store.get_run(check_id(run_id, "run_id"))
         if record.status in ("finished", "failed", "cancelled"):
             return
-        alive = now_ms() - (record.heartbeat_at_ms or 0) < tt_ops.LIVE_OWNER_MS
+        alive = now_ms() - (record.heartbeat_at_ms or 0) < tt.LIVE_OWNER_MS
         if record.status == "running" and alive:
             self.store.request_cancel(run_id)
         else:
@@ -231,7 +237,7 @@ class Database:
             FrameNotFound: the run has no such frame.
         """
         check_id(run_id, "run_id")
-        snap = travel(self.engine, lambda tx: tt_ops.snapshot_at(tx, run_id, frame_no), write=False)
+        snap = travel(self.engine, lambda tx: tt.snapshot_at(tx, run_id, frame_no), write=False)
         snap.loader = self.store.load
         return snap
 
@@ -352,7 +358,7 @@ class Database:
             return tt.PruneReport(content=collect_garbage(self.engine, progress=progress))
         return tt.prune_runs(
             self.store,
-            older_than_ms=duration_ms(older_than),
+            older_than_ms=tt.duration_ms(older_than),
             keep_forks=keep_forks,
             progress=progress,
         )

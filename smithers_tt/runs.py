@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.store import AttemptRecord, CheckpointRef, Frame, NodeRecord, RunRecord
-from smithers_tt.timetravel import Snapshot
+from smithers_tt.timetravel import Snapshot, run_html
 
 if TYPE_CHECKING:
     from smithers_tt.database import Database
@@ -83,8 +83,6 @@ class Run:
 
     def _repr_html_(self) -> str:
         """The run as an escaped HTML table in notebooks."""
-        from smithers_tt.timetravel._html import run_html
-
         return run_html(self.record)
 
     def __repr__(self) -> str:

@@ -16,8 +16,13 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from smithers_tt.checkpoint import AgentCheckpoint, produces, size_limit
-from smithers_tt.checkpoint._json import canonical_bytes, content_hash
+from smithers_tt.checkpoint import (
+    AgentCheckpoint,
+    canonical_bytes,
+    content_hash,
+    produces,
+    size_limit,
+)
 from smithers_tt.engine._agent import GenerateRequest, GenerateResult
 from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
@@ -32,8 +37,7 @@ from smithers_tt.errors import (
     TaskFailed,
     TransientStoreError,
 )
-from smithers_tt.store import AttemptKey, Fence, Frame, Store
-from smithers_tt.store._cache import cache_lookup, cache_store
+from smithers_tt.store import AttemptKey, Fence, Frame, Store, cache_lookup, cache_store
 
 EventCallback = Callable[[Frame], None]
 

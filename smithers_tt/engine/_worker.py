@@ -25,9 +25,10 @@ from collections.abc import Iterable
 from smithers_tt.engine._executor import RunExecutor
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import FenceLost, InvalidArgument, OutcomeUnknown, TransientStoreError
-from smithers_tt.store import Fence, Store
-from smithers_tt.store._claims import (
+from smithers_tt.store import (
     Claim,
+    Fence,
+    Store,
     claim_next,
     register_worker,
     release_run,

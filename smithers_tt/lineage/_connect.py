@@ -10,7 +10,8 @@ Two readers fill the ``raw`` schema the views read (see :mod:`smithers_tt.lineag
   DuckDB's autoinstall and autoload are off and the configuration is locked afterwards, so a
   missing extension fails loudly and nothing is ever downloaded at run time.
 * **arrow** (the documented fallback, when no matching extension binary is installed): the
-  tables are streamed through SQLAlchemy in one read-only transaction, in bounded batches,
+  tables are streamed through the store (:func:`smithers_tt.store.read_tables`) in one
+  read-only transaction, in bounded batches,
   as Arrow record batches into a temporary DuckDB file that is then attached read-only. It is a
   snapshot taken at open time, slower to open, and reads every content's bytes once.
 
@@ -32,14 +33,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
 from smithers_tt._extras import require_extra
-from smithers_tt.errors import LineageError, LineageUnavailable
-from smithers_tt.lineage._views import DATA_TABLE, MIRRORED, VIEWS, raw_columns
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
-from smithers_tt.store._maintenance import Progress
+from smithers_tt.errors import LineageError, LineageUnavailable, StoreNotFound
+from smithers_tt.lineage._views import CONTENTS_TABLE, DATA_TABLE, MIRRORED, VIEWS, raw_columns
+from smithers_tt.store import (
+    Engine,
+    PostgresAccess,
+    Progress,
+    SqliteAccess,
+    read_only_access,
+    read_tables,
+)
 
 EXTENSIONS_ENV = "SMITHERS_TT_DUCKDB_EXTENSIONS"
 """A directory holding ``<name>.duckdb_extension`` files (flat, or in DuckDB's
@@ -154,58 +158,26 @@ def load_extension(con: Any, name: str) -> str:
 # --- attaching the store ---------------------------------------------------------------------
 
 
-def sqlite_file(engine: Engine) -> Path:
-    """The SQLite file of an engine."""
-    return Path(engine.sa.url.database or "").resolve()
+_SECRET_KEYS = {
+    "host": "HOST",
+    "port": "PORT",
+    "dbname": "DATABASE",
+    "user": "USER",
+    "password": "PASSWORD",
+}
+"""The DuckDB postgres secret's name of each libpq connection parameter."""
 
 
-def pg_schema(engine: Engine) -> str:
-    """The PostgreSQL schema holding the store's tables, as the store's search_path finds it.
+def store_access(engine: Engine) -> SqliteAccess | PostgresAccess:
+    """How DuckDB reaches the store read-only (see :func:`smithers_tt.store.read_only_access`).
 
     Raises:
-        LineageError: the database has no smithers_tt tables on its search_path.
+        LineageError: the PostgreSQL database has no smithers_tt tables on its search_path.
     """
-    query = sa.text(
-        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.oid = to_regclass('tt_runs')"
-    )
-    with engine.sa.connect() as conn:
-        schema = conn.execute(query).scalar()
-    if schema is None:
-        raise LineageError("no smithers_tt tables (tt_runs) on this database's search_path")
-    return str(schema)
-
-
-def _conninfo_value(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def pg_connection(engine: Engine) -> tuple[dict[str, str], str]:
-    """``(secret parameters, libpq conninfo)`` for DuckDB to reach the store's PostgreSQL.
-
-    Credentials go into a temporary DuckDB secret (never shown by ``duckdb_databases()``); the
-    conninfo keeps the URL's other parameters and makes every session read-only on the server
-    too (``default_transaction_read_only``).
-    """
-    url = engine.sa.url
-    secret = {
-        key: str(value)
-        for key, value in (
-            ("HOST", url.host),
-            ("PORT", url.port),
-            ("DATABASE", url.database),
-            ("USER", url.username),
-            ("PASSWORD", url.password),
-        )
-        if value is not None
-    }
-    params: dict[str, str] = {}
-    for key, value in url.query.items():
-        params[key] = value if isinstance(value, str) else " ".join(value)
-    options = params.get("options", "")
-    params["options"] = f"{options} -cdefault_transaction_read_only=on".strip()
-    conninfo = " ".join(f"{key}={_conninfo_value(value)}" for key, value in params.items())
-    return secret, conninfo
+    try:
+        return read_only_access(engine)
+    except StoreNotFound as error:
+        raise LineageError(str(error)) from error
 
 
 def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
@@ -222,19 +194,23 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
     DuckDB has attached stays writable by ``COPY ... TO`` once external access is off (DuckDB
     keeps attached files in ``allowed_paths``).
     """
-    if engine.is_sqlite:
+    access = store_access(engine)
+    if isinstance(access, SqliteAccess):
         loaded = load_extension(con, "sqlite_scanner")
-        path = sqlite_file(engine)
+        path = access.path
         if not path.is_file():
             raise LineageError(f"no SQLite store at {path}")
         return lambda table: f"sqlite_scan({literal(str(path))}, {literal(table)})", loaded
     loaded = load_extension(con, "postgres_scanner")
-    schema = pg_schema(engine)
-    secret, conninfo = pg_connection(engine)
-    fields = ", ".join(f"{key} {literal(value)}" for key, value in secret.items())
+    schema = access.schema
+    # Credentials go into a temporary DuckDB secret (never shown by ``duckdb_databases()``);
+    # the conninfo keeps the URL's other parameters, with read-only server sessions.
+    fields = ", ".join(
+        f"{_SECRET_KEYS[key]} {literal(value)}" for key, value in access.credentials.items()
+    )
     con.execute(f"CREATE TEMPORARY SECRET smithers_tt_store (TYPE postgres, {fields})")
     con.execute(
-        f"ATTACH {literal(conninfo)} AS store "
+        f"ATTACH {literal(access.conninfo)} AS store "
         f"(TYPE postgres, READ_ONLY, SECRET smithers_tt_store, SCHEMA {literal(schema)})"
     )
     # The attached catalog keeps what it needs to connect; without the secret nothing else
@@ -255,7 +231,7 @@ def create_source_views(con: Any, source: Callable[[str], str]) -> None:
         )
     con.execute(
         f"CREATE VIEW source.{DATA_TABLE} AS SELECT CAST(content_hash AS VARCHAR) AS "  # noqa: S608
-        f"content_hash, CAST(data AS BLOB) AS data FROM {source(S.contents.name)}"
+        f"content_hash, CAST(data AS BLOB) AS data FROM {source(CONTENTS_TABLE)}"
     )
 
 
@@ -372,7 +348,7 @@ def _insert_batch(
 def snapshot_with_arrow(
     con: Any, engine: Engine, scratch: Scratch, batch_rows: int, progress: Progress | None = None
 ) -> None:
-    """Stream every mirrored table and the content bytes through SQLAlchemy into a DuckDB file
+    """Stream every mirrored table and the content bytes through the store into a DuckDB file
     (``progress(1)`` after each table).
 
     One read-only transaction (REPEATABLE READ on PostgreSQL, one WAL snapshot on SQLite), so
@@ -381,25 +357,20 @@ def snapshot_with_arrow(
     require_extra("pyarrow", needed_for="the lineage's Arrow fallback", error=LineageUnavailable)
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
     _create_snapshot_tables(con, with_data=True)
-    jobs: list[tuple[str, list[Any], list[tuple[str, str]], int]] = []
-    for table in MIRRORED:
-        spec = raw_columns(table)
-        jobs.append((table.name, [table.c[n] for n, _ in spec], spec, batch_rows))
+    # (relation in the snapshot, store table it is read from, its columns, rows per fetch)
+    jobs: list[tuple[str, str, list[tuple[str, str]], int]] = [
+        (table.name, table.name, raw_columns(table), batch_rows) for table in MIRRORED
+    ]
     data_spec = [("content_hash", "VARCHAR"), ("data", "BLOB")]
-    jobs.append(
-        (DATA_TABLE, [S.contents.c.content_hash, S.contents.c.data], data_spec, _DATA_FETCH_ROWS)
-    )
-    with engine.connect(write=False) as conn:
-        if not engine.is_sqlite:
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-        for name, columns, spec, fetch in jobs:
+    jobs.append((DATA_TABLE, CONTENTS_TABLE, data_spec, _DATA_FETCH_ROWS))
+    with read_tables(engine) as reader:
+        for name, table, spec, fetch in jobs:
             types = [_arrow_type(t) for _, t in spec]
             names = [n for n, _ in spec]
-            result = conn.execute(sa.select(*columns).execution_options(yield_per=fetch))
             pending: list[Any] = []
             pending_bytes = 0
 
-            for part in result.partitions():
+            for part in reader.batches(table, names, fetch):
                 pending.extend(part)
                 if name == DATA_TABLE:
                     pending_bytes += sum(len(row[1]) for row in part)

@@ -14,7 +14,7 @@ from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
 from smithers_tt.lineage._views import BY_NAME, VIEWS
-from smithers_tt.store._maintenance import Progress
+from smithers_tt.store import Progress
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -61,7 +61,7 @@ class Lineage:
             copy; without it (the default) every query reads the store as it is now.
         reader: ``"scanner"`` (DuckDB's sqlite / postgres extension, loaded from the
             installed ``duckdb-ext-*`` package files, never downloaded), ``"arrow"`` (the
-            fallback: tables streamed through SQLAlchemy as Arrow batches into a read-only
+            fallback: tables streamed by the store as Arrow batches into a read-only
             snapshot, content bytes included), or ``"auto"`` (scanner, else arrow with a
             :class:`LineageFallbackWarning`).
         threads: DuckDB worker threads (default: one per core).

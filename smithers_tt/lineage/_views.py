@@ -1,8 +1,9 @@
 """The documented views a :class:`~smithers_tt.lineage.Lineage` defines, and their columns.
 
-Every view reads the ``raw`` schema, which mirrors the store's tables with the column types of
-:mod:`smithers_tt.store._schema` (the one schema definition) whichever backend and reader sits
-underneath. ``raw.tt_checkpoint_contents`` has no ``data`` column; the canonical bytes live in
+Every view reads the ``raw`` schema, which mirrors the store's tables with DuckDB types chosen
+from the type family of each column (:func:`smithers_tt.store.describe_tables`: the store's
+one schema definition, described as plain data) whichever backend and reader sits underneath.
+``raw.tt_checkpoint_contents`` has no ``data`` column; the canonical bytes live in
 ``raw.tt_checkpoint_data`` (``content_hash``, ``data``) so that sizes never need the bytes.
 
 Each :class:`View` carries its column documentation; a test checks it against the columns the
@@ -13,46 +14,42 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import BigInteger, Boolean, Integer, LargeBinary, String, Table, Text
+from smithers_tt.store import TableInfo, describe_tables
 
-from smithers_tt.store import _schema as S
+CONTENTS_TABLE = "tt_checkpoint_contents"
+"""The store table holding each content's hash, size and canonical bytes (``data``)."""
 
-MIRRORED: tuple[Table, ...] = (
-    S.runs,
-    S.nodes,
-    S.attempts,
-    S.contents,
-    S.refs,
-    S.frames,
-    S.cache,
-    S.audit,
-    S.workers,
+MIRRORED: tuple[TableInfo, ...] = describe_tables(
+    (
+        "tt_runs",
+        "tt_nodes",
+        "tt_attempts",
+        CONTENTS_TABLE,
+        "tt_checkpoint_refs",
+        "tt_frames",
+        "tt_cache",
+        "tt_audit",
+        "tt_workers",
+    )
 )
 """Store tables mirrored (typed, read-only) in the ``raw`` schema."""
 
 DATA_TABLE = "tt_checkpoint_data"
 """The ``raw`` relation holding ``(content_hash, data)``: the canonical bytes of each content."""
 
-
-def duckdb_type(column) -> str:
-    """The DuckDB type of a column of the store schema (SQLite and PostgreSQL alike)."""
-    kind = column.type
-    if isinstance(kind, Boolean):
-        return "BOOLEAN"
-    if isinstance(kind, BigInteger):
-        return "BIGINT"
-    if isinstance(kind, Integer):
-        return "INTEGER"
-    if isinstance(kind, LargeBinary):
-        return "BLOB"
-    if isinstance(kind, String | Text):
-        return "VARCHAR"
-    raise TypeError(f"no DuckDB type for {column.table.name}.{column.name} ({kind!r})")
+DUCKDB_TYPES = {
+    "boolean": "BOOLEAN",
+    "bigint": "BIGINT",
+    "integer": "INTEGER",
+    "bytes": "BLOB",
+    "text": "VARCHAR",
+}
+"""The DuckDB type of each column type family of the store (SQLite and PostgreSQL alike)."""
 
 
-def raw_columns(table: Table) -> list[tuple[str, str]]:
+def raw_columns(table: TableInfo) -> list[tuple[str, str]]:
     """``(name, DuckDB type)`` of the columns ``raw.<table>`` exposes (no content bytes)."""
-    return [(c.name, duckdb_type(c)) for c in table.columns if c.name != "data"]
+    return [(c.name, DUCKDB_TYPES[c.family]) for c in table.columns if c.name != "data"]
 
 
 @dataclass(frozen=True)

@@ -1,18 +1,30 @@
 """Time travel: snapshots of any frame, diffs, rewind, fork, reset and the fork tree."""
 
 from smithers_tt.timetravel._diff import Change, SnapshotDiff, diff, json_diff
-from smithers_tt.timetravel._ops import acquire_lease, fork, release_lease, reset, rewind
-from smithers_tt.timetravel._retention import PruneReport, prune_runs
+from smithers_tt.timetravel._html import run_html
+from smithers_tt.timetravel._materialize import live_rows
+from smithers_tt.timetravel._ops import (
+    LIVE_OWNER_MS,
+    acquire_lease,
+    fork,
+    release_lease,
+    reset,
+    rewind,
+    snapshot_at,
+)
+from smithers_tt.timetravel._retention import PruneReport, duration_ms, prune_runs
 from smithers_tt.timetravel._snapshot import (
     MAX_SNAPSHOT_ROWS,
     AttemptView,
     NodeView,
     Snapshot,
+    apply,
     fold,
 )
 from smithers_tt.timetravel._timeline import ForkEdge, Timeline, fork_tree, timeline
 
 __all__ = [
+    "LIVE_OWNER_MS",
     "MAX_SNAPSHOT_ROWS",
     "AttemptView",
     "Change",
@@ -23,14 +35,19 @@ __all__ = [
     "SnapshotDiff",
     "Timeline",
     "acquire_lease",
+    "apply",
     "diff",
+    "duration_ms",
     "fold",
     "fork",
     "fork_tree",
     "json_diff",
+    "live_rows",
     "prune_runs",
     "release_lease",
     "reset",
     "rewind",
+    "run_html",
+    "snapshot_at",
     "timeline",
 ]

@@ -17,7 +17,6 @@ from smithers_tt.widgets._debugger import Debugger
 from smithers_tt.widgets._lens import FrameLens
 from smithers_tt.widgets._model import ActionResult, DebuggerModel, DiffResult, Message, Pending
 from smithers_tt.widgets._progress import ProgressBar, notebook_progress
-from smithers_tt.widgets._synthetic import large_run
 from smithers_tt.widgets._timeline import TimelineData, build_timeline
 
 __all__ = [
@@ -31,6 +30,5 @@ __all__ = [
     "ProgressBar",
     "TimelineData",
     "build_timeline",
-    "large_run",
     "notebook_progress",
 ]

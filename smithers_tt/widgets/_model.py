@@ -27,15 +27,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import sqlalchemy as sa
-
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.errors import InvalidArgument, SmithersError
-from smithers_tt.store import CheckpointRef, Frame, RunRecord
-from smithers_tt.store import _schema as S
-from smithers_tt.timetravel import Change, ForkEdge, Snapshot
-from smithers_tt.timetravel._snapshot import apply
+from smithers_tt.store import CheckpointRef, Frame, RunRecord, content_sizes
+from smithers_tt.timetravel import Change, ForkEdge, Snapshot, apply
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 from smithers_tt.widgets._lens import ask
 
@@ -432,16 +428,9 @@ class DebuggerModel:
     def sizes(self, refs: Iterable[CheckpointRef]) -> dict[str, int]:
         """Stored sizes (canonical bytes) of the refs' contents, read in one query if needed."""
         wanted = {r.content_hash for r in refs}
-        missing = sorted(h for h in wanted if h not in self._sizes)
+        missing = [h for h in wanted if h not in self._sizes]
         if missing:
-            c = S.contents
-            for start in range(0, len(missing), 500):
-                part = missing[start : start + 500]
-                stmt = sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(part))
-                rows = self.db.engine.transaction(
-                    lambda conn, stmt=stmt: conn.execute(stmt).all(), write=False
-                )
-                self._sizes.update((h, s) for h, s in rows)
+            self._sizes.update(content_sizes(self.db.engine, missing))
         return {h: self._sizes[h] for h in wanted if h in self._sizes}
 
     # --- names (the lens's, else smithers_tt's) ----------------------------------------------

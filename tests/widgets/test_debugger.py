@@ -15,8 +15,9 @@ import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
 from smithers_tt.demo.agents import NOTES
+from smithers_tt.testing import large_run
 from smithers_tt.timetravel import Change
-from smithers_tt.widgets import Debugger, DebuggerModel, large_run
+from smithers_tt.widgets import Debugger, DebuggerModel
 from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DiffResult
 from smithers_tt.widgets._timeline import build_timeline

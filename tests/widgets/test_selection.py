@@ -6,7 +6,8 @@ from __future__ import annotations
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
-from smithers_tt.widgets import Debugger, DebuggerModel, large_run
+from smithers_tt.testing import large_run
+from smithers_tt.widgets import Debugger, DebuggerModel
 
 
 def _key(frame: st.Frame) -> tuple[str, int, int, int]:

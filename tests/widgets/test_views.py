@@ -13,7 +13,8 @@ import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.widgets import Debugger, DebuggerModel, large_run
+from smithers_tt.testing import large_run
+from smithers_tt.widgets import Debugger, DebuggerModel
 from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._export import export_history, lineage_available
 from smithers_tt.widgets._html import CSS, value_html

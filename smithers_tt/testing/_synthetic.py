@@ -1,25 +1,23 @@
 """A large, realistic run written in bulk: for benchmarks, tests and trying the debugger at scale.
 
 Executing a 10,000-frame run through the engine takes minutes on a durable SQLite file (every
-checkpoint is its own fsync'd commit). :func:`large_run` writes the same history (frames, live
-nodes, attempts, refs and content) in a few multi-row statements instead, so it looks exactly
-like a finished run to everything that reads it: snapshots, diff, rewind, fork and replay work.
+checkpoint is its own fsync'd commit). :func:`large_run` computes the same history (frames,
+and the live nodes, attempts and refs they fold to) in Python and has the store write it in
+one transaction (:func:`smithers_tt.store.write_history`), so it looks exactly like a finished
+run to everything that reads it: snapshots, diff, rewind, fork and replay work.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy.engine import Connection
+from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint
+from smithers_tt.store import Frame, now_ms, write_history
+from smithers_tt.timetravel import fold, live_rows
 
-from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
-from smithers_tt.database import Database
-from smithers_tt.store import Frame, Travel, now_ms
-from smithers_tt.store import _schema as S
-from smithers_tt.store._travel_write import insert_rows
-from smithers_tt.timetravel._materialize import replace_live_state
-from smithers_tt.timetravel._snapshot import fold
+if TYPE_CHECKING:  # pragma: no cover
+    from smithers_tt.database import Database
 
 CODEC = "synthetic.state"
 NODES = ("plan", "research", "write", "review")
@@ -32,7 +30,7 @@ class _Writer:
         self.run_id = run_id
         self.total = total
         self.frames: list[Frame] = []
-        self.contents: dict[str, dict[str, Any]] = {}
+        self.contents: dict[str, EncodedCheckpoint] = {}
         self.stamp = now_ms()
 
     @property
@@ -55,15 +53,7 @@ class _Writer:
         self, node: str, iteration: int, attempt: int, sequence: int, purpose: str, payload: Any
     ) -> None:
         encoded = AgentCheckpoint(CODEC, 1, payload).encode()
-        self.contents.setdefault(
-            encoded.content_hash,
-            {
-                "content_hash": encoded.content_hash,
-                "data": encoded.data,
-                "size_bytes": encoded.size,
-                "created_at_ms": self.stamp,
-            },
-        )
+        self.contents.setdefault(encoded.content_hash, encoded)
         self.add(
             "checkpoint",
             node_id=node,
@@ -184,25 +174,16 @@ def large_run(
     output = snap.outputs()
     w.add("run_finished", state="finished", data={"output": output, "error": None})
     snap = fold(record.run_id, [Frame(record.run_id, 0, "run_created", state="running"), *w.frames])
-
-    def work(conn: Connection) -> None:
-        tx = Travel(conn)
-        existing = tx.content_sizes(list(w.contents))  # in bounded IN lists
-        insert_rows(conn, S.contents, [v for k, v in w.contents.items() if k not in existing])
-        tx.insert_frames(w.frames)
-        replace_live_state(tx, snap, record.run_id)
-        r = S.runs
-        conn.execute(
-            r.update()
-            .where(r.c.run_id == record.run_id)
-            .values(
-                clock=w.frames[-1].frame_no,
-                status="finished",
-                output_json=canonical_bytes(output).decode(),
-                owner_epoch=r.c.owner_epoch + 1,
-                updated_at_ms=now_ms(),
-            )
-        )
-
-    db.engine.transaction(work)
+    node_rows, attempt_rows = live_rows(snap, record.run_id)
+    write_history(
+        db.engine,
+        record.run_id,
+        w.frames,
+        w.contents.values(),
+        nodes=node_rows,
+        attempts=attempt_rows,
+        refs=snap.refs.values(),
+        status="finished",
+        output=output,
+    )
     return record.run_id

@@ -1,0 +1,96 @@
+"""Writing the whole history of a run at once, for tools that make large runs quickly.
+
+Executing a run of 10,000 frames through the engine costs one durable commit per change;
+:func:`write_history` writes the same rows (content, frames, live nodes, attempts and refs,
+the run's end) in one transaction of multi-row statements instead. The caller computes the
+frames and the live rows they fold to (``smithers_tt.testing.large_run`` does, with
+:func:`smithers_tt.timetravel.live_rows`); the store only writes them, so what it writes
+reads exactly like a run the engine executed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import EncodedCheckpoint, canonical_bytes
+from smithers_tt.errors import InvalidArgument, RunNotFound
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._frames import Frame
+from smithers_tt.store._records import CheckpointRef, now_ms
+from smithers_tt.store._travel import Travel
+from smithers_tt.store._travel_write import insert_rows
+
+Row = Mapping[str, Any]
+"""Column values of one row, by column name."""
+
+
+def write_history(
+    engine: Engine,
+    run_id: str,
+    frames: Sequence[Frame],
+    contents: Iterable[EncodedCheckpoint],
+    *,
+    nodes: Sequence[Row],
+    attempts: Sequence[Row],
+    refs: Iterable[CheckpointRef],
+    status: str,
+    output: Any,
+) -> None:
+    """Append ``frames`` to a run and end it, in one transaction.
+
+    Stores the ``contents`` not stored yet, inserts ``frames`` (numbered densely from the
+    run's clock + 1), replaces the run's live ``nodes`` and ``attempts`` (rows of
+    ``tt_nodes`` and ``tt_attempts``) and ``refs`` (what the frames fold to), and sets the
+    run's clock to the last frame, its ``status`` and ``output``. The owner epoch grows, so
+    the fence that created the run no longer owns it. The rows go in with the multi-row
+    statements time travel uses (:class:`Travel`).
+
+    Raises:
+        InvalidArgument: ``frames`` is empty, belongs to another run or is not numbered densely.
+        RunNotFound: no such run.
+    """
+    if not frames:
+        raise InvalidArgument("a history needs at least one frame")
+    first = frames[0].frame_no
+    if any(f.run_id != run_id or f.frame_no != first + i for i, f in enumerate(frames)):
+        raise InvalidArgument(f"frames of run {run_id} must be numbered densely, in order")
+    contents_by_hash = {e.content_hash: e for e in contents}
+    output_json = canonical_bytes(output).decode()
+    live_refs = list(refs)
+
+    def work(conn: Connection) -> None:
+        # The run row first: it serialises the run's writers, as every change to a run does.
+        r = S.runs
+        ended = conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(
+                clock=frames[-1].frame_no,
+                status=status,
+                output_json=output_json,
+                owner_epoch=r.c.owner_epoch + 1,
+                updated_at_ms=now_ms(),
+            )
+        )
+        if ended.rowcount != 1:
+            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+        tx = Travel(conn)
+        stored = tx.content_sizes(list(contents_by_hash))
+        stamp = now_ms()
+        insert_rows(
+            conn,
+            S.contents,
+            [
+                {"content_hash": h, "data": e.data, "size_bytes": e.size, "created_at_ms": stamp}
+                for h, e in contents_by_hash.items()
+                if h not in stored
+            ],
+        )
+        tx.insert_frames(frames)
+        tx.replace_live_state(run_id, nodes, attempts, live_refs, None)
+
+    engine.transaction(work)

@@ -1,0 +1,210 @@
+"""The store described for readers that look at it from outside: analytics and the debugger.
+
+Lineage analytics reads the store's tables with DuckDB, not through SQLAlchemy, so it needs to
+know what the tables are and how to reach the database read-only, without importing the
+schema module or SQLAlchemy. This module answers both in plain data:
+
+* :func:`describe_tables`: each table's name and columns, each column with a portable
+  :data:`TypeFamily` (``boolean``, ``bigint``, ``integer``, ``text``, ``bytes``) that any
+  reader maps to its own types;
+* :func:`read_only_access`: the SQLite file (:class:`SqliteAccess`), or the PostgreSQL
+  connection parameters, the schema holding the tables and a conninfo whose sessions are
+  read-only on the server (:class:`PostgresAccess`);
+* :func:`read_tables`: one consistent read-only transaction streaming whole tables in
+  batches (the lineage's Arrow fallback, when DuckDB's scanners cannot load);
+* :func:`content_sizes`: the stored size of contents by hash (the debugger's inspector).
+
+Nothing here writes, and nothing creates or migrates a database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import sqlalchemy as sa
+from sqlalchemy import BigInteger, Boolean, Integer, LargeBinary, String, Text
+from sqlalchemy.engine import Connection
+
+from smithers_tt.errors import StoreNotFound
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine, _pg_read_only
+
+TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
+"""The portable type of a column: what a reader needs to choose its own type."""
+
+_SIZES_PER_QUERY = 500  # hashes per IN list: far below any bind-parameter limit
+
+
+@dataclass(frozen=True)
+class ColumnInfo:
+    """One column of a store table: its name and portable type family."""
+
+    name: str
+    family: TypeFamily
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """One store table: its name and its columns, in the schema's order."""
+
+    name: str
+    columns: tuple[ColumnInfo, ...]
+
+
+def _family(column: sa.Column) -> TypeFamily:
+    kind = column.type
+    # Boolean before the integers, BigInteger before Integer: subclasses first.
+    if isinstance(kind, Boolean):
+        return "boolean"
+    if isinstance(kind, BigInteger):
+        return "bigint"
+    if isinstance(kind, Integer):
+        return "integer"
+    if isinstance(kind, LargeBinary):
+        return "bytes"
+    if isinstance(kind, String | Text):
+        return "text"
+    raise TypeError(f"no type family for {column.table.name}.{column.name} ({kind!r})")
+
+
+def describe_tables(names: Sequence[str]) -> tuple[TableInfo, ...]:
+    """The tables called ``names``, in that order, with their columns' type families.
+
+    Raises:
+        KeyError: no store table has one of the names.
+    """
+    tables = S.metadata.tables
+    unknown = [name for name in names if name not in tables]
+    if unknown:
+        raise KeyError(f"no store table {unknown}; the store has {sorted(tables)}")
+    return tuple(
+        TableInfo(name, tuple(ColumnInfo(c.name, _family(c)) for c in tables[name].columns))
+        for name in names
+    )
+
+
+# --- reaching the database read-only ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SqliteAccess:
+    """The store is this SQLite file (resolved; it may not exist)."""
+
+    path: Path
+
+
+@dataclass(frozen=True)
+class PostgresAccess:
+    """How to reach the store's PostgreSQL database read-only.
+
+    Attributes:
+        schema: the schema holding the store's tables, as the store's search_path finds it.
+        credentials: the libpq parameters among ``host``, ``port``, ``dbname``, ``user`` and
+            ``password`` that the URL sets (keep them out of anything shown to people).
+        conninfo: a libpq conninfo of the URL's other parameters, with every session
+            read-only on the server (``default_transaction_read_only``).
+    """
+
+    schema: str
+    credentials: dict[str, str]
+    conninfo: str
+
+
+def read_only_access(engine: Engine) -> SqliteAccess | PostgresAccess:
+    """How a reader outside the store (DuckDB) reaches this store's database read-only.
+
+    Raises:
+        StoreNotFound: a PostgreSQL database with no smithers_tt tables on its search_path.
+    """
+    url = engine.sa.url
+    if engine.is_sqlite:
+        return SqliteAccess(Path(url.database or "").resolve())
+    credentials = {
+        key: str(value)
+        for key, value in (
+            ("host", url.host),
+            ("port", url.port),
+            ("dbname", url.database),
+            ("user", url.username),
+            ("password", url.password),
+        )
+        if value is not None
+    }
+    params = {
+        key: value if isinstance(value, str) else " ".join(value)
+        for key, value in _pg_read_only(url).query.items()
+    }
+    conninfo = " ".join(f"{key}={_conninfo_value(value)}" for key, value in params.items())
+    return PostgresAccess(_pg_schema(engine), credentials, conninfo)
+
+
+def _conninfo_value(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _pg_schema(engine: Engine) -> str:
+    query = sa.text(
+        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.oid = to_regclass('tt_runs')"
+    )
+    with engine.sa.connect() as conn:
+        schema = conn.execute(query).scalar()
+    if schema is None:
+        raise StoreNotFound("no smithers_tt tables (tt_runs) on this database's search_path")
+    return str(schema)
+
+
+# --- reading ---------------------------------------------------------------------------------
+
+
+class TableReader:
+    """Streams tables inside the one read-only transaction of :func:`read_tables`."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def batches(
+        self, table: str, columns: Sequence[str], fetch_rows: int
+    ) -> Iterator[Sequence[Sequence[Any]]]:
+        """The rows of ``columns`` of ``table`` (tuple-like, values in ``columns`` order),
+        ``fetch_rows`` at a time (server-side on PostgreSQL), in no particular order.
+
+        Raises:
+            KeyError: no such table or column.
+        """
+        t = S.metadata.tables[table]
+        stmt = sa.select(*(t.c[name] for name in columns)).execution_options(yield_per=fetch_rows)
+        yield from self._conn.execute(stmt).partitions()
+
+
+@contextmanager
+def read_tables(engine: Engine) -> Iterator[TableReader]:
+    """One read-only transaction in which every table read sees the same state (REPEATABLE
+    READ on PostgreSQL, one WAL snapshot on SQLite)."""
+    with engine.connect(write=False) as conn:
+        if not engine.is_sqlite:
+            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        yield TableReader(conn)
+
+
+def content_sizes(engine: Engine, hashes: Iterable[str]) -> dict[str, int]:
+    """The stored size in bytes of each content among ``hashes`` (absent ones are left out),
+    read in one transaction, a bounded number of hashes per query."""
+    wanted = sorted(set(hashes))
+    if not wanted:
+        return {}
+    c = S.contents
+
+    def work(conn: Connection) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for start in range(0, len(wanted), _SIZES_PER_QUERY):
+            part = wanted[start : start + _SIZES_PER_QUERY]
+            stmt = sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(part))
+            found.update((h, s) for h, s in conn.execute(stmt).all())
+        return found
+
+    return engine.transaction(work, write=False)
