@@ -136,7 +136,10 @@ def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
 
 def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckpoint:
     """An already encoded checkpoint, checked as :meth:`AgentCheckpoint.encode` would have:
-    within the size limit, and addressed by the SHA-256 of its bytes."""
+    within the size limit, and addressed by the SHA-256 of its bytes. One that ``encode``
+    made is not hashed again (a publish hashes its bytes once)."""
+    if encoded.verified and max_bytes is None:
+        return encoded  # encode() checked it against the 16 MiB ceiling or a lower limit
     limit = size_limit(max_bytes)
     if encoded.size > limit:
         raise CheckpointTooLarge(
@@ -145,7 +148,7 @@ def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckp
             size=encoded.size,
             limit=limit,
         )
-    if content_hash(encoded.data) != encoded.content_hash:
+    if not encoded.verified and content_hash(encoded.data) != encoded.content_hash:
         raise CheckpointInvalid(
             f"encoded checkpoint claims address {encoded.content_hash[:12]} but its bytes hash "
             "to another; encode checkpoints with AgentCheckpoint.encode()",
