@@ -88,7 +88,8 @@ class EncodedCheckpoint:
     version: int
     data: bytes
     content_hash: str
-    _made_by: object = field(default=None, compare=False, repr=False)
+    # Not an __init__ argument, so dataclasses.replace() (a new hash, say) drops it.
+    _made_by: object = field(default=None, init=False, compare=False, repr=False)
 
     @property
     def verified(self) -> bool:
@@ -173,7 +174,9 @@ class AgentCheckpoint:
                 size=len(data),
                 limit=limit,
             )
-        return EncodedCheckpoint(self.codec, self.version, data, content_hash(data), _ENCODED)
+        encoded = EncodedCheckpoint(self.codec, self.version, data, content_hash(data))
+        object.__setattr__(encoded, "_made_by", _ENCODED)
+        return encoded
 
 
 def _versions(versions: Iterable[int], where: str) -> tuple[int, ...]:
