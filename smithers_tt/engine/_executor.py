@@ -22,8 +22,10 @@ from smithers_tt.engine._agent import GenerateRequest, GenerateResult
 from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
 from smithers_tt.errors import (
+    CheckpointCorrupt,
     CheckpointInvalid,
     CheckpointPoisoned,
+    CheckpointTooLarge,
     FenceLost,
     FormatNotDeclared,
     ModelRequestRejected,
@@ -56,6 +58,9 @@ STORE_PAUSE = 0.5
 """Seconds between those tries."""
 
 _NEVER_RETRY = (FenceLost, asyncio.CancelledError)
+
+_UNSTORABLE = (CheckpointCorrupt, CheckpointInvalid, CheckpointTooLarge)
+"""Why the store refuses a result checkpoint kept for the attempt's end."""
 
 
 class AsyncStore:
@@ -431,11 +436,28 @@ class RunExecutor:
             key = attempt.key
             last = key.attempt
             publisher = Publisher(self, task, key)
+            ending = False
             try:
                 output = await self._attempt(task, publisher, prompt, needs, point)
+                ending = True
+                # One transaction, with the result checkpoint: a crash between the attempt's
+                # end and the node's would make the next owner run a finished node again.
+                await self._patiently(
+                    self.astore.finish_attempt,
+                    self.fence,
+                    key,
+                    "finished",
+                    node_state="finished",
+                    output=output,
+                    checkpoints=publisher.take(),
+                )
             except _NEVER_RETRY:
                 raise
             except Exception as error:
+                if ending and not isinstance(error, _UNSTORABLE):
+                    raise  # the store could not record the end: not the agent's failure
+                # The agent failed, or the store refused a result checkpoint kept for the end
+                # (writing nothing of that end): the attempt failed, as on a refused publish.
                 failures += 1
                 retry = (
                     failures <= task.retry.count
@@ -462,17 +484,6 @@ class RunExecutor:
                     task=task.id,
                     iteration=iteration,
                 ) from error
-            # One transaction, with the result checkpoint: a crash between the attempt's end
-            # and the node's would make the next owner run a finished node again.
-            await self._patiently(
-                self.astore.finish_attempt,
-                self.fence,
-                key,
-                "finished",
-                node_state="finished",
-                output=output,
-                checkpoints=publisher.take(),
-            )
             if cache_key is not None:
                 await asyncio.to_thread(
                     cache_store, self.store, cache_key, key, output, publisher.newest

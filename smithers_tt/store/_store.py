@@ -189,7 +189,7 @@ def claim(
 ) -> list[Frame]:
     """Make ``owner_id`` the owner of a locked run under the new ``epoch``; attempts left in
     progress by earlier epochs become ``interrupted``. Returns the frames written."""
-    changes = [RunClaimed(run_id, epoch, owner_id, data)]
+    changes: list[Change] = [RunClaimed(run_id, epoch, owner_id, data)]
     changes += _open_ends(db, run_id, "interrupted", epoch)
     (entry,) = write(db, [Entry(run_id, None, changes)], now_ms())
     return entry.frames
