@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from smithers_tt._ids import check_id
@@ -35,6 +35,10 @@ MAX_VERSION = 2**31 - 1
 """Highest envelope version accepted (what a 32-bit signed column holds)."""
 
 _FIELDS = frozenset({"codec", "version", "payload"})
+
+_ENCODED = object()
+"""Marks an :class:`EncodedCheckpoint` made by :meth:`AgentCheckpoint.encode` (see
+:attr:`EncodedCheckpoint.verified`)."""
 
 
 def size_limit(limit: int | None = None) -> int:
@@ -84,6 +88,14 @@ class EncodedCheckpoint:
     version: int
     data: bytes
     content_hash: str
+    # Not an __init__ argument, so dataclasses.replace() (a new hash, say) drops it.
+    _made_by: object = field(default=None, init=False, compare=False, repr=False)
+
+    @property
+    def verified(self) -> bool:
+        """Whether :meth:`AgentCheckpoint.encode` made it: its address is the SHA-256 of its
+        bytes and they were size-checked, so a store need not hash them again."""
+        return self._made_by is _ENCODED
 
     @property
     def size(self) -> int:
@@ -162,7 +174,9 @@ class AgentCheckpoint:
                 size=len(data),
                 limit=limit,
             )
-        return EncodedCheckpoint(self.codec, self.version, data, content_hash(data))
+        encoded = EncodedCheckpoint(self.codec, self.version, data, content_hash(data))
+        object.__setattr__(encoded, "_made_by", _ENCODED)
+        return encoded
 
 
 def _versions(versions: Iterable[int], where: str) -> tuple[int, ...]:

@@ -18,6 +18,7 @@ from typing import Any
 
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
+    EncodedCheckpoint,
     canonical_bytes,
     content_hash,
     produces,
@@ -27,8 +28,10 @@ from smithers_tt.engine._agent import GenerateRequest, GenerateResult
 from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
 from smithers_tt.errors import (
+    CheckpointCorrupt,
     CheckpointInvalid,
     CheckpointPoisoned,
+    CheckpointTooLarge,
     FenceLost,
     FormatNotDeclared,
     ModelRequestRejected,
@@ -61,6 +64,9 @@ STORE_PAUSE = 0.5
 
 _NEVER_RETRY = (FenceLost, asyncio.CancelledError)
 
+_UNSTORABLE = (CheckpointCorrupt, CheckpointInvalid, CheckpointTooLarge)
+"""Why the store refuses a result checkpoint kept for the attempt's end."""
+
 
 class AsyncStore:
     """Runs any :class:`Store` method in a worker thread: ``await astore.publish(...)``."""
@@ -79,15 +85,67 @@ class AsyncStore:
 
 
 class Publisher:
-    """The ``on_checkpoint`` of one attempt: validated, declared, ordered, fenced, durable."""
+    """The ``on_checkpoint`` of one attempt: validated, declared, ordered, fenced, durable.
+
+    The checkpoints of an agent's result are not published at once but kept (:meth:`keep`)
+    and published with the attempt's end, in the transaction that records it (a task is two
+    transactions: its start, then its result with its end); :meth:`flush` publishes them
+    earlier when another turn of the agent needs them stored first.
+    """
 
     def __init__(self, ex: RunExecutor, task: Task, key: AttemptKey) -> None:
         self.ex, self.task, self.key = ex, task, key
         self._lock = asyncio.Lock()  # FIFO: publications of one attempt stay in call order
         self.fence_lost: FenceLost | None = None
         self.newest: AgentCheckpoint | None = None
+        self.kept: list[tuple[EncodedCheckpoint, str, str]] = []
+        """Validated result checkpoints not yet stored: (encoded, purpose, agent id)."""
 
     async def __call__(self, checkpoint: AgentCheckpoint, purpose: str = "progress") -> Any:
+        await self.flush()  # stay in call order behind result checkpoints kept earlier
+        encoded, stored = self._encode(checkpoint)
+        async with self._lock:
+            try:
+                ref = await self.ex.astore.publish(
+                    self.ex.fence, self.key, encoded, purpose=purpose, agent_id=self.task.agent.id
+                )
+            except FenceLost as error:
+                self.fence_lost = error
+                raise
+        self._stored(checkpoint, stored)
+        return ref
+
+    def keep(self, checkpoint: AgentCheckpoint, purpose: str) -> None:
+        """Validate ``checkpoint`` now; store it with the attempt's end (see :meth:`take`)."""
+        encoded, stored = self._encode(checkpoint)
+        self.kept.append((encoded, purpose, self.task.agent.id))
+        self._stored(checkpoint, stored)
+
+    def take(self) -> list[tuple[EncodedCheckpoint, str, str]]:
+        """The kept checkpoints, for the write that ends the attempt (which stores them)."""
+        kept, self.kept = self.kept, []
+        return kept
+
+    async def flush(self) -> None:
+        """Publish the kept checkpoints now, in order."""
+        for encoded, purpose, agent_id in self.take():
+            async with self._lock:
+                try:
+                    await self.ex.astore.publish(
+                        self.ex.fence, self.key, encoded, purpose=purpose, agent_id=agent_id
+                    )
+                except FenceLost as error:
+                    self.fence_lost = error
+                    raise
+
+    def _stored(self, checkpoint: AgentCheckpoint, stored: AgentCheckpoint) -> None:
+        if checkpoint.codec != SESSION_CODEC:
+            self.newest = stored
+
+    def _encode(self, checkpoint: AgentCheckpoint) -> tuple[EncodedCheckpoint, AgentCheckpoint]:
+        """Check and encode once (the store does not hash it again); and a snapshot of what
+        is stored: the agent may edit its state while the publish is in flight, and a
+        correction turn must resume exactly the stored checkpoint."""
         if self.fence_lost is not None:
             raise FenceLost(f"attempt {self.key} lost ownership earlier: {self.fence_lost}")
         if not isinstance(checkpoint, AgentCheckpoint):
@@ -104,20 +162,7 @@ class Publisher:
                 f"{[(f.codec, list(f.versions)) for f in agent.formats]}; nothing was written"
             )
         encoded = checkpoint.encode(self.ex.max_bytes)  # validates mutations since creation
-        # Snapshot what is stored now: the agent may edit its state while the publish is in
-        # flight, and a correction turn must resume exactly the stored checkpoint.
-        stored = checkpoint.clone()
-        async with self._lock:
-            try:
-                ref = await self.ex.astore.publish(
-                    self.ex.fence, self.key, encoded, purpose=purpose, agent_id=agent.id
-                )
-            except FenceLost as error:
-                self.fence_lost = error
-                raise
-        if checkpoint.codec != SESSION_CODEC:
-            self.newest = stored
-        return ref
+        return encoded, checkpoint.clone()
 
 
 class RunExecutor:
@@ -395,11 +440,29 @@ class RunExecutor:
             running = True
             key = attempt.key
             last = key.attempt
+            publisher = Publisher(self, task, key)
+            ending = False
             try:
-                output, publisher = await self._attempt(task, key, prompt, needs, point)
+                output = await self._attempt(task, publisher, prompt, needs, point)
+                ending = True
+                # One transaction, with the result checkpoint: a crash between the attempt's
+                # end and the node's would make the next owner run a finished node again.
+                await self._patiently(
+                    self.astore.finish_attempt,
+                    self.fence,
+                    key,
+                    "finished",
+                    node_state="finished",
+                    output=output,
+                    checkpoints=publisher.take(),
+                )
             except _NEVER_RETRY:
                 raise
             except Exception as error:
+                if ending and not isinstance(error, _UNSTORABLE):
+                    raise  # the store could not record the end: not the agent's failure
+                # The agent failed, or the store refused a result checkpoint kept for the end
+                # (writing nothing of that end): the attempt failed, as on a refused publish.
                 failures += 1
                 retry = (
                     failures <= task.retry.count
@@ -416,6 +479,7 @@ class RunExecutor:
                     error_code=getattr(error, "code", type(error).__name__),
                     discard_resume=isinstance(error, CheckpointPoisoned),
                     node_state=None if retry else "failed",
+                    checkpoints=publisher.take(),
                 )
                 if retry:
                     await asyncio.sleep(task.retry.delay(failures))
@@ -425,16 +489,6 @@ class RunExecutor:
                     task=task.id,
                     iteration=iteration,
                 ) from error
-            # One transaction: a crash between the attempt's end and the node's would make the
-            # next owner run a finished node again.
-            await self._patiently(
-                self.astore.finish_attempt,
-                self.fence,
-                key,
-                "finished",
-                node_state="finished",
-                output=output,
-            )
             if cache_key is not None:
                 await asyncio.to_thread(
                     cache_store, self.store, cache_key, key, output, publisher.newest
@@ -468,12 +522,13 @@ class RunExecutor:
     async def _attempt(
         self,
         task: Task,
-        key: AttemptKey,
+        publisher: Publisher,
         prompt: str | None,
         needs: dict[str, Any],
         point: ResumePoint,
-    ) -> tuple[Any, Publisher]:
-        publisher = Publisher(self, task, key)
+    ) -> Any:
+        """The attempt's output; its result checkpoints are kept in ``publisher``."""
+        key = publisher.key
         request = GenerateRequest(
             run_id=key.run_id,
             node_id=key.node_id,
@@ -495,16 +550,17 @@ class RunExecutor:
             result = raw if isinstance(raw, GenerateResult) else GenerateResult(raw)
             purpose = "turn" if turn == 0 else "schema-correction"
             if result.checkpoint is not None:
-                await publisher(result.checkpoint, purpose)
+                publisher.keep(result.checkpoint, purpose)
             if result.session is not None:
-                await publisher(
+                publisher.keep(
                     AgentCheckpoint(SESSION_CODEC, 1, {"session": result.session}), "session"
                 )
             try:
-                return task.validate_output(result.output), publisher
+                return task.validate_output(result.output)
             except OutputInvalid as error:
                 if turn >= task.schema_retries:
                     raise
+                await publisher.flush()  # the correction turn resumes from them: store them
                 turn += 1
                 newest = publisher.newest or point.checkpoint
                 request = replace(
@@ -540,10 +596,7 @@ class RunExecutor:
 
     async def _use_cache(self, task: Task, iteration: int, hit: Any) -> Any:
         attempt = await self.astore.start_attempt(self.fence, task.id, iteration)
-        if hit.checkpoint is not None:
-            await self.astore.publish(
-                self.fence, attempt.key, hit.checkpoint, purpose="turn", agent_id=task.agent.id
-            )
+        kept = [] if hit.checkpoint is None else [(hit.checkpoint, "turn", task.agent.id)]
         await self.astore.finish_attempt(
             self.fence,
             attempt.key,
@@ -551,5 +604,6 @@ class RunExecutor:
             error_code="cache_hit",
             node_state="cached",
             output=hit.output,
+            checkpoints=kept,
         )
         return hit.output

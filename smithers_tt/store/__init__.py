@@ -24,6 +24,8 @@ from smithers_tt.store._describe import (
     read_only_access,
     read_tables,
 )
+from smithers_tt.store._dialect import Dialect
+from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
 from smithers_tt.store._frames import Frame
 from smithers_tt.store._langgraph import LangGraphStore
@@ -36,6 +38,15 @@ from smithers_tt.store._langgraph_sql import (
     langgraph_run_id,
 )
 from smithers_tt.store._langgraph_write import LangGraphWrite
+from smithers_tt.store._ledger import (
+    AttemptEnded,
+    AttemptStarted,
+    Change,
+    Entry,
+    NodeSet,
+    Note,
+)
+from smithers_tt.store._ledger import write as write_changes
 from smithers_tt.store._maintenance import (
     GcReport,
     Progress,
@@ -77,12 +88,18 @@ __all__ = [
     "LANGGRAPH_VALUE_NODE",
     "LANGGRAPH_WORKFLOW",
     "MAX_PAGE_SIZE",
+    "AttemptEnded",
     "AttemptKey",
     "AttemptRecord",
+    "AttemptStarted",
+    "Change",
     "CheckpointRef",
     "Claim",
     "ColumnInfo",
+    "Dialect",
+    "Driver",
     "Engine",
+    "Entry",
     "Fence",
     "ForkEdgeRow",
     "Frame",
@@ -93,6 +110,8 @@ __all__ = [
     "LangGraphStore",
     "LangGraphWrite",
     "NodeRecord",
+    "NodeSet",
+    "Note",
     "Page",
     "PostgresAccess",
     "Progress",
@@ -123,6 +142,7 @@ __all__ = [
     "count_runs",
     "describe_tables",
     "display_url",
+    "driver",
     "langgraph_run_id",
     "list_workers",
     "migrate",
@@ -138,5 +158,6 @@ __all__ = [
     "travel",
     "verify",
     "worker_heartbeat",
+    "write_changes",
     "write_history",
 ]

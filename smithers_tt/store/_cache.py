@@ -8,8 +8,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, loads
-from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, canonical_bytes, loads
 from smithers_tt.store import _schema as S
 from smithers_tt.store._records import AttemptKey, now_ms
 from smithers_tt.store._store import Store

@@ -15,12 +15,14 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint._json import canonical_bytes
+from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import Frame, record
+from smithers_tt.store._driver import driver
+from smithers_tt.store._frames import Frame
+from smithers_tt.store._ledger import Entry, write
 from smithers_tt.store._records import Fence, now_ms
-from smithers_tt.store._store import Store
+from smithers_tt.store._store import Store, _open_ends, claim
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,14 @@ def claim_next(
             & (sa.func.coalesce(r.c.heartbeat_at_ms, 0) < now - stale_after_ms)
         )
         row = conn.execute(
-            sa.select(r.c.run_id, r.c.status, r.c.owner_id, r.c.workflow, r.c.cancel_requested)
+            sa.select(
+                r.c.run_id,
+                r.c.status,
+                r.c.owner_id,
+                r.c.workflow,
+                r.c.cancel_requested,
+                r.c.owner_epoch,
+            )
             .where(runnable, known, r.c.lease_owner.is_(None))
             .order_by(r.c.created_at_ms, r.c.run_id)
             .limit(1)
@@ -91,22 +100,12 @@ def claim_next(
         if row is None:
             return None
         takeover = row.status == "running"
-        epoch = conn.execute(
-            r.update()
-            .where(r.c.run_id == row.run_id)
-            .values(
-                owner_epoch=r.c.owner_epoch + 1,
-                status="running",
-                owner_id=worker_id,
-                heartbeat_at_ms=now,
-            )
-            .returning(r.c.owner_epoch)
-        ).scalar_one()
+        epoch = row.owner_epoch + 1
         data: dict[str, Any] = {"epoch": epoch, "owner_id": worker_id}
         if takeover:
             data["took_over_from"] = row.owner_id
-        frames.append(record(conn, row.run_id, None, "run_claimed", state="running", data=data))
-        store._end_open_attempts(conn, frames, row.run_id, "interrupted", epoch)
+        with driver(conn) as db:
+            frames += claim(db, row.run_id, epoch, worker_id, data)
         return Claim(
             Fence(row.run_id, epoch),
             row.workflow,
@@ -138,7 +137,11 @@ def release_run(store: Store, fence: Fence) -> bool:
         ).scalar_one_or_none()
         if owned is None:
             return False
-        store._end_open_attempts(conn, frames, fence.run_id, "interrupted", owned)
+        with driver(conn) as db:
+            ends = _open_ends(db, fence.run_id, "interrupted", owned)
+            if ends:
+                (entry,) = write(db, [Entry(fence.run_id, None, ends)], now_ms())
+                frames += entry.frames
         return True
 
     return store._change(work)

@@ -31,7 +31,8 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import StoreNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine, _pg_read_only
+from smithers_tt.store._dialect_postgres import read_only_url
+from smithers_tt.store._engine import Engine
 
 TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
 """The portable type of a column: what a reader needs to choose its own type."""
@@ -136,7 +137,7 @@ def read_only_access(engine: Engine) -> SqliteAccess | PostgresAccess:
     }
     params = {
         key: value if isinstance(value, str) else " ".join(value)
-        for key, value in _pg_read_only(url).query.items()
+        for key, value in read_only_url(url).query.items()
     }
     conninfo = " ".join(f"{key}={_conninfo_value(value)}" for key, value in params.items())
     return PostgresAccess(_pg_schema(engine), credentials, conninfo)

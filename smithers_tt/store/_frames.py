@@ -2,106 +2,79 @@
 
 Every state change of a run (run created, claimed, finished; attempt started and ended;
 checkpoint published; node state and output) advances the run's ``clock`` in the same
-transaction and records one frame whose ``frame_no`` is that clock. The clock is advanced by
-an ``UPDATE`` of the run row, which also serialises the run's writers, so frame numbers are
-dense and follow commit order; wall-clock times are never compared.
+transaction and records one frame whose ``frame_no`` is that clock; all of them are written
+by the ledger (:mod:`smithers_tt.store._ledger`), which also serialises the run's writers, so
+frame numbers are dense and follow commit order; wall-clock times are never compared.
 
 A frame carries what changed (and, for checkpoints, the whole ref, pinning its content by
 hash), so the state visible at any frame can be rebuilt from the frames up to it: snapshots
 cost storage in proportion to what changed, not to the size of the run.
+
+The functions here that write (:func:`record`, :func:`insert_frame`, :func:`advance_clock`)
+are thin wrappers over the ledger for callers that hold a SQLAlchemy connection.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint._json import canonical_bytes
-from smithers_tt.errors import FenceLost, RunNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._records import CheckpointRef, Fence, now_ms, stored_json
+from smithers_tt.store._driver import driver
+from smithers_tt.store._ledger import (
+    FRAME_COLUMNS,
+    Entry,
+    Note,
+    RunClock,
+    advance,
+    frame_values,
+    insert_frames,
+    write,
+)
+from smithers_tt.store._records import (
+    FRAME_DATA_WRAPPING,
+    Fence,
+    Frame,
+    now_ms,
+    stored_json,
+)
 
-FRAME_DATA_WRAPPING = 2
-"""Levels of a frame's ``data`` that wrap the values it records (``{"output": {task:
-output}}``): they do not count against the nesting bound of those values."""
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One committed state change of a run."""
-
-    run_id: str
-    frame_no: int
-    kind: str
-    node_id: str | None = None
-    iteration: int | None = None
-    attempt: int | None = None
-    sequence: int | None = None
-    state: str | None = None
-    content_hash: str | None = None
-    codec: str | None = None
-    version: int | None = None
-    purpose: str | None = None
-    agent_id: str | None = None
-    data: Any = None
-    created_at_ms: int = 0
-
-    def checkpoint_ref(self) -> CheckpointRef:
-        """The checkpoint ref a ``checkpoint`` frame records: what its content is loaded by."""
-        return CheckpointRef(
-            self.run_id,
-            self.node_id or "",
-            self.iteration or 0,
-            self.attempt or 0,
-            self.sequence or 0,
-            self.content_hash or "",
-            self.codec or "",
-            self.version or 0,
-            self.purpose or "",
-            self.agent_id,
-            self.created_at_ms,
-        )
+__all__ = [
+    "FRAME_DATA_WRAPPING",
+    "Frame",
+    "advance_clock",
+    "checkpoint_frame",
+    "frame_from_row",
+    "frame_row",
+    "insert_frame",
+    "record",
+    "select_frames",
+]
 
 
-def advance_clock(conn: Connection, run_id: str, fence: Fence | None = None) -> Any:
+def advance_clock(conn: Connection, run_id: str, fence: Fence | None = None) -> RunClock:
     """Advance the run's clock by one and return the run row (with the new ``clock``).
 
     With a ``fence``, raise :class:`FenceLost` unless it owns the running run; the caller's
     transaction (or savepoint) then rolls the increment back, so nothing is written.
     """
-    r = S.runs
-    row = conn.execute(
-        r.update()
-        .where(r.c.run_id == run_id)
-        .values(clock=r.c.clock + 1, updated_at_ms=now_ms())
-        .returning(
-            r.c.status, r.c.owner_epoch, r.c.clock, r.c.max_checkpoint_bytes, r.c.cancel_requested
-        )
-    ).one_or_none()
-    if row is None:
-        raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-    if fence is not None and (row.status != "running" or row.owner_epoch != fence.epoch):
-        raise FenceLost(
-            f"run {run_id} is {row.status} under epoch {row.owner_epoch}; epoch "
-            f"{fence.epoch} lost ownership and wrote nothing",
-            run_id=run_id,
-            epoch=fence.epoch,
-        )
-    return row
+    with driver(conn) as db:
+        return advance(db, run_id, 1, now_ms(), fence)
 
 
 def record(conn: Connection, run_id: str, fence: Fence | None, kind: str, **fields: Any) -> Frame:
     """Advance the clock (checking ``fence`` if given) and insert the frame of one change."""
-    row = advance_clock(conn, run_id, fence)
-    return insert_frame(conn, Frame(run_id, row.clock, kind, created_at_ms=now_ms(), **fields))
+    with driver(conn) as db:
+        (entry,) = write(db, [Entry(run_id, fence, [Note(run_id, kind, **fields)])], now_ms())
+    return entry.frames[0]
 
 
 def insert_frame(conn: Connection, frame: Frame) -> Frame:
     """Insert a frame whose number the caller allocated."""
-    conn.execute(S.frames.insert().values(**frame_row(frame)))
+    with driver(conn) as db:
+        insert_frames(db, [frame])
     return frame
 
 
@@ -130,25 +103,7 @@ def checkpoint_frame(
 
 def frame_row(frame: Frame) -> dict[str, Any]:
     """The column values of a frame."""
-    return {
-        "run_id": frame.run_id,
-        "frame_no": frame.frame_no,
-        "kind": frame.kind,
-        "node_id": frame.node_id,
-        "iteration": frame.iteration,
-        "attempt": frame.attempt,
-        "sequence": frame.sequence,
-        "state": frame.state,
-        "content_hash": frame.content_hash,
-        "codec": frame.codec,
-        "version": frame.version,
-        "purpose": frame.purpose,
-        "agent_id": frame.agent_id,
-        "data_json": None
-        if frame.data is None
-        else canonical_bytes(frame.data, wrapping=FRAME_DATA_WRAPPING).decode(),
-        "created_at_ms": frame.created_at_ms,
-    }
+    return dict(zip(FRAME_COLUMNS, frame_values(frame), strict=True))
 
 
 def frame_from_row(row: Any) -> Frame:

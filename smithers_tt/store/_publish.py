@@ -1,6 +1,7 @@
-"""Fenced, group-committed checkpoint publication.
+"""Fenced, group-committed checkpoint publication: the ledger applied to a batch.
 
-A batch of units (one unit per publish) commits in one transaction:
+A batch of units (one unit per publish, each a :class:`~smithers_tt.store._ledger.Change`)
+commits in one transaction, written by :func:`smithers_tt.store._ledger.write`:
 
 1. advance each run's clock by its number of units (one ``UPDATE ... RETURNING`` that locks
    the run row) and check every unit's fence: run ``running``, owner epoch matches; a
@@ -18,8 +19,8 @@ A batch of units (one unit per publish) commits in one transaction:
 4. insert the immutable refs and the ``checkpoint`` frames that pin their content, one
    ``executemany`` each.
 
-Every statement is prebuilt driver SQL with bound parameters (see :class:`_Sql`): nothing is
-built or compiled per publish.
+Every statement is prebuilt driver SQL with bound parameters (see
+:class:`~smithers_tt.store._dialect.Statements`): nothing is built or compiled per publish.
 
 A unit that fails (fence lost, conflict, corruption) writes nothing, not even content, while
 the other units of the batch commit: the batch is first applied together without savepoints;
@@ -36,8 +37,6 @@ checkout or pre-ping per commit); a connection that fails is dropped and replace
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,20 +52,38 @@ from smithers_tt.errors import (
     FenceLost,
     InvalidArgument,
     RefConflict,
-    RunNotFound,
     SmithersError,
     StoreError,
     TransientStoreError,
 )
 from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine, _short, is_transient, token_steps, wrap_driver_error
-from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
-from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, now_ms
+from smithers_tt.store._driver import Driver, driver
+from smithers_tt.store._engine import Engine, _short, is_transient
+from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, insert_frames, write
+from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, Frame, now_ms
+
+__all__ = [
+    "Driver",
+    "GroupCommitter",
+    "PublishUnit",
+    "check_purpose",
+    "driver",
+    "insert_content",
+    "insert_frames",
+    "put_ref",
+    "ref_from_row",
+    "ref_row",
+]
 
 
 @dataclass(eq=False)
-class PublishUnit:
-    """One checkpoint to publish into one attempt, and (after commit) its outcome."""
+class PublishUnit(Change):
+    """One checkpoint to publish into one attempt, and (after commit) its outcome.
+
+    As a ledger change: its sequence is allocated with the clock's advance, its size is
+    checked against the run's limit, its content stored once per write, and its ref inserted
+    with the frames.
+    """
 
     fence: Fence
     key: AttemptKey
@@ -82,6 +99,76 @@ class PublishUnit:
     """Set (before ``wake``) when this unit's caller must run the next commit."""
     wake: threading.Event = field(default_factory=threading.Event)
 
+    def early(self, w: Write) -> Step:
+        # The sequence comes from an UPDATE that also requires the attempt to be in progress
+        # under the same epoch (dense and unique sequences under any number of writers).
+        key = self.key
+        return (
+            w.sql.next_sequence,
+            (key.run_id, key.node_id, key.iteration, key.attempt, self.fence.epoch),
+        )
+
+    def check(self, run: RunRow) -> None:
+        max_bytes, size = run[3], self.encoded.size
+        if max_bytes is not None and size > max_bytes:
+            raise CheckpointTooLarge(
+                f"checkpoint is {size} bytes, above run {self.key.run_id}'s limit of "
+                f"{max_bytes} bytes",
+                size=size,
+                limit=max_bytes,
+            )
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        key, enc = self.key, self.encoded
+        if early is None:
+            state = w.db.one(
+                w.sql.attempt_state, (key.run_id, key.node_id, key.iteration, key.attempt)
+            )
+            if state is None:
+                raise AttemptNotFound(f"attempt {key} does not exist; start it before publishing")
+            raise FenceLost(
+                f"attempt {key.node_id}#{key.attempt} is {state[0]} under epoch "
+                f"{state[1]}; epoch {self.fence.epoch} can no longer publish into it; "
+                "nothing was written",
+                run_id=key.run_id,
+            )
+        if enc.content_hash not in w.contents:
+            _insert_content(w.db, enc, w.stamp)
+            w.contents.add(enc.content_hash)
+        stamp = w.stamp
+        ref = CheckpointRef(
+            key.run_id,
+            key.node_id,
+            key.iteration,
+            key.attempt,
+            early[0] - 1,
+            enc.content_hash,
+            enc.codec,
+            enc.version,
+            self.purpose,
+            self.agent_id,
+            stamp,
+        )
+        w.defer(w.sql.insert_ref, _ref_values(ref))
+        self.result = ref
+        return Frame(
+            key.run_id,
+            frame_no,
+            "checkpoint",
+            key.node_id,
+            key.iteration,
+            key.attempt,
+            ref.sequence,
+            None,
+            enc.content_hash,
+            enc.codec,
+            enc.version,
+            self.purpose,
+            self.agent_id,
+            {"size": enc.size},
+            stamp,
+        )
+
 
 _REF_COLUMNS = (
     "run_id",
@@ -96,253 +183,25 @@ _REF_COLUMNS = (
     "purpose",
     "created_at_ms",
 )
-_FRAME_COLUMNS = (
-    "run_id",
-    "frame_no",
-    "kind",
-    "node_id",
-    "iteration",
-    "attempt",
-    "sequence",
-    "state",
-    "content_hash",
-    "codec",
-    "version",
-    "purpose",
-    "agent_id",
-    "data_json",
-    "created_at_ms",
-)
-# The statements below name these columns literally; the schema is defined once, in _schema.
-if tuple(S.refs.c.keys()) != _REF_COLUMNS or tuple(S.frames.c.keys()) != _FRAME_COLUMNS:
+# Statements.insert_ref names these columns literally; the schema is defined once, in _schema.
+if tuple(S.refs.c.keys()) != _REF_COLUMNS:
     raise RuntimeError("smithers_tt.store._publish is out of step with _schema; fix the SQL")
 
 
-class _Sql:
-    """The hot path's statements, written once as driver SQL with bound parameters.
-
-    They skip SQLAlchemy's expression building and compilation (which cost about 3 ms of
-    Python per publish) and go to the driver as they are (see :class:`Driver`): ``?``
-    placeholders for sqlite3, ``%s`` for psycopg. Every value is a bound parameter.
-    """
-
-    def __init__(self, dialect: str) -> None:
-        pg = dialect == "postgresql"
-
-        def q(sql: str) -> str:
-            return sql.replace("?", "%s") if pg else sql
-
-        self.advance_run = q(
-            "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
-            "RETURNING status, owner_epoch, clock, max_checkpoint_bytes"
-        )
-        self.next_sequence = q(
-            "UPDATE tt_attempts SET next_sequence = next_sequence + 1 "
-            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
-            "AND state = 'in_progress' AND owner_epoch = ? "
-            "RETURNING next_sequence"
-        )
-        self.attempt_state = q(
-            "SELECT state, owner_epoch FROM tt_attempts "
-            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ?"
-        )
-        self.insert_content = q(
-            "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING"
-        )
-        # On PostgreSQL the existing row is locked against garbage collection (which locks
-        # FOR UPDATE SKIP LOCKED) until the transaction that references it commits; SQLite
-        # writers are serialised by BEGIN IMMEDIATE and need no row lock.
-        if pg:
-            self.check_content = q(
-                "SELECT size_bytes, data = ? FROM tt_checkpoint_contents "
-                "WHERE content_hash = ? FOR KEY SHARE"
-            )
-        else:
-            self.check_content = q(
-                "SELECT size_bytes, data = ? FROM tt_checkpoint_contents WHERE content_hash = ?"
-            )
-        self.insert_ref = q(
-            "INSERT INTO tt_checkpoint_refs (run_id, node_id, iteration, attempt, sequence, "
-            "content_hash, codec, version, agent_id, purpose, created_at_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        self.insert_frame = q(
-            "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "
-            "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
-            "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
-        # The engine's per-task statements (Store.start_attempt, finish_attempt, set_node).
-        self.next_attempt = q(
-            "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "
-            "WHERE run_id = ? AND node_id = ? AND iteration = ?"
-        )
-        self.insert_attempt = q(
-            "INSERT INTO tt_attempts (run_id, node_id, iteration, attempt, state, owner_epoch, "
-            "next_sequence, discard_resume, error, error_code, resumed_run_id, resumed_node_id, "
-            "resumed_iteration, resumed_attempt, resumed_sequence, started_at_ms, finished_at_ms) "
-            "VALUES (?, ?, ?, ?, 'in_progress', ?, 0, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL)"
-        )
-        self.end_attempt = q(
-            "UPDATE tt_attempts SET state = ?, error = ?, error_code = ?, discard_resume = ?, "
-            "finished_at_ms = ? WHERE run_id = ? AND node_id = ? AND iteration = ? "
-            "AND attempt = ? AND state = 'in_progress' AND owner_epoch = ?"
-        )
-        self.put_node = q(
-            "INSERT INTO tt_nodes (run_id, node_id, iteration, state, last_attempt, output_json, "
-            "updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (run_id, node_id, iteration) DO UPDATE SET state = excluded.state, "
-            "last_attempt = excluded.last_attempt, output_json = excluded.output_json, "
-            "updated_at_ms = excluded.updated_at_ms"
-        )
-
-
-_STATEMENTS: dict[str, _Sql] = {}
-
-
-class Driver:
-    """Runs the prebuilt statements on the DBAPI cursor of a SQLAlchemy connection, inside
-    the transaction that connection has begun (SQLAlchemy still begins, commits, rolls back
-    and makes savepoints).
-
-    Going around ``Connection.exec_driver_sql`` saves its result-object set-up and event
-    dispatch (about 30 us a statement, half of what is left of a publish on SQLite). Driver
-    errors are translated the way SQLAlchemy translates them: wrapped in the matching
-    :class:`sqlalchemy.exc.DBAPIError`, with ``connection_invalidated`` set (and the
-    connection invalidated) when the dialect says the connection is gone, so
-    :func:`~smithers_tt.store._engine.is_transient` and the retries see exactly what they see
-    for any other statement.
-    """
-
-    __slots__ = ("_conn", "_cursor", "_error", "pipelines", "sql")
-
-    def __init__(self, conn: Connection) -> None:
-        name = conn.dialect.name
-        sql = _STATEMENTS.get(name)
-        if sql is None:
-            sql = _STATEMENTS[name] = _Sql(name)
-        self.sql = sql
-        self._conn = conn
-        self._cursor = conn.connection.cursor()
-        self._error: type[Exception] = conn.dialect.loaded_dbapi.Error
-        self.pipelines = name == "postgresql"
-        """Whether :meth:`together` sends its statements in one round trip."""
-
-    def close(self) -> None:
-        """Close the cursor (so no statement of it stays open until the commit)."""
-        with suppress(Exception):  # never hide the error that ended the transaction
-            self._cursor.close()
-
-    def one(self, statement: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
-        """Execute and return the first row (``None`` if there is none)."""
-        try:
-            self._cursor.execute(statement, params)
-            return self._cursor.fetchone()
-        except self._error as error:
-            raise self._wrap(error, statement, params) from error
-
-    def count(self, statement: str, params: tuple[Any, ...]) -> int:
-        """Execute and return the number of rows it changed."""
-        try:
-            self._cursor.execute(statement, params)
-            return self._cursor.rowcount
-        except self._error as error:
-            raise self._wrap(error, statement, params) from error
-
-    def many(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
-        """Execute once per row of parameters (one call: the driver batches them)."""
-        try:
-            if len(rows) == 1:
-                self._cursor.execute(statement, rows[0])
-            else:
-                self._cursor.executemany(statement, rows)
-        except self._error as error:
-            raise self._wrap(error, statement, rows) from error
-
-    def together(self, steps: list[tuple[str, Any, bool]]) -> list[tuple[Any, ...] | None]:
-        """Execute ``(statement, params, many)`` steps in order; return each one's first row.
-
-        On PostgreSQL they go in one round trip (psycopg's pipeline mode: the server runs them
-        in order, and a failure aborts the rest and surfaces here); SQLite runs them one by
-        one. Use it only for statements that do not depend on each other's results.
-        """
-        if not self.pipelines:
-            out = []
-            for statement, params, many in steps:
-                if many:
-                    self.many(statement, params)
-                    out.append(None)
-                else:
-                    out.append(self.one(statement, params))
-            return out
-        raw = self._conn.connection.dbapi_connection
-        cursors = []
-        statement, params = "", None
-        token = token_steps(self._conn)  # the transaction's commit token rides along
-        try:
-            with raw.pipeline():
-                for statement, params, many in steps:
-                    cur = raw.cursor()
-                    cursors.append(cur)
-                    if many:
-                        cur.executemany(statement, params)
-                    else:
-                        cur.execute(statement, params)
-                for statement, params in token:
-                    self._cursor.execute(statement, params)
-            return [
-                None if many or cur.description is None else cur.fetchone()
-                for cur, (_, _, many) in zip(cursors, steps, strict=True)
-            ]
-        except self._error as error:
-            raise self._wrap(error, statement, params) from error
-        finally:
-            for cur in cursors:
-                cur.close()
-
-    def _wrap(self, error: Exception, statement: str, params: Any) -> BaseException:
-        return wrap_driver_error(self._conn, error, statement, params, self._cursor)
-
-
-@contextmanager
-def driver(conn: Connection) -> Iterator[Driver]:
-    """The prebuilt statements on ``conn``, inside the transaction it has begun."""
-    db = Driver(conn)
-    try:
-        yield db
-    finally:
-        db.close()
-
-
-def _fence_lost(run_id: str, status: str, epoch: int, fence: Fence) -> FenceLost:
-    return FenceLost(
-        f"run {run_id} is {status} under epoch {epoch}; epoch "
-        f"{fence.epoch} lost ownership and wrote nothing",
-        run_id=run_id,
-        epoch=fence.epoch,
+def _ref_values(ref: CheckpointRef) -> tuple[Any, ...]:
+    return (
+        ref.run_id,
+        ref.node_id,
+        ref.iteration,
+        ref.attempt,
+        ref.sequence,
+        ref.content_hash,
+        ref.codec,
+        ref.version,
+        ref.agent_id,
+        ref.purpose,
+        ref.created_at_ms,
     )
-
-
-def fenced_clock(db: Driver, fence: Fence, ticks: int, stamp: int) -> int:
-    """Advance the fenced run's clock by ``ticks`` (locking its row); return the first of the
-    frame numbers they allocate. Raises FenceLost unless ``fence`` owns the running run."""
-    row = db.one(db.sql.advance_run, (ticks, stamp, fence.run_id))
-    if row is None:
-        raise RunNotFound(f"no run {fence.run_id!r}; list runs with `smithers-tt runs`")
-    status, epoch, clock, _ = row
-    if status != "running" or epoch != fence.epoch:
-        raise _fence_lost(fence.run_id, status, epoch, fence)
-    return clock - ticks + 1
-
-
-def insert_frames(db: Driver, frames: list[Frame]) -> None:
-    """Insert frames whose numbers the caller allocated, in one statement."""
-    db.many(db.sql.insert_frame, [_frame_values(f) for f in frames])
-
-
-def _frame_values(frame: Frame) -> tuple[Any, ...]:
-    row = frame_row(frame)
-    return tuple(row[c] for c in _FRAME_COLUMNS)
 
 
 def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
@@ -387,119 +246,20 @@ Published = tuple[CheckpointRef, Frame]
 def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     """Publish ``units`` in order inside the caller's transaction; raise on the first failure.
 
-    Each run's clock advances once for all its units (one ``UPDATE ... RETURNING`` that also
-    locks the run row and reads the owner epoch for the fence check); runs are locked in
-    sorted order so two batches never deadlock on them. Sequences are allocated per unit in
-    queue order; content is inserted once per distinct hash; refs and frames are inserted
-    with one ``executemany`` each. A failure leaves the transaction to be rolled back: the
-    caller then knows nothing of the batch was written.
+    One ledger write: each run's clock advances once for all its units, runs locked in sorted
+    order; sequences are allocated per unit in queue order; content is inserted once per
+    distinct hash; refs and frames are inserted with one ``executemany`` each. A failure
+    leaves the transaction to be rolled back: the caller then knows nothing of the batch was
+    written.
     """
     with driver(conn) as db:
-        return _apply(db, units)
-
-
-def _apply(db: Driver, units: list[PublishUnit]) -> list[Published]:
-    sql = db.sql
-    stamp = now_ms()
-    by_run: dict[str, list[int]] = {}
-    for i, unit in enumerate(units):
-        by_run.setdefault(unit.key.run_id, []).append(i)
-    runs = sorted(by_run)
-    # The runs' clocks and the attempts' sequences do not depend on each other: on PostgreSQL
-    # they go in one round trip. Runs first, in sorted order, then attempts (the lock order
-    # of every other writer). If a fence fails, the caller rolls all of it back.
-    steps: list[tuple[str, Any, bool]] = [
-        (sql.advance_run, (len(by_run[run_id]), stamp, run_id), False) for run_id in runs
-    ]
-    steps += [
-        (
-            sql.next_sequence,
-            (u.key.run_id, u.key.node_id, u.key.iteration, u.key.attempt, u.fence.epoch),
-            False,
-        )
-        for u in units
-    ]
-    rows = db.together(steps)
-    frame_nos = [0] * len(units)
-    for run_id, row in zip(runs, rows, strict=False):
-        members = by_run[run_id]
-        if row is None:
-            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-        status, epoch, clock, max_bytes = row
-        first = clock - len(members) + 1
-        for offset, i in enumerate(members):
-            unit = units[i]
-            if status != "running" or epoch != unit.fence.epoch:
-                raise _fence_lost(run_id, status, epoch, unit.fence)
-            if max_bytes is not None and unit.encoded.size > max_bytes:
-                raise CheckpointTooLarge(
-                    f"checkpoint is {unit.encoded.size} bytes, above run {run_id}'s limit of "
-                    f"{max_bytes} bytes",
-                    size=unit.encoded.size,
-                    limit=max_bytes,
-                )
-            frame_nos[i] = first + offset
-    sequences = []
-    for unit, row in zip(units, rows[len(runs) :], strict=True):
-        if row is None:
-            key = unit.key
-            where = (key.run_id, key.node_id, key.iteration, key.attempt)
-            state = db.one(sql.attempt_state, where)
-            if state is None:
-                raise AttemptNotFound(f"attempt {key} does not exist; start it before publishing")
-            raise FenceLost(
-                f"attempt {key.node_id}#{key.attempt} is {state[0]} under epoch "
-                f"{state[1]}; epoch {unit.fence.epoch} can no longer publish into it; "
-                "nothing was written",
-                run_id=key.run_id,
-            )
-        sequences.append(row[0] - 1)
-    stored: set[str] = set()
-    for unit in units:
-        if unit.encoded.content_hash not in stored:
-            _insert_content(db, unit.encoded, stamp)
-            stored.add(unit.encoded.content_hash)
-    done: list[Published] = []
-    ref_rows, frame_rows = [], []
-    for unit, sequence, frame_no in zip(units, sequences, frame_nos, strict=True):
-        key, enc = unit.key, unit.encoded
-        ref = CheckpointRef(
-            key.run_id,
-            key.node_id,
-            key.iteration,
-            key.attempt,
-            sequence,
-            enc.content_hash,
-            enc.codec,
-            enc.version,
-            unit.purpose,
-            unit.agent_id,
-            stamp,
-        )
-        frame = checkpoint_frame(ref, key.run_id, frame_no, {"size": enc.size})
-        row = ref_row(ref)
-        ref_rows.append(tuple(row[c] for c in _REF_COLUMNS))
-        frame_rows.append(_frame_values(frame))
-        done.append((ref, frame))
-    db.together([(sql.insert_ref, ref_rows, True), (sql.insert_frame, frame_rows, True)])
-    return done
+        entries = write(db, [Entry(u.key.run_id, u.fence, (u,)) for u in units], now_ms())
+    return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
 
 
 def ref_row(ref: CheckpointRef) -> dict[str, Any]:
     """The column values of a ref."""
-    return {
-        "run_id": ref.run_id,
-        "node_id": ref.node_id,
-        "iteration": ref.iteration,
-        "attempt": ref.attempt,
-        "sequence": ref.sequence,
-        "content_hash": ref.content_hash,
-        "codec": ref.codec,
-        "version": ref.version,
-        "agent_id": ref.agent_id,
-        "purpose": ref.purpose,
-        "created_at_ms": ref.created_at_ms,
-    }
+    return dict(zip(_REF_COLUMNS, _ref_values(ref), strict=True))
 
 
 def check_purpose(purpose: str) -> str:

@@ -197,3 +197,45 @@ def decode_cursor(kind: str, cursor: str, types: tuple[type, ...]) -> list[Any]:
             "previous page unchanged"
         )
     return data[1:]
+
+
+FRAME_DATA_WRAPPING = 2
+"""Levels of a frame's ``data`` that wrap the values it records (``{"output": {task:
+output}}``): they do not count against the nesting bound of those values."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One committed state change of a run."""
+
+    run_id: str
+    frame_no: int
+    kind: str
+    node_id: str | None = None
+    iteration: int | None = None
+    attempt: int | None = None
+    sequence: int | None = None
+    state: str | None = None
+    content_hash: str | None = None
+    codec: str | None = None
+    version: int | None = None
+    purpose: str | None = None
+    agent_id: str | None = None
+    data: Any = None
+    created_at_ms: int = 0
+
+    def checkpoint_ref(self) -> CheckpointRef:
+        """The checkpoint ref a ``checkpoint`` frame records: what its content is loaded by."""
+        return CheckpointRef(
+            self.run_id,
+            self.node_id or "",
+            self.iteration or 0,
+            self.attempt or 0,
+            self.sequence or 0,
+            self.content_hash or "",
+            self.codec or "",
+            self.version or 0,
+            self.purpose or "",
+            self.agent_id,
+            self.created_at_ms,
+        )

@@ -6,7 +6,7 @@ single async adapter (``asyncio.to_thread``); nothing here is written twice.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -20,35 +20,39 @@ from smithers_tt.checkpoint import (
     loads,
     size_limit,
 )
-from smithers_tt.checkpoint._json import canonical_bytes
 from smithers_tt.errors import (
     AttemptNotFound,
     CheckpointCorrupt,
     CheckpointInvalid,
     CheckpointMissing,
     CheckpointTooLarge,
-    FenceLost,
     HistoryExhausted,
     InvalidArgument,
     RunNotFound,
 )
 from smithers_tt.store import _schema as S
+from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._frames import (
-    Frame,
-    frame_from_row,
-    insert_frame,
-    record,
-    select_frames,
+from smithers_tt.store._frames import Frame, frame_from_row, select_frames
+from smithers_tt.store._ledger import (
+    AttemptEnded,
+    AttemptStarted,
+    CancelRequested,
+    Change,
+    Entry,
+    NodeCancelled,
+    NodeSet,
+    Note,
+    RunCancelled,
+    RunClaimed,
+    RunEnded,
+    json_or_none,
+    write,
 )
 from smithers_tt.store._publish import (
-    Driver,
     GroupCommitter,
     PublishUnit,
     check_purpose,
-    driver,
-    fenced_clock,
-    insert_frames,
     put_ref,
     ref_from_row,
 )
@@ -70,15 +74,13 @@ from smithers_tt.store._records import (
 
 T = TypeVar("T")
 
+Checkpointed = tuple[AgentCheckpoint | EncodedCheckpoint, str, str | None]
+"""A checkpoint to publish with an attempt's end: (checkpoint, purpose, agent id)."""
+
 HISTORY_SCAN_BOUND = 1000
 """How many refs of a node a resume scan looks at before raising HistoryExhausted."""
 
 _TERMINAL_RUN = ("finished", "failed", "cancelled")
-
-
-def _json_or_none(value: Any, **options: Any) -> str | None:
-    """Canonical JSON text or None; ``options`` go to :func:`canonical_bytes`."""
-    return None if value is None else canonical_bytes(value, **options).decode("utf-8")
 
 
 def _run_from_row(row: Any) -> RunRecord:
@@ -132,13 +134,12 @@ def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
     return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
 
 
-def _key_tuple(key: AttemptKey) -> tuple[str, str, int, int]:
-    return (key.run_id, key.node_id, key.iteration, key.attempt)
-
-
 def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckpoint:
     """An already encoded checkpoint, checked as :meth:`AgentCheckpoint.encode` would have:
-    within the size limit, and addressed by the SHA-256 of its bytes."""
+    within the size limit, and addressed by the SHA-256 of its bytes. One that ``encode``
+    made is not hashed again (a publish hashes its bytes once)."""
+    if encoded.verified and max_bytes is None:
+        return encoded  # encode() checked it against the 16 MiB ceiling or a lower limit
     limit = size_limit(max_bytes)
     if encoded.size > limit:
         raise CheckpointTooLarge(
@@ -147,7 +148,7 @@ def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckp
             size=encoded.size,
             limit=limit,
         )
-    if content_hash(encoded.data) != encoded.content_hash:
+    if not encoded.verified and content_hash(encoded.data) != encoded.content_hash:
         raise CheckpointInvalid(
             f"encoded checkpoint claims address {encoded.content_hash[:12]} but its bytes hash "
             "to another; encode checkpoints with AgentCheckpoint.encode()",
@@ -171,69 +172,27 @@ def _check_node_state(state: str) -> None:
         raise InvalidArgument(f"node state must be one of {list(S.NODE_STATES)}")
 
 
-def _node_frame(
-    db: Driver,
-    run_id: str,
-    frame_no: int,
-    stamp: int,
-    node_id: str,
-    iteration: int,
-    state: str,
-    output: Any,
-    last_attempt: int | None,
-) -> Frame:
-    """Upsert a node's state and output; return its ``node_state`` frame (numbered by the
-    caller, which checked the fence and inserts the frame)."""
-    db.count(
-        db.sql.put_node,
-        (run_id, node_id, iteration, state, last_attempt, _json_or_none(output), stamp),
-    )
-    return Frame(
-        run_id,
-        frame_no,
-        "node_state",
-        node_id,
-        iteration,
-        last_attempt,
-        state=state,
-        data=None if output is None else {"output": output},
-        created_at_ms=stamp,
-    )
+def _open_ends(
+    db: Driver, run_id: str, state: str, before_epoch: int | None = None
+) -> list[Change]:
+    """End, as ``state``, the attempts of a run left in progress (by epochs before
+    ``before_epoch``); the caller has locked the run row, so none can start meanwhile."""
+    return [
+        AttemptEnded(AttemptKey(run_id, node, iteration, attempt), state, epoch, detail=False)
+        for node, iteration, attempt, epoch in db.all(db.sql.open_attempts, (run_id,))
+        if before_epoch is None or epoch < before_epoch
+    ]
 
 
-def _attempt_frame(
-    db: Driver,
-    fence: Fence,
-    frame_no: int,
-    stamp: int,
-    node_id: str,
-    iteration: int,
-    src: CheckpointRef | None,
-) -> tuple[AttemptRecord, Frame]:
-    """Insert the next attempt of a node; return it and its ``attempt_started`` frame
-    (numbered by the caller, which checked the fence and inserts the frame)."""
-    row = db.one(db.sql.next_attempt, (fence.run_id, node_id, iteration))
-    key = AttemptKey(fence.run_id, node_id, iteration, row[0] if row else 1)
-    resumed = None if src is None else _ref_key(src)
-    db.count(
-        db.sql.insert_attempt,
-        (*_key_tuple(key), fence.epoch, False, *(resumed or (None,) * 5), stamp),
-    )
-    frame = Frame(
-        key.run_id,
-        frame_no,
-        "attempt_started",
-        node_id,
-        iteration,
-        key.attempt,
-        state="in_progress",
-        created_at_ms=stamp,
-        data=None if resumed is None else {"resumed_from": list(resumed)},
-    )
-    attempt = AttemptRecord(
-        key, "in_progress", fence.epoch, 0, False, None, None, resumed, stamp, None
-    )
-    return attempt, frame
+def claim(
+    db: Driver, run_id: str, epoch: int, owner_id: str | None, data: dict[str, Any]
+) -> list[Frame]:
+    """Make ``owner_id`` the owner of a locked run under the new ``epoch``; attempts left in
+    progress by earlier epochs become ``interrupted``. Returns the frames written."""
+    changes: list[Change] = [RunClaimed(run_id, epoch, owner_id, data)]
+    changes += _open_ends(db, run_id, "interrupted", epoch)
+    (entry,) = write(db, [Entry(run_id, None, changes)], now_ms())
+    return entry.frames
 
 
 class Store:
@@ -265,6 +224,20 @@ class Store:
         self._emit(frames)
         return result
 
+    def _write(
+        self, entries: Callable[[Driver], list[Entry]], stamp: int | None = None
+    ) -> list[Frame]:
+        """Write the ledger entries ``entries(db)`` makes, in one write transaction (retried
+        whole), then emit their frames; return the frames."""
+
+        def work(conn: Connection, frames: list[Frame]) -> list[Frame]:
+            with driver(conn) as db:
+                done = write(db, entries(db), now_ms() if stamp is None else stamp)
+            frames += [f for entry in done for f in entry.frames]
+            return frames
+
+        return self._change(work)
+
     def _read(self, stmt: sa.Executable) -> list[Any]:
         return self.engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
 
@@ -292,44 +265,25 @@ class Store:
         run_id = new_run_id() if run_id is None else check_id(run_id, "run_id")
         stamp = now_ms()
         epoch = 1 if status == "running" else 0
-        values = {
-            "run_id": run_id,
-            "workflow": workflow,
-            "workflow_hash": workflow_hash,
-            "status": status,
-            "input_json": _json_or_none(input, subject="run input"),
-            "output_json": None,
-            "error": None,
-            "owner_epoch": epoch,
-            "owner_id": owner_id,
-            "heartbeat_at_ms": stamp if status == "running" else None,
-            "cancel_requested": False,
-            "parent_run_id": parent_run_id,
-            "parent_frame_no": parent_frame_no,
-            "max_checkpoint_bytes": max_checkpoint_bytes,
-            "clock": 0,
-            "graph_json": _json_or_none(graph),
-            "created_at_ms": stamp,
-            "updated_at_ms": stamp,
-        }
-
-        def work(conn: Connection, frames: list[Frame]) -> None:
-            conn.execute(S.runs.insert().values(**values))
-            frames.append(
-                insert_frame(
-                    conn,
-                    Frame(
-                        run_id,
-                        0,
-                        "run_created",
-                        state=status,
-                        created_at_ms=stamp,
-                        data={"workflow": workflow, "input": input},
-                    ),
-                )
-            )
-
-        self._change(work)
+        row = (
+            run_id,
+            workflow,
+            workflow_hash,
+            status,
+            json_or_none(input, subject="run input"),
+            epoch,
+            owner_id,
+            stamp if status == "running" else None,
+            False,
+            parent_run_id,
+            parent_frame_no,
+            max_checkpoint_bytes,
+            json_or_none(graph),
+        )
+        created = Note(
+            run_id, "run_created", state=status, data={"workflow": workflow, "input": input}
+        )
+        self._write(lambda db: [Entry(run_id, None, [created], create=row)], stamp)
         return self.get_run(run_id), Fence(run_id, epoch)
 
     def get_run(self, run_id: str) -> RunRecord:
@@ -371,66 +325,20 @@ class Store:
         """
 
         def work(conn: Connection, frames: list[Frame]) -> Fence:
-            r = S.runs
-            row = conn.execute(
-                r.update()
-                .where(r.c.run_id == run_id, r.c.status.not_in(_TERMINAL_RUN))
-                .values(
-                    owner_epoch=r.c.owner_epoch + 1,
-                    status="running",
-                    owner_id=owner_id,
-                    heartbeat_at_ms=now_ms(),
-                )
-                .returning(r.c.owner_epoch)
-            ).one_or_none()
-            if row is None:
-                found = self.get_run(run_id).status  # raises RunNotFound
-                raise InvalidArgument(f"run {run_id} is {found}; only unfinished runs are claimed")
-            frames.append(
-                record(
-                    conn,
-                    run_id,
-                    None,
-                    "run_claimed",
-                    state="running",
-                    data={"epoch": row.owner_epoch, "owner_id": owner_id},
-                )
-            )
-            self._end_open_attempts(conn, frames, run_id, "interrupted", row.owner_epoch)
-            return Fence(run_id, row.owner_epoch)
+            with driver(conn) as db:
+                row = db.one(db.sql.lock_run, (run_id,))
+                if row is None:
+                    raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+                if row[0] in _TERMINAL_RUN:
+                    raise InvalidArgument(
+                        f"run {run_id} is {row[0]}; only unfinished runs are claimed"
+                    )
+                epoch = row[1] + 1
+                data = {"epoch": epoch, "owner_id": owner_id}
+                frames += claim(db, run_id, epoch, owner_id, data)
+            return Fence(run_id, epoch)
 
         return self._change(work)
-
-    def _end_open_attempts(
-        self,
-        conn: Connection,
-        frames: list[Frame],
-        run_id: str,
-        state: str,
-        before_epoch: int | None = None,
-    ) -> None:
-        a = S.attempts
-        stmt = a.update().where(a.c.run_id == run_id, a.c.state == "in_progress")
-        if before_epoch is not None:
-            stmt = stmt.where(a.c.owner_epoch < before_epoch)
-        ended = conn.execute(
-            stmt.values(state=state, finished_at_ms=now_ms()).returning(
-                a.c.node_id, a.c.iteration, a.c.attempt
-            )
-        ).all()
-        for node_id, iteration, attempt in sorted(ended):
-            frames.append(
-                record(
-                    conn,
-                    run_id,
-                    None,
-                    "attempt_finished",
-                    node_id=node_id,
-                    iteration=iteration,
-                    attempt=attempt,
-                    state=state,
-                )
-            )
 
     def finish_run(
         self, fence: Fence, status: str, *, output: Any = None, error: str | None = None
@@ -439,81 +347,29 @@ class Store:
         if status not in ("finished", "failed"):
             raise InvalidArgument(f"finish_run takes finished or failed, not {status!r}")
 
-        def work(conn: Connection, frames: list[Frame]) -> None:
-            frames.append(
-                record(
-                    conn,
-                    fence.run_id,
-                    fence,
-                    f"run_{status}",
-                    state=status,
-                    data={"output": output, "error": error},
-                )
-            )
-            r = S.runs
-            conn.execute(
-                r.update()
-                .where(r.c.run_id == fence.run_id)
-                .values(
-                    status=status,
-                    # Task id -> output: one level around outputs that may nest to the bound.
-                    output_json=_json_or_none(output, subject="run output", wrapping=1),
-                    error=error,
-                    owner_epoch=r.c.owner_epoch + 1,
-                )
-            )
-
-        self._change(work)
+        self._write(
+            lambda db: [Entry(fence.run_id, fence, [RunEnded(fence.run_id, status, output, error)])]
+        )
 
     def request_cancel(self, run_id: str) -> None:
         """Ask the owner of a run to cancel it; it finishes the cancellation after a grace."""
 
-        def work(conn: Connection, frames: list[Frame]) -> None:
-            frames.append(record(conn, run_id, None, "cancel_requested"))
-            conn.execute(
-                S.runs.update().where(S.runs.c.run_id == run_id).values(cancel_requested=True)
-            )
-
-        self._change(work)
+        self._write(lambda db: [Entry(run_id, None, [CancelRequested(run_id)])])
 
     def cancel_run(self, run_id: str) -> None:
         """Make a run ``cancelled`` now: a new epoch fences every writer, open attempts end."""
 
-        def work(conn: Connection, frames: list[Frame]) -> None:
-            self._end_open_attempts(conn, frames, run_id, "cancelled")
-            n = S.nodes
-            running = conn.execute(
-                n.update()
-                .where(n.c.run_id == run_id, n.c.state == "running")
-                .values(state="cancelled")
-                .returning(n.c.node_id, n.c.iteration, n.c.last_attempt)
-            ).all()
-            for node_id, iteration, last_attempt in sorted(running):
-                frames.append(
-                    record(
-                        conn,
-                        run_id,
-                        None,
-                        "node_state",
-                        node_id=node_id,
-                        iteration=iteration,
-                        attempt=last_attempt,
-                        state="cancelled",
-                    )
-                )
-            frames.append(record(conn, run_id, None, "run_cancelled", state="cancelled"))
-            r = S.runs
-            conn.execute(
-                r.update()
-                .where(r.c.run_id == run_id)
-                .values(
-                    status="cancelled",
-                    cancel_requested=True,
-                    owner_epoch=r.c.owner_epoch + 1,
-                )
-            )
+        def entries(db: Driver) -> list[Entry]:
+            if db.one(db.sql.lock_run, (run_id,)) is None:
+                raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+            changes = _open_ends(db, run_id, "cancelled")
+            changes += [
+                NodeCancelled(run_id, node_id, iteration, last_attempt)
+                for node_id, iteration, last_attempt in db.all(db.sql.running_nodes, (run_id,))
+            ]
+            return [Entry(run_id, None, [*changes, RunCancelled(run_id)])]
 
-        self._change(work)
+        self._write(entries)
 
     def heartbeat(self, fence: Fence) -> bool:
         """Record that the owner is alive; False when it no longer owns the run."""
@@ -548,26 +404,9 @@ class Store:
         """Record a node's state (and output) under the owner's fence."""
         _check_node_state(state)
 
-        def work(conn: Connection, frames: list[Frame]) -> Frame:
-            stamp = now_ms()
-            with driver(conn) as db:
-                frame_no = fenced_clock(db, fence, 1, stamp)
-                frame = _node_frame(
-                    db,
-                    fence.run_id,
-                    frame_no,
-                    stamp,
-                    node_id,
-                    iteration,
-                    state,
-                    output,
-                    last_attempt,
-                )
-                insert_frames(db, [frame])
-            frames.append(frame)
-            return frame
-
-        return self._change(work)
+        change = NodeSet(fence.run_id, node_id, iteration, state, output, last_attempt)
+        (frame,) = self._write(lambda db: [Entry(fence.run_id, fence, [change])])
+        return frame
 
     def list_nodes(self, run_id: str) -> list[NodeRecord]:
         """Every node of a run with its state, last attempt and output."""
@@ -610,33 +449,16 @@ class Store:
         if node_state is not None:
             _check_node_state(node_state)
 
-        def work(conn: Connection, frames: list[Frame]) -> AttemptRecord:
-            stamp = now_ms()
-            with driver(conn) as db:
-                frame_no = fenced_clock(db, fence, 1 if node_state is None else 2, stamp)
-                if node_state is not None:
-                    frames.append(
-                        _node_frame(
-                            db,
-                            fence.run_id,
-                            frame_no,
-                            stamp,
-                            node_id,
-                            iteration,
-                            node_state,
-                            None,
-                            None,
-                        )
-                    )
-                    frame_no += 1
-                attempt, frame = _attempt_frame(
-                    db, fence, frame_no, stamp, node_id, iteration, resumed_from
-                )
-                frames.append(frame)
-                insert_frames(db, frames)
-            return attempt
-
-        return self._change(work)
+        changes: list[Change] = []
+        if node_state is not None:
+            changes.append(NodeSet(fence.run_id, node_id, iteration, node_state))
+        started = AttemptStarted(
+            fence, node_id, iteration, None if resumed_from is None else _ref_key(resumed_from)
+        )
+        changes.append(started)
+        self._write(lambda db: [Entry(fence.run_id, fence, changes)])
+        assert started.attempt is not None
+        return started.attempt
 
     def finish_attempt(
         self,
@@ -649,13 +471,16 @@ class Store:
         discard_resume: bool = False,
         node_state: str | None = None,
         output: Any = None,
-    ) -> None:
+        checkpoints: Sequence[Checkpointed] = (),
+    ) -> list[CheckpointRef]:
         """End an in-progress attempt as finished, failed or cancelled under the fence.
 
         ``discard_resume=True`` marks its checkpoints as poisoned: resume scans skip them.
         ``node_state`` (with ``output``) also records the node's end, with this attempt as its
         last, in the same transaction: a crash can never leave a finished attempt under a node
-        still running, which the next owner would run again.
+        still running, which the next owner would run again. ``checkpoints`` (checkpoint,
+        purpose, agent id) are published into the attempt first, in the same transaction (an
+        attempt's result checkpoint and its end are one commit). Returns their refs.
         """
         if state not in ("finished", "failed", "cancelled"):
             raise InvalidArgument(f"an attempt ends finished, failed or cancelled, not {state!r}")
@@ -664,62 +489,27 @@ class Store:
         elif output is not None:
             raise InvalidArgument("an output is recorded with a node_state")
 
-        def work(conn: Connection, frames: list[Frame]) -> None:
-            stamp = now_ms()
-            with driver(conn) as db:
-                frame_no = fenced_clock(db, fence, 1 if node_state is None else 2, stamp)
-                ended = db.count(
-                    db.sql.end_attempt,
-                    (
-                        state,
-                        error,
-                        error_code,
-                        discard_resume,
-                        stamp,
-                        *_key_tuple(key),
-                        fence.epoch,
-                    ),
-                )
-                if not ended:
-                    self.get_attempt(key)  # raises AttemptNotFound if it does not exist
-                    raise FenceLost(
-                        f"attempt {key} is no longer in progress under epoch {fence.epoch}",
-                        run_id=key.run_id,
-                    )
-                frames.append(
-                    Frame(
-                        fence.run_id,
-                        frame_no,
-                        "attempt_finished",
-                        key.node_id,
-                        key.iteration,
-                        key.attempt,
-                        state=state,
-                        data={
-                            "error": error,
-                            "error_code": error_code,
-                            "discard_resume": discard_resume,
-                        },
-                        created_at_ms=stamp,
-                    )
-                )
-                if node_state is not None:
-                    frames.append(
-                        _node_frame(
-                            db,
-                            fence.run_id,
-                            frame_no + 1,
-                            stamp,
-                            key.node_id,
-                            key.iteration,
-                            node_state,
-                            output,
-                            key.attempt,
-                        )
-                    )
-                insert_frames(db, frames)
-
-        self._change(work)
+        units = [
+            PublishUnit(fence, key, self._encoded(c, None), check_purpose(purpose), agent_id)
+            for c, purpose, agent_id in checkpoints
+        ]
+        changes: list[Change] = [
+            *units,
+            AttemptEnded(
+                key,
+                state,
+                fence.epoch,
+                error=error,
+                error_code=error_code,
+                discard=discard_resume,
+            ),
+        ]
+        if node_state is not None:
+            changes.append(
+                NodeSet(key.run_id, key.node_id, key.iteration, node_state, output, key.attempt)
+            )
+        self._write(lambda db: [Entry(fence.run_id, fence, changes)])
+        return [u.result for u in units if u.result is not None]
 
     def get_attempt(self, key: AttemptKey) -> AttemptRecord:
         """The attempt with this key.
@@ -780,15 +570,19 @@ class Store:
         check_purpose(purpose)
         if key.run_id != fence.run_id:
             raise InvalidArgument(f"attempt {key} is not in run {fence.run_id}")
-        if isinstance(checkpoint, EncodedCheckpoint):
-            encoded = _checked(checkpoint, max_bytes)
-        else:
-            encoded = checkpoint.encode(max_bytes)
-        unit = PublishUnit(fence, key, encoded, purpose, agent_id)
+        unit = PublishUnit(fence, key, self._encoded(checkpoint, max_bytes), purpose, agent_id)
         ref = self._committer.publish(unit)
         if unit.frame is not None:
             self._emit([unit.frame])
         return ref
+
+    @staticmethod
+    def _encoded(
+        checkpoint: AgentCheckpoint | EncodedCheckpoint, max_bytes: int | None
+    ) -> EncodedCheckpoint:
+        if isinstance(checkpoint, EncodedCheckpoint):
+            return _checked(checkpoint, max_bytes)
+        return checkpoint.encode(max_bytes)
 
     def put_ref(self, ref: CheckpointRef) -> CheckpointRef:
         """Insert a ref with an explicit sequence (restores, imports); see :func:`put_ref`."""

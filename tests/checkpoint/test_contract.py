@@ -8,6 +8,7 @@ dict insertion order or process; parsing the bytes gives back exactly what was p
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import enum
@@ -732,6 +733,16 @@ def test_encoded_checkpoint_carries_its_bytes_address_and_size():
     assert encoded.content_hash == hashlib.sha256(encoded.data).hexdigest()
     assert encoded.decode() == checkpoint
     assert same(encoded.decode().payload, checkpoint.payload)
+
+
+def test_encoded_checkpoint_is_verified_only_when_encode_made_it():
+    encoded = AgentCheckpoint(CODEC, 1, {"n": 1}).encode()
+    by_hand = EncodedCheckpoint(CODEC, 1, encoded.data, encoded.content_hash)
+    forged = dataclasses.replace(encoded, content_hash="0" * 64)
+    assert encoded.verified
+    assert not by_hand.verified  # a store hashes these bytes before trusting the address
+    assert not forged.verified
+    assert by_hand == encoded  # the mark is not part of the value
 
 
 # --- size limit -----------------------------------------------------------------------------

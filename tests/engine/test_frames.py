@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import sqlalchemy as sa
+
 import smithers_tt as st
 from smithers_tt import GenerateRequest, GenerateResult, Workflow
 from smithers_tt.demo import demo_workflow
@@ -182,3 +184,35 @@ def test_on_event_receives_every_frame_a_resume_commits(db: st.Database) -> None
     ]
     assert [f.kind for f in received][:2] == ["run_claimed", "attempt_finished"]
     assert received[1].state == "interrupted"
+
+
+def test_a_task_writes_two_transactions_its_start_then_its_result_with_its_end(
+    db: st.Database,
+) -> None:
+    async def answer(request: GenerateRequest) -> GenerateResult:
+        return GenerateResult("done", checkpoint=state({"step": "final"}))
+
+    wf = Workflow("two")
+    wf.task("t", agent=ScriptedAgent(answer))
+    writes: list[str] = []
+
+    def on_begin(conn: sa.Connection) -> None:
+        if conn.get_execution_options().get("smithers_tt_write", True):
+            writes.append("write")
+
+    sa.event.listen(db.engine.sa, "begin", on_begin)
+    try:
+        run = db.run(wf)
+    finally:
+        sa.event.remove(db.engine.sa, "begin", on_begin)
+
+    assert run.status == "finished", run.error
+    # the run's creation, the task's start, the task's result with its end, the run's end
+    assert len(writes) == 4
+    assert [f.kind for f in run.frames()][1:-1] == [
+        "node_state",
+        "attempt_started",
+        "checkpoint",
+        "attempt_finished",
+        "node_state",
+    ]

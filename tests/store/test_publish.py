@@ -359,3 +359,54 @@ def test_create_run_raises_invalid_argument_when_the_size_limit_is_not_allowed(
         store.create_run("wf", max_checkpoint_bytes=limit)
 
     assert store.list_runs().items == []
+
+
+def test_finish_attempt_publishes_its_checkpoints_in_the_transaction_that_ends_it(
+    store: Store, fence: Fence, attempt: AttemptKey
+) -> None:
+    (ref,) = store.finish_attempt(
+        fence,
+        attempt,
+        "finished",
+        node_state="finished",
+        output={"answer": 42},
+        checkpoints=[(checkpoint("result"), "turn", "agent")],
+    )
+
+    assert (ref.sequence, ref.purpose, ref.agent_id) == (0, "turn", "agent")
+    assert store.load(ref) == checkpoint("result")
+    assert store.get_attempt(attempt).state == "finished"
+    frames = store.frames(fence.run_id)
+    assert [(f.kind, f.state) for f in frames[-3:]] == [
+        ("checkpoint", None),
+        ("attempt_finished", "finished"),
+        ("node_state", "finished"),
+    ]
+    assert store.get_run(fence.run_id).clock == frames[-1].frame_no
+
+
+@pytest.mark.parametrize(
+    "fence_out",
+    [
+        pytest.param(_claim, id="owner_takeover"),
+        pytest.param(_finish_attempt, id="attempt_ended"),
+    ],
+)
+def test_finish_attempt_with_checkpoints_writes_nothing_when_fenced_out(
+    store: Store, fence: Fence, attempt: AttemptKey, rows, fence_out
+) -> None:
+    fence_out(store, fence, attempt)
+    before = rows()
+    clock = store.get_run(fence.run_id).clock
+
+    with pytest.raises(FenceLost):
+        store.finish_attempt(
+            fence,
+            attempt,
+            "finished",
+            node_state="finished",
+            checkpoints=[(checkpoint("never stored"), "turn", None)],
+        )
+
+    assert rows() == before
+    assert store.get_run(fence.run_id).clock == clock

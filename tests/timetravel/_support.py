@@ -100,24 +100,34 @@ _JOINT = {
     # (this frame, the next frame): the part of the live state only the next one changes
     ("attempt_finished", "node_state"): "nodes",  # an attempt's end with its node's end
     ("node_state", "attempt_started"): "attempts",  # a node turning running with its attempt
+    ("checkpoint", "attempt_finished"): "attempts",  # a result checkpoint with the end
+    ("checkpoint", "checkpoint"): "attempts",  # the result and the session, with the end
 }
 
 
 def joint_frames(frames: dict[int, Frame]) -> dict[int, str]:
     """The frames committed together with the next one (an attempt's end and its node's end;
-    a node turning running and its first attempt's start, for the same node and iteration),
-    each with the part of the state the next frame changes: the live state between the two
+    a node turning running and its first attempt's start, for the same node and iteration;
+    an attempt's result checkpoint and its end), each with the parts of the state (joined by
+    ``+``) that only later frames of the same commit change: the live state between them
     never existed, so it is never observed."""
-    joint = {}
-    for n, f in frames.items():
-        nxt = frames.get(n + 1)
+    joint: dict[int, str] = {}
+    for n in sorted(frames, reverse=True):  # a checkpoint's parts include its end's
+        f, nxt = frames[n], frames.get(n + 1)
         part = None if nxt is None else _JOINT.get((f.kind, nxt.kind))
         if part is None or (f.node_id, f.iteration) != (nxt.node_id, nxt.iteration):
             continue
         if part == "nodes" and f.attempt != nxt.attempt:
             continue  # a node's end names the attempt that ended it
-        if part == "attempts" and f.state != "running":
+        if part == "attempts" and f.kind == "node_state" and f.state != "running":
             continue
+        if f.kind == "checkpoint":
+            if f.attempt != nxt.attempt:
+                continue
+            after = joint.get(n + 1)
+            if nxt.kind == "checkpoint" and after is None:
+                continue  # two checkpoints committed apart
+            part = "attempts" if after is None else f"attempts+{after}"
         joint[n] = part
     return joint
 
@@ -125,10 +135,10 @@ def joint_frames(frames: dict[int, Frame]) -> dict[int, str]:
 def check_joint_frame(
     snap: Snapshot, before: Snapshot, after_live: dict[str, Any], part: str
 ) -> None:
-    """Frame ``snap`` committed together with the next one: its snapshot is the committed
-    state with ``part`` (what only the next frame changed) still as it was one frame before."""
-    view = snapshot_view(snap)
-    assert view == {**after_live, part: snapshot_view(before)[part]}, snap.frame_no
+    """Frame ``snap`` committed together with the next ones: its snapshot is the committed
+    state with ``part`` (what only the next frames changed) still as it was one frame before."""
+    view, earlier = snapshot_view(snap), snapshot_view(before)
+    assert view == {**after_live, **{p: earlier[p] for p in part.split("+")}}, snap.frame_no
 
 
 # --- raw tables -----------------------------------------------------------------------------

@@ -1,0 +1,273 @@
+"""What differs between the databases the store runs on, behind one base class.
+
+The store's logic is written once; every place where SQLite and PostgreSQL differ is a method
+or a named statement of :class:`Dialect`, implemented by :mod:`._dialect_sqlite` and
+:mod:`._dialect_postgres` (a third backend is one new file registered in :data:`DIALECTS` of
+:mod:`._engine`). Nothing in the store asks ``if dialect == ...``.
+
+The differences: the driver's placeholder, how a URL is normalised and an engine set up
+(SQLite pragmas and ``BEGIN IMMEDIATE``; a PostgreSQL pool), whether statements can be
+pipelined in one round trip, how content read by a publisher is kept from garbage collection
+(``FOR KEY SHARE``), how a run row is locked before reading what hangs under it, how a write's
+COMMIT is sealed and an ambiguous COMMIT settled (PostgreSQL's commit tokens and session
+termination; SQLite's "the disk failed mid-commit"), and which driver errors are transient
+or mean a damaged file.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection
+
+
+@dataclass
+class Commit:
+    """What :meth:`Engine.transaction` knows about one try's COMMIT."""
+
+    started: bool = False
+    """``work`` returned and the COMMIT is under way: a failure now may follow the commit."""
+    token: tuple[int, int] | None = None
+    """The token row this transaction wrote (PostgreSQL): ``(created_at_ms, nonce)``."""
+    pid: int | None = None
+    """The server process of the session that sent it."""
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a database error is worth retrying (locks, serialization, lost connections),
+    as the dialect whose driver raised it says."""
+    if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
+        return True
+    orig = getattr(error, "orig", error)
+    dialect = dialect_of(orig)
+    return dialect is not None and dialect.transient(error, orig)
+
+
+def dialect_of(orig: BaseException | None) -> Dialect | None:
+    """The registered dialect whose driver raised ``orig``, if any."""
+    for dialect in DIALECTS.values():
+        if orig is not None and dialect.owns(orig):
+            return dialect
+    return None
+
+
+def short(error: BaseException) -> str:
+    """The first line of a (driver) error's message, at most 300 characters."""
+    orig = getattr(error, "orig", error)
+    return (str(orig).strip().splitlines() or [type(orig).__name__])[0][:300]
+
+
+def wrap_driver_error(
+    conn: Connection, error: Exception, statement: str, params: Any, cursor: Any = None
+) -> exc.DBAPIError:
+    """Wrap a raw driver error the way SQLAlchemy does: in the matching
+    :class:`sqlalchemy.exc.DBAPIError`, with ``connection_invalidated`` set (and the connection
+    invalidated) when the dialect says the connection is gone, so :func:`is_transient` and the
+    retries see exactly what they see for a statement run through SQLAlchemy."""
+    gone = conn.dialect.is_disconnect(error, conn.connection.dbapi_connection, cursor)
+    if gone:
+        conn.invalidate(error)
+    return exc.DBAPIError.instance(
+        statement,
+        params,
+        error,
+        conn.dialect.loaded_dbapi.Error,
+        connection_invalidated=gone,
+        dialect=conn.dialect,
+    )
+
+
+class Statements:
+    """The hot path's statements (publish, and the ledger's projections), written once as
+    driver SQL with bound parameters in the dialect's placeholder style.
+
+    They skip SQLAlchemy's expression building and compilation (which cost about 3 ms of
+    Python per publish) and go to the driver as they are. Every value is a bound parameter.
+    """
+
+    def __init__(self, dialect: Dialect) -> None:
+        q = dialect.sql
+        self.advance_run = q(
+            "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
+            "RETURNING status, owner_epoch, clock, max_checkpoint_bytes, cancel_requested"
+        )
+        self.lock_run = q(
+            # The suffix is a constant of the dialect, not data.
+            "SELECT status, owner_epoch, owner_id, cancel_requested FROM tt_runs "  # noqa: S608
+            "WHERE run_id = ?" + dialect.row_lock
+        )
+        self.open_attempts = q(
+            "SELECT node_id, iteration, attempt, owner_epoch FROM tt_attempts "
+            "WHERE run_id = ? AND state = 'in_progress' ORDER BY node_id, iteration, attempt"
+        )
+        self.running_nodes = q(
+            "SELECT node_id, iteration, last_attempt FROM tt_nodes "
+            "WHERE run_id = ? AND state = 'running' ORDER BY node_id, iteration"
+        )
+        self.insert_run = q(
+            "INSERT INTO tt_runs (run_id, workflow, workflow_hash, status, input_json, "
+            "output_json, error, owner_epoch, owner_id, heartbeat_at_ms, cancel_requested, "
+            "parent_run_id, parent_frame_no, max_checkpoint_bytes, graph_json, clock, "
+            "created_at_ms, updated_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.claim_run = q(
+            "UPDATE tt_runs SET owner_epoch = ?, status = 'running', owner_id = ?, "
+            "heartbeat_at_ms = ? WHERE run_id = ?"
+        )
+        self.end_run = q(
+            "UPDATE tt_runs SET status = ?, output_json = ?, error = ?, "
+            "owner_epoch = owner_epoch + 1 WHERE run_id = ?"
+        )
+        self.cancel_run = q(
+            "UPDATE tt_runs SET status = 'cancelled', cancel_requested = ?, "
+            "owner_epoch = owner_epoch + 1 WHERE run_id = ?"
+        )
+        self.request_cancel = q("UPDATE tt_runs SET cancel_requested = ? WHERE run_id = ?")
+        self.next_sequence = q(
+            "UPDATE tt_attempts SET next_sequence = next_sequence + 1 "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
+            "AND state = 'in_progress' AND owner_epoch = ? "
+            "RETURNING next_sequence"
+        )
+        self.attempt_state = q(
+            "SELECT state, owner_epoch FROM tt_attempts "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ?"
+        )
+        self.insert_content = q(
+            "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING"
+        )
+        self.check_content = q(
+            "SELECT size_bytes, data = ? FROM tt_checkpoint_contents "  # noqa: S608
+            "WHERE content_hash = ?" + dialect.content_lock
+        )
+        self.insert_ref = q(
+            "INSERT INTO tt_checkpoint_refs (run_id, node_id, iteration, attempt, sequence, "
+            "content_hash, codec, version, agent_id, purpose, created_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.insert_frame = q(
+            "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "
+            "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
+            "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.next_attempt = q(
+            "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ?"
+        )
+        self.insert_attempt = q(
+            "INSERT INTO tt_attempts (run_id, node_id, iteration, attempt, state, owner_epoch, "
+            "next_sequence, discard_resume, error, error_code, resumed_run_id, resumed_node_id, "
+            "resumed_iteration, resumed_attempt, resumed_sequence, started_at_ms, finished_at_ms) "
+            "VALUES (?, ?, ?, ?, 'in_progress', ?, 0, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, NULL)"
+        )
+        self.end_attempt = q(
+            "UPDATE tt_attempts SET state = ?, error = ?, error_code = ?, discard_resume = ?, "
+            "finished_at_ms = ? WHERE run_id = ? AND node_id = ? AND iteration = ? "
+            "AND attempt = ? AND state = 'in_progress' AND owner_epoch = ?"
+        )
+        self.put_node = q(
+            "INSERT INTO tt_nodes (run_id, node_id, iteration, state, last_attempt, output_json, "
+            "updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, node_id, iteration) DO UPDATE SET state = excluded.state, "
+            "last_attempt = excluded.last_attempt, output_json = excluded.output_json, "
+            "updated_at_ms = excluded.updated_at_ms"
+        )
+        self.node_state = q(
+            "UPDATE tt_nodes SET state = ? WHERE run_id = ? AND node_id = ? AND iteration = ?"
+        )
+
+
+DIALECTS: dict[str, Dialect] = {}
+"""Every dialect the store runs on, by backend name (filled by :func:`register`)."""
+
+
+def register(dialect: Dialect) -> Dialect:
+    """Make ``dialect`` the one used for its backend name."""
+    DIALECTS[dialect.name] = dialect
+    return dialect
+
+
+class Dialect(ABC):
+    """One database's side of every difference the store has to know about."""
+
+    name: str
+    """SQLAlchemy's backend name (``sqlite``, ``postgresql``)."""
+    placeholder: str
+    """The driver's bound-parameter marker in :class:`Statements`."""
+    pipelines: bool
+    """Whether independent statements can go to the server in one round trip."""
+    seals_commits: bool
+    """Whether a write transaction carries a commit token, so an unanswered COMMIT can be
+    settled afterwards (see :meth:`settle`)."""
+    content_lock: str
+    """Suffix of the read that checks stored content: holds it against garbage collection
+    until the publishing transaction ends (empty where writers are serialised anyway)."""
+    row_lock: str
+    """Suffix of a read that locks the run row before reading what hangs under it."""
+
+    def __init__(self) -> None:
+        self._statements: Statements | None = None
+
+    @property
+    def statements(self) -> Statements:
+        """The prebuilt driver statements, built once per dialect object."""
+        if self._statements is None:
+            self._statements = Statements(self)
+        return self._statements
+
+    def sql(self, text: str) -> str:
+        """``text`` written with ``?`` placeholders, in this driver's style."""
+        return text if self.placeholder == "?" else text.replace("?", self.placeholder)
+
+    @abstractmethod
+    def normalize_url(self, url: sa.URL) -> sa.URL:
+        """The URL this dialect connects with (raises InvalidArgument for an unusable one)."""
+
+    @abstractmethod
+    def create_engine(
+        self,
+        url: sa.URL,
+        *,
+        busy_timeout_ms: int,
+        synchronous: str,
+        read_only: bool,
+        create: bool,
+        write_option: str,
+    ) -> tuple[sa.Engine, bool]:
+        """The SQLAlchemy engine, and whether it reads the database as immutable.
+
+        ``write_option`` names the execution option that says a transaction writes.
+        """
+
+    @abstractmethod
+    def owns(self, orig: BaseException) -> bool:
+        """Whether ``orig`` was raised by this dialect's driver."""
+
+    @abstractmethod
+    def transient(self, error: BaseException, orig: BaseException) -> bool:
+        """Whether the driver error ``orig`` (wrapped in ``error``) is worth a retry."""
+
+    def damaged(self, error: BaseException) -> bool:
+        """Whether ``error`` (of this driver) means the database file is damaged."""
+        return False
+
+    def commit_steps(self, commit: Commit, raw: Any) -> list[tuple[str, tuple[int, ...]]]:
+        """Make ``commit``'s token; the statements that store it (none if not sealed)."""
+        return []
+
+    def seal(self, conn: Connection, commit: Commit) -> None:  # noqa: B027 (optional hook)
+        """Send what makes the COMMIT of a write settle-able (nothing by default)."""
+
+    @abstractmethod
+    def settle(self, engine: Any, commit: Commit, error: exc.DBAPIError) -> bool:
+        """Whether a write whose COMMIT raised ``error`` committed after all.
+
+        False when it certainly did not; raises :class:`OutcomeUnknown` when that cannot be
+        found out.
+        """

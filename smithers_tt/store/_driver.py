@@ -1,0 +1,131 @@
+"""Running the store's prebuilt driver statements inside a SQLAlchemy transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from smithers_tt.store._dialect import DIALECTS, wrap_driver_error
+from smithers_tt.store._engine import token_steps
+
+
+class Driver:
+    """Runs the prebuilt statements on the DBAPI cursor of a SQLAlchemy connection, inside
+    the transaction that connection has begun (SQLAlchemy still begins, commits, rolls back
+    and makes savepoints).
+
+    Going around ``Connection.exec_driver_sql`` saves its result-object set-up and event
+    dispatch (about 30 us a statement, half of what is left of a publish on SQLite). Driver
+    errors are translated the way SQLAlchemy translates them: wrapped in the matching
+    :class:`sqlalchemy.exc.DBAPIError`, with ``connection_invalidated`` set (and the
+    connection invalidated) when the dialect says the connection is gone, so
+    :func:`~smithers_tt.store._engine.is_transient` and the retries see exactly what they see
+    for any other statement.
+    """
+
+    __slots__ = ("_conn", "_cursor", "_error", "pipelines", "sql")
+
+    def __init__(self, conn: Connection) -> None:
+        dialect = DIALECTS[conn.dialect.name]
+        self.sql = dialect.statements
+        self._conn = conn
+        self._cursor = conn.connection.cursor()
+        self._error: type[Exception] = conn.dialect.loaded_dbapi.Error
+        self.pipelines = dialect.pipelines
+        """Whether :meth:`together` sends its statements in one round trip."""
+
+    def close(self) -> None:
+        """Close the cursor (so no statement of it stays open until the commit)."""
+        with suppress(Exception):  # never hide the error that ended the transaction
+            self._cursor.close()
+
+    def one(self, statement: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
+        """Execute and return the first row (``None`` if there is none)."""
+        try:
+            self._cursor.execute(statement, params)
+            return self._cursor.fetchone()
+        except self._error as error:
+            raise self._wrap(error, statement, params) from error
+
+    def all(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """Execute and return every row."""
+        try:
+            self._cursor.execute(statement, params)
+            return self._cursor.fetchall()
+        except self._error as error:
+            raise self._wrap(error, statement, params) from error
+
+    def count(self, statement: str, params: tuple[Any, ...]) -> int:
+        """Execute and return the number of rows it changed."""
+        try:
+            self._cursor.execute(statement, params)
+            return self._cursor.rowcount
+        except self._error as error:
+            raise self._wrap(error, statement, params) from error
+
+    def many(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
+        """Execute once per row of parameters (one call: the driver batches them)."""
+        try:
+            if len(rows) == 1:
+                self._cursor.execute(statement, rows[0])
+            else:
+                self._cursor.executemany(statement, rows)
+        except self._error as error:
+            raise self._wrap(error, statement, rows) from error
+
+    def together(self, steps: list[tuple[str, Any, bool]]) -> list[tuple[Any, ...] | None]:
+        """Execute ``(statement, params, many)`` steps in order; return each one's first row.
+
+        On PostgreSQL they go in one round trip (psycopg's pipeline mode: the server runs them
+        in order, and a failure aborts the rest and surfaces here); SQLite runs them one by
+        one. Use it only for statements that do not depend on each other's results.
+        """
+        if not self.pipelines:
+            out = []
+            for statement, params, many in steps:
+                if many:
+                    self.many(statement, params)
+                    out.append(None)
+                else:
+                    out.append(self.one(statement, params))
+            return out
+        raw = self._conn.connection.dbapi_connection
+        cursors = []
+        statement, params = "", None
+        token = token_steps(self._conn)  # the transaction's commit token rides along
+        try:
+            with raw.pipeline():
+                for statement, params, many in steps:
+                    cur = raw.cursor()
+                    cursors.append(cur)
+                    if many:
+                        cur.executemany(statement, params)
+                    else:
+                        cur.execute(statement, params)
+                for statement, params in token:
+                    self._cursor.execute(statement, params)
+            return [
+                None if many or cur.description is None else cur.fetchone()
+                for cur, (_, _, many) in zip(cursors, steps, strict=True)
+            ]
+        except self._error as error:
+            raise self._wrap(error, statement, params) from error
+        finally:
+            for cur in cursors:
+                cur.close()
+
+    def _wrap(self, error: Exception, statement: str, params: Any) -> BaseException:
+        return wrap_driver_error(self._conn, error, statement, params, self._cursor)
+
+
+@contextmanager
+def driver(conn: Connection) -> Iterator[Driver]:
+    """The prebuilt statements on ``conn``, inside the transaction it has begun."""
+    db = Driver(conn)
+    try:
+        yield db
+    finally:
+        db.close()

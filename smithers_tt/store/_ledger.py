@@ -1,0 +1,452 @@
+"""The ledger: the one write path of every change to a run.
+
+A change to a run is a frame appended to the run's history plus its projection into the live
+tables (an attempt row inserted or ended, a node upserted, the run row's status or owner
+changed, a ref inserted). :func:`write` takes a list of :class:`Entry` (a run, an optional
+fence and its changes) and, inside the caller's transaction:
+
+1. advances the clock of every run named **once**, by the number of its frames, with one
+   ``UPDATE ... RETURNING`` per run that also locks the run row (runs in sorted order, so two
+   writers never deadlock on them); a new run (``Entry.create``) is inserted instead, its
+   frames numbered from 0. Statements a change needs that do not depend on the clock (a
+   checkpoint's sequence allocation) go in the same round trip on PostgreSQL;
+2. checks each entry's fence against the returned row: the run is ``running`` under the
+   fence's epoch, else :class:`FenceLost` (the caller's transaction, or savepoint, then rolls
+   everything back: nothing is written). Each change may check the row too (a checkpoint
+   against the run's size limit);
+3. applies each change's projection, in order; each returns its frame, numbered by one tick
+   of the clock in list order;
+4. inserts every frame with one ``executemany`` (refs the projections deferred go with it,
+   one ``executemany`` each, in one round trip on PostgreSQL).
+
+Every statement is prebuilt driver SQL (:class:`~smithers_tt.store._dialect.Statements`):
+nothing is built or compiled per write, which is what keeps the group-committed publish (the
+ledger applied to a batch of many units of many runs) on its hot path. A run's frame numbers
+are dense and follow commit order; wall-clock stamps (``stamp``, given by the caller) are
+never compared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from smithers_tt.checkpoint import canonical_bytes
+from smithers_tt.errors import AttemptNotFound, FenceLost, RunNotFound
+from smithers_tt.store import _schema as S
+from smithers_tt.store._driver import Driver
+from smithers_tt.store._records import (
+    FRAME_DATA_WRAPPING,
+    AttemptKey,
+    AttemptRecord,
+    Fence,
+    Frame,
+)
+
+Step = tuple[str, Any]
+"""A statement and its parameters."""
+
+FRAME_COLUMNS = (
+    "run_id",
+    "frame_no",
+    "kind",
+    "node_id",
+    "iteration",
+    "attempt",
+    "sequence",
+    "state",
+    "content_hash",
+    "codec",
+    "version",
+    "purpose",
+    "agent_id",
+    "data_json",
+    "created_at_ms",
+)
+# Statements.insert_frame names these columns literally; the schema is defined once, in _schema.
+if tuple(S.frames.c.keys()) != FRAME_COLUMNS:
+    raise RuntimeError("smithers_tt.store._ledger is out of step with _schema; fix the SQL")
+
+
+class RunClock(NamedTuple):
+    """What advancing a run's clock returns (the run row after the advance)."""
+
+    status: str
+    owner_epoch: int
+    clock: int
+    max_checkpoint_bytes: int | None
+    cancel_requested: bool
+
+
+RunRow = tuple[Any, ...]
+"""A :class:`RunClock` as the driver returns it."""
+
+
+class Write:
+    """One :func:`write` in progress: what its changes' projections use."""
+
+    __slots__ = ("contents", "db", "deferred", "sql", "stamp")
+
+    def __init__(self, db: Driver, stamp: int) -> None:
+        self.db = db
+        self.sql = db.sql
+        self.stamp = stamp
+        self.deferred: dict[str, list[tuple[Any, ...]]] = {}
+        """Rows to insert after the projections, one ``executemany`` per statement."""
+        self.contents: set[str] = set()
+        """Content hashes already stored by this write (stored once per write)."""
+
+    def defer(self, statement: str, row: tuple[Any, ...]) -> None:
+        """Insert ``row`` with the frames, in one ``executemany`` with others like it."""
+        self.deferred.setdefault(statement, []).append(row)
+
+
+class Change:
+    """One frame and its projection. Subclasses override :meth:`apply` (and may override
+    :meth:`early` and :meth:`check`)."""
+
+    __slots__ = ()
+
+    def early(self, w: Write) -> Step | None:
+        """A statement that does not depend on the clock, sent with the clock's advance."""
+        return None
+
+    def check(self, run: RunRow) -> None:
+        """Raise if the run (as the clock's advance returned it) refuses this change."""
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        """Write the projection; return the frame (numbered ``frame_no``)."""
+        raise NotImplementedError
+
+
+@dataclass(slots=True)
+class Entry:
+    """Changes to one run under an optional fence (or a new run, ``create`` being its row)."""
+
+    run_id: str
+    fence: Fence | None
+    changes: Sequence[Change]
+    create: tuple[Any, ...] | None = None
+    """Values of :attr:`Statements.insert_run` without ``clock``: the run is inserted."""
+    frames: list[Frame] = field(default_factory=list)
+    """Filled by :func:`write`: the frames of ``changes``, in order."""
+
+
+def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
+    """Write ``entries`` in the caller's transaction (see the module docstring); return them
+    with their frames. Raises on the first failure, leaving the caller to roll back."""
+    w = Write(db, stamp)
+    sql = w.sql
+    ticks: dict[str, int] = {}
+    for entry in entries:
+        if entry.create is None:
+            ticks[entry.run_id] = ticks.get(entry.run_id, 0) + len(entry.changes)
+    runs = sorted(ticks)
+    steps: list[tuple[str, Any, bool]] = [
+        (sql.advance_run, (ticks[run_id], stamp, run_id), False) for run_id in runs
+    ]
+    wanted: list[tuple[Change, int]] = []  # changes with an early step, and its index
+    for entry in entries:
+        for change in entry.changes:
+            step = change.early(w)
+            if step is not None:
+                wanted.append((change, len(steps)))
+                steps.append((step[0], step[1], False))
+    rows = db.together(steps) if steps else []
+    next_no: dict[str, int] = {}
+    row_of: dict[str, RunRow] = {}
+    for run_id, row in zip(runs, rows, strict=False):
+        if row is None:
+            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+        row_of[run_id] = row
+        next_no[run_id] = row[2] - ticks[run_id] + 1
+    early = {id(change): rows[i] for change, i in wanted}
+    for entry in entries:
+        if entry.create is not None:
+            db.count(sql.insert_run, (*entry.create, len(entry.changes) - 1, stamp, stamp))
+            first = 0
+        else:
+            row = row_of[entry.run_id]
+            if entry.fence is not None:
+                check_fence(entry.run_id, row[0], row[1], entry.fence)
+            for change in entry.changes:
+                change.check(row)
+            first = next_no[entry.run_id]
+            next_no[entry.run_id] = first + len(entry.changes)
+        entry.frames = [
+            change.apply(w, first + offset, early.get(id(change)))
+            for offset, change in enumerate(entry.changes)
+        ]
+    final: list[tuple[str, Any, bool]] = [(s, r, True) for s, r in w.deferred.items()]
+    frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
+    if frame_rows:
+        final.append((sql.insert_frame, frame_rows, True))
+    if final:
+        db.together(final)
+    return list(entries)
+
+
+def advance(
+    db: Driver, run_id: str, ticks: int, stamp: int, fence: Fence | None = None
+) -> RunClock:
+    """Advance one run's clock by ``ticks`` (locking its row) and check ``fence`` if given;
+    the frames of the ticks are the caller's to insert (prefer :func:`write`)."""
+    row = db.one(db.sql.advance_run, (ticks, stamp, run_id))
+    if row is None:
+        raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+    if fence is not None:
+        check_fence(run_id, row[0], row[1], fence)
+    return RunClock(*row)
+
+
+def insert_frames(db: Driver, frames: list[Frame]) -> None:
+    """Insert frames whose numbers the caller allocated, in one statement (prefer
+    :func:`write`, which numbers them)."""
+    db.many(db.sql.insert_frame, [frame_values(f) for f in frames])
+
+
+def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:
+    """Raise :class:`FenceLost` unless ``fence`` owns the run, ``running`` under ``epoch``."""
+    if status != "running" or epoch != fence.epoch:
+        raise FenceLost(
+            f"run {run_id} is {status} under epoch {epoch}; epoch "
+            f"{fence.epoch} lost ownership and wrote nothing",
+            run_id=run_id,
+            epoch=fence.epoch,
+        )
+
+
+def frame_values(frame: Frame) -> tuple[Any, ...]:
+    """A frame's column values in ``tt_frames`` order."""
+    data = frame.data
+    return (
+        frame.run_id,
+        frame.frame_no,
+        frame.kind,
+        frame.node_id,
+        frame.iteration,
+        frame.attempt,
+        frame.sequence,
+        frame.state,
+        frame.content_hash,
+        frame.codec,
+        frame.version,
+        frame.purpose,
+        frame.agent_id,
+        None if data is None else canonical_bytes(data, wrapping=FRAME_DATA_WRAPPING).decode(),
+        frame.created_at_ms,
+    )
+
+
+def json_or_none(value: Any, **options: Any) -> str | None:
+    """Canonical JSON text or None; ``options`` go to :func:`canonical_bytes`."""
+    return None if value is None else canonical_bytes(value, **options).decode("utf-8")
+
+
+# --- the changes ------------------------------------------------------------------------
+
+
+class Note(Change):
+    """A frame with no projection (the run's row is all it changes: its clock)."""
+
+    __slots__ = ("fields", "kind", "run_id")
+
+    def __init__(self, run_id: str, kind: str, **fields: Any) -> None:
+        self.run_id, self.kind, self.fields = run_id, kind, fields
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        return Frame(self.run_id, frame_no, self.kind, created_at_ms=w.stamp, **self.fields)
+
+
+class RunClaimed(Change):
+    """The run is owned by ``owner_id`` under ``epoch`` (its previous owners are fenced)."""
+
+    __slots__ = ("data", "epoch", "owner_id", "run_id")
+
+    def __init__(self, run_id: str, epoch: int, owner_id: str | None, data: dict) -> None:
+        self.run_id, self.epoch, self.owner_id, self.data = run_id, epoch, owner_id, data
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        w.db.count(w.sql.claim_run, (self.epoch, self.owner_id, w.stamp, self.run_id))
+        return Frame(
+            self.run_id, frame_no, "run_claimed", state="running", data=self.data,
+            created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class RunEnded(Change):
+    """The run ends ``finished`` or ``failed`` (a new epoch fences every later write)."""
+
+    __slots__ = ("error", "output", "run_id", "status")
+
+    def __init__(self, run_id: str, status: str, output: Any, error: str | None) -> None:
+        self.run_id, self.status, self.output, self.error = run_id, status, output, error
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        # Task id -> output: one level around outputs that may nest to the bound.
+        output = json_or_none(self.output, subject="run output", wrapping=1)
+        w.db.count(w.sql.end_run, (self.status, output, self.error, self.run_id))
+        return Frame(
+            self.run_id, frame_no, f"run_{self.status}", state=self.status,
+            data={"output": self.output, "error": self.error}, created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class RunCancelled(Change):
+    """The run is ``cancelled`` now (a new epoch fences every writer)."""
+
+    __slots__ = ("run_id",)
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        w.db.count(w.sql.cancel_run, (True, self.run_id))
+        return Frame(
+            self.run_id, frame_no, "run_cancelled", state="cancelled", created_at_ms=w.stamp
+        )
+
+
+class CancelRequested(Change):
+    """The run's owner is asked to cancel it."""
+
+    __slots__ = ("run_id",)
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        w.db.count(w.sql.request_cancel, (True, self.run_id))
+        return Frame(self.run_id, frame_no, "cancel_requested", created_at_ms=w.stamp)
+
+
+class AttemptStarted(Change):
+    """The next attempt of a node opens under ``fence`` (its record is ``attempt`` after)."""
+
+    __slots__ = ("attempt", "fence", "iteration", "node_id", "resumed")
+
+    def __init__(
+        self, fence: Fence, node_id: str, iteration: int, resumed: tuple | None = None
+    ) -> None:
+        self.fence, self.node_id, self.iteration, self.resumed = fence, node_id, iteration, resumed
+        self.attempt: AttemptRecord | None = None
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        fence, stamp = self.fence, w.stamp
+        row = w.db.one(w.sql.next_attempt, (fence.run_id, self.node_id, self.iteration))
+        key = AttemptKey(fence.run_id, self.node_id, self.iteration, row[0] if row else 1)
+        resumed = self.resumed
+        w.db.count(
+            w.sql.insert_attempt,
+            (*key_tuple(key), fence.epoch, False, *(resumed or (None,) * 5), stamp),
+        )
+        self.attempt = AttemptRecord(
+            key, "in_progress", fence.epoch, 0, False, None, None, resumed, stamp, None
+        )
+        return Frame(
+            key.run_id, frame_no, "attempt_started", self.node_id, self.iteration, key.attempt,
+            state="in_progress", created_at_ms=stamp,
+            data=None if resumed is None else {"resumed_from": list(resumed)},
+        )  # fmt: skip
+
+
+class AttemptEnded(Change):
+    """An in-progress attempt (of owner ``epoch``) ends as ``state``.
+
+    ``detail`` records why in the frame (error, code, discard flag): the engine's own ends
+    do; the ends a claim or a cancel imposes on attempts left open do not.
+    """
+
+    __slots__ = ("detail", "discard", "epoch", "error", "error_code", "key", "state")
+
+    def __init__(
+        self,
+        key: AttemptKey,
+        state: str,
+        epoch: int,
+        *,
+        error: str | None = None,
+        error_code: str | None = None,
+        discard: bool = False,
+        detail: bool = True,
+    ) -> None:
+        self.key, self.state, self.epoch, self.detail = key, state, epoch, detail
+        self.error, self.error_code, self.discard = error, error_code, discard
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        key = self.key
+        params = (self.state, self.error, self.error_code, self.discard, w.stamp)
+        if not w.db.count(w.sql.end_attempt, (*params, *key_tuple(key), self.epoch)):
+            if w.db.one(w.sql.attempt_state, key_tuple(key)) is None:
+                raise AttemptNotFound(f"no attempt {key}")
+            raise FenceLost(
+                f"attempt {key} is no longer in progress under epoch {self.epoch}",
+                run_id=key.run_id,
+            )
+        data = None
+        if self.detail:
+            data = {
+                "error": self.error,
+                "error_code": self.error_code,
+                "discard_resume": self.discard,
+            }
+        return Frame(
+            key.run_id, frame_no, "attempt_finished", key.node_id, key.iteration, key.attempt,
+            state=self.state, data=data, created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class NodeSet(Change):
+    """A node's state (and output, and last attempt) is recorded."""
+
+    __slots__ = ("iteration", "last_attempt", "node_id", "output", "run_id", "state")
+
+    def __init__(
+        self,
+        run_id: str,
+        node_id: str,
+        iteration: int,
+        state: str,
+        output: Any = None,
+        last_attempt: int | None = None,
+    ) -> None:
+        self.run_id, self.node_id, self.iteration = run_id, node_id, iteration
+        self.state, self.output, self.last_attempt = state, output, last_attempt
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        output = self.output
+        w.db.count(
+            w.sql.put_node,
+            (
+                self.run_id, self.node_id, self.iteration, self.state, self.last_attempt,
+                json_or_none(output), w.stamp,
+            ),
+        )  # fmt: skip
+        return Frame(
+            self.run_id, frame_no, "node_state", self.node_id, self.iteration,
+            self.last_attempt, state=self.state,
+            data=None if output is None else {"output": output}, created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class NodeCancelled(Change):
+    """A running node becomes ``cancelled`` (its output and last attempt stay)."""
+
+    __slots__ = ("iteration", "last_attempt", "node_id", "run_id")
+
+    def __init__(self, run_id: str, node_id: str, iteration: int, last_attempt: int | None):
+        self.run_id, self.node_id = run_id, node_id
+        self.iteration, self.last_attempt = iteration, last_attempt
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        w.db.count(w.sql.node_state, ("cancelled", self.run_id, self.node_id, self.iteration))
+        return Frame(
+            self.run_id, frame_no, "node_state", self.node_id, self.iteration,
+            self.last_attempt, state="cancelled", created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+def key_tuple(key: AttemptKey) -> tuple[str, str, int, int]:
+    """An attempt key as statement parameters."""
+    return (key.run_id, key.node_id, key.iteration, key.attempt)
