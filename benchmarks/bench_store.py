@@ -12,19 +12,23 @@ a. **Single-publisher durable publish** of a ~4 KiB agent state (a small chat tr
    last message changes each time): ``store.publish`` vs ``SqliteSaver.put`` /
    ``PostgresSaver.put`` with a realistic v4 checkpoint dict (state in ``channel_values``, new
    ``uuid6`` id each time, parent config chained). Median per operation, ours and theirs timed
-   in alternating blocks after a warm-up. Goal: ratio <= 1.0.
+   in alternating blocks after a warm-up, with the **floor** in the same blocks: the bare
+   driver inserting the canonical state as one row and committing (same file settings, or
+   server defaults). Goal (issue 15): <= 1.0x the saver's ``put`` and <= 1.5x the floor.
 b. **16 concurrent publishers**: 16 threads, each its own attempt of one run (ours, group
    commit) or its own ``thread_id`` (theirs; ``SqliteSaver`` shares one ``sqlite3`` connection
    behind its lock, as designed; ``PostgresSaver`` gets a ``psycopg_pool.ConnectionPool``).
-   Throughput in publishes/s, best of 3 alternating rounds of 50 publishes per thread.
-   Goal on SQLite: >= 5x LangGraph.
+   Throughput in publishes/s, best of 3 alternating rounds of 50 publishes per thread, and
+   this process's CPU time (``time.process_time``, all threads) per publish, median of the
+   rounds: the Python cost that the interpreter lock serialises. Goal on SQLite: >= 5x
+   LangGraph.
 c. **Bytes stored per checkpoint** over 2,000 checkpoints of a ~4 KiB state: unchanged, the
    transcript changing, and a small counter changing. Growth of everything the database stores
    (SQLite: ``dbstat`` page bytes of all tables and indexes, WAL included; PostgreSQL:
    ``pg_total_relation_size`` of every table, i.e. heap + indexes + TOAST), divided by 2,000.
    LangGraph channels map to the state's top-level keys; a channel nobody wrote keeps its
-   version (so ``PostgresSaver`` stores no new blob for it). Goals: unchanged <= 5% of
-   LangGraph's bytes; changing <= LangGraph's bytes.
+   version (so ``PostgresSaver`` stores no new blob for it). Goals (issue 15): unchanged <= 5%
+   of ``SqliteSaver``'s bytes and <= 25% of ``PostgresSaver``'s; changing <= LangGraph's bytes.
 d. **Lookups as history grows** (1,000, 10,000 and 100,000 refs in one run, each history in
    its own database, all timed in alternating blocks): ``newest_ref`` and a 100-row
    ``list_refs`` page from a cursor in the middle, against LangGraph ``get_tuple`` (latest)
@@ -358,7 +362,9 @@ class Floor:
         self.conn = conn
 
     def put(self, state: dict[str, Any]) -> None:
-        self.conn.execute(self.sql, ("thread-floor", AgentCheckpoint(CODEC, 1, state).encode().data))
+        self.conn.execute(
+            self.sql, ("thread-floor", AgentCheckpoint(CODEC, 1, state).encode().data)
+        )
         self.conn.commit()
 
 
@@ -583,7 +589,8 @@ def section_c(backends: list[Backend]) -> list[list[Any]]:
                     thread.put(s, changed)
                 lg_b = (theirs.stored_bytes() - before) / n
             ratio = ours_b / lg_b
-            limit = 0.05 if case == "unchanged" else 1.0
+            # issue 15: unchanged <= 5% of SqliteSaver, <= 25% of PostgresSaver; changing <= 1.0
+            limit = (0.05 if backend is SQLITE else 0.25) if case == "unchanged" else 1.0
             rows.append(
                 [
                     backend.name,

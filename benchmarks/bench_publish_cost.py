@@ -1,0 +1,223 @@
+"""What one durable publish writes and sends, against ``SqliteSaver.put``: counts, not times.
+
+Run with ``./dev bench publish_cost`` (or ``python -m benchmarks publish_cost``), a few seconds.
+Counts do not move with the machine's load, so they name the cost behind the timed ratios of
+``bench_store`` (section a) and ``bench_engine``:
+
+- **SQLite WAL frames per commit**: 100 publishes of the ~4 KiB state of ``bench_store`` (the
+  transcript changes each time) against 100 ``SqliteSaver.put``; a reader holds a snapshot so
+  the WAL only grows, and its growth over (page size + 24-byte frame header) is the pages each
+  commit wrote.
+- **PostgreSQL messages per publish**: a libpq trace of the store's connection over 50
+  publishes; every ``Sync`` and every simple ``Query`` ends a round trip (the client waits for
+  the server's answer), so their sum is the round trips; Parse/Bind/Execute count statements.
+- **SQLite commits per task and per checkpoint step**: the engine benchmark's chain of tasks
+  and its steps agent (``bench_engine``) on an SQLite file, commits counted with SQLAlchemy's
+  ``commit`` event; per task = (commits of a 40-task chain - those of a 10-task chain) / 30,
+  so a run's own start and end are not counted (likewise 40 vs 10 steps).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+import tempfile
+from collections import Counter
+
+import smithers_tt
+from smithers_tt import AgentCheckpoint
+
+from ._common import (
+    exit_cleanly_on_sigterm,
+    fresh_pg_database,
+    note,
+    pg_available,
+    print_table,
+    scratch_dir,
+    sqlalchemy_url,
+)
+from .bench_store import CODEC, LGThread, chat_state, open_pg_saver, open_sqlite_saver
+
+N_SQLITE = 100
+N_PG = 50
+WAL_FRAME_HEADER = 24
+
+
+def _publisher(url: str) -> tuple[smithers_tt.Database, object]:
+    db = smithers_tt.connect(url)
+    _, fence = db.store.create_run("publish-cost")
+    key = db.store.start_attempt(fence, "agent").key
+    draft = iter(range(1_000_000))
+
+    def publish() -> None:
+        state = chat_state(draft=next(draft))
+        db.store.publish(fence, key, AgentCheckpoint(CODEC, 1, state), purpose="progress")
+
+    return db, publish
+
+
+def _wal_frames(path: str, probe: str, page: int, write: object, n: int) -> float:
+    """WAL frames per call of ``write`` while a reader pins the WAL (no checkpoint reset)."""
+    hold = sqlite3.connect(path)
+    try:
+        hold.execute("BEGIN")
+        hold.execute(probe).fetchone()  # any read: it pins a snapshot
+        before = os.path.getsize(path + "-wal")
+        for _ in range(n):
+            write()  # type: ignore[operator]
+        return (os.path.getsize(path + "-wal") - before) / (page + WAL_FRAME_HEADER) / n
+    finally:
+        hold.rollback()
+        hold.close()
+
+
+def sqlite_pages() -> list[list[object]]:
+    with scratch_dir() as base:
+        ours_path = str(base / "ours.db")
+        db, publish = _publisher(f"sqlite:///{ours_path}")
+        try:
+            for _ in range(5):
+                publish()  # type: ignore[operator]
+            page = sqlite3.connect(ours_path).execute("PRAGMA page_size").fetchone()[0]
+            ours = _wal_frames(ours_path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE)
+        finally:
+            db.close()
+        lg_path = base / "lg.db"
+        saver = open_sqlite_saver(lg_path)
+        try:
+            thread = LGThread(saver, "t")
+            drafts = iter(range(1_000_000))
+
+            def put() -> None:
+                thread.put(chat_state(draft=next(drafts)), ["messages"])
+
+            for _ in range(5):
+                put()
+            lg_page = saver.conn.execute("PRAGMA page_size").fetchone()[0]
+            theirs = _wal_frames(
+                str(lg_path), "SELECT count(*) FROM checkpoints", lg_page, put, N_SQLITE
+            )
+        finally:
+            saver.conn.close()
+    return [["SQLite", "WAL frames per commit", ours, theirs, ours / theirs]]
+
+
+def pg_messages() -> list[list[object]]:
+    import psycopg
+
+    with fresh_pg_database("pubcost") as url:
+        db, publish = _publisher(sqlalchemy_url(url))
+        try:
+            for _ in range(5):
+                publish()  # type: ignore[operator]
+            # The committer holds one connection; find it (and any other open one) to trace.
+            conns = [
+                o for o in gc.get_objects() if isinstance(o, psycopg.Connection) and not o.closed
+            ]
+            ours = _traced(conns, publish)
+        finally:
+            db.close()
+    with fresh_pg_database("pubcostlg") as url:
+        saver, close = open_pg_saver(url)
+        try:
+            thread = LGThread(saver, "t")
+            drafts = iter(range(1_000_000))
+
+            def put() -> None:
+                thread.put(chat_state(draft=next(drafts)), ["messages"])
+
+            for _ in range(5):
+                put()
+            theirs = _traced([saver.conn], put)
+        finally:
+            close()
+
+    def trips(sent: Counter[str]) -> float:
+        return (sent["Sync"] + sent["Query"]) / N_PG
+
+    def statements(sent: Counter[str]) -> float:
+        return (sent["Execute"] + sent["Query"]) / N_PG
+
+    return [
+        [
+            "PostgreSQL",
+            "round trips (Sync + Query)",
+            trips(ours),
+            trips(theirs),
+            trips(ours) / trips(theirs),
+        ],
+        [
+            "PostgreSQL",
+            "statements (Execute + Query)",
+            statements(ours),
+            statements(theirs),
+            statements(ours) / statements(theirs),
+        ],
+    ]
+
+
+def _traced(conns: list[object], write: object) -> Counter[str]:
+    """Frontend messages by type sent on ``conns`` during N_PG calls of ``write``."""
+    with tempfile.TemporaryFile("w+") as trace:
+        for conn in conns:
+            conn.pgconn.trace(trace.fileno())  # type: ignore[attr-defined]
+        for _ in range(N_PG):
+            write()  # type: ignore[operator]
+        for conn in conns:
+            conn.pgconn.untrace()  # type: ignore[attr-defined]
+        trace.seek(0)
+        return Counter(
+            line.split("\t")[3].split(" ")[0]
+            for line in trace.read().splitlines()
+            if line.count("\t") >= 3 and line.split("\t")[1] == "F"
+        )
+
+
+def engine_commits() -> list[list[object]]:
+    import sqlalchemy as sa
+
+    from .bench_engine import _ours_runners
+
+    with scratch_dir() as base:
+        db = smithers_tt.connect(f"sqlite:///{base / 'engine.db'}")
+        try:
+            commits = [0]
+
+            def count(conn: object) -> None:
+                commits[0] += 1
+
+            sa.event.listen(db.engine.sa, "commit", count)
+            steps, tasks = _ours_runners("SQLite", db, lambda: 0)
+
+            def per(runner: object) -> float:
+                seen = []
+                for n in (10, 40):
+                    commits[0] = 0
+                    runner.run(n)  # type: ignore[attr-defined]
+                    seen.append(commits[0])
+                return (seen[1] - seen[0]) / 30
+
+            return [
+                # no peer figure measured here (a LangGraph step is a put_writes and a put)
+                ["SQLite", "commits per task (engine, chain of tasks)", per(tasks), "", ""],
+                ["SQLite", "commits per checkpoint step (on_checkpoint)", per(steps), "", ""],
+            ]
+        finally:
+            db.close()
+
+
+def main() -> None:
+    exit_cleanly_on_sigterm()
+    rows = sqlite_pages() + engine_commits()
+    reason = pg_available()
+    if reason is None:
+        rows += pg_messages()
+    else:
+        note(f"PostgreSQL skipped: {reason}")
+    print_table(
+        "What one durable publish costs, per operation (ours: store.publish; theirs: "
+        "SqliteSaver.put / PostgresSaver.put as bench_store opens them)",
+        ["backend", "count", "ours", "theirs", "ratio"],
+        rows,
+    )
