@@ -117,6 +117,17 @@ def _attempt_plan(rng: random.Random, nodes: list[str]) -> list[tuple[str, int, 
     return plan
 
 
+# Columns named: a migrated file's column order is the migrations' (columns added later come
+# last), not the order of the schema's definition.
+RUN_COLUMNS = (
+    "run_id, workflow, workflow_hash, status, input_json, output_json, error, owner_epoch, "
+    "owner_id, heartbeat_at_ms, cancel_requested, parent_run_id, parent_frame_no, "
+    "max_checkpoint_bytes, clock, graph_json, lease_owner, lease_until_ms, created_at_ms, "
+    "updated_at_ms"
+)
+RUN_INSERT = f"INSERT INTO tt_runs ({RUN_COLUMNS}) VALUES ({_marks(20)})"  # noqa: S608
+
+
 def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[str, int]:
     """Fill a migrated SQLite file with ``runs`` runs of ``refs_per_run`` refs each."""
     smithers_tt.connect(f"sqlite:///{path}").close()  # the real schema, migrated
@@ -140,7 +151,7 @@ def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[st
         if not final and len(ref_rows) < BATCH:
             return
         conn.execute("BEGIN")
-        conn.executemany(f"INSERT INTO tt_runs VALUES ({_marks(20)})", run_rows)  # noqa: S608
+        conn.executemany(RUN_INSERT, run_rows)
         conn.executemany(f"INSERT INTO tt_attempts VALUES ({_marks(17)})", attempt_rows)  # noqa: S608
         conn.executemany("INSERT INTO tt_checkpoint_contents VALUES (?,?,?,?)", contents.rows)
         conn.executemany(f"INSERT INTO tt_checkpoint_refs VALUES ({_marks(11)})", ref_rows)  # noqa: S608
