@@ -11,6 +11,9 @@ Counts do not move with the machine's load, so they name the cost behind the tim
 - **PostgreSQL messages per publish**: a libpq trace of the store's connection over 50
   publishes; every ``Sync`` and every simple ``Query`` ends a round trip (the client waits for
   the server's answer), so their sum is the round trips; Parse/Bind/Execute count statements.
+- **PostgreSQL bytes per unchanged publish, by table**: 1,000 publishes of the same state,
+  growth of ``pg_total_relation_size`` of each table over 1,000 (what ``bench_store`` section c
+  sums).
 - **SQLite commits per task and per checkpoint step**: the engine benchmark's chain of tasks
   and its steps agent (``bench_engine``) on an SQLite file, commits counted with SQLAlchemy's
   ``commit`` event; per task = (commits of a 40-task chain - those of a 10-task chain) / 30,
@@ -207,12 +210,49 @@ def engine_commits() -> list[list[object]]:
             db.close()
 
 
+BY_TABLE = """
+    SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'public' AND c.relkind = 'r'
+"""
+
+
+def pg_unchanged_bytes() -> list[list[object]]:
+    import psycopg
+
+    n = 1000
+    with fresh_pg_database("pubbytes") as url:
+        db = smithers_tt.connect(sqlalchemy_url(url))
+        try:
+            _, fence = db.store.create_run("publish-bytes")
+            key = db.store.start_attempt(fence, "agent").key
+            checkpoint = AgentCheckpoint(CODEC, 1, chat_state())
+
+            def sizes() -> dict[str, int]:
+                with psycopg.connect(url) as conn:
+                    return dict(conn.execute(BY_TABLE).fetchall())
+
+            db.store.publish(fence, key, checkpoint, purpose="progress")
+            before = sizes()
+            for _ in range(n):
+                db.store.publish(fence, key, checkpoint, purpose="progress")
+            after = sizes()
+        finally:
+            db.close()
+    grown = {t: (after[t] - before.get(t, 0)) / n for t in after}
+    return [
+        ["PostgreSQL", f"B per unchanged publish: {t}", b, "", ""]
+        for t, b in sorted(grown.items(), key=lambda kv: -kv[1])
+        if b
+    ]
+
+
 def main() -> None:
     exit_cleanly_on_sigterm()
     rows = sqlite_pages() + engine_commits()
     reason = pg_available()
     if reason is None:
-        rows += pg_messages()
+        rows += pg_messages() + pg_unchanged_bytes()
     else:
         note(f"PostgreSQL skipped: {reason}")
     print_table(
