@@ -15,11 +15,14 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint import EncodedCheckpoint, canonical_bytes
-from smithers_tt.errors import InvalidArgument, RunNotFound
+from smithers_tt.checkpoint import EncodedCheckpoint
+from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import _schema as S
+from smithers_tt.store._driver import driver
 from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import Frame
+from smithers_tt.store._ledger import Entry, write
+from smithers_tt.store._ledger_travel import HistoryEnded, Restated
 from smithers_tt.store._records import CheckpointRef, now_ms
 from smithers_tt.store._travel import Travel
 from smithers_tt.store._travel_write import insert_rows
@@ -47,7 +50,8 @@ def write_history(
     ``tt_nodes`` and ``tt_attempts``) and ``refs`` (what the frames fold to), and sets the
     run's clock to the last frame, its ``status`` and ``output``. The owner epoch grows, so
     the fence that created the run no longer owns it. The rows go in with the multi-row
-    statements time travel uses (:class:`Travel`).
+    statements time travel uses (:class:`Travel`), the frames through the ledger (one
+    ``executemany``).
 
     Raises:
         InvalidArgument: ``frames`` is empty, belongs to another run or is not numbered densely.
@@ -59,38 +63,35 @@ def write_history(
     if any(f.run_id != run_id or f.frame_no != first + i for i, f in enumerate(frames)):
         raise InvalidArgument(f"frames of run {run_id} must be numbered densely, in order")
     contents_by_hash = {e.content_hash: e for e in contents}
-    output_json = canonical_bytes(output).decode()
     live_refs = list(refs)
 
     def work(conn: Connection) -> None:
-        # The run row first: it serialises the run's writers, as every change to a run does.
-        r = S.runs
-        ended = conn.execute(
-            r.update()
-            .where(r.c.run_id == run_id)
-            .values(
-                clock=frames[-1].frame_no,
-                status=status,
-                output_json=output_json,
-                owner_epoch=r.c.owner_epoch + 1,
-                updated_at_ms=now_ms(),
-            )
-        )
-        if ended.rowcount != 1:
-            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
         tx = Travel(conn)
-        stored = tx.content_sizes(list(contents_by_hash))
         stamp = now_ms()
-        insert_rows(
-            conn,
-            S.contents,
-            [
-                {"content_hash": h, "data": e.data, "size_bytes": e.size, "created_at_ms": stamp}
-                for h, e in contents_by_hash.items()
-                if h not in stored
-            ],
-        )
-        tx.insert_frames(frames)
-        tx.replace_live_state(run_id, nodes, attempts, live_refs, None)
+
+        def project() -> None:
+            stored = tx.content_sizes(list(contents_by_hash))
+            insert_rows(
+                conn,
+                S.contents,
+                [
+                    {
+                        "content_hash": h,
+                        "data": e.data,
+                        "size_bytes": e.size,
+                        "created_at_ms": stamp,
+                    }
+                    for h, e in contents_by_hash.items()
+                    if h not in stored
+                ],
+            )
+            tx.replace_live_state(run_id, nodes, attempts, live_refs, None)
+
+        # Through the ledger: the run row is locked first (it serialises the run's writers,
+        # as every change to a run does), the clock advanced once for all the frames.
+        changes = [Restated(f) for f in frames[:-1]]
+        changes.append(HistoryEnded(conn, frames[-1], status, output, project))
+        with driver(conn) as db:
+            write(db, [Entry(run_id, None, changes)], stamp)
 
     engine.transaction(work)

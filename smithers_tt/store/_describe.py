@@ -29,9 +29,7 @@ import sqlalchemy as sa
 from sqlalchemy import BigInteger, Boolean, Integer, LargeBinary, String, Text
 from sqlalchemy.engine import Connection
 
-from smithers_tt.errors import StoreNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect_postgres import read_only_url
 from smithers_tt.store._engine import Engine
 
 TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
@@ -121,42 +119,7 @@ def read_only_access(engine: Engine) -> SqliteAccess | PostgresAccess:
     Raises:
         StoreNotFound: a PostgreSQL database with no smithers_tt tables on its search_path.
     """
-    url = engine.sa.url
-    if engine.is_sqlite:
-        return SqliteAccess(Path(url.database or "").resolve())
-    credentials = {
-        key: str(value)
-        for key, value in (
-            ("host", url.host),
-            ("port", url.port),
-            ("dbname", url.database),
-            ("user", url.username),
-            ("password", url.password),
-        )
-        if value is not None
-    }
-    params = {
-        key: value if isinstance(value, str) else " ".join(value)
-        for key, value in read_only_url(url).query.items()
-    }
-    conninfo = " ".join(f"{key}={_conninfo_value(value)}" for key, value in params.items())
-    return PostgresAccess(_pg_schema(engine), credentials, conninfo)
-
-
-def _conninfo_value(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _pg_schema(engine: Engine) -> str:
-    query = sa.text(
-        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.oid = to_regclass('tt_runs')"
-    )
-    with engine.sa.connect() as conn:
-        schema = conn.execute(query).scalar()
-    if schema is None:
-        raise StoreNotFound("no smithers_tt tables (tt_runs) on this database's search_path")
-    return str(schema)
+    return engine.backend.read_only_access(engine)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -187,8 +150,7 @@ def read_tables(engine: Engine) -> Iterator[TableReader]:
     """One read-only transaction in which every table read sees the same state (REPEATABLE
     READ on PostgreSQL, one WAL snapshot on SQLite)."""
     with engine.connect(write=False) as conn:
-        if not engine.is_sqlite:
-            conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        engine.backend.snapshot_read(conn)
         yield TableReader(conn)
 
 

@@ -17,12 +17,16 @@ or mean a damaged file.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -213,6 +217,85 @@ class Dialect(ABC):
 
     def __init__(self) -> None:
         self._statements: Statements | None = None
+
+    # --- time travel, bulk writes, describe, migrations ---
+    max_params: int = 30_000
+    """Bound parameters per multi-row statement (below SQLite's 32,766, PostgreSQL's 65,535)."""
+    frame_data_ok: str
+    """SQL: 1 when ``f.data_json`` is what ``fold`` accepts on a checkpoint frame and the set
+    path can read (NULL, or a JSON object whose ``created_at_ms``, if any, is an integer).
+
+    Data with a ``\\u`` escape goes to the fold: an escape could spell the key, and SQLite
+    matches JSON paths against keys as written. Only data that mentions ``created_at_ms`` is
+    parsed a second time for it. The key written twice goes to the fold as well: SQLite's path
+    finds the first, the fold keeps the last (so both backends send it there).
+    """
+    ref_created: str
+    """SQL: a ref's ``created_at_ms`` from its checkpoint frame ``f``, as ``fold`` takes it
+    (``data.created_at_ms`` when present, else the frame's own); ``data`` was checked by
+    :attr:`frame_data_ok`."""
+
+    def named(self, sql: str) -> str:
+        """``sql`` written with ``:name`` placeholders, in this driver's named style."""
+        return sql
+
+    @contextmanager
+    def roomy(self, conn: Connection) -> Iterator[None]:
+        """Give one rewind or fork more memory for its transaction (put back afterwards,
+        also when the operation fails); nothing by default."""
+        yield
+
+    def unless_cast_fails(self, conn: Connection, read: Callable[[], T]) -> T | None:
+        """``read()``, or ``None`` where the database could not read some stored text as JSON
+        (only a database that casts in SQL can fail so; the transaction stays usable)."""
+        return read()
+
+    @staticmethod
+    def chunks(rows: Sequence[Any], columns: int, limit: int = 1000) -> Iterable[Sequence[Any]]:
+        """Slices of ``rows`` small enough for one multi-row statement."""
+        size = max(1, min(limit, Dialect.max_params // max(1, columns)))
+        for start in range(0, len(rows), size):
+            yield rows[start : start + size]
+
+    def insert_tuples(
+        self, conn: Connection, table: sa.Table, names: Sequence[str], rows: Sequence[Any]
+    ) -> int:
+        """Insert ``rows`` (tuples of the columns ``names``) in a few multi-row statements
+        written here, not compiled by SQLAlchemy (which compiles every bound value in Python,
+        seconds per 10,000 rows); return how many statements it took. Values are plain values
+        the driver adapts. By default a multi-row ``VALUES`` per chunk of up to 1,000 rows.
+        """
+        head = self.insert_head(conn, table, names)
+        one = f"({', '.join([self.placeholder] * len(names))})"
+        sent = 0
+        for part in self.chunks(rows, len(names)):
+            conn.exec_driver_sql(
+                f"{head}VALUES {', '.join([one] * len(part))}",
+                tuple([value for row in part for value in row]),
+            )
+            sent += 1
+        return sent
+
+    @staticmethod
+    def insert_head(conn: Connection, table: sa.Table, names: Sequence[str]) -> str:
+        """``INSERT INTO table (columns) `` with quoted identifiers (from the schema module,
+        never from user input)."""
+        prep = conn.dialect.identifier_preparer
+        columns = ", ".join(prep.quote(table.c[name].name) for name in names)
+        return f"INSERT INTO {prep.format_table(table)} ({columns}) "
+
+    def snapshot_read(self, conn: Connection) -> None:  # noqa: B027 (optional hook)
+        """Make ``conn``'s read-only transaction see one state in every table it reads
+        (nothing by default: an SQLite read transaction reads one WAL snapshot)."""
+
+    def migration_lock(self, conn: Connection) -> None:  # noqa: B027 (optional hook)
+        """Serialise migrators inside ``conn``'s transaction (nothing by default: the write
+        transaction already holds the database's write lock)."""
+
+    @abstractmethod
+    def read_only_access(self, engine: Any) -> Any:
+        """How a reader outside the store (DuckDB) reaches ``engine``'s database read-only
+        (a :class:`~smithers_tt.store._describe.SqliteAccess` or ``PostgresAccess``)."""
 
     @property
     def statements(self) -> Statements:

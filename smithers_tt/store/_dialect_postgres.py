@@ -20,17 +20,19 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import secrets
 import time
-from contextlib import suppress
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
 from smithers_tt._extras import extra_needed
-from smithers_tt.errors import OutcomeUnknown
+from smithers_tt.errors import OutcomeUnknown, StoreNotFound
 from smithers_tt.store._dialect import (
     Commit,
     Dialect,
@@ -73,6 +75,18 @@ _FIND_TOKEN = sa.text(
     "SELECT 1 FROM tt_commit_tokens WHERE created_at_ms = :created_at_ms AND nonce = :nonce"
 )
 
+T = TypeVar("T")
+
+_JSONB = "CAST(f.data_json AS jsonb)"
+_NAMED = re.compile(r"(?<!:):([a-z_][a-z0-9_]*)")
+"""A ``:name`` placeholder (not a ``::type`` cast)."""
+_PG_ROWS = 10_000
+"""Rows per ``unnest(...)`` insert: one array parameter per column."""
+PG_WORK_MEM_KIB = 65_536
+"""``work_mem`` (KiB) of a transaction that rewinds or forks; see :meth:`PostgresDialect.roomy`."""
+MIGRATION_LOCK_KEY = 0x5EED_7E57_0001
+"""The advisory lock migrators take (any constant no other application uses)."""
+
 # A random start: processes that commit less than PRUNE_EVERY times (a CLI command) still
 # prune, on average, as often as they make tokens.
 _TOKENS = itertools.count(random.randrange(PRUNE_EVERY))
@@ -94,6 +108,89 @@ class PostgresDialect(Dialect):
         if url.drivername != "postgresql+psycopg":
             url = url.set(drivername="postgresql+psycopg")
         return url
+
+    # --- time travel, bulk writes, describe, migrations ---
+    frame_data_ok = (
+        "CASE WHEN f.data_json IS NULL THEN 1 "
+        "WHEN json_typeof(CAST(f.data_json AS json)) <> 'object' THEN 0 "
+        "WHEN strpos(f.data_json, '\\u') > 0 THEN 0 "
+        "WHEN strpos(f.data_json, 'created_at_ms') = 0 THEN 1 "
+        "WHEN length(f.data_json) - length(replace(f.data_json, 'created_at_ms', '')) > 13 "
+        "THEN 0 "
+        f"WHEN NOT jsonb_exists({_JSONB}, 'created_at_ms') THEN 1 "
+        f"WHEN jsonb_typeof({_JSONB} -> 'created_at_ms') = 'number' "
+        f"AND ({_JSONB} ->> 'created_at_ms') ~ '^-?[0-9]{{1,18}}$' THEN 1 ELSE 0 END"
+    )
+    ref_created = (
+        "coalesce(CASE WHEN strpos(f.data_json, 'created_at_ms') > 0 THEN "
+        f"CAST({_JSONB} ->> 'created_at_ms' AS bigint) END, f.created_at_ms)"
+    )
+
+    def named(self, sql: str) -> str:
+        return _NAMED.sub(r"%(\1)s", sql)
+
+    @contextmanager
+    def roomy(self, conn: Connection) -> Iterator[None]:
+        """A larger ``work_mem`` for the transaction: numbering 100,000 base frames sorts
+        them, in memory rather than in temporary files. ``LOCAL``: the setting ends with the
+        transaction, committed or not."""
+        conn.exec_driver_sql(f"SET LOCAL work_mem = '{int(PG_WORK_MEM_KIB)}kB'")
+        yield
+
+    def unless_cast_fails(self, conn: Connection, read: Callable[[], T]) -> T | None:
+        saved = conn.begin_nested()  # a cast error must not abort the whole transaction
+        try:
+            found = read()
+        except exc.DataError:  # some text could not be read as JSON
+            saved.rollback()
+            return None
+        saved.commit()
+        return found
+
+    def insert_tuples(
+        self, conn: Connection, table: sa.Table, names: Sequence[str], rows: Sequence[Any]
+    ) -> int:
+        """``INSERT ... SELECT * FROM unnest(...)`` with one array parameter per column: a
+        fixed handful of parameters whatever the number of rows (up to 10,000 a statement)."""
+        types = (table.c[name].type.compile(dialect=conn.dialect) for name in names)
+        arrays = ", ".join(f"%s::{t}[]" for t in types)
+        sql = f"{self.insert_head(conn, table, names)}SELECT * FROM unnest({arrays})"  # noqa: S608
+        sent = 0
+        for part in self.chunks(rows, 1, limit=_PG_ROWS):
+            conn.exec_driver_sql(sql, tuple([row[i] for row in part] for i in range(len(names))))
+            sent += 1
+        return sent
+
+    def snapshot_read(self, conn: Connection) -> None:
+        conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+
+    def migration_lock(self, conn: Connection) -> None:
+        """A transaction-scoped advisory lock: concurrent migrators wait here, then find the
+        work done (it is released with the transaction)."""
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+
+    def read_only_access(self, engine: Any) -> Any:
+        # Imported here: _describe imports the engine, which imports this module.
+        from smithers_tt.store._describe import PostgresAccess
+
+        url = engine.sa.url
+        credentials = {
+            key: str(value)
+            for key, value in (
+                ("host", url.host),
+                ("port", url.port),
+                ("dbname", url.database),
+                ("user", url.username),
+                ("password", url.password),
+            )
+            if value is not None
+        }
+        params = {
+            key: value if isinstance(value, str) else " ".join(value)
+            for key, value in read_only_url(url).query.items()
+        }
+        conninfo = " ".join(f"{key}={_conninfo_value(value)}" for key, value in params.items())
+        return PostgresAccess(_store_schema(engine), credentials, conninfo)
 
     def create_engine(
         self,
@@ -219,3 +316,20 @@ def read_only_url(url: sa.URL) -> sa.URL:
     return url.update_query_dict(
         {"options": f"{options} -cdefault_transaction_read_only=on".strip()}
     )
+
+
+def _conninfo_value(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _store_schema(engine: Any) -> str:
+    """The schema holding the store's tables, as its search_path finds them."""
+    query = sa.text(
+        "SELECT n.nspname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.oid = to_regclass('tt_runs')"
+    )
+    with engine.sa.connect() as conn:
+        schema = conn.execute(query).scalar()
+    if schema is None:
+        raise StoreNotFound("no smithers_tt tables (tt_runs) on this database's search_path")
+    return str(schema)

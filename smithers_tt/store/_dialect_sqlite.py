@@ -16,6 +16,8 @@ import os
 import random
 import sqlite3
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -44,6 +46,10 @@ _DAMAGE = ("malformed", "not a database", "could not decode to utf-8")
 # A COMMIT that fails with these left the SQLite transaction open and uncommitted.
 _NOT_COMMITTED = ("database is locked", "database table is locked", "database is busy")
 
+SQLITE_CACHE_KIB = 131_072
+"""Page cache (KiB) an SQLite connection gets while it rewinds or forks; see
+:meth:`SqliteDialect.roomy`."""
+
 
 class SqliteDialect(Dialect):
     """SQLite through the standard library's ``sqlite3``."""
@@ -63,6 +69,44 @@ class SqliteDialect(Dialect):
                 "use sqlite:///path/to/file.db"
             )
         return url
+
+    # --- time travel, bulk writes, describe, migrations ---
+    frame_data_ok = (
+        "CASE WHEN f.data_json IS NULL THEN 1 WHEN NOT json_valid(f.data_json) THEN 0 "
+        "WHEN json_type(f.data_json) <> 'object' THEN 0 "
+        "WHEN instr(f.data_json, '\\u') > 0 THEN 0 "
+        "WHEN instr(f.data_json, 'created_at_ms') = 0 THEN 1 "
+        "WHEN length(f.data_json) - length(replace(f.data_json, 'created_at_ms', '')) > 13 "
+        "THEN 0 "
+        "WHEN coalesce(json_type(f.data_json, '$.created_at_ms'), 'integer') <> 'integer' "
+        "THEN 0 ELSE 1 END"
+    )
+    ref_created = (
+        "coalesce(CASE WHEN instr(f.data_json, 'created_at_ms') > 0 THEN "
+        "json_extract(f.data_json, '$.created_at_ms') END, f.created_at_ms)"
+    )
+
+    @contextmanager
+    def roomy(self, conn: Connection) -> Iterator[None]:
+        """A larger page cache for the connection while it rewinds or forks.
+
+        Copying 100,000 refs inserts into four B-tree indexes at random places (two keyed by
+        content hash); with SQLite's default 2 MiB cache most of those pages are written out
+        and read back several times in one transaction. The setting is the connection's own
+        (not the database's), so it is put back.
+        """
+        before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
+        conn.exec_driver_sql(f"PRAGMA cache_size = -{int(SQLITE_CACHE_KIB)}")
+        try:
+            yield
+        finally:
+            conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
+
+    def read_only_access(self, engine: Any) -> Any:
+        # Imported here: _describe imports the engine, which imports this module.
+        from smithers_tt.store._describe import SqliteAccess
+
+        return SqliteAccess(Path(engine.sa.url.database or "").resolve())
 
     def create_engine(
         self,

@@ -9,9 +9,6 @@ frame numbers are dense and follow commit order; wall-clock times are never comp
 A frame carries what changed (and, for checkpoints, the whole ref, pinning its content by
 hash), so the state visible at any frame can be rebuilt from the frames up to it: snapshots
 cost storage in proportion to what changed, not to the size of the run.
-
-The functions here that write (:func:`record`, :func:`insert_frame`, :func:`advance_clock`)
-are thin wrappers over the ledger for callers that hold a SQLAlchemy connection.
 """
 
 from __future__ import annotations
@@ -19,63 +16,19 @@ from __future__ import annotations
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
 from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import driver
-from smithers_tt.store._ledger import (
-    FRAME_COLUMNS,
-    Entry,
-    Note,
-    RunClock,
-    advance,
-    frame_values,
-    insert_frames,
-    write,
-)
-from smithers_tt.store._records import (
-    FRAME_DATA_WRAPPING,
-    Fence,
-    Frame,
-    now_ms,
-    stored_json,
-)
+from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
+from smithers_tt.store._records import FRAME_DATA_WRAPPING, Frame, stored_json
 
 __all__ = [
     "FRAME_DATA_WRAPPING",
     "Frame",
-    "advance_clock",
     "checkpoint_frame",
     "frame_from_row",
     "frame_row",
-    "insert_frame",
-    "record",
     "select_frames",
 ]
-
-
-def advance_clock(conn: Connection, run_id: str, fence: Fence | None = None) -> RunClock:
-    """Advance the run's clock by one and return the run row (with the new ``clock``).
-
-    With a ``fence``, raise :class:`FenceLost` unless it owns the running run; the caller's
-    transaction (or savepoint) then rolls the increment back, so nothing is written.
-    """
-    with driver(conn) as db:
-        return advance(db, run_id, 1, now_ms(), fence)
-
-
-def record(conn: Connection, run_id: str, fence: Fence | None, kind: str, **fields: Any) -> Frame:
-    """Advance the clock (checking ``fence`` if given) and insert the frame of one change."""
-    with driver(conn) as db:
-        (entry,) = write(db, [Entry(run_id, fence, [Note(run_id, kind, **fields)])], now_ms())
-    return entry.frames[0]
-
-
-def insert_frame(conn: Connection, frame: Frame) -> Frame:
-    """Insert a frame whose number the caller allocated."""
-    with driver(conn) as db:
-        insert_frames(db, [frame])
-    return frame
 
 
 def checkpoint_frame(

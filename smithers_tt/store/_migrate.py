@@ -34,10 +34,9 @@ from sqlalchemy.engine import Connection
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import _schema
 from smithers_tt.store._alembic_v1 import V1_TABLE, v1_revision, v1_rows, v1_unknown
+from smithers_tt.store._dialect import DIALECTS
 from smithers_tt.store._engine import Engine
 
-# An arbitrary constant: the key of the PostgreSQL advisory lock that serialises migrations.
-_PG_LOCK_KEY = 0x5EED_7E57_0001
 VERSION_TABLE = "tt_alembic_version"
 """Alembic's one-row table holding the revision the store is at (``tt_`` like every table)."""
 
@@ -103,8 +102,7 @@ def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
     ``conn``'s transaction; return their ids. :func:`migrate` is what callers use; tests call
     this one on a plain connection to build a store of an older revision.
     """
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_LOCK_KEY})
+    DIALECTS[conn.dialect.name].migration_lock(conn)
     names = migration_names()
     target = to or names[-1]
     tables = set(sa.inspect(conn).get_table_names())

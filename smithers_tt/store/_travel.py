@@ -18,12 +18,20 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.store import _schema as S
+from smithers_tt.store._driver import driver
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._frames import Frame, record
-from smithers_tt.store._records import now_ms, stored_json
-from smithers_tt.store._travel_bulk import BulkReads, roomy
+from smithers_tt.store._ledger import Entry, write
+from smithers_tt.store._ledger_travel import (
+    AttemptRow,
+    Forked,
+    NodesReset,
+    end_fork,
+    fork_row,
+    rewind_run,
+)
+from smithers_tt.store._records import Frame, now_ms, stored_json
+from smithers_tt.store._travel_bulk import BulkReads, dialect_of
 from smithers_tt.store._travel_write import LiveWrites
 
 T = TypeVar("T")
@@ -115,37 +123,18 @@ class Travel(BulkReads, LiveWrites):
             .values(lease_owner=None, lease_until_ms=None)
         )
 
-    def delete_frames_after(self, run_id: str, frame_no: int) -> None:
-        """Delete the run's frames numbered above ``frame_no``."""
-        f = S.frames
-        self._conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > frame_no))
-
-    def restore_run(
+    def rewind_run(
         self, run_id: str, *, clock: int, status: str, output: Any, error: str | None
     ) -> None:
-        """Put the run row back to ``clock`` with this ending, fence every owner with a new
-        epoch and clear cancel request and lease (the end of a rewind)."""
-        r = S.runs
-        self._conn.execute(
-            r.update()
-            .where(r.c.run_id == run_id)
-            .values(
-                clock=clock,
-                status=status,
-                # A run's output maps task ids to outputs: one level that is not theirs.
-                output_json=None
-                if output is None
-                else canonical_bytes(output, wrapping=1).decode(),
-                error=error,
-                owner_epoch=r.c.owner_epoch + 1,
-                cancel_requested=False,
-                lease_owner=None,
-                lease_until_ms=None,
-                updated_at_ms=now_ms(),
-            )
-        )
+        """Delete the run's frames above ``clock`` and put the run row back to ``clock`` with
+        this ending, fencing every owner with a new epoch and clearing cancel request and
+        lease (the end of a rewind; see :func:`~._ledger_travel.rewind_run`)."""
+        rewind_run(
+            self._conn, run_id, clock=clock, status=status, output=output, error=error,
+            stamp=now_ms(),
+        )  # fmt: skip
 
-    def insert_forked_run(
+    def fork_run(
         self,
         parent: RunState,
         child_id: str,
@@ -155,74 +144,36 @@ class Travel(BulkReads, LiveWrites):
         input: Any,
         output: Any,
         error: str | None,
-        stamp: int,
+        first: Frame,
+        project: Callable[[], Any],
     ) -> None:
-        """Insert the run row of a fork of ``parent`` at ``parent_frame_no`` (clock 0,
-        unowned, the parent's workflow, graph and checkpoint ceiling)."""
-        self._conn.execute(
-            S.runs.insert().values(
-                run_id=child_id,
-                workflow=parent.workflow,
-                workflow_hash=parent.workflow_hash,
-                status=status,
-                input_json=None if input is None else canonical_bytes(input).decode(),
-                output_json=None
-                if output is None
-                else canonical_bytes(output, wrapping=1).decode(),
-                error=error,
-                owner_epoch=0,
-                owner_id=None,
-                heartbeat_at_ms=None,
-                cancel_requested=False,
-                parent_run_id=parent.run_id,
-                parent_frame_no=parent_frame_no,
-                max_checkpoint_bytes=parent.max_checkpoint_bytes,
-                clock=0,
-                graph_json=parent.graph_json,
-                lease_owner=None,
-                lease_until_ms=None,
-                created_at_ms=stamp,
-                updated_at_ms=stamp,
-            )
-        )
+        """Create the run of a fork of ``parent`` at ``parent_frame_no`` through the ledger:
+        its row (clock 0, unowned, the parent's workflow, graph and checkpoint ceiling), the
+        base frames and live state ``project`` writes, then ``first`` (frame 0), stamped
+        ``first.created_at_ms``."""
+        create = fork_row(
+            parent, child_id, parent_frame_no, status=status, input=input, output=output,
+            error=error,
+        )  # fmt: skip
 
-    def drop_live_nodes(self, run_id: str, nodes: Sequence[str]) -> list[tuple[str, int, int, str]]:
-        """Delete the live refs, attempts and node rows of ``nodes``; return the attempts
-        deleted as ``(node_id, iteration, attempt, state)``, in key order."""
-        a = S.attempts
-        removed = self._conn.execute(
-            sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
-            .where(a.c.run_id == run_id, a.c.node_id.in_(nodes))
-            .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
-        ).all()
-        for table in (S.refs, S.attempts, S.nodes):
-            self._conn.execute(
-                table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(nodes))
-            )
-        return [tuple(row) for row in removed]
+        def projection() -> None:
+            end_fork(self._conn, child_id, output, error)
+            project()
 
-    def record(self, run_id: str, kind: str, **fields: Any) -> Frame:
-        """Advance the run's clock and insert the frame of one change (no fence: the caller
-        holds the run's lease)."""
-        return record(self._conn, run_id, None, kind, **fields)
+        entry = Entry(child_id, None, [Forked(first, projection)], create=create)
+        with driver(self._conn) as db:
+            write(db, [entry], first.created_at_ms)
 
-    def interrupt_run(self, run_id: str) -> None:
-        """Make the run ``interrupted`` with no output or error, fence every owner with a new
-        epoch and clear cancel request and lease (the end of a reset)."""
-        r = S.runs
-        self._conn.execute(
-            r.update()
-            .where(r.c.run_id == run_id)
-            .values(
-                status="interrupted",
-                output_json=None,
-                error=None,
-                cancel_requested=False,
-                owner_epoch=r.c.owner_epoch + 1,
-                lease_owner=None,
-                lease_until_ms=None,
-            )
-        )
+    def reset_nodes(self, run_id: str, node_id: str, nodes: Sequence[str]) -> list[AttemptRow]:
+        """Reset ``nodes`` (named after ``node_id``, the one asked for) through the ledger:
+        their live refs, attempts and node rows go, the run becomes ``interrupted`` (a new
+        epoch, no cancel request, no lease) and a ``reset`` frame records it, with no fence
+        (the caller holds the run's lease). Returns the attempts removed as ``(node_id,
+        iteration, attempt, state)``, in key order."""
+        change = NodesReset(self._conn, run_id, node_id, nodes)
+        with driver(self._conn) as db:
+            write(db, [Entry(run_id, None, [change])], now_ms())
+        return change.removed
 
     def fork_edge(self, run_id: str) -> ForkEdgeRow | None:
         """The run's place in its fork tree, or ``None`` when there is no such run."""
@@ -253,7 +204,7 @@ def travel(
     """
 
     def go(conn: Connection) -> T:
-        with roomy(conn) if roomy_memory else nullcontext():
+        with dialect_of(conn).roomy(conn) if roomy_memory else nullcontext():
             return work(Travel(conn))
 
     return engine.transaction(go, write=write)

@@ -10,17 +10,15 @@ copy with one ``INSERT ... SELECT`` (see :mod:`smithers_tt.store._travel_write`)
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import SnapshotInvalid, StoreCorrupt
+from smithers_tt.store._dialect import DIALECTS, Dialect
 from smithers_tt.store._frames import Frame, frame_from_row, select_frames
 from smithers_tt.store._records import VERIFY_HINT, CheckpointRef
 
@@ -31,6 +29,11 @@ AttemptKeyT = tuple[str, int, int]
 """``(node_id, iteration, attempt)`` of an attempt."""
 
 
+def dialect_of(conn: Connection) -> Dialect:
+    """The store's dialect object of ``conn``'s database."""
+    return DIALECTS[conn.dialect.name]
+
+
 def run_sql(conn: Connection, sql: str, params: dict[str, Any]) -> Any:
     """Execute ``sql`` (``:name`` placeholders) through the driver and return its cursor.
 
@@ -38,92 +41,7 @@ def run_sql(conn: Connection, sql: str, params: dict[str, Any]) -> Any:
     read up to a few hundred thousand rows. Placeholders become the driver's own; the SQL is
     written in the store's ``_travel*`` modules (no user input), values are always bound.
     """
-    if conn.dialect.name == "postgresql":
-        sql = re.sub(r"(?<!:):([a-z_][a-z0-9_]*)", r"%(\1)s", sql)
-    return conn.exec_driver_sql(sql, params)
-
-
-SQLITE_CACHE_KIB = 131_072
-"""Page cache (KiB) an SQLite connection gets while it rewinds or forks; see :func:`roomy`."""
-
-PG_WORK_MEM_KIB = 65_536
-"""``work_mem`` (KiB) of a PostgreSQL transaction that rewinds or forks; see :func:`roomy`."""
-
-
-@contextmanager
-def roomy(conn: Connection) -> Iterator[None]:
-    """Give one rewind or fork more memory: on SQLite a larger page cache for the
-    connection, on PostgreSQL a larger ``work_mem`` for the transaction.
-
-    Copying 100,000 refs inserts into four B-tree indexes at random places (two keyed by
-    content hash); with SQLite's default 2 MiB cache most of those pages are written out and
-    read back several times in one transaction. The setting is the connection's own (not the
-    database's) and is put back afterwards, also when the operation fails.
-    """
-    if conn.dialect.name == "postgresql":
-        # Numbering 100,000 base frames sorts them: in memory, not in temporary files. LOCAL:
-        # the setting ends with the transaction, committed or not.
-        conn.exec_driver_sql(f"SET LOCAL work_mem = '{int(PG_WORK_MEM_KIB)}kB'")
-    if conn.dialect.name != "sqlite":
-        yield
-        return
-    before = conn.exec_driver_sql("PRAGMA cache_size").scalar()
-    conn.exec_driver_sql(f"PRAGMA cache_size = -{int(SQLITE_CACHE_KIB)}")
-    try:
-        yield
-    finally:
-        conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
-
-
-def _data_ok(dialect: str) -> str:
-    """SQL: 1 when ``f.data_json`` is what ``fold`` accepts on a checkpoint frame and the set
-    path can read (NULL, or a JSON object whose ``created_at_ms``, if any, is an integer).
-
-    Data with a ``\\u`` escape goes to the fold: an escape could spell the key, and SQLite
-    matches JSON paths against keys as written. Only data that mentions ``created_at_ms`` is
-    parsed a second time for it.
-    """
-    if dialect == "postgresql":
-        j = "CAST(f.data_json AS jsonb)"
-        return (
-            "CASE WHEN f.data_json IS NULL THEN 1 "
-            "WHEN json_typeof(CAST(f.data_json AS json)) <> 'object' THEN 0 "
-            "WHEN strpos(f.data_json, '\\u') > 0 THEN 0 "
-            "WHEN strpos(f.data_json, 'created_at_ms') = 0 THEN 1 "
-            "WHEN length(f.data_json) - length(replace(f.data_json, 'created_at_ms', '')) > 13 "
-            "THEN 0 "
-            f"WHEN NOT jsonb_exists({j}, 'created_at_ms') THEN 1 "
-            f"WHEN jsonb_typeof({j} -> 'created_at_ms') = 'number' "
-            f"AND ({j} ->> 'created_at_ms') ~ '^-?[0-9]{{1,18}}$' THEN 1 ELSE 0 END"
-        )
-    return (
-        "CASE WHEN f.data_json IS NULL THEN 1 WHEN NOT json_valid(f.data_json) THEN 0 "
-        "WHEN json_type(f.data_json) <> 'object' THEN 0 "
-        "WHEN instr(f.data_json, '\\u') > 0 THEN 0 "
-        "WHEN instr(f.data_json, 'created_at_ms') = 0 THEN 1 "
-        # the key twice: SQLite's path finds the first, fold keeps the last (so both go to
-        # the fold, on PostgreSQL too)
-        "WHEN length(f.data_json) - length(replace(f.data_json, 'created_at_ms', '')) > 13 "
-        "THEN 0 "
-        "WHEN coalesce(json_type(f.data_json, '$.created_at_ms'), 'integer') <> 'integer' "
-        "THEN 0 ELSE 1 END"
-    )
-
-
-def created_expr(dialect: str) -> str:
-    """SQL: a ref's ``created_at_ms`` from its checkpoint frame ``f``, as ``fold`` takes it
-    (``data.created_at_ms`` when present, else the frame's own); ``data`` was checked by
-    :func:`_data_ok`."""
-    if dialect == "postgresql":
-        return (
-            "coalesce(CASE WHEN strpos(f.data_json, 'created_at_ms') > 0 THEN "
-            "CAST(CAST(f.data_json AS jsonb) ->> 'created_at_ms' AS bigint) END, "
-            "f.created_at_ms)"
-        )
-    return (
-        "coalesce(CASE WHEN instr(f.data_json, 'created_at_ms') > 0 THEN "
-        "json_extract(f.data_json, '$.created_at_ms') END, f.created_at_ms)"
-    )
+    return conn.exec_driver_sql(dialect_of(conn).named(sql), params)
 
 
 @dataclass
@@ -259,40 +177,32 @@ class BulkReads:
         ``None`` when PostgreSQL could not read some ``data_json`` as JSON (the fold names it).
         """
         conn = self._conn
-        dialect = conn.dialect.name
+        dialect = dialect_of(conn)
         visible, params = refs.after_cut()
-        if dialect == "postgresql":
-            saved = conn.begin_nested()  # a cast error must not abort the whole transaction
-        try:
-            groups = run_sql(
+        return dialect.unless_cast_fails(
+            conn,
+            lambda: run_sql(
                 conn,
                 "SELECT f.node_id, f.iteration, f.attempt, count(*), "  # noqa: S608
                 "sum(CASE WHEN f.node_id IS NULL OR f.iteration IS NULL "
                 "OR f.attempt IS NULL OR f.sequence IS NULL OR f.content_hash IS NULL "
                 "OR f.codec IS NULL OR f.version IS NULL OR f.purpose IS NULL "
                 "OR length(f.content_hash) <> 64 OR f.version = 0 OR f.purpose = '' "
-                f"OR {_data_ok(dialect)} = 0 THEN 1 ELSE 0 END), "
+                f"OR {dialect.frame_data_ok} = 0 THEN 1 ELSE 0 END), "
                 f"sum(CASE WHEN {visible} THEN 1 ELSE 0 END), "
                 f"max(CASE WHEN {visible} THEN f.sequence END) FROM tt_frames f "
                 "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no <= :upto "
                 "GROUP BY f.node_id, f.iteration, f.attempt",
                 dict(params, run=refs.run_id, upto=refs.frame_no),
-            ).fetchall()
-        except sa.exc.DataError:  # PostgreSQL could not read some data_json as JSON
-            if dialect != "postgresql":
-                raise
-            saved.rollback()
-            return None
-        if dialect == "postgresql":
-            saved.commit()
-        return groups
+            ).fetchall(),
+        )
 
     def stored_ref_rows(self, refs: StoredRefs) -> list[tuple[Any, ...]]:
         """The visible refs as tuples in :class:`CheckpointRef` field order (no run id)."""
         where, params = refs.where()
         return run_sql(
             self._conn,
-            f"{_REF_SELECT}{created_expr(self._conn.dialect.name)} FROM tt_frames f WHERE {where}",
+            f"{_REF_SELECT}{dialect_of(self._conn).ref_created} FROM tt_frames f WHERE {where}",
             params,
         ).fetchall()
 
@@ -301,7 +211,7 @@ class BulkReads:
         where, params = refs.where()
         row = run_sql(
             self._conn,
-            f"{_REF_SELECT}{created_expr(self._conn.dialect.name)} "
+            f"{_REF_SELECT}{dialect_of(self._conn).ref_created} "
             f"FROM tt_frames f WHERE {where} AND f.node_id = :newest_node "
             "ORDER BY f.iteration DESC, f.attempt DESC, f.sequence DESC LIMIT 1",
             dict(params, newest_node=node_id),

@@ -17,10 +17,11 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, EncodedCheckpoint, canonical_bytes
 from smithers_tt.store import _schema as S
+from smithers_tt.store._dialect import Dialect
 from smithers_tt.store._frames import FRAME_DATA_WRAPPING, Frame, checkpoint_frame, frame_row
 from smithers_tt.store._publish import insert_content, ref_row
 from smithers_tt.store._records import CheckpointRef, now_ms
-from smithers_tt.store._travel_bulk import StoredRefs, created_expr, run_sql
+from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
 
 
 class Refold(Exception):
@@ -28,15 +29,9 @@ class Refold(Exception):
     content, a ref key bound twice): roll the transaction back and redo it with the fold."""
 
 
-_MAX_PARAMS = 30_000  # below SQLite's 32,766 and PostgreSQL's 65,535 bind parameters
-_PG_ROWS = 10_000  # rows per unnest(...) insert on PostgreSQL: one array parameter per column
-
-
 def chunks(rows: Sequence[Any], columns: int, limit: int = 1000) -> Iterable[Sequence[Any]]:
     """Slices of ``rows`` small enough for one multi-row statement."""
-    size = max(1, min(limit, _MAX_PARAMS // max(1, columns)))
-    for start in range(0, len(rows), size):
-        yield rows[start : start + size]
+    return Dialect.chunks(rows, columns, limit)
 
 
 def insert_rows(conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
@@ -53,38 +48,11 @@ def insert_rows(conn: Connection, table: sa.Table, rows: Sequence[dict[str, Any]
 def insert_tuples(
     conn: Connection, table: sa.Table, names: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> None:
-    """Insert rows given as tuples of the columns ``names``, one statement per chunk.
-
-    The statement is written here rather than with ``table.insert().values([...])``:
-    SQLAlchemy compiles every bound value of a multi-row ``VALUES`` in Python (about 50 us
-    each, so seconds per 10,000 rows, minutes for a 100,000-ref rewind). On SQLite it is a
-    multi-row ``VALUES`` with the driver's placeholders; on PostgreSQL an ``INSERT ... SELECT
-    * FROM unnest(...)`` with one array per column, a fixed handful of parameters whatever the
-    number of rows. Values are plain Python values the driver adapts (str, int, bool, bytes,
-    None).
-    """
-    if not rows:
-        return
-    columns = [table.c[name] for name in names]
-    prep = conn.dialect.identifier_preparer
-    # Identifiers come from the schema module, never from user input; values are bound.
-    head = (
-        f"INSERT INTO {prep.format_table(table)} "
-        f"({', '.join(prep.quote(c.name) for c in columns)}) "
-    )
-    if conn.dialect.name == "postgresql":
-        arrays = ", ".join(f"%s::{c.type.compile(dialect=conn.dialect)}[]" for c in columns)
-        sql = f"{head}SELECT * FROM unnest({arrays})"  # noqa: S608
-        for part in chunks(rows, 1, limit=_PG_ROWS):
-            conn.exec_driver_sql(sql, tuple([row[i] for row in part] for i in range(len(names))))
-        return
-    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    one = f"({', '.join([mark] * len(columns))})"
-    for part in chunks(rows, len(columns)):
-        conn.exec_driver_sql(
-            f"{head}VALUES {', '.join([one] * len(part))}",
-            tuple([value for row in part for value in row]),
-        )
+    """Insert rows given as tuples of the columns ``names``, a few multi-row statements (see
+    :meth:`Dialect.insert_tuples`: multi-row ``VALUES`` on SQLite, ``unnest`` arrays on
+    PostgreSQL)."""
+    if rows:
+        dialect_of(conn).insert_tuples(conn, table, names, rows)
 
 
 def audit_row(
@@ -178,10 +146,6 @@ class LiveWrites:
         """Store content under its hash unless present (see the publish path)."""
         insert_content(self._conn, encoded, created_at_ms)
 
-    def insert_frames(self, frames: Sequence[Frame]) -> None:
-        """Insert frames whose numbers the caller allocated, in bulk."""
-        insert_tuples(self._conn, S.frames, _FRAME_COLUMNS, [_frame_tuple(f) for f in frames])
-
     def audit(
         self,
         run_id: str,
@@ -229,7 +193,7 @@ class LiveWrites:
             return
         if stored is not None:
             where, params = stored.where()
-            created = created_expr(conn.dialect.name)
+            created = dialect_of(conn).ref_created
             _copy_refs(conn, where, params, created, run_id, stored.count)
         insert_rows(conn, S.refs, rows)
 
@@ -240,10 +204,10 @@ class LiveWrites:
         stored: StoredRefs | None,
         refs: Sequence[CheckpointRef],
         nodes: Sequence[tuple[Any, ...]],
-        last: Frame,
     ) -> int:
         """Write the frames numbered below 0 that restate a snapshot as the starting history
-        of ``run_id``, then ``last`` (frame 0); return how many base frames there are.
+        of ``run_id`` (frame 0 is the fork's, see :meth:`Travel.fork_run`); return how many
+        base frames there are.
 
         In the order given, numbered densely up to -1: ``attempts`` (``(node_id, iteration,
         attempt, state, data, started_at_ms)``, an ``attempt_started`` frame each), the refs
@@ -286,7 +250,7 @@ class LiveWrites:
                 "created_at_ms) SELECT :dst_run, :offset + ROW_NUMBER() OVER "
                 "(ORDER BY f.frame_no), 'checkpoint', f.node_id, f.iteration, f.attempt, "
                 "f.sequence, NULL, f.content_hash, f.codec, f.version, f.purpose, f.agent_id, "
-                f"f.data_json, {created_expr(conn.dialect.name)} FROM tt_frames f "
+                f"f.data_json, {dialect_of(conn).ref_created} FROM tt_frames f "
                 f"WHERE {where} ORDER BY f.frame_no",
                 dict(params, dst_run=run_id, offset=no - 1),
             )
@@ -308,6 +272,5 @@ class LiveWrites:
             key = (node_id, iteration, last_attempt)
             rows.append((run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp))
             no += 1
-        rows.append(_frame_tuple(last))
         insert_tuples(conn, S.frames, _FRAME_COLUMNS, rows)
         return total

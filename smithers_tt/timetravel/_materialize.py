@@ -10,7 +10,7 @@ from typing import Any
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, canonical_bytes
 from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
-from smithers_tt.store import Frame, Travel, now_ms
+from smithers_tt.store import Travel, now_ms
 from smithers_tt.timetravel._snapshot import Snapshot
 
 
@@ -123,9 +123,9 @@ def replace_live_state(
     )
 
 
-def write_base_frames(tx: Travel, snap: Snapshot, run_id: str, last: Frame) -> int:
+def write_base_frames(tx: Travel, snap: Snapshot, run_id: str) -> int:
     """Write the frames numbered below 0 that restate ``snap`` as the starting history of
-    ``run_id``, then ``last`` (frame 0); return how many base frames there are.
+    ``run_id`` (frame 0 is the fork's own); return how many base frames there are.
 
     Attempts first (by key, each with what its start and end recorded), then the refs (those
     left in the database in the order they were published, then ``snap.refs`` by key), then
@@ -153,4 +153,4 @@ def write_base_frames(tx: Travel, snap: Snapshot, run_id: str, last: Frame) -> i
         (n.node_id, n.iteration, n.last_attempt, n.state, n.output)
         for n in (snap.nodes[key] for key in sorted(snap.nodes))
     ]
-    return tx.write_base_frames(run_id, attempts, snap.stored_refs, refs, nodes, last)
+    return tx.write_base_frames(run_id, attempts, snap.stored_refs, refs, nodes)

@@ -286,8 +286,7 @@ def _rewind(
     check_contents(tx, snap)
     replace_live_state(tx, snap, run_id)
     _load_refs(tx, snap)  # what this returns: the refs now live
-    tx.delete_frames_after(run_id, frame_no)
-    tx.restore_run(
+    tx.rewind_run(
         run_id,
         clock=frame_no,
         status=_live_status(snap.status),
@@ -444,7 +443,7 @@ def fork(
         output = snap.output if ended else None
         error = snap.error if ended else None
         stamp = now_ms()
-        tx.insert_forked_run(
+        tx.fork_run(
             parent,
             child_id,
             frame_no,
@@ -452,13 +451,7 @@ def fork(
             input=child_input,
             output=output,
             error=error,
-            stamp=stamp,
-        )
-        write_base_frames(
-            tx,
-            base,
-            child_id,
-            Frame(
+            first=Frame(
                 child_id,
                 0,
                 "forked",
@@ -474,8 +467,12 @@ def fork(
                     "edited": sorted(checkpoints),
                 },
             ),
+            # The base frames first: the live refs are copied from them.
+            project=lambda: (
+                write_base_frames(tx, base, child_id),
+                replace_live_state(tx, base, child_id, refs_from_base=True),
+            ),
         )
-        replace_live_state(tx, base, child_id, refs_from_base=True)
         tx.audit(
             run_id,
             "fork",
@@ -509,15 +506,7 @@ def reset(
         snap = snapshot_at(tx, run_id, refs=False)
         _check_nodes(run, {node_id}, snap)
         gone = sorted(_expand(run.graph, {node_id}, dependents))
-        removed = tx.drop_live_nodes(run_id, gone)
-        tx.record(
-            run_id,
-            "reset",
-            node_id=node_id,
-            state="interrupted",
-            data={"nodes": gone, "removed": [list(r) for r in removed]},
-        )
-        tx.interrupt_run(run_id)
+        tx.reset_nodes(run_id, node_id, gone)
         tx.audit(run_id, "reset", run.clock + 1, _actor(), {"nodes": gone, **_why(reason)})
         return gone
 

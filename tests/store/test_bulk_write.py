@@ -92,6 +92,28 @@ def test_write_history_refuses_frames_out_of_order_and_writes_nothing(db: st.Dat
     assert count(db, "tt_checkpoint_contents") == 0
 
 
+def test_write_history_refuses_frames_that_do_not_follow_the_clock(db: st.Database) -> None:
+    # Dense but starting past the run's clock + 1: the ledger numbers them, so they would
+    # leave a gap; nothing is written (not the run's end, not the content).
+    _, fence = db.store.create_run("wf")
+    frames = [Frame(fence.run_id, n, "node_state", "node", 0, state="running") for n in (5, 6)]
+    with pytest.raises(InvalidArgument, match="clock"):
+        write_history(
+            db.engine,
+            fence.run_id,
+            frames,
+            [checkpoint("never stored").encode()],
+            nodes=[],
+            attempts=[],
+            refs=[],
+            status="finished",
+            output=None,
+        )
+    assert count(db, "tt_frames", run_id=fence.run_id) == 1
+    assert count(db, "tt_checkpoint_contents") == 0
+    assert db.get_run(fence.run_id).status == "running"
+
+
 def test_write_history_of_a_missing_run_writes_nothing(db: st.Database) -> None:
     frames = [Frame("ghost", 1, "run_finished", state="finished")]
     encoded = checkpoint("never stored").encode()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 import smithers_tt as st
-import smithers_tt.store._frames as frames_module
 import smithers_tt.store._publish as publish_module
 import smithers_tt.store._store as store_module
 from smithers_tt.checkpoint import AgentCheckpoint
@@ -92,7 +91,7 @@ def _one_attempt(db: st.Database) -> tuple[st.Database, object, object]:
 def test_snapshot_splits_checkpoints_by_frame_when_they_share_a_millisecond(
     db: st.Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for module in (frames_module, publish_module, store_module):
+    for module in (publish_module, store_module):
         monkeypatch.setattr(module, "now_ms", lambda: 1_700_000_000_000)
     fence, key = _one_attempt(db)
     first = db.store.publish(fence, key, AgentCheckpoint("c", 1, {"step": 1}))
@@ -113,7 +112,7 @@ def test_snapshot_follows_the_logical_clock_when_the_wall_clock_goes_backwards(
     db: st.Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ticks = iter(range(1_800_000_000_000, 0, -1_000))
-    for module in (frames_module, publish_module, store_module):
+    for module in (publish_module, store_module):
         monkeypatch.setattr(module, "now_ms", lambda: next(ticks))
     fence, key = _one_attempt(db)
     for step in range(3):

@@ -1,0 +1,208 @@
+"""The changes time travel and bulk writes make to a run, written through the ledger.
+
+Each is a :class:`~smithers_tt.store._ledger.Change`: :func:`~smithers_tt.store._ledger.write`
+advances the run's clock once (or inserts a new run), checks the fence, applies the change's
+projection and inserts its frame, exactly as for the engine's changes. What is particular to
+time travel is the projection: set-based statements on the transaction's SQLAlchemy
+connection (``INSERT ... SELECT`` copies, multi-row inserts), given to the change as a
+callable so the rows never pass through Python one by one.
+
+One operation is not a change: a rewind takes frames *away* (:func:`rewind_run`). It sets the
+clock back to the frame it keeps and fences every owner, in one statement here, beside the
+changes, so that no other module writes a run's clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import canonical_bytes
+from smithers_tt.errors import InvalidArgument
+from smithers_tt.store import _schema as S
+from smithers_tt.store._ledger import Change, Write, json_or_none
+from smithers_tt.store._records import Frame
+
+AttemptRow = tuple[str, int, int, str]
+"""``(node_id, iteration, attempt, state)`` of a live attempt."""
+
+
+class NodesReset(Change):
+    """Nodes leave the live state (their refs, attempts and node rows; the frames keep them)
+    and the run becomes ``interrupted``: no output or error, a new epoch fencing every owner,
+    no cancel request, no lease. The frame (``reset``) names the nodes and the attempts
+    removed, which :attr:`removed` holds after the write."""
+
+    __slots__ = ("conn", "node_id", "nodes", "removed", "run_id")
+
+    def __init__(self, conn: Connection, run_id: str, node_id: str, nodes: Sequence[str]):
+        self.conn, self.run_id, self.node_id, self.nodes = conn, run_id, node_id, list(nodes)
+        self.removed: list[AttemptRow] = []
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        conn, run_id, nodes = self.conn, self.run_id, self.nodes
+        a = S.attempts
+        self.removed = [
+            tuple(row)  # type: ignore[misc]
+            for row in conn.execute(
+                sa.select(a.c.node_id, a.c.iteration, a.c.attempt, a.c.state)
+                .where(a.c.run_id == run_id, a.c.node_id.in_(nodes))
+                .order_by(a.c.node_id, a.c.iteration, a.c.attempt)
+            )
+        ]
+        for table in (S.refs, S.attempts, S.nodes):
+            conn.execute(table.delete().where(table.c.run_id == run_id, table.c.node_id.in_(nodes)))
+        r = S.runs
+        conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(
+                status="interrupted",
+                output_json=None,
+                error=None,
+                cancel_requested=False,
+                owner_epoch=r.c.owner_epoch + 1,
+                lease_owner=None,
+                lease_until_ms=None,
+            )
+        )
+        return Frame(
+            run_id, frame_no, "reset", node_id=self.node_id, state="interrupted",
+            data={"nodes": nodes, "removed": [list(row) for row in self.removed]},
+            created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class Forked(Change):
+    """Frame 0 of a fork (``frame``, a ``forked`` frame): its projection writes the base
+    frames (numbered below 0) that restate the parent's snapshot and the live state they
+    fold to (``project``, set-based). The run row is the entry's ``create``."""
+
+    __slots__ = ("frame", "project")
+
+    def __init__(self, frame: Frame, project: Callable[[], Any]) -> None:
+        self.frame, self.project = frame, project
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        if frame_no != self.frame.frame_no:
+            raise InvalidArgument(f"a fork's first frame is 0, not {self.frame.frame_no}")
+        self.project()
+        return self.frame
+
+
+def fork_row(
+    parent: Any,
+    child_id: str,
+    parent_frame_no: int,
+    *,
+    status: str,
+    input: Any,
+    output: Any,
+    error: str | None,
+) -> tuple[Any, ...]:
+    """The ``create`` of a fork's :class:`~smithers_tt.store._ledger.Entry`: the run row of a
+    fork of ``parent`` (a run state) at ``parent_frame_no``: unowned, the parent's workflow,
+    graph and checkpoint ceiling. Output and error are set by the forked frame's projection
+    (:func:`end_fork`), as the run row's insert has no place for them."""
+    return (
+        child_id, parent.workflow, parent.workflow_hash, status, json_or_none(input),
+        0, None, None, False, parent.run_id, parent_frame_no, parent.max_checkpoint_bytes,
+        parent.graph_json,
+    )  # fmt: skip
+
+
+def end_fork(conn: Connection, child_id: str, output: Any, error: str | None) -> None:
+    """Give a fork that keeps its parent's ending the parent's output and error."""
+    if output is None and error is None:
+        return
+    r = S.runs
+    conn.execute(
+        r.update()
+        .where(r.c.run_id == child_id)
+        # A run's output maps task ids to outputs: one level that is not theirs.
+        .values(output_json=json_or_none(output, wrapping=1), error=error)
+    )
+
+
+class Restated(Change):
+    """A frame written as it was computed elsewhere (a bulk history): no projection; its
+    number must be the one the clock gives it."""
+
+    __slots__ = ("frame",)
+
+    def __init__(self, frame: Frame) -> None:
+        self.frame = frame
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        if frame_no != self.frame.frame_no:
+            raise InvalidArgument(
+                f"frame {self.frame.frame_no} of run {self.frame.run_id} would be frame "
+                f"{frame_no}: a history must be numbered densely from the run's clock + 1"
+            )
+        return self.frame
+
+
+class HistoryEnded(Restated):
+    """The last frame of a bulk history: the run ends ``status`` with ``output`` (a new epoch
+    fences its creator) and ``project`` writes the live state the history folds to."""
+
+    __slots__ = ("conn", "output", "project", "status")
+
+    def __init__(
+        self, conn: Connection, frame: Frame, status: str, output: Any, project: Callable[[], Any]
+    ) -> None:
+        super().__init__(frame)
+        self.conn, self.status, self.output, self.project = conn, status, output, project
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        frame = super().apply(w, frame_no, early)
+        r = S.runs
+        self.conn.execute(
+            r.update()
+            .where(r.c.run_id == frame.run_id)
+            .values(
+                status=self.status,
+                # Always JSON, ``null`` too: what a run the engine ended stores.
+                output_json=canonical_bytes(self.output).decode(),
+                owner_epoch=r.c.owner_epoch + 1,
+            )
+        )
+        self.project()
+        return frame
+
+
+def rewind_run(
+    conn: Connection,
+    run_id: str,
+    *,
+    clock: int,
+    status: str,
+    output: Any,
+    error: str | None,
+    stamp: int,
+) -> None:
+    """Take a run's history back to frame ``clock``: delete its later frames, set its clock
+    to ``clock`` with this ending, fence every owner with a new epoch and clear cancel request
+    and lease (the live state is the caller's projection, written before)."""
+    f = S.frames
+    conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > clock))
+    r = S.runs
+    conn.execute(
+        r.update()
+        .where(r.c.run_id == run_id)
+        .values(
+            clock=clock,
+            status=status,
+            # A run's output maps task ids to outputs: one level that is not theirs.
+            output_json=json_or_none(output, wrapping=1),
+            error=error,
+            owner_epoch=r.c.owner_epoch + 1,
+            cancel_requested=False,
+            lease_owner=None,
+            lease_until_ms=None,
+            updated_at_ms=stamp,
+        )
+    )
