@@ -271,3 +271,15 @@ class Dialect(ABC):
         False when it certainly did not; raises :class:`OutcomeUnknown` when that cannot be
         found out.
         """
+
+    # --- LangGraph saver ---
+
+    def named(self, text: str) -> str:
+        """``text`` written with ``:name`` placeholders, in this driver's style (the saver's
+        statements name their parameters)."""
+        return text
+
+    @abstractmethod
+    def insert(self, table: sa.Table) -> Any:
+        """This dialect's INSERT of ``table``, which supports ``on_conflict_do_nothing`` and
+        ``on_conflict_do_update``."""

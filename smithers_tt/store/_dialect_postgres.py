@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import random
+import re
 import secrets
 import time
 from contextlib import suppress
@@ -27,6 +28,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import exc
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from smithers_tt._extras import extra_needed
@@ -198,6 +200,17 @@ class PostgresDialect(Dialect):
             "call only if it did not happen",
             phase="commit",
         ) from error
+
+    # --- LangGraph saver ---
+
+    _named = re.compile(r"(?<!:):([a-z_][a-z0-9_]*)")
+    """A ``:name`` parameter (not a ``::type`` cast)."""
+
+    def named(self, text: str) -> str:  # psycopg takes %(name)s
+        return self._named.sub(r"%(\1)s", text)
+
+    def insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
 
 
 register(PostgresDialect())

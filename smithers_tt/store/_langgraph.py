@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.store._engine import Engine
 from smithers_tt.store._langgraph_commit import GroupCommit
 from smithers_tt.store._langgraph_read import LangGraphRead
-from smithers_tt.store._langgraph_sql import langgraph_dialect
+from smithers_tt.store._langgraph_sql import LangGraphSql
 from smithers_tt.store._langgraph_write import LangGraphWrite, PinCache
 
 T = TypeVar("T")
@@ -32,7 +32,7 @@ class LangGraphStore:
     def __init__(self, engine: Engine, store: Any) -> None:
         self.engine = engine
         self.store = store
-        self._sql = langgraph_dialect(engine.dialect)
+        self._sql = LangGraphSql(engine.backend)
         self._pins = PinCache()
         self.committer = GroupCommit(engine)
 

@@ -30,7 +30,7 @@ from smithers_tt.store._langgraph_sql import (
     SELECT_WRITES,
     UPDATE_WRITES,
     UPSERT_INDEX,
-    LangGraphDialect,
+    LangGraphSql,
     chunks,
     langgraph_run_id,
 )
@@ -84,7 +84,7 @@ class LangGraphWrite:
 
     __slots__ = ("_pins", "_sql", "conn", "frames", "outcome", "pinned")
 
-    def __init__(self, sql: LangGraphDialect, pins: PinCache, conn: Connection) -> None:
+    def __init__(self, sql: LangGraphSql, pins: PinCache, conn: Connection) -> None:
         self._sql, self._pins, self.conn = sql, pins, conn
         self.frames: list[Frame] = []
         self.outcome: dict[str, Any] = {}
