@@ -16,12 +16,12 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import Frame, frame_row
+from smithers_tt.store._driver import driver
+from smithers_tt.store._frames import Frame
 from smithers_tt.store._langgraph_sql import (
     ADVANCE,
     AGENT,
     INSERT_CONTENT,
-    INSERT_FRAME,
     INSERT_WRITES,
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
@@ -29,11 +29,11 @@ from smithers_tt.store._langgraph_sql import (
     RUN_AND,
     SELECT_WRITES,
     UPDATE_WRITES,
-    UPSERT_INDEX,
     LangGraphSql,
     chunks,
     langgraph_run_id,
 )
+from smithers_tt.store._ledger import frame_values, insert_frames
 from smithers_tt.store._publish import insert_content
 from smithers_tt.store._records import now_ms
 
@@ -165,7 +165,7 @@ class LangGraphWrite:
                 )
             )
             conn.execute(S.attempts.insert().values(node_id=node, **attempt))
-        conn.execute(S.frames.insert(), [frame_row(f) for f in new])
+        self._insert_frames(new)
         conn.execute(
             S.lg_threads.insert().values(
                 run_id=run_id, thread_id=thread_id, checkpoint_ns=ns, created_at_ms=stamp
@@ -184,11 +184,9 @@ class LangGraphWrite:
         return row
 
     def _insert_frames(self, frames: list[Frame]) -> None:
-        rows = [frame_row(f) for f in frames]
-        if len(rows) == 1:
-            self._sql(self.conn, INSERT_FRAME, rows[0])
-        elif rows:
-            self.conn.execute(S.frames.insert(), rows)
+        """Insert frames numbered by :meth:`_advance`, with the ledger's statement."""
+        with driver(self.conn) as db:
+            insert_frames(db, frames)
 
     # --- checkpoints, their values and their writes ----------------------------------
 
@@ -275,8 +273,13 @@ class LangGraphWrite:
             None,
             stamp,
         )
-        self._insert_frames([frame])
-        self._sql(self.conn, UPSERT_INDEX, {"run": run_id, "cid": checkpoint_id, "frame": frame_no})
+        with driver(self.conn) as db:  # one round trip on PostgreSQL
+            db.together(
+                [
+                    (db.sql.insert_frame, [frame_values(frame)], True),
+                    (self._sql.upsert_index, (run_id, checkpoint_id, frame_no), False),
+                ]
+            )
         self.frames.append(frame)
 
     def update_writes(
@@ -373,7 +376,7 @@ class LangGraphWrite:
                     )
                 )
             for part in chunks(copies):
-                conn.execute(f.insert(), [frame_row(x) for x in part])
+                self._insert_frames(list(part))
             self.frames.extend(copies)
             rows = conn.execute(sa.select(c).where(c.c.run_id == src.run_id)).all()
             for row in rows:
