@@ -182,6 +182,18 @@ class Statements:
             "UPDATE tt_nodes SET state = ? WHERE run_id = ? AND node_id = ? AND iteration = ?"
         )
 
+        # --- LangGraph saver ---
+        self.insert_lg_thread = q(
+            "INSERT INTO tt_lg_threads (run_id, thread_id, checkpoint_ns, created_at_ms) "
+            "VALUES (?, ?, ?, ?)"
+        )
+        self.upsert_lg_index = q(
+            # Point a checkpoint's index row at its document frame.
+            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
+            "VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, checkpoint_id) "
+            "DO UPDATE SET frame_no = excluded.frame_no"
+        )
+
 
 DIALECTS: dict[str, Dialect] = {}
 """Every dialect the store runs on, by backend name (filled by :func:`register`)."""

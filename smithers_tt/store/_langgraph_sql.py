@@ -69,14 +69,12 @@ class LangGraphSql:
     kept. What differs between databases (placeholders, the upserting INSERT, the row lock)
     is the dialect's."""
 
-    __slots__ = ("_texts", "backend", "for_update", "upsert_index")
+    __slots__ = ("_texts", "backend", "for_update")
 
     def __init__(self, backend: Dialect) -> None:
         self.backend = backend
         self.for_update = backend.row_lock
         """Suffix that locks the rows a SELECT reads until the transaction ends."""
-        self.upsert_index = backend.sql(UPSERT_INDEX)
-        """:data:`UPSERT_INDEX` for the store's driver (pipelined with the document's frame)."""
         self._texts: dict[str, str] = {}
 
     def insert(self, table: sa.Table) -> Any:
@@ -101,17 +99,11 @@ ADVANCE = (
     "UPDATE tt_runs SET clock = clock + :by, updated_at_ms = :now WHERE run_id = :run "
     "RETURNING clock, created_at_ms"
 )
+RUN_EXISTS = "SELECT 1 FROM tt_runs WHERE run_id = :run"
 INSERT_CONTENT = (
     "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
     "VALUES (:hash, :data, :size, :now) ON CONFLICT (content_hash) DO NOTHING"
 )
-UPSERT_INDEX = (
-    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-    "VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, checkpoint_id) "
-    "DO UPDATE SET frame_no = excluded.frame_no"
-)
-"""Point a checkpoint's index row at its document frame: ``(run, checkpoint_id, frame_no)``,
-positional (it goes through the store's driver)."""
 SELECT_WRITES = (
     "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
 )

@@ -27,13 +27,15 @@ from smithers_tt.store._langgraph_sql import (
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,
     RUN_AND,
+    RUN_EXISTS,
     SELECT_WRITES,
     UPDATE_WRITES,
     LangGraphSql,
     chunks,
     langgraph_run_id,
 )
-from smithers_tt.store._ledger import frame_values, insert_frames
+from smithers_tt.store._ledger import Entry, frame_values, insert_frames, write
+from smithers_tt.store._ledger_langgraph import NodeOpened, ThreadCreated
 from smithers_tt.store._publish import insert_content
 from smithers_tt.store._records import now_ms
 
@@ -98,80 +100,47 @@ class LangGraphWrite:
     # --- runs and their clock ---------------------------------------------------------
 
     def _create_run(self, run_id: str, thread: Thread, parent: tuple[str, int] | None) -> None:
-        """Create the run of a thread (frames 0-2: created, and one attempt per node)."""
-        conn, stamp = self.conn, now_ms()
+        """Create the run of a thread with one ledger write (frames 0-2: created, and one
+        attempt per node; the thread row), unless another writer created it first."""
         thread_id, ns = thread
         keys = {"thread_id": thread_id, "checkpoint_ns": ns}
-        inserted = conn.execute(
-            self._sql.insert(S.runs)
-            .values(
-                run_id=run_id,
-                workflow=LANGGRAPH_WORKFLOW,
-                workflow_hash=None,
-                status="running",
-                input_json=json.dumps(keys, ensure_ascii=False, sort_keys=True),
-                output_json=None,
-                error=None,
-                owner_epoch=1,
-                owner_id=AGENT,
-                heartbeat_at_ms=None,
-                cancel_requested=False,
-                parent_run_id=parent[0] if parent else None,
-                parent_frame_no=parent[1] if parent else None,
-                max_checkpoint_bytes=None,
-                clock=2,
-                graph_json=json.dumps(
-                    {LANGGRAPH_DOC_NODE: [], LANGGRAPH_VALUE_NODE: []}, sort_keys=True
+        entry = Entry(
+            run_id,
+            None,
+            (
+                ThreadCreated(
+                    run_id, thread_id, ns, {"workflow": LANGGRAPH_WORKFLOW, "input": keys}
                 ),
-                created_at_ms=stamp,
-                updated_at_ms=stamp,
-            )
-            .on_conflict_do_nothing()
-        ).rowcount
-        if not inserted:  # another writer created it first
-            return
-        new = [
-            Frame(
+                NodeOpened(run_id, LANGGRAPH_DOC_NODE, AGENT),
+                NodeOpened(run_id, LANGGRAPH_VALUE_NODE, AGENT),
+            ),
+            create=(
                 run_id,
-                0,
-                "run_created",
-                state="running",
-                created_at_ms=stamp,
-                data={"workflow": LANGGRAPH_WORKFLOW, "input": keys},
-            )
-        ]
-        attempt = {
-            "run_id": run_id,
-            "iteration": 0,
-            "attempt": 1,
-            "state": "in_progress",
-            "owner_epoch": 1,
-            "next_sequence": 0,
-            "discard_resume": False,
-            "started_at_ms": stamp,
-        }
-        for n, node in enumerate((LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE), start=1):
-            new.append(
-                Frame(
-                    run_id,
-                    n,
-                    "attempt_started",
-                    node,
-                    0,
-                    1,
-                    state="in_progress",
-                    agent_id=AGENT,
-                    created_at_ms=stamp,
-                )
-            )
-            conn.execute(S.attempts.insert().values(node_id=node, **attempt))
-        self._insert_frames(new)
-        conn.execute(
-            S.lg_threads.insert().values(
-                run_id=run_id, thread_id=thread_id, checkpoint_ns=ns, created_at_ms=stamp
-            )
+                LANGGRAPH_WORKFLOW,
+                None,  # workflow_hash
+                "running",
+                json.dumps(keys, ensure_ascii=False, sort_keys=True),
+                1,  # owner_epoch
+                AGENT,
+                None,  # heartbeat_at_ms
+                False,  # cancel_requested
+                parent[0] if parent else None,
+                parent[1] if parent else None,
+                None,  # max_checkpoint_bytes
+                json.dumps({LANGGRAPH_DOC_NODE: [], LANGGRAPH_VALUE_NODE: []}, sort_keys=True),
+            ),
         )
-        self.frames.extend(new)
+        savepoint = self.conn.begin_nested()  # a race lost to another writer fails here only
+        try:
+            with driver(self.conn) as db:
+                write(db, [entry], now_ms())
+        except sa.exc.IntegrityError:
+            savepoint.rollback()
+            if self._sql(self.conn, RUN_EXISTS, {"run": run_id}).first() is None:
+                raise  # not a lost race: something else is wrong
+            return  # another writer created it first
+        savepoint.commit()
+        self.frames.extend(entry.frames)
 
     def _advance(self, run_id: str, thread: Thread, by: int) -> Any:
         """Advance the run's clock by ``by`` (creating the run first if needed); the run row
@@ -277,7 +246,7 @@ class LangGraphWrite:
             db.together(
                 [
                     (db.sql.insert_frame, [frame_values(frame)], True),
-                    (self._sql.upsert_index, (run_id, checkpoint_id, frame_no), False),
+                    (db.sql.upsert_lg_index, (run_id, checkpoint_id, frame_no), False),
                 ]
             )
         self.frames.append(frame)
