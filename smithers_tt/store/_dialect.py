@@ -183,6 +183,12 @@ class Statements:
         )
 
         # --- LangGraph saver ---
+        self.advance_lg_run = q(
+            # A thread's run: its clock and its incarnation (a thread deleted and created
+            # again is a new run row), which the saver's caches are keyed by.
+            "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
+            "RETURNING clock, created_at_ms"
+        )
         self.insert_lg_thread = q(
             "INSERT INTO tt_lg_threads (run_id, thread_id, checkpoint_ns, created_at_ms) "
             "VALUES (?, ?, ?, ?)"

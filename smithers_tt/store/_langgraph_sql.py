@@ -95,15 +95,7 @@ class LangGraphSql:
         return ", ".join(f":{k}" for k in keys)
 
 
-ADVANCE = (
-    "UPDATE tt_runs SET clock = clock + :by, updated_at_ms = :now WHERE run_id = :run "
-    "RETURNING clock, created_at_ms"
-)
 RUN_EXISTS = "SELECT 1 FROM tt_runs WHERE run_id = :run"
-INSERT_CONTENT = (
-    "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
-    "VALUES (:hash, :data, :size, :now) ON CONFLICT (content_hash) DO NOTHING"
-)
 SELECT_WRITES = (
     "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
 )

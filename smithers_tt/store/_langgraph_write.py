@@ -9,7 +9,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -19,9 +19,7 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._driver import driver
 from smithers_tt.store._frames import Frame
 from smithers_tt.store._langgraph_sql import (
-    ADVANCE,
     AGENT,
-    INSERT_CONTENT,
     INSERT_WRITES,
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
@@ -36,11 +34,19 @@ from smithers_tt.store._langgraph_sql import (
 )
 from smithers_tt.store._ledger import Entry, frame_values, insert_frames, write
 from smithers_tt.store._ledger_langgraph import NodeOpened, ThreadCreated
+from smithers_tt.store._publish import _insert_content as store_content
 from smithers_tt.store._publish import insert_content
 from smithers_tt.store._records import now_ms
 
 Thread = tuple[str, str]
 """``(thread_id, checkpoint_ns)``."""
+
+
+class _Clock(NamedTuple):
+    """A thread's run after its clock advanced: the clock, and the run's incarnation."""
+
+    clock: int
+    created_at_ms: int
 
 
 class PinCache:
@@ -142,15 +148,18 @@ class LangGraphWrite:
         savepoint.commit()
         self.frames.extend(entry.frames)
 
-    def _advance(self, run_id: str, thread: Thread, by: int) -> Any:
+    def _advance(self, run_id: str, thread: Thread, by: int) -> _Clock:
         """Advance the run's clock by ``by`` (creating the run first if needed); the run row
         stays locked until the transaction ends. Returns ``(clock, created_at_ms)``."""
-        params = {"by": by, "now": now_ms(), "run": run_id}
-        row = self._sql(self.conn, ADVANCE, params).one_or_none()
+        params = (by, now_ms(), run_id)
+        with driver(self.conn) as db:
+            row = db.one(db.sql.advance_lg_run, params)
         if row is None:
             self._create_run(run_id, thread, None)
-            row = self._sql(self.conn, ADVANCE, params).one()
-        return row
+            with driver(self.conn) as db:
+                row = db.one(db.sql.advance_lg_run, params)
+            assert row is not None  # created above, or by the writer that won the race
+        return _Clock(*row)
 
     def _insert_frames(self, frames: list[Frame]) -> None:
         """Insert frames numbered by :meth:`_advance`, with the ledger's statement."""
@@ -217,14 +226,6 @@ class LangGraphWrite:
         """Store a checkpoint document as frame ``frame_no`` (reserved by :meth:`pin`) and
         point the checkpoint's index row at it."""
         stamp = now_ms()
-        params = {
-            "hash": document.content_hash,
-            "data": document.data,
-            "size": document.size,
-            "now": stamp,
-        }
-        if not self._sql(self.conn, INSERT_CONTENT, params).rowcount:
-            insert_content(self.conn, document, stamp)  # stored before: compare (and lock) it
         frame = Frame(
             run_id,
             frame_no,
@@ -242,8 +243,9 @@ class LangGraphWrite:
             None,
             stamp,
         )
-        with driver(self.conn) as db:  # one round trip on PostgreSQL
-            db.together(
+        with driver(self.conn) as db:
+            store_content(db, document, stamp)
+            db.together(  # one round trip on PostgreSQL
                 [
                     (db.sql.insert_frame, [frame_values(frame)], True),
                     (db.sql.upsert_lg_index, (run_id, checkpoint_id, frame_no), False),
