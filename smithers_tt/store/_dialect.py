@@ -186,6 +186,24 @@ class Statements:
             "UPDATE tt_nodes SET state = ? WHERE run_id = ? AND node_id = ? AND iteration = ?"
         )
 
+        # --- LangGraph saver ---
+        self.advance_lg_run = q(
+            # A thread's run: its clock and its incarnation (a thread deleted and created
+            # again is a new run row), which the saver's caches are keyed by.
+            "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
+            "RETURNING clock, created_at_ms"
+        )
+        self.insert_lg_thread = q(
+            "INSERT INTO tt_lg_threads (run_id, thread_id, checkpoint_ns, created_at_ms) "
+            "VALUES (?, ?, ?, ?)"
+        )
+        self.upsert_lg_index = q(
+            # Point a checkpoint's index row at its document frame.
+            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
+            "VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, checkpoint_id) "
+            "DO UPDATE SET frame_no = excluded.frame_no"
+        )
+
 
 DIALECTS: dict[str, Dialect] = {}
 """Every dialect the store runs on, by backend name (filled by :func:`register`)."""
@@ -354,3 +372,15 @@ class Dialect(ABC):
         False when it certainly did not; raises :class:`OutcomeUnknown` when that cannot be
         found out.
         """
+
+    # --- LangGraph saver ---
+
+    def named(self, text: str) -> str:
+        """``text`` written with ``:name`` placeholders, in this driver's style (the saver's
+        statements name their parameters)."""
+        return text
+
+    @abstractmethod
+    def insert(self, table: sa.Table) -> Any:
+        """This dialect's INSERT of ``table``, which supports ``on_conflict_do_nothing`` and
+        ``on_conflict_do_update``."""

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from smithers_tt._extras import extra_needed
@@ -295,6 +296,17 @@ class PostgresDialect(Dialect):
             "call only if it did not happen",
             phase="commit",
         ) from error
+
+    # --- LangGraph saver ---
+
+    _named = re.compile(r"(?<!:):([a-z_][a-z0-9_]*)")
+    """A ``:name`` parameter (not a ``::type`` cast)."""
+
+    def named(self, text: str) -> str:  # psycopg takes %(name)s
+        return self._named.sub(r"%(\1)s", text)
+
+    def insert(self, table: sa.Table) -> Any:
+        return postgresql.insert(table)
 
 
 register(PostgresDialect())

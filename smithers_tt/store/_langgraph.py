@@ -1,8 +1,9 @@
 """The store's side of the LangGraph saver (``smithers_tt.integrations.langgraph``).
 
-:class:`LangGraphStore` runs the saver's transactions: writes through its group committer,
-each handed a :class:`LangGraphWrite`; reads handed a :class:`LangGraphRead`. The saver keeps
-what is LangGraph's (serialisation, configs, ``CheckpointTuple``); this keeps the SQL.
+:class:`LangGraphStore` runs the saver's transactions: writes through the store's group
+committer (:class:`~smithers_tt.store._publish.GroupCommitter`, shared with publishes), each
+handed a :class:`LangGraphWrite`; reads handed a :class:`LangGraphRead`. The saver keeps what
+is LangGraph's (serialisation, configs, ``CheckpointTuple``); this keeps the SQL.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Connection
 
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._langgraph_commit import GroupCommit
 from smithers_tt.store._langgraph_read import LangGraphRead
-from smithers_tt.store._langgraph_sql import langgraph_dialect
+from smithers_tt.store._langgraph_sql import LangGraphSql
 from smithers_tt.store._langgraph_write import LangGraphWrite, PinCache
+from smithers_tt.store._publish import WorkUnit
 
 T = TypeVar("T")
 
@@ -32,9 +33,10 @@ class LangGraphStore:
     def __init__(self, engine: Engine, store: Any) -> None:
         self.engine = engine
         self.store = store
-        self._sql = langgraph_dialect(engine.dialect)
+        self._sql = LangGraphSql(engine.backend)
         self._pins = PinCache()
-        self.committer = GroupCommit(engine)
+        # The store's group committer: the saver's writes share commits with publishes.
+        self.committer = store._committer
 
     def write(self, run_id: str, work: Callable[[LangGraphWrite], T]) -> tuple[T, dict[str, Any]]:
         """Run ``work(tx)`` in a write transaction shared with other queued writes; once it
@@ -46,7 +48,7 @@ class LangGraphStore:
             done[:] = [LangGraphWrite(self._sql, self._pins, conn)]
             return work(done[0])
 
-        result = self.committer.run(tx)
+        result = self.committer.publish(WorkUnit(tx))
         (write,) = done
         if write.pinned is not None:
             self._pins.remember(run_id, *write.pinned)

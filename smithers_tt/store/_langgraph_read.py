@@ -18,8 +18,8 @@ from smithers_tt.store._langgraph_sql import (
     NEWEST_ORDER,
     PAGE_ORDER,
     SELECT_WRITES,
-    LangGraphDialect,
     LangGraphIndexQuery,
+    LangGraphSql,
     chunks,
     index_select,
 )
@@ -53,7 +53,7 @@ class LangGraphRead:
 
     __slots__ = ("_sql", "conn")
 
-    def __init__(self, sql: LangGraphDialect, conn: Connection) -> None:
+    def __init__(self, sql: LangGraphSql, conn: Connection) -> None:
         self._sql, self.conn = sql, conn
 
     def page(self, query: LangGraphIndexQuery, size: int) -> list[Any]:

@@ -1,5 +1,5 @@
 """The LangGraph saver's layout in the store and its statements, with what differs between
-SQLite and PostgreSQL kept in one small object per dialect (:func:`langgraph_dialect`).
+SQLite and PostgreSQL left to the store's dialect (:class:`LangGraphSql`).
 
 A LangGraph thread (``thread_id`` + ``checkpoint_ns``) is one run of workflow
 :data:`LANGGRAPH_WORKFLOW` whose id is :func:`langgraph_run_id` of the pair; the run has two
@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
-from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+
+from smithers_tt.store._dialect import Dialect
 
 LANGGRAPH_WORKFLOW = "langgraph"
 """Workflow name of the runs that hold LangGraph threads."""
@@ -63,28 +62,29 @@ class LangGraphIndexQuery(NamedTuple):
     after: tuple[str, str] | None = None
 
 
-class LangGraphDialect(ABC):
-    """Hot-path statements as driver SQL, written once with ``:name`` parameters (building
-    SQLAlchemy Core statements costs more than running these; cold paths use Core), and the
-    dialect's own INSERT for upserts. One subclass per database."""
+class LangGraphSql:
+    """Runs the saver's hot-path statements: driver SQL written once with ``:name``
+    parameters (building SQLAlchemy Core statements costs more than running these; cold
+    paths use Core), each put in the driver's style by the store's :class:`Dialect` once and
+    kept. What differs between databases (placeholders, the upserting INSERT, the row lock)
+    is the dialect's."""
 
-    for_update = ""
-    """Suffix that locks the rows a SELECT reads until the transaction ends."""
+    __slots__ = ("_texts", "backend", "for_update")
 
-    def __init__(self) -> None:
+    def __init__(self, backend: Dialect) -> None:
+        self.backend = backend
+        self.for_update = backend.row_lock
+        """Suffix that locks the rows a SELECT reads until the transaction ends."""
         self._texts: dict[str, str] = {}
 
-    @abstractmethod
     def insert(self, table: sa.Table) -> Any:
         """An INSERT that supports ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
-
-    def _translate(self, sql: str) -> str:
-        return sql
+        return self.backend.insert(table)
 
     def __call__(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
         text = self._texts.get(sql)
         if text is None:
-            text = self._texts[sql] = self._translate(sql)
+            text = self._texts[sql] = self.backend.named(sql)
         return conn.exec_driver_sql(text, params or {})
 
     @staticmethod
@@ -95,45 +95,7 @@ class LangGraphDialect(ABC):
         return ", ".join(f":{k}" for k in keys)
 
 
-class _Sqlite(LangGraphDialect):
-    def insert(self, table: sa.Table) -> Any:
-        return sqlite.insert(table)
-
-
-class _Postgres(LangGraphDialect):
-    for_update = " FOR UPDATE"
-
-    def insert(self, table: sa.Table) -> Any:
-        return postgresql.insert(table)
-
-    def _translate(self, sql: str) -> str:  # psycopg takes %(name)s
-        return re.sub(r"(?<!:):([a-z_][a-z0-9_]*)", r"%(\1)s", sql)
-
-
-def langgraph_dialect(name: str) -> LangGraphDialect:
-    """The statement runner for a database dialect name (``sqlite`` or ``postgresql``)."""
-    return _Postgres() if name == "postgresql" else _Sqlite()
-
-
-ADVANCE = (
-    "UPDATE tt_runs SET clock = clock + :by, updated_at_ms = :now WHERE run_id = :run "
-    "RETURNING clock, created_at_ms"
-)
-INSERT_CONTENT = (
-    "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
-    "VALUES (:hash, :data, :size, :now) ON CONFLICT (content_hash) DO NOTHING"
-)
-INSERT_FRAME = (
-    "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "
-    "state, content_hash, codec, version, purpose, agent_id, data_json, created_at_ms) VALUES "
-    "(:run_id, :frame_no, :kind, :node_id, :iteration, :attempt, :sequence, :state, "
-    ":content_hash, :codec, :version, :purpose, :agent_id, :data_json, :created_at_ms)"
-)
-UPSERT_INDEX = (
-    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-    "VALUES (:run, :cid, :frame, NULL) ON CONFLICT (run_id, checkpoint_id) "
-    "DO UPDATE SET frame_no = excluded.frame_no"
-)
+RUN_EXISTS = "SELECT 1 FROM tt_runs WHERE run_id = :run"
 SELECT_WRITES = (
     "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
 )

@@ -9,36 +9,44 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import Frame, frame_row
+from smithers_tt.store._driver import driver
+from smithers_tt.store._frames import Frame
 from smithers_tt.store._langgraph_sql import (
-    ADVANCE,
     AGENT,
-    INSERT_CONTENT,
-    INSERT_FRAME,
     INSERT_WRITES,
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,
     RUN_AND,
+    RUN_EXISTS,
     SELECT_WRITES,
     UPDATE_WRITES,
-    UPSERT_INDEX,
-    LangGraphDialect,
+    LangGraphSql,
     chunks,
     langgraph_run_id,
 )
+from smithers_tt.store._ledger import Entry, frame_values, insert_frames, write
+from smithers_tt.store._ledger_langgraph import NodeOpened, ThreadCreated
+from smithers_tt.store._publish import _insert_content as store_content
 from smithers_tt.store._publish import insert_content
 from smithers_tt.store._records import now_ms
 
 Thread = tuple[str, str]
 """``(thread_id, checkpoint_ns)``."""
+
+
+class _Clock(NamedTuple):
+    """A thread's run after its clock advanced: the clock, and the run's incarnation."""
+
+    clock: int
+    created_at_ms: int
 
 
 class PinCache:
@@ -84,7 +92,7 @@ class LangGraphWrite:
 
     __slots__ = ("_pins", "_sql", "conn", "frames", "outcome", "pinned")
 
-    def __init__(self, sql: LangGraphDialect, pins: PinCache, conn: Connection) -> None:
+    def __init__(self, sql: LangGraphSql, pins: PinCache, conn: Connection) -> None:
         self._sql, self._pins, self.conn = sql, pins, conn
         self.frames: list[Frame] = []
         self.outcome: dict[str, Any] = {}
@@ -98,97 +106,65 @@ class LangGraphWrite:
     # --- runs and their clock ---------------------------------------------------------
 
     def _create_run(self, run_id: str, thread: Thread, parent: tuple[str, int] | None) -> None:
-        """Create the run of a thread (frames 0-2: created, and one attempt per node)."""
-        conn, stamp = self.conn, now_ms()
+        """Create the run of a thread with one ledger write (frames 0-2: created, and one
+        attempt per node; the thread row), unless another writer created it first."""
         thread_id, ns = thread
         keys = {"thread_id": thread_id, "checkpoint_ns": ns}
-        inserted = conn.execute(
-            self._sql.insert(S.runs)
-            .values(
-                run_id=run_id,
-                workflow=LANGGRAPH_WORKFLOW,
-                workflow_hash=None,
-                status="running",
-                input_json=json.dumps(keys, ensure_ascii=False, sort_keys=True),
-                output_json=None,
-                error=None,
-                owner_epoch=1,
-                owner_id=AGENT,
-                heartbeat_at_ms=None,
-                cancel_requested=False,
-                parent_run_id=parent[0] if parent else None,
-                parent_frame_no=parent[1] if parent else None,
-                max_checkpoint_bytes=None,
-                clock=2,
-                graph_json=json.dumps(
-                    {LANGGRAPH_DOC_NODE: [], LANGGRAPH_VALUE_NODE: []}, sort_keys=True
+        entry = Entry(
+            run_id,
+            None,
+            (
+                ThreadCreated(
+                    run_id, thread_id, ns, {"workflow": LANGGRAPH_WORKFLOW, "input": keys}
                 ),
-                created_at_ms=stamp,
-                updated_at_ms=stamp,
-            )
-            .on_conflict_do_nothing()
-        ).rowcount
-        if not inserted:  # another writer created it first
-            return
-        new = [
-            Frame(
+                NodeOpened(run_id, LANGGRAPH_DOC_NODE, AGENT),
+                NodeOpened(run_id, LANGGRAPH_VALUE_NODE, AGENT),
+            ),
+            create=(
                 run_id,
-                0,
-                "run_created",
-                state="running",
-                created_at_ms=stamp,
-                data={"workflow": LANGGRAPH_WORKFLOW, "input": keys},
-            )
-        ]
-        attempt = {
-            "run_id": run_id,
-            "iteration": 0,
-            "attempt": 1,
-            "state": "in_progress",
-            "owner_epoch": 1,
-            "next_sequence": 0,
-            "discard_resume": False,
-            "started_at_ms": stamp,
-        }
-        for n, node in enumerate((LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE), start=1):
-            new.append(
-                Frame(
-                    run_id,
-                    n,
-                    "attempt_started",
-                    node,
-                    0,
-                    1,
-                    state="in_progress",
-                    agent_id=AGENT,
-                    created_at_ms=stamp,
-                )
-            )
-            conn.execute(S.attempts.insert().values(node_id=node, **attempt))
-        conn.execute(S.frames.insert(), [frame_row(f) for f in new])
-        conn.execute(
-            S.lg_threads.insert().values(
-                run_id=run_id, thread_id=thread_id, checkpoint_ns=ns, created_at_ms=stamp
-            )
+                LANGGRAPH_WORKFLOW,
+                None,  # workflow_hash
+                "running",
+                json.dumps(keys, ensure_ascii=False, sort_keys=True),
+                1,  # owner_epoch
+                AGENT,
+                None,  # heartbeat_at_ms
+                False,  # cancel_requested
+                parent[0] if parent else None,
+                parent[1] if parent else None,
+                None,  # max_checkpoint_bytes
+                json.dumps({LANGGRAPH_DOC_NODE: [], LANGGRAPH_VALUE_NODE: []}, sort_keys=True),
+            ),
         )
-        self.frames.extend(new)
+        savepoint = self.conn.begin_nested()  # a race lost to another writer fails here only
+        try:
+            with driver(self.conn) as db:
+                write(db, [entry], now_ms())
+        except sa.exc.IntegrityError:
+            savepoint.rollback()
+            if self._sql(self.conn, RUN_EXISTS, {"run": run_id}).first() is None:
+                raise  # not a lost race: something else is wrong
+            return  # another writer created it first
+        savepoint.commit()
+        self.frames.extend(entry.frames)
 
-    def _advance(self, run_id: str, thread: Thread, by: int) -> Any:
+    def _advance(self, run_id: str, thread: Thread, by: int) -> _Clock:
         """Advance the run's clock by ``by`` (creating the run first if needed); the run row
         stays locked until the transaction ends. Returns ``(clock, created_at_ms)``."""
-        params = {"by": by, "now": now_ms(), "run": run_id}
-        row = self._sql(self.conn, ADVANCE, params).one_or_none()
+        params = (by, now_ms(), run_id)
+        with driver(self.conn) as db:
+            row = db.one(db.sql.advance_lg_run, params)
         if row is None:
             self._create_run(run_id, thread, None)
-            row = self._sql(self.conn, ADVANCE, params).one()
-        return row
+            with driver(self.conn) as db:
+                row = db.one(db.sql.advance_lg_run, params)
+            assert row is not None  # created above, or by the writer that won the race
+        return _Clock(*row)
 
     def _insert_frames(self, frames: list[Frame]) -> None:
-        rows = [frame_row(f) for f in frames]
-        if len(rows) == 1:
-            self._sql(self.conn, INSERT_FRAME, rows[0])
-        elif rows:
-            self.conn.execute(S.frames.insert(), rows)
+        """Insert frames numbered by :meth:`_advance`, with the ledger's statement."""
+        with driver(self.conn) as db:
+            insert_frames(db, frames)
 
     # --- checkpoints, their values and their writes ----------------------------------
 
@@ -250,14 +226,6 @@ class LangGraphWrite:
         """Store a checkpoint document as frame ``frame_no`` (reserved by :meth:`pin`) and
         point the checkpoint's index row at it."""
         stamp = now_ms()
-        params = {
-            "hash": document.content_hash,
-            "data": document.data,
-            "size": document.size,
-            "now": stamp,
-        }
-        if not self._sql(self.conn, INSERT_CONTENT, params).rowcount:
-            insert_content(self.conn, document, stamp)  # stored before: compare (and lock) it
         frame = Frame(
             run_id,
             frame_no,
@@ -275,8 +243,14 @@ class LangGraphWrite:
             None,
             stamp,
         )
-        self._insert_frames([frame])
-        self._sql(self.conn, UPSERT_INDEX, {"run": run_id, "cid": checkpoint_id, "frame": frame_no})
+        with driver(self.conn) as db:
+            store_content(db, document, stamp)
+            db.together(  # one round trip on PostgreSQL
+                [
+                    (db.sql.insert_frame, [frame_values(frame)], True),
+                    (db.sql.upsert_lg_index, (run_id, checkpoint_id, frame_no), False),
+                ]
+            )
         self.frames.append(frame)
 
     def update_writes(
@@ -373,7 +347,7 @@ class LangGraphWrite:
                     )
                 )
             for part in chunks(copies):
-                conn.execute(f.insert(), [frame_row(x) for x in part])
+                self._insert_frames(list(part))
             self.frames.extend(copies)
             rows = conn.execute(sa.select(c).where(c.c.run_id == src.run_id)).all()
             for row in rows:

@@ -27,18 +27,23 @@ the other units of the batch commit: the batch is first applied together without
 if any unit fails, that transaction is rolled back and the batch is applied again one unit
 per savepoint.
 
-**Group commit.** Publishers of one process queue their units; whoever holds the commit lock
-takes everything queued and commits it in one transaction (one fsync), then the next waiting
-thread does the same with what queued meanwhile. Each caller returns only after the commit
-that contains its unit. Commits go through one connection held by the committer (no pool
-checkout or pre-ping per commit); a connection that fails is dropped and replaced.
+**Group commit.** Writers of one process queue their units (:class:`Unit`: a publish, or a
+LangGraph saver write, a :class:`WorkUnit`); whoever holds the commit lock takes everything
+queued and commits it in one transaction (one fsync), then the next waiting thread does the
+same with what queued meanwhile. Each caller returns only after the commit that contains its
+unit. Commits go through one connection held by the committer (no pool checkout or pre-ping
+per commit); a connection that fails is dropped and replaced. This is the store's one group
+committer: one per database in a process, so its writers never contend with each other in the
+database (SQLite's busy handler sleeps for milliseconds).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
@@ -66,6 +71,8 @@ __all__ = [
     "Driver",
     "GroupCommitter",
     "PublishUnit",
+    "Unit",
+    "WorkUnit",
     "check_purpose",
     "driver",
     "insert_content",
@@ -76,8 +83,59 @@ __all__ = [
 ]
 
 
+class Unit:
+    """What :class:`GroupCommitter` queues: one caller's write, and (after commit) its outcome.
+
+    A subclass says how to apply a list of its units inside a transaction
+    (:meth:`apply_all`) and which errors fail a unit alone (:attr:`isolates`); it has the
+    attributes ``result``, ``error``, ``done``, ``lead`` and ``wake`` (see
+    :class:`PublishUnit`).
+    """
+
+    isolates: ClassVar[tuple[type[BaseException], ...]] = (SmithersError,)
+    """Errors of a unit that fail it alone (it writes nothing; the rest of its batch commits).
+    A non-transient database error always does; anything else fails the whole batch."""
+
+    result: Any
+    error: BaseException | None
+    done: bool
+    lead: bool
+    wake: threading.Event
+
+    @classmethod
+    def apply_all(cls, conn: Connection, units: Sequence[Any]) -> list[Any]:
+        """Apply ``units`` (all of this class) in order inside the caller's transaction;
+        return each one's result; raise on the first failure (the caller rolls back)."""
+        raise NotImplementedError
+
+    def finish(self, done: Any) -> None:
+        """Keep what :meth:`apply_all` returned for this unit, once its commit succeeded."""
+        self.result = done
+
+
+class WorkUnit(Unit):
+    """Any write: ``work(conn)`` run in the committer's transaction; its result is what it
+    returns. Whatever ``work`` raises (but a transient database error) fails it alone."""
+
+    __slots__ = ("done", "error", "lead", "result", "wake", "work")
+
+    isolates = (Exception,)
+
+    def __init__(self, work: Callable[[Connection], Any]) -> None:
+        self.work = work
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.done = False
+        self.lead = False
+        self.wake = threading.Event()
+
+    @classmethod
+    def apply_all(cls, conn: Connection, units: Sequence[Any]) -> list[Any]:
+        return [unit.work(conn) for unit in units]
+
+
 @dataclass(eq=False)
-class PublishUnit(Change):
+class PublishUnit(Change, Unit):
     """One checkpoint to publish into one attempt, and (after commit) its outcome.
 
     As a ledger change: its sequence is allocated with the clock's advance, its size is
@@ -98,6 +156,13 @@ class PublishUnit(Change):
     lead: bool = False
     """Set (before ``wake``) when this unit's caller must run the next commit."""
     wake: threading.Event = field(default_factory=threading.Event)
+
+    @classmethod
+    def apply_all(cls, conn: Connection, units: Sequence[Any]) -> list[Any]:
+        return _publish_all(conn, list(units))
+
+    def finish(self, done: Any) -> None:
+        self.result, self.frame = done
 
     def early(self, w: Write) -> Step:
         # The sequence comes from an UPDATE that also requires the attempt to be in progress
@@ -330,20 +395,21 @@ def ref_from_row(row: Any) -> CheckpointRef:
 
 
 class GroupCommitter:
-    """Coalesces concurrent publications of one process into shared transactions."""
+    """Coalesces concurrent writes of one process (units) into shared transactions."""
 
     def __init__(self, engine: Engine, max_batch: int = 256) -> None:
         self._engine = engine
         self._connection = engine.hold()
         self._max_batch = max_batch
-        self._queue: list[PublishUnit] = []
+        self._queue: list[Unit] = []
         self._lock = threading.Lock()
         self._committing = False
         self.batches = 0
-        """How many transactions publications took (for tests and benchmarks)."""
+        """How many transactions the units took (for tests and benchmarks)."""
 
-    def publish(self, unit: PublishUnit) -> CheckpointRef:
-        """Queue ``unit``, make sure a commit containing it happens, and return its ref.
+    def publish(self, unit: Unit) -> Any:
+        """Queue ``unit``, make sure a commit containing it happens, and return its result
+        (a :class:`PublishUnit`'s ref), or raise its error.
 
         While a commit is running, callers wait, each on its own unit: when the commit ends,
         exactly the callers whose units it contained are woken, plus the caller of the oldest
@@ -371,7 +437,7 @@ class GroupCommitter:
             self._lead()
         if unit.error is not None:
             raise unit.error
-        assert unit.done and unit.result is not None
+        assert unit.done
         return unit.result
 
     def _lead(self) -> None:
@@ -390,25 +456,25 @@ class GroupCommitter:
                 else:
                     self._committing = False
 
-    def _commit(self, batch: list[PublishUnit]) -> None:
+    def _commit(self, batch: list[Unit]) -> None:
         """Commit ``batch`` in one transaction, then tell every unit its outcome.
 
         First all units are applied together, with no savepoints (the common case: nothing
         fails, and the batch costs a handful of statements). If any unit fails (fence lost,
         a constraint, corruption) that transaction is rolled back whole and the batch is
         applied again unit by unit, each under its own savepoint, so the failing units write
-        nothing while the others commit.
+        nothing while the others commit (a batch of one unit just takes its failure).
         """
-        Outcome = tuple[Published | None, BaseException | None]
+        Outcome = tuple[Any, BaseException | None]
 
         def together(conn: Connection) -> list[Outcome]:
             try:
-                return [(done, None) for done in _publish_all(conn, batch)]
+                return [(done, None) for done in _apply(conn, batch)]
             except exc.DBAPIError as error:
                 if is_transient(error):
                     raise  # the whole batch is retried on a fresh transaction
                 raise _UnitFailed("a unit of the batch failed") from error
-            except SmithersError as error:
+            except Exception as error:
                 raise _UnitFailed("a unit of the batch failed") from error
 
         def one_by_one(conn: Connection) -> list[Outcome]:
@@ -416,17 +482,12 @@ class GroupCommitter:
             for unit in batch:
                 savepoint = conn.begin_nested()
                 try:
-                    (done,) = _publish_all(conn, [unit])
-                except SmithersError as error:
+                    (done,) = type(unit).apply_all(conn, [unit])
+                except Exception as error:
+                    failure = _failure_of(unit, error)
+                    if failure is None:
+                        raise  # the whole batch fails (or, if transient, is retried)
                     savepoint.rollback()
-                    outcomes.append((None, error))
-                except exc.DBAPIError as error:
-                    if is_transient(error):
-                        raise  # the whole batch is retried on a fresh transaction
-                    # Only this unit failed (a constraint, a too-long value): the others commit.
-                    savepoint.rollback()
-                    failure = StoreError(f"database error: {_short(error)}")
-                    failure.__cause__ = error
                     outcomes.append((None, failure))
                 else:
                     savepoint.commit()
@@ -436,17 +497,46 @@ class GroupCommitter:
         try:
             try:
                 outcomes = self._engine.transaction(together, held=self._connection)
-            except _UnitFailed:
-                outcomes = self._engine.transaction(one_by_one, held=self._connection)
+            except _UnitFailed as failed:
+                if len(batch) > 1:
+                    outcomes = self._engine.transaction(one_by_one, held=self._connection)
+                else:  # rolled back already: the unit's failure is its outcome
+                    cause = failed.__cause__
+                    assert isinstance(cause, Exception)
+                    failure = _failure_of(batch[0], cause)
+                    if failure is None:
+                        raise cause from None
+                    outcomes = [(None, failure)]
             self.batches += 1
         except BaseException as error:  # the whole transaction failed: every unit learns why
             outcomes = [(None, error)] * len(batch)
         for unit, (done, error) in zip(batch, outcomes, strict=True):
-            if done is not None:
-                unit.result, unit.frame = done
+            if error is None:
+                unit.finish(done)
             unit.error = error
             unit.done = True
             unit.wake.set()
+
+
+def _apply(conn: Connection, batch: list[Unit]) -> list[Any]:
+    """Apply ``batch`` in queue order, each run of consecutive units of one kind together
+    (a run of publishes is one ledger write)."""
+    results: list[Any] = []
+    for kind, units in itertools.groupby(batch, key=type):
+        results.extend(kind.apply_all(conn, list(units)))
+    return results
+
+
+def _failure_of(unit: Unit, error: Exception) -> BaseException | None:
+    """What ``error`` is as the failure of ``unit`` alone, or None if it fails the batch."""
+    if isinstance(error, exc.DBAPIError):
+        if is_transient(error):
+            return None
+        # Only this unit failed (a constraint, a too-long value): the others commit.
+        failure = StoreError(f"database error: {_short(error)}")
+        failure.__cause__ = error
+        return failure
+    return error if isinstance(error, unit.isolates) else None
 
 
 class _UnitFailed(Exception):

@@ -91,3 +91,27 @@ def test_reads_refuse_bytes_that_do_not_match_their_address(db: st.Database) -> 
         conn.execute(S.contents.update().values(data=evil, size_bytes=len(evil)))
     with pytest.raises(CheckpointCorrupt):
         tables.read(lambda rx: rx.documents(rx.newest(run_id)))
+
+
+def test_a_writer_that_lost_the_race_to_create_a_thread_run_keeps_the_winners_run(
+    db: st.Database,
+) -> None:
+    """Two writers may both find a thread's run missing; the one whose ledger write of the
+    run comes second must write nothing (not fail, not add frames) and go on with the run
+    the first one created."""
+    tables = LangGraphStore(db.engine, db.store)
+    _put(tables, "t1", "0001", ["a" * 100])
+    run_id = langgraph_run_id("t1")
+    before = db.store.frames(run_id)
+
+    def late(tx: LangGraphWrite) -> int:
+        tx._create_run(run_id, ("t1", ""), None)  # as if it had found no run
+        return len(tx.frames)
+
+    written, _ = tables.write(run_id, late)
+    assert written == 0
+    assert db.store.frames(run_id) == before
+    _put(tables, "t1", "0002", ["b" * 100])  # the run goes on, its clock dense
+    frames = db.store.frames(run_id)
+    assert [f.frame_no for f in frames] == list(range(len(frames)))
+    assert [f.agent_id for f in frames[1:3]] == ["langgraph", "langgraph"]

@@ -19,7 +19,7 @@ from smithers_tt.errors import (
     StoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Store
-from smithers_tt.store._publish import PublishUnit, ref_row
+from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content, ref_row
 from smithers_tt.store._schema import refs as refs_table
 
 from ._support import checkpoint, count, refs_of
@@ -179,6 +179,57 @@ def test_publish_commits_the_healthy_units_of_a_batch_over_two_runs_with_dense_f
         clocks[other.run_id] + 1
     ]
     assert count(db, "tt_checkpoint_contents", content_hash=units[2].encoded.content_hash) == 0
+
+
+class _Refused(Exception):
+    """What a unit of work raises on its own (as the LangGraph saver's ``_Stale`` does)."""
+
+
+def _store_then(encoded: EncodedCheckpoint, outcome: object) -> Callable[..., object]:
+    """Work that stores ``encoded`` and then returns ``outcome`` or raises it."""
+
+    def work(conn: object) -> object:
+        insert_content(conn, encoded, 1)  # type: ignore[arg-type]
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return work
+
+
+def test_group_commit_isolates_a_failing_unit_of_work_among_publishes_and_other_work(
+    db: st.Database, store: Store, fence: Fence
+) -> None:
+    """Publishes and units of work (the LangGraph saver's writes) share one committer: an
+    exception a unit of work raises fails it alone and rolls back what it wrote, while the
+    publishes and the other work of its batch commit."""
+    key = store.start_attempt(fence, "a").key
+    failing, healthy = checkpoint("refused").encode(), checkpoint("work").encode()
+    units = [
+        PublishUnit(fence, key, checkpoint("p0").encode(), "progress", None),
+        WorkUnit(_store_then(failing, _Refused("stale"))),
+        WorkUnit(_store_then(healthy, "done")),
+        PublishUnit(fence, key, checkpoint("p1").encode(), "progress", None),
+    ]
+    store._committer._commit(units)
+
+    assert type(units[1].error) is _Refused
+    assert units[2].error is None and units[2].result == "done"
+    assert [u.result.sequence for u in (units[0], units[3])] == [0, 1]
+    assert refs_of(db, fence.run_id) == [units[0].result, units[3].result]
+    assert count(db, "tt_checkpoint_contents", content_hash=failing.content_hash) == 0
+    assert count(db, "tt_checkpoint_contents", content_hash=healthy.content_hash) == 1
+
+
+def test_group_commit_of_one_failing_unit_of_work_raises_its_error_and_writes_nothing(
+    db: st.Database, store: Store
+) -> None:
+    encoded = checkpoint("alone").encode()
+    with pytest.raises(_Refused):
+        store._committer.publish(WorkUnit(_store_then(encoded, _Refused("stale"))))
+    assert count(db, "tt_checkpoint_contents", content_hash=encoded.content_hash) == 0
+    assert store._committer.publish(WorkUnit(_store_then(encoded, 7))) == 7
+    assert count(db, "tt_checkpoint_contents", content_hash=encoded.content_hash) == 1
 
 
 # --- fencing ------------------------------------------------------------------------------
