@@ -375,11 +375,6 @@ class Dialect(ABC):
 
     # --- LangGraph saver ---
 
-    def named(self, text: str) -> str:
-        """``text`` written with ``:name`` placeholders, in this driver's style (the saver's
-        statements name their parameters)."""
-        return text
-
     @abstractmethod
     def insert(self, table: sa.Table) -> Any:
         """This dialect's INSERT of ``table``, which supports ``on_conflict_do_nothing`` and

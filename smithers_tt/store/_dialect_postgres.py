@@ -299,12 +299,6 @@ class PostgresDialect(Dialect):
 
     # --- LangGraph saver ---
 
-    _named = re.compile(r"(?<!:):([a-z_][a-z0-9_]*)")
-    """A ``:name`` parameter (not a ``::type`` cast)."""
-
-    def named(self, text: str) -> str:  # psycopg takes %(name)s
-        return self._named.sub(r"%(\1)s", text)
-
     def insert(self, table: sa.Table) -> Any:
         return postgresql.insert(table)
 
