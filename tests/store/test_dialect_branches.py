@@ -53,7 +53,7 @@ def test_every_allowed_branch_is_still_there() -> None:
         for path in STORE.glob("*.py")
         for line in path.read_text().splitlines()
     }
-    assert ALLOWED <= lines
+    assert lines >= ALLOWED
 
 
 def test_the_scan_finds_a_branch_where_there_is_one() -> None:
