@@ -196,7 +196,7 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
         for change in entry.changes:
             frame = change.apply(w, no, early.get(id(change)))
             if change.ticks:
-                frames.append(frame)  # type: ignore[arg-type]
+                frames.append(frame)  # type: ignore[arg-type]  # not None: it ticks
                 no += 1
     final: list[tuple[str, Any, bool]] = [(s, r, True) for s, r in w.deferred.items()]
     frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
