@@ -1,4 +1,9 @@
-"""The opt-in task cache: outputs (and final checkpoints) keyed by a hash of the call."""
+"""The opt-in task cache: outputs (and final checkpoints) keyed by a hash of the call.
+
+A cache row is not a change to a run (it is a memo of a call, shared by every run), so it is
+written here and not through the ledger; a cache hit's effect on a run (an attempt started
+and finished ``cache_hit``, the node's output) is written by the ledger, through the store.
+"""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Claiming runs for workers: queued runs and runs whose owner stopped heartbeating.
 
 The database is the coordination engine. A claim is one transaction that picks a run
-(PostgreSQL: ``FOR UPDATE SKIP LOCKED``, so concurrent workers never pick the same one; SQLite:
-``BEGIN IMMEDIATE`` serialises writers) and takes it over under a new owner epoch, which fences
+(the dialect's :meth:`~smithers_tt.store._dialect.Dialect.skip_locked`: PostgreSQL's ``FOR UPDATE
+SKIP LOCKED``, so concurrent workers never pick the same one; on SQLite ``BEGIN IMMEDIATE``
+serialises writers) and takes it over under a new owner epoch, which fences
 out whoever had it. Workers also register themselves so people can see who is alive.
 """
 
@@ -16,11 +17,11 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import canonical_bytes
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.errors import FenceLost, InvalidArgument, RunNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import driver
+from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._ledger import Entry, write
+from smithers_tt.store._ledger import Entry, RunReleased, touch
 from smithers_tt.store._records import Fence, now_ms
 from smithers_tt.store._store import Store, _open_ends, claim
 
@@ -77,13 +78,15 @@ def claim_next(
         )
     )
 
+    lock = store.engine.backend.skip_locked
+
     def work(conn: Connection, frames: list[Frame]) -> Claim | None:
         now = now_ms()
         runnable = (r.c.status == "queued") | (
             (r.c.status == "running")
             & (sa.func.coalesce(r.c.heartbeat_at_ms, 0) < now - stale_after_ms)
         )
-        row = conn.execute(
+        pick = (
             sa.select(
                 r.c.run_id,
                 r.c.status,
@@ -95,8 +98,8 @@ def claim_next(
             .where(runnable, known, r.c.lease_owner.is_(None))
             .order_by(r.c.created_at_ms, r.c.run_id)
             .limit(1)
-            .with_for_update(skip_locked=True)
-        ).one_or_none()
+        )
+        row = conn.execute(lock(pick)).one_or_none()
         if row is None:
             return None
         takeover = row.status == "running"
@@ -118,33 +121,21 @@ def claim_next(
 
 
 def release_run(store: Store, fence: Fence) -> bool:
-    """Give an owned run back to the queue (a new epoch fences any late write of ours)."""
-    r = S.runs
+    """Give an owned run back to the queue (a new epoch fences any late write of ours); its
+    attempts left in progress end ``interrupted``. False when ``fence`` no longer owns it."""
 
-    def work(conn: Connection, frames: list[Frame]) -> bool:
-        owned = conn.execute(
-            r.update()
-            .where(
-                r.c.run_id == fence.run_id, r.c.owner_epoch == fence.epoch, r.c.status == "running"
-            )
-            .values(
-                status="queued",
-                owner_id=None,
-                heartbeat_at_ms=None,
-                owner_epoch=r.c.owner_epoch + 1,
-            )
-            .returning(r.c.owner_epoch)
-        ).scalar_one_or_none()
-        if owned is None:
-            return False
-        with driver(conn) as db:
-            ends = _open_ends(db, fence.run_id, "interrupted", owned)
-            if ends:
-                (entry,) = write(db, [Entry(fence.run_id, None, ends)], now_ms())
-                frames += entry.frames
-        return True
+    def entries(db: Driver) -> list[Entry]:
+        if db.one(db.sql.lock_run, (fence.run_id,)) is None:
+            raise RunNotFound(f"no run {fence.run_id!r}")
+        # Locked: no attempt starts meanwhile. The ledger checks the fence before any of it.
+        ends = _open_ends(db, fence.run_id, "interrupted")
+        return [Entry(fence.run_id, fence, [RunReleased(fence.run_id), *ends])]
 
-    return store._change(work)
+    try:
+        store._write(entries)
+    except (FenceLost, RunNotFound):
+        return False
+    return True
 
 
 def register_worker(
@@ -173,26 +164,15 @@ def worker_heartbeat(
     store: Store, worker_id: str, fences: list[Fence], state: str = "running"
 ) -> list[Fence]:
     """Heartbeat a worker and every run it owns; return the fences it no longer holds."""
-    w, r = S.workers, S.runs
+    w = S.workers
 
     def work(conn: Connection) -> list[Fence]:
         now = now_ms()
         conn.execute(
             w.update().where(w.c.worker_id == worker_id).values(heartbeat_at_ms=now, state=state)
         )
-        lost = []
-        for fence in fences:
-            if not conn.execute(
-                r.update()
-                .where(
-                    r.c.run_id == fence.run_id,
-                    r.c.owner_epoch == fence.epoch,
-                    r.c.status == "running",
-                )
-                .values(heartbeat_at_ms=now)
-            ).rowcount:
-                lost.append(fence)
-        return lost
+        with driver(conn) as db:
+            return touch(db, fences, now)
 
     return store.engine.transaction(work)
 

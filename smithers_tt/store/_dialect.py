@@ -123,6 +123,29 @@ class Statements:
             "UPDATE tt_runs SET owner_epoch = ?, status = 'running', owner_id = ?, "
             "heartbeat_at_ms = ? WHERE run_id = ?"
         )
+        # --- claims, heartbeats, garbage collection ---
+        self.heartbeat_run = q(
+            "UPDATE tt_runs SET heartbeat_at_ms = ? "
+            "WHERE run_id = ? AND status = 'running' AND owner_epoch = ?"
+        )
+        self.release_run = q(
+            "UPDATE tt_runs SET status = 'queued', owner_id = NULL, heartbeat_at_ms = NULL, "
+            "owner_epoch = owner_epoch + 1 WHERE run_id = ?"
+        )
+        self.delete_attempt = q(
+            "DELETE FROM tt_attempts "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ?"
+        )
+        self.get_ref = q(
+            "SELECT content_hash, codec, version, purpose, agent_id, created_at_ms "
+            "FROM tt_checkpoint_refs WHERE run_id = ? AND node_id = ? AND iteration = ? "
+            "AND attempt = ? AND sequence = ?"
+        )
+        self.sequence_past = q(
+            "UPDATE tt_attempts SET next_sequence = ? WHERE run_id = ? AND node_id = ? "
+            "AND iteration = ? AND attempt = ? AND next_sequence <= ?"
+        )
+        # --- end of claims, heartbeats, garbage collection ---
         self.end_run = q(
             "UPDATE tt_runs SET status = ?, output_json = ?, error = ?, "
             "owner_epoch = owner_epoch + 1 WHERE run_id = ?"
@@ -361,6 +384,13 @@ class Dialect(ABC):
     def commit_steps(self, commit: Commit, raw: Any) -> list[tuple[str, tuple[int, ...]]]:
         """Make ``commit``'s token; the statements that store it (none if not sealed)."""
         return []
+
+    # --- claims, heartbeats, garbage collection ---
+    @abstractmethod
+    def skip_locked(self, stmt: sa.Select) -> sa.Select:
+        """``stmt`` (a read picking rows to change: a run to claim, content to collect)
+        locking what it returns and passing over rows another transaction has locked, so
+        concurrent claimers or collectors never pick the same row and never wait."""
 
     def seal(self, conn: Connection, commit: Commit) -> None:  # noqa: B027 (optional hook)
         """Send what makes the COMMIT of a write settle-able (nothing by default)."""

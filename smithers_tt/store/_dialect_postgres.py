@@ -242,6 +242,10 @@ class PostgresDialect(Dialect):
             statements.append((_PRUNE_TOKENS, (token[0] - COMMIT_TOKEN_TTL_MS, _PRUNE_PAGE)))
         return statements
 
+    # --- claims, heartbeats, garbage collection ---
+    def skip_locked(self, stmt: sa.Select) -> sa.Select:
+        return stmt.with_for_update(skip_locked=True)
+
     def seal(self, conn: Connection, commit: Commit) -> None:
         """Commit a write transaction with its token row, in one round trip (unless the
         token was already sent with the transaction's statements: then SQLAlchemy commits)."""

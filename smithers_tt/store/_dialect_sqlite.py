@@ -131,6 +131,12 @@ class SqliteDialect(Dialect):
     def damaged(self, error: BaseException) -> bool:
         return any(word in str(error).lower() for word in _DAMAGE)
 
+    # --- claims, heartbeats, garbage collection ---
+    def skip_locked(self, stmt: sa.Select) -> sa.Select:
+        # BEGIN IMMEDIATE serialises writers: the row a write transaction picks cannot be
+        # picked by another until it commits, and SQLite has no row locks to skip.
+        return stmt
+
     def settle(self, engine: Any, commit: Commit, error: exc.DBAPIError) -> bool:
         if not any(text in short(error).lower() for text in _NOT_COMMITTED):
             raise OutcomeUnknown(

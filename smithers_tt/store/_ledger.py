@@ -24,6 +24,19 @@ nothing is built or compiled per write, which is what keeps the group-committed 
 ledger applied to a batch of many units of many runs) on its hot path. A run's frame numbers
 are dense and follow commit order; wall-clock stamps (``stamp``, given by the caller) are
 never compared.
+
+A change whose :attr:`Change.ticks` is 0 is *frameless*: it goes through the same clock lock,
+fence check and projection, but adds nothing to the history (giving a run back to the queue,
+a ref restored with an explicit sequence, an attempt deleted). A heartbeat is not even that:
+:func:`touch` records that an owner is alive in one fenced statement, without locking the
+clock or growing the history (the fence rule there is :func:`check_fence`'s, in SQL).
+
+Writes that are deliberately not changes to a run, and so do not go through here: the task
+cache's rows (a cache hit's frames are written here, by the attempt it records; the cache row
+is a memo keyed by a call, shared by every run), the worker registry (processes, not runs),
+checkpoint content (immutable bytes addressed by their hash, shared by runs; a ref names
+them), commit tokens (the dialect's proof that a COMMIT landed) and garbage collection
+(deletes content nothing refers to, which no history can name).
 """
 
 from __future__ import annotations
@@ -108,6 +121,10 @@ class Change:
 
     __slots__ = ()
 
+    ticks = 1
+    """Frames this change adds to the history: 1, or 0 for a frameless change (whose
+    :meth:`apply` returns None)."""
+
     def early(self, w: Write) -> Step | None:
         """A statement that does not depend on the clock, sent with the clock's advance."""
         return None
@@ -115,8 +132,9 @@ class Change:
     def check(self, run: RunRow) -> None:
         """Raise if the run (as the clock's advance returned it) refuses this change."""
 
-    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
-        """Write the projection; return the frame (numbered ``frame_no``)."""
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame | None:
+        """Write the projection; return the frame (numbered ``frame_no``), or None if
+        :attr:`ticks` is 0."""
         raise NotImplementedError
 
 
@@ -141,7 +159,7 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
     ticks: dict[str, int] = {}
     for entry in entries:
         if entry.create is None:
-            ticks[entry.run_id] = ticks.get(entry.run_id, 0) + len(entry.changes)
+            ticks[entry.run_id] = ticks.get(entry.run_id, 0) + _ticks(entry)
     runs = sorted(ticks)
     steps: list[tuple[str, Any, bool]] = [
         (sql.advance_run, (ticks[run_id], stamp, run_id), False) for run_id in runs
@@ -164,20 +182,22 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
     early = {id(change): rows[i] for change, i in wanted}
     for entry in entries:
         if entry.create is not None:
-            db.count(sql.insert_run, (*entry.create, len(entry.changes) - 1, stamp, stamp))
-            first = 0
+            db.count(sql.insert_run, (*entry.create, _ticks(entry) - 1, stamp, stamp))
+            no = 0
         else:
             row = row_of[entry.run_id]
             if entry.fence is not None:
                 check_fence(entry.run_id, row[0], row[1], entry.fence)
             for change in entry.changes:
                 change.check(row)
-            first = next_no[entry.run_id]
-            next_no[entry.run_id] = first + len(entry.changes)
-        entry.frames = [
-            change.apply(w, first + offset, early.get(id(change)))
-            for offset, change in enumerate(entry.changes)
-        ]
+            no = next_no[entry.run_id]
+            next_no[entry.run_id] = no + _ticks(entry)
+        frames = entry.frames = []
+        for change in entry.changes:
+            frame = change.apply(w, no, early.get(id(change)))
+            if change.ticks:
+                frames.append(frame)  # type: ignore[arg-type]  # not None: it ticks
+                no += 1
     final: list[tuple[str, Any, bool]] = [(s, r, True) for s, r in w.deferred.items()]
     frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
     if frame_rows:
@@ -185,6 +205,10 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
     if final:
         db.together(final)
     return list(entries)
+
+
+def _ticks(entry: Entry) -> int:
+    return sum(change.ticks for change in entry.changes)
 
 
 def advance(
@@ -450,3 +474,38 @@ class NodeCancelled(Change):
 def key_tuple(key: AttemptKey) -> tuple[str, str, int, int]:
     """An attempt key as statement parameters."""
     return (key.run_id, key.node_id, key.iteration, key.attempt)
+
+
+# --- writes that add no frame -----------------------------------------------------------
+
+
+def touch(db: Driver, fences: Sequence[Fence], stamp: int) -> list[Fence]:
+    """Heartbeat the runs ``fences`` own (their ``heartbeat_at_ms`` becomes ``stamp``); return
+    the fences that no longer own their run (nothing is written for those).
+
+    A heartbeat is not a change to a run: no frame, no clock tick, so an idle owner never
+    grows the history. It stays one statement per run, the fence rule of :func:`check_fence`
+    (``running`` under the fence's epoch) written as its WHERE clause.
+    """
+    sql = db.sql
+    return [
+        fence
+        for fence in fences
+        if not db.count(sql.heartbeat_run, (stamp, fence.run_id, fence.epoch))
+    ]
+
+
+class RunReleased(Change):
+    """The run goes back to the queue under a new epoch (fencing its owner's late writes);
+    frameless: the attempts it leaves open end ``interrupted`` in their own frames, and the
+    next claim writes ``run_claimed``."""
+
+    __slots__ = ("run_id",)
+
+    ticks = 0
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        w.db.count(w.sql.release_run, (self.run_id,))

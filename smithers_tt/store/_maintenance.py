@@ -77,14 +77,16 @@ def collect_garbage(
 ) -> GcReport:
     """Delete content that nothing reaches, ``page_size`` rows per transaction.
 
-    Safe while publishers run: on PostgreSQL each page locks its candidates ``FOR UPDATE SKIP
-    LOCKED`` (content a publisher is upserting is skipped) and re-checks reachability in the
+    Safe while publishers run: each page locks its candidates with the dialect's
+    :meth:`~smithers_tt.store._dialect.Dialect.skip_locked` (on PostgreSQL ``FOR UPDATE SKIP
+    LOCKED``: content a publisher is upserting is skipped) and re-checks reachability in the
     deleting statement; on SQLite writers are serialised. ``max_pages`` bounds the work of one
     call; pass the returned ``cursor`` back to continue.
     """
     check_limit(page_size)
     c = S.contents
     report = GcReport(cursor=cursor)
+    lock = engine.backend.skip_locked
 
     def page(conn: Connection) -> tuple[list[str], int, str | None]:
         scan = sa.select(c.c.content_hash).order_by(c.c.content_hash).limit(page_size)
@@ -93,13 +95,8 @@ def collect_garbage(
         seen = list(conn.execute(scan).scalars())
         if not seen:
             return [], 0, None
-        candidates = list(
-            conn.execute(
-                sa.select(c.c.content_hash)
-                .where(c.c.content_hash.in_(seen), _unreachable(c))
-                .with_for_update(skip_locked=True)
-            ).scalars()
-        )
+        pick = sa.select(c.c.content_hash).where(c.c.content_hash.in_(seen), _unreachable(c))
+        candidates = list(conn.execute(lock(pick)).scalars())
         freed = 0
         deleted: list[str] = []
         if candidates:

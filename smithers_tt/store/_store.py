@@ -28,6 +28,7 @@ from smithers_tt.errors import (
     CheckpointTooLarge,
     HistoryExhausted,
     InvalidArgument,
+    RefConflict,
     RunNotFound,
 )
 from smithers_tt.store import _schema as S
@@ -46,15 +47,18 @@ from smithers_tt.store._ledger import (
     RunCancelled,
     RunClaimed,
     RunEnded,
+    Write,
     json_or_none,
+    key_tuple,
+    touch,
     write,
 )
 from smithers_tt.store._publish import (
     GroupCommitter,
     PublishUnit,
     check_purpose,
-    put_ref,
     ref_from_row,
+    ref_row,
 )
 from smithers_tt.store._records import (
     AttemptKey,
@@ -193,6 +197,57 @@ def claim(
     changes += _open_ends(db, run_id, "interrupted", epoch)
     (entry,) = write(db, [Entry(run_id, None, changes)], now_ms())
     return entry.frames
+
+
+class AttemptDeleted(Change):
+    """An attempt and its refs are deleted (frameless: what remains of it is its frames)."""
+
+    __slots__ = ("key",)
+
+    ticks = 0
+
+    def __init__(self, key: AttemptKey) -> None:
+        self.key = key
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        w.db.count(w.sql.delete_attempt, key_tuple(self.key))
+
+
+class RefPut(Change):
+    """A ref with an explicit sequence (a restore, an import); identical re-insertion is a
+    no-op. Frameless: it restores a ref whose checkpoint frame, if any, is already history.
+
+    Raises:
+        RefConflict: the same key already points at other content, codec, version or purpose.
+    """
+
+    __slots__ = ("ref", "result")
+
+    ticks = 0
+
+    def __init__(self, ref: CheckpointRef) -> None:
+        self.ref = ref
+        self.result: CheckpointRef | None = None
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        ref, db = self.ref, w.db
+        key = _ref_key(ref)
+        existing = db.one(w.sql.get_ref, key)
+        if existing is None:
+            # Keep the attempt's allocator past every stored sequence: a later publish into
+            # this attempt must not be handed the sequence of a restored ref (a duplicate key
+            # forever).
+            db.count(w.sql.sequence_past, (ref.sequence + 1, *key[:4], ref.sequence))
+            db.count(w.sql.insert_ref, tuple(ref_row(ref).values()))
+            self.result = ref
+            return
+        if tuple(existing[:4]) != (ref.content_hash, ref.codec, ref.version, ref.purpose):
+            raise RefConflict(
+                f"checkpoint ref {ref.node_id}#{ref.attempt}.{ref.sequence} of run "
+                f"{ref.run_id} already points at {existing[0][:12]} ({existing[1]} "
+                f"v{existing[2]}, {existing[3]}); refs are immutable",
+            )
+        self.result = CheckpointRef(*key, *existing)
 
 
 class Store:
@@ -373,21 +428,12 @@ class Store:
 
     def heartbeat(self, fence: Fence) -> bool:
         """Record that the owner is alive; False when it no longer owns the run."""
-        r = S.runs
-        n = self.engine.transaction(
-            lambda conn: (
-                conn.execute(
-                    r.update()
-                    .where(
-                        r.c.run_id == fence.run_id,
-                        r.c.owner_epoch == fence.epoch,
-                        r.c.status == "running",
-                    )
-                    .values(heartbeat_at_ms=now_ms())
-                ).rowcount
-            )
-        )
-        return bool(n)
+
+        def work(conn: Connection) -> list[Fence]:
+            with driver(conn) as db:
+                return touch(db, [fence], now_ms())
+
+        return not self.engine.transaction(work)
 
     # --- nodes and attempts --------------------------------------------------------------
 
@@ -533,9 +579,7 @@ class Store:
 
     def delete_attempt(self, key: AttemptKey) -> None:
         """Delete an attempt and its refs (content stays until garbage collection)."""
-        self.engine.transaction(
-            lambda conn: conn.execute(S.attempts.delete().where(_attempt_where(key)))
-        )
+        self._write(lambda db: [Entry(key.run_id, None, [AttemptDeleted(key)])])
 
     # --- frames --------------------------------------------------------------------------
 
@@ -587,7 +631,10 @@ class Store:
     def put_ref(self, ref: CheckpointRef) -> CheckpointRef:
         """Insert a ref with an explicit sequence (restores, imports); see :func:`put_ref`."""
         check_purpose(ref.purpose)
-        return self.engine.transaction(lambda conn: put_ref(conn, ref))
+        change = RefPut(ref)
+        self._write(lambda db: [Entry(ref.run_id, None, [change])])
+        assert change.result is not None
+        return change.result
 
     @property
     def commit_batches(self) -> int:
