@@ -45,7 +45,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
@@ -56,7 +55,6 @@ from smithers_tt.errors import (
     CheckpointTooLarge,
     FenceLost,
     InvalidArgument,
-    RefConflict,
     SmithersError,
     StoreError,
     TransientStoreError,
@@ -77,7 +75,6 @@ __all__ = [
     "driver",
     "insert_content",
     "insert_frames",
-    "put_ref",
     "ref_from_row",
     "ref_row",
 ]
@@ -332,49 +329,6 @@ def check_purpose(purpose: str) -> str:
     if purpose not in S.PURPOSES:
         raise InvalidArgument(f"purpose must be one of {list(S.PURPOSES)}, got {purpose!r}")
     return purpose
-
-
-def put_ref(conn: Connection, ref: CheckpointRef) -> CheckpointRef:
-    """Insert a ref with an explicit sequence; identical re-insertion is a no-op.
-
-    Raises:
-        RefConflict: the same key already points at other content, codec, version or purpose.
-    """
-    refs = S.refs
-    key_cols = (refs.c.run_id, refs.c.node_id, refs.c.iteration, refs.c.attempt, refs.c.sequence)
-    key_vals = (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
-    where = sa.and_(*(c == v for c, v in zip(key_cols, key_vals, strict=True)))
-    existing = conn.execute(sa.select(refs).where(where)).one_or_none()
-    if existing is None:
-        # Keep the attempt's allocator past every stored sequence: a later publish into this
-        # attempt must not be handed the sequence of a restored ref (a duplicate key forever).
-        att = S.attempts
-        conn.execute(
-            att.update()
-            .where(
-                att.c.run_id == ref.run_id,
-                att.c.node_id == ref.node_id,
-                att.c.iteration == ref.iteration,
-                att.c.attempt == ref.attempt,
-                att.c.next_sequence <= ref.sequence,
-            )
-            .values(next_sequence=ref.sequence + 1)
-        )
-        conn.execute(refs.insert().values(**ref_row(ref)))
-        return ref
-    same = (existing.content_hash, existing.codec, existing.version, existing.purpose) == (
-        ref.content_hash,
-        ref.codec,
-        ref.version,
-        ref.purpose,
-    )
-    if not same:
-        raise RefConflict(
-            f"checkpoint ref {ref.node_id}#{ref.attempt}.{ref.sequence} of run {ref.run_id} "
-            f"already points at {existing.content_hash[:12]} ({existing.codec} "
-            f"v{existing.version}, {existing.purpose}); refs are immutable",
-        )
-    return ref_from_row(existing)
 
 
 def ref_from_row(row: Any) -> CheckpointRef:

@@ -629,7 +629,8 @@ class Store:
         return checkpoint.encode(max_bytes)
 
     def put_ref(self, ref: CheckpointRef) -> CheckpointRef:
-        """Insert a ref with an explicit sequence (restores, imports); see :func:`put_ref`."""
+        """Insert a ref with an explicit sequence (restores, imports); identical re-insertion is a
+        no-op, a ref pointing elsewhere raises :class:`RefConflict` (see ``RefPut``)."""
         check_purpose(ref.purpose)
         change = RefPut(ref)
         self._write(lambda db: [Entry(ref.run_id, None, [change])])
