@@ -105,9 +105,10 @@ def test_json_diff_aligns_a_long_list_of_repeated_elements():
 
 
 def test_json_diff_names_a_replaced_element_by_its_index_in_the_new_list():
-    assert json_diff(["a", "b"], ["new", "a", "c"]) == [
+    assert json_diff(["a", "b", "c"], ["new", "a", "x", "y"]) == [
         Change("add", "$[0]", None, "new"),
-        Change("change", "$[2]", "b", "c"),
+        Change("change", "$[2]", "b", "x"),
+        Change("change", "$[3]", "c", "y"),
     ]
 
 
@@ -178,9 +179,14 @@ def test_diff_skips_checkpoints_with_the_same_content_address_without_loading_th
         raise AssertionError("an unchanged checkpoint was read")
 
     # a different attempt with the same content: nothing to show, nothing to read
-    a = snap(refs=[ref("w", attempt=1)], loader=load)
-    b = snap(refs=[ref("w", attempt=2)], loader=load)
+    a = snap(refs=[ref("a", attempt=1), ref("w", attempt=1)], loader=load)
+    b = snap(refs=[ref("a", attempt=2), ref("w", attempt=2)], loader=load)
     assert diff(a, b).checkpoints == {}
+    # ... and the nodes after an unchanged one are still compared
+    b = snap(refs=[ref("a", attempt=2), ref("w", attempt=2, h=HASH_B)])
+    assert diff(a, b, load=loader_of({HASH_A: 1, HASH_B: 2})).checkpoints == {
+        "w": [Change("change", "$.payload", 1, 2)]
+    }
 
 
 def test_diff_labels_a_looped_nodes_checkpoints_by_iteration():
