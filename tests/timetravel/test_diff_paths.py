@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.store import CheckpointRef
 from smithers_tt.timetravel import (
@@ -60,17 +62,29 @@ def test_a_change_without_values_has_none_on_both_sides():
     assert (Change("add", "$").old, Change("add", "$").new) == (None, None)
 
 
-def test_a_new_snapshot_diff_is_empty_until_a_section_has_a_change():
+def test_a_new_snapshot_diff_is_empty():
     d = SnapshotDiff(("r", 0), ("r", 1))
     assert (d.status, d.nodes, d.attempts, d.outputs, d.checkpoints) == (None, [], [], [], {})
     assert d.empty
-    change = Change("change", "$", 1, 2)
-    for section in ("nodes", "attempts", "outputs"):
-        assert not SnapshotDiff(("r", 0), ("r", 1), **{section: [change]}).empty
-    assert not SnapshotDiff(("r", 0), ("r", 1), status=("running", "finished")).empty
-    assert not SnapshotDiff(("r", 0), ("r", 1), checkpoints={"n": [change]}).empty
-    # a checkpoint whose content hash changed but whose JSON did not shows nothing
-    assert SnapshotDiff(("r", 0), ("r", 1), checkpoints={"n": []}).empty
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        {"status": ("running", "finished")},
+        {"nodes": [Change("change", "n[0]", "running", "failed")]},
+        {"attempts": [Change("add", "n[0]#1", None, "in_progress")]},
+        {"outputs": [Change("remove", "$.n", 1, None)]},
+        {"checkpoints": {"n": [Change("change", "$.payload", 1, 2)]}},
+    ],
+    ids=["status", "nodes", "attempts", "outputs", "checkpoints"],
+)
+def test_a_snapshot_diff_is_not_empty_when_any_section_has_a_change(section: dict[str, Any]):
+    assert not SnapshotDiff(("r", 0), ("r", 1), **section).empty
+
+
+def test_a_snapshot_diff_is_empty_when_a_checkpoint_changed_address_but_not_content():
+    assert SnapshotDiff(("r", 0), ("r", 1), checkpoints={"n": [], "m": []}).empty
 
 
 def test_the_html_of_a_diff_names_its_frames_and_escapes_its_values():
@@ -207,12 +221,12 @@ def test_diff_reports_a_checkpoint_on_one_side_only_as_removed_with_its_content(
     assert change.old == AgentCheckpoint("w", 1, {"k": "v"}).to_json()
 
 
-def test_diff_uses_the_loader_of_either_snapshot():
+@pytest.mark.parametrize("side", ["a", "b"])
+def test_diff_uses_the_loader_of_either_snapshot(side: str):
     load = loader_of({HASH_A: {"x": 1}, HASH_B: {"x": 2}})
-    for a_loader, b_loader in ((load, None), (None, load)):
-        a = snap(refs=[ref("w")], loader=a_loader)
-        b = snap(refs=[ref("w", h=HASH_B)], loader=b_loader)
-        assert diff(a, b).checkpoints == {"w": [Change("change", "$.payload.x", 1, 2)]}
+    a = snap(refs=[ref("w")], loader=load if side == "a" else None)
+    b = snap(refs=[ref("w", h=HASH_B)], loader=load if side == "b" else None)
+    assert diff(a, b).checkpoints == {"w": [Change("change", "$.payload.x", 1, 2)]}
 
 
 def test_diff_prefers_the_loader_it_is_given_over_the_snapshots_own():
