@@ -416,3 +416,21 @@ def test_a_snapshot_may_hold_the_row_bound_but_not_one_more():
         "travel refuses snapshots this large"
     )
     assert MAX_SNAPSHOT_ROWS == 1_000_000
+
+
+def test_the_row_bound_counts_nodes_attempts_and_refs_together():
+    s = Snapshot("r", 0)
+    half = MAX_SNAPSHOT_ROWS // 2
+    s.attempts = dict.fromkeys(range(half), AttemptView("x", 0, 1, "in_progress"))
+    s.refs = dict.fromkeys(range(MAX_SNAPSHOT_ROWS - half - 1), None)
+    apply(s, Frame("r", 1, "node_state", "n", 0, state="running"))
+    assert s.size == MAX_SNAPSHOT_ROWS
+    with pytest.raises(SnapshotInvalid, match="holds more than 1000000 nodes, attempts and refs"):
+        apply(s, Frame("r", 2, "node_state", "m", 0, state="running"))
+
+
+def test_the_html_of_a_snapshot_shows_its_nodes_and_refs_escaped():
+    fs = frames(node("<i>", "finished", data={"output": "done"}), checkpoint("n", 2, 5))
+    html = fold("r", fs)._repr_html_()
+    assert "&lt;i&gt;" in html and "<i>" not in html
+    assert "done" in html and "json v3" in html and HASH[:12] in html
