@@ -50,7 +50,8 @@ def loader_of(payloads: dict[str, Any]):
     return load
 
 
-def payload_of(changes: list[Change]) -> list[tuple[str, str, Any, Any]]:
+def as_tuples(changes: list[Change]) -> list[tuple[str, str, Any, Any]]:
+    """The changes as (op, path, old, new), for compact expectations."""
     return [(c.op, c.path, c.old, c.new) for c in changes]
 
 
@@ -153,12 +154,12 @@ def test_diff_labels_nodes_and_attempts_by_iteration_and_attempt_in_key_order():
         attempts=[AttemptView("loop", 2, 1, "failed"), AttemptView("loop", 3, 4, "in_progress")],
     )
     d = diff(a, b)
-    assert payload_of(d.nodes) == [
+    assert as_tuples(d.nodes) == [
         ("remove", "gone[0]", "failed", None),
         ("change", "loop[2]", "finished", "failed"),
         ("add", "loop[3]", None, "running"),
     ]
-    assert payload_of(d.attempts) == [
+    assert as_tuples(d.attempts) == [
         ("remove", "gone[0]#3", "failed", None),
         ("change", "loop[2]#1", "finished", "failed"),
         ("add", "loop[3]#4", None, "in_progress"),
