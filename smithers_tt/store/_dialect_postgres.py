@@ -85,8 +85,9 @@ _PG_ROWS = 10_000
 """Rows per ``unnest(...)`` insert: one array parameter per column."""
 PG_WORK_MEM_KIB = 65_536
 """``work_mem`` (KiB) of a transaction that rewinds or forks; see :meth:`PostgresDialect.roomy`."""
-MIGRATION_LOCK_KEY = 0x5EED_7E57_0001
-"""The advisory lock migrators take (any constant no other application uses)."""
+MIGRATION_LOCK_CLASS = 0x5EED_7E57
+"""The first key of the advisory lock migrators take (a 32-bit constant no other application
+uses); the second is the hash of the schema being migrated."""
 
 # A random start: processes that commit less than PRUNE_EVERY times (a CLI command) still
 # prune, on average, as often as they make tokens.
@@ -166,9 +167,13 @@ class PostgresDialect(Dialect):
         conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
 
     def migration_lock(self, conn: Connection) -> None:
-        """A transaction-scoped advisory lock: concurrent migrators wait here, then find the
-        work done (it is released with the transaction)."""
-        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
+        """A transaction-scoped advisory lock on the schema being migrated: concurrent
+        migrators of that schema wait here, then find the work done (it is released with the
+        transaction); stores in other schemas of the server migrate without waiting."""
+        conn.execute(
+            sa.text("SELECT pg_advisory_xact_lock(:key, hashtext(coalesce(current_schema(), '')))"),
+            {"key": MIGRATION_LOCK_CLASS},
+        )
 
     def read_only_access(self, engine: Any) -> Any:
         # Imported here: _describe imports the engine, which imports this module.
