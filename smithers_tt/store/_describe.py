@@ -31,11 +31,10 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._travel import Travel
 
 TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
 """The portable type of a column: what a reader needs to choose its own type."""
-
-_SIZES_PER_QUERY = 500  # hashes per IN list: far below any bind-parameter limit
 
 
 @dataclass(frozen=True)
@@ -160,14 +159,4 @@ def content_sizes(engine: Engine, hashes: Iterable[str]) -> dict[str, int]:
     wanted = sorted(set(hashes))
     if not wanted:
         return {}
-    c = S.contents
-
-    def work(conn: Connection) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for start in range(0, len(wanted), _SIZES_PER_QUERY):
-            part = wanted[start : start + _SIZES_PER_QUERY]
-            stmt = sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(part))
-            found.update((h, s) for h, s in conn.execute(stmt).all())
-        return found
-
-    return engine.transaction(work, write=False)
+    return engine.transaction(lambda conn: Travel(conn).content_sizes(wanted), write=False)

@@ -18,7 +18,8 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, EncodedCheckpoint, canonical_bytes
 from smithers_tt.store import _schema as S
 from smithers_tt.store._dialect import Dialect
-from smithers_tt.store._frames import FRAME_DATA_WRAPPING, Frame, checkpoint_frame, frame_row
+from smithers_tt.store._frames import FRAME_DATA_WRAPPING, checkpoint_frame
+from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
 from smithers_tt.store._publish import insert_content, ref_row
 from smithers_tt.store._records import CheckpointRef, now_ms
 from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
@@ -112,18 +113,8 @@ def _copy_refs(
         raise Refold(f"{written} of {expected} refs copied")
 
 
-_FRAME_COLUMNS = tuple(S.frames.c.keys())
-"""Every column of ``tt_frames``, in the schema's order (the schema is defined once)."""
-
-
 _NO_REF = (None, None, None, None, None)
 """``content_hash``, ``codec``, ``version``, ``purpose`` and ``agent_id`` of other frames."""
-
-
-def _frame_tuple(frame: Frame) -> tuple[Any, ...]:
-    """The column values of a frame in :data:`_FRAME_COLUMNS` order."""
-    row = frame_row(frame)
-    return tuple([row[c] for c in _FRAME_COLUMNS])
 
 
 class LiveWrites:
@@ -240,7 +231,7 @@ class LiveWrites:
                 )
             )
             no += 1
-        insert_tuples(conn, S.frames, _FRAME_COLUMNS, rows)
+        insert_tuples(conn, S.frames, FRAME_COLUMNS, rows)
         if stored is not None and copied:
             where, params = stored.where()
             run_sql(
@@ -260,7 +251,7 @@ class LiveWrites:
             frame = checkpoint_frame(
                 r, run_id, no, {"created_at_ms": r.created_at_ms}, r.created_at_ms
             )
-            rows.append(_frame_tuple(frame))
+            rows.append(frame_values(frame))
             no += 1
         stamp = now_ms()
         for node_id, iteration, last_attempt, state, output in nodes:
@@ -272,5 +263,5 @@ class LiveWrites:
             key = (node_id, iteration, last_attempt)
             rows.append((run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp))
             no += 1
-        insert_tuples(conn, S.frames, _FRAME_COLUMNS, rows)
+        insert_tuples(conn, S.frames, FRAME_COLUMNS, rows)
         return total
