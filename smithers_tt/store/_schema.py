@@ -24,7 +24,7 @@ from sqlalchemy import (
 
 metadata = MetaData()
 
-RUN_STATUSES = ("queued", "running", "finished", "failed", "cancelled", "interrupted")
+RUN_STATUSES = ("queued", "running", "finished", "failed", "cancelled", "interrupted", "paused")
 ATTEMPT_STATES = ("in_progress", "finished", "failed", "cancelled", "interrupted", "reset")
 PURPOSES = ("progress", "turn", "schema-correction", "session")
 
@@ -169,6 +169,9 @@ FRAME_KINDS = (
     "cache_hit",
     "forked",
     "reset",
+    "run_paused",
+    "run_continued",
+    "run_released",
 )
 
 frames = Table(

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, migrate
+from smithers_tt.store import _schema as S
 from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
 from smithers_tt.store._migrate import VERSION_TABLE, migration_names
 from smithers_tt.store._schema import metadata
@@ -199,3 +200,37 @@ def test_connect_raises_schema_mismatch_when_a_newer_migration_was_applied(
     with pytest.raises(SchemaMismatch, match="9999_future"):
         st.connect(db.url, read_only=True)
     assert count(db, VERSION_TABLE, version_num="9999_future") == 1
+
+
+def test_the_checks_of_the_schema_module_are_the_database_s_own(db: st.Database, raw) -> None:
+    # Every status and frame kind the code knows is accepted (0007 widened the checks on
+    # both backends); a value it does not know is still refused; the edit left a sound file.
+    stamp = 1
+    with raw.begin() as conn:
+        for n, status in enumerate(S.RUN_STATUSES):
+            conn.execute(
+                sa.insert(S.runs).values(
+                    run_id=f"r{n}", workflow="w", status=status, owner_epoch=0,
+                    cancel_requested=False, clock=len(S.FRAME_KINDS), created_at_ms=stamp,
+                    updated_at_ms=stamp,
+                )
+            )  # fmt: skip
+        conn.execute(
+            sa.insert(S.frames),
+            [
+                {"run_id": "r0", "frame_no": no, "kind": kind, "created_at_ms": stamp}
+                for no, kind in enumerate(S.FRAME_KINDS)
+            ],
+        )
+    for table, values in [
+        (S.runs, {"run_id": "bad", "workflow": "w", "status": "asleep", "owner_epoch": 0,
+                  "cancel_requested": False, "clock": 0, "created_at_ms": 1,
+                  "updated_at_ms": 1}),
+        (S.frames, {"run_id": "r0", "frame_no": 999, "kind": "run_asleep", "created_at_ms": 1}),
+    ]:  # fmt: skip
+        with pytest.raises(sa.exc.IntegrityError), raw.begin() as conn:
+            conn.execute(sa.insert(table).values(**values))
+    assert count(db, "tt_runs") == len(S.RUN_STATUSES)
+    with raw.connect() as conn:
+        if raw.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
