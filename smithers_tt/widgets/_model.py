@@ -171,6 +171,8 @@ def describe_frame(frame: Frame) -> str:
         return f"reset {', '.join(map(str, data.get('nodes') or []))}"
     if kind == "run_claimed":
         return f"run claimed by {data.get('owner_id')} (epoch {data.get('epoch')})"
+    if kind == "run_released":
+        return "run given back to the queue"
     if kind in ("run_finished", "run_failed", "run_cancelled"):
         error = data.get("error")
         return f"run {kind[4:]}" + (f": {error}" if error else "")
