@@ -507,7 +507,8 @@ class DebuggerModel:
             if ref is not None:
                 return (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
         if snap.refs:
-            newest = max(snap.refs.values(), key=lambda r: (r.created_at_ms, r.node_id))
+            # refs are in publication order: of two in the same millisecond, the later one
+            newest = max(reversed(snap.refs.values()), key=lambda r: r.created_at_ms)
             return (newest.node_id, newest.iteration, newest.attempt, newest.sequence)
         return None
 
@@ -592,15 +593,19 @@ class DebuggerModel:
         """Read what changed since the last load (safe to call from a worker thread)."""
         record = self.db.store.get_run(self.run_id)
         known = self.last_frame
-        if record.clock == known and record.status == self.record.status:
+        if (record.clock, record.status, record.owner_epoch) == (
+            known,
+            self.record.status,
+            self.record.owner_epoch,
+        ):  # a rewind (and a resume after it) gives the run a new epoch
             return Update(record)
         tree = tt.fork_tree(self.db.store, self.run_id)
         if record.clock < known:
             return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree)
-        new = load_frames(self.db, self.run_id, after=known)
-        if new and new[0].frame_no != known + 1:  # history was rewritten under us
+        new = load_frames(self.db, self.run_id, after=known - 1)  # the newest known one again
+        if new[:1] != self.frames[-1:]:  # history was rewritten under us (rewound, resumed)
             return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree)
-        return Update(record, new, tree=tree)
+        return Update(record, new[1:], tree=tree)
 
     def apply_update(self, update: Update) -> bool:
         """Apply a fetched update (in the thread that owns the widgets); True if it changed
