@@ -657,14 +657,14 @@ class DebuggerModel:
         ``compare_run_frame`` (None: the fork point for the parent, else its newest frame),
         ``attempt_pair`` ``(node_id, iteration, attempt_a, attempt_b)``.
         """
-        if mode is not None:
-            if mode not in ("frames", "runs", "attempts"):
-                raise InvalidArgument(f"diff mode is frames, runs or attempts, not {mode!r}")
-            self.diff_mode = mode
+        if mode is not None and mode not in ("frames", "runs", "attempts"):
+            raise InvalidArgument(f"diff mode is frames, runs or attempts, not {mode!r}")
         known = ("compare_frame", "compare_run", "compare_run_frame", "attempt_pair")
         unknown = sorted(set(settings) - set(known))
-        if unknown:
+        if unknown:  # refused before anything changes
             raise InvalidArgument(f"unknown diff settings {unknown}; use {list(known)}")
+        if mode is not None:
+            self.diff_mode = mode
         for name, value in settings.items():
             setattr(self, name, value)
         self._emit("diff")
