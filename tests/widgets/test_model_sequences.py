@@ -322,8 +322,11 @@ def test_a_pinned_ref_holds_across_frames_and_unpinning_follows_the_frame(
     pin_at = checkpoints[2]
     model.select_frame(pin_at)
     pinned = history.shown_ref(pin_at)
+    events = _recorder(model)
     model.pin_ref()
-    assert model.ref_pinned and model.ref_key == pinned
+    assert model.ref_pinned and model.ref_key == pinned and events == ["ref"]
+    model.select_ref(pinned)  # picked again in the list: still pinned
+    assert model.ref_pinned and events == ["ref"]
     for n in _orders(history.last, seed=2)[::3]:
         model.select_frame(n)
         assert model.frame_no == n and model.snapshot == history.at(n)
@@ -335,14 +338,18 @@ def test_a_pinned_ref_holds_across_frames_and_unpinning_follows_the_frame(
     assert model.ref_hidden and model.ref is None
     model.pin_ref(True)  # pinning again changes nothing
     assert model.ref_pinned and model.ref_key == pinned
+    events.clear()
     model.pin_ref(False)
     assert_shows(model, history, checkpoints[0])
+    assert events == ["ref"]
     model.pin_ref(False)
     assert_shows(model, history, checkpoints[0])
+    assert events == ["ref"]
     model.select_frame(checkpoints[-1])
     model.select_ref(history.shown_ref(checkpoints[1]), pin=True)  # pick and pin in one
+    model.select_ref(history.shown_ref(checkpoints[2]))  # another one: the pin moves to it
     model.select_frame(checkpoints[3])
-    assert model.ref_key == history.shown_ref(checkpoints[1]) and model.ref_pinned
+    assert model.ref_key == history.shown_ref(checkpoints[2]) and model.ref_pinned
     model.select_ref(history.shown_ref(checkpoints[3]), pin=False)
     assert not model.ref_pinned
     model.select_frame(checkpoints[4])
@@ -409,6 +416,8 @@ def test_refresh_after_a_rewind_elsewhere_shows_the_rewound_history(
     assert model.frames == new.frames
     assert {"run", "frame", "ref"} <= set(events)
     assert model.record.status == "interrupted"
+    assert model.edge(run_id).status == "interrupted"  # the fork tree says so too
+    assert (model.root, model.tree) == tt.fork_tree(db.store, run_id)
     assert_shows(model, new, min(looked, to))
     events.clear()
     assert not model.refresh() and events == []  # nothing changed since
@@ -432,6 +441,8 @@ def test_refresh_after_a_rewind_and_a_resume_elsewhere_drops_the_old_frames(
     assert model.refresh()
     assert model.frames == new.frames, "frames of the old history are still shown"
     assert "run" in events
+    assert model.edge(run_id).status == "finished"
+    assert (model.root, model.tree) == tt.fork_tree(db.store, run_id)
     assert_shows(model, new, to - 1)
     for n in range(to, new.last + 1):
         model.select_frame(n)
@@ -468,9 +479,12 @@ def test_refresh_after_new_frames_follows_only_from_the_newest_frame(db: st.Data
     model.select_frame(history.last)
     assert_shows(model, history, history.last)
     events.clear()
+    child = db.fork(record.run_id, 2)  # a fork elsewhere, then the run ends
     db.store.finish_run(fence, "finished")
     assert model.refresh() and model.record.status == "finished"
-    assert "frames" in events and not model.live
+    assert events == ["tree", "frames", "frame", "ref"] and not model.live
+    assert model.edge(child.id).parent_frame_no == 2
+    assert model.edge(record.run_id).status == "finished"
 
 
 def test_a_rewind_from_the_model_shows_the_frame_it_rewound_to(db: st.Database) -> None:
@@ -487,7 +501,9 @@ def test_a_rewind_from_the_model_shows_the_frame_it_rewound_to(db: st.Database) 
     assert model.frames == old.frames  # nothing yet
     result = model.confirm()
     assert result is not None and result.ok, result
-    assert (result.run_id, result.frame_no) == (run_id, to)
+    assert (result.action, result.run_id, result.frame_no) == ("rewind", run_id, to)
+    assert model.last_result == result
+    assert (model.message.kind, model.message.text) == ("success", result.text)
     assert f"{old.last - to} later frame(s) removed" in result.text
     new = History(db, run_id)
     assert new.last == to and model.frames == new.frames
@@ -495,3 +511,63 @@ def test_a_rewind_from_the_model_shows_the_frame_it_rewound_to(db: st.Database) 
     assert {"run", "tree", "frame", "ref", "diff"} <= set(events)
     assert model.request_rewind() is None  # at the newest frame now
     assert "nothing to rewind" in model.message.text
+
+
+def test_the_rewind_confirmation_says_what_is_deleted_and_why(db: st.Database) -> None:
+    run_id = _flaky_run(db)
+    model = DebuggerModel(db, run_id)
+    last = model.last_frame
+    model.select_frame(6)
+    pending = model.request_rewind()
+    assert pending is not None and pending.options == {}
+    assert pending.summary == (
+        f"Rewind run {run_id} to frame 6: frames 7 to {last} are deleted in place "
+        "(this cannot be undone)."
+    )
+    assert model.pending == pending and model.message is None
+    model.cancel()
+    assert model.pending is None
+    assert (model.message.kind, model.message.text) == (
+        "info",
+        "Rewind cancelled; nothing was changed.",
+    )
+    pending = model.request_rewind(" a typo in the prompt ")
+    assert pending is not None and pending.summary.endswith(
+        "(this cannot be undone); reason: a typo in the prompt."
+    )
+    model.cancel()
+    model.select_frame(last)
+    assert model.request_rewind() is None and model.pending is None
+    assert (model.message.kind, model.message.text) == (
+        "info",
+        f"run {run_id} is already at frame {last}: nothing to rewind",
+    )
+    assert db.store.get_run(run_id).clock == last
+
+
+def test_switching_runs_starts_from_the_other_runs_newest_frame(db: st.Database) -> None:
+    parent = _flaky_run(db)
+    child = db.fork(parent, 9).id
+    db.resume(child, demo_workflow()[0])
+    model = DebuggerModel(db, parent)
+    model.select_frame(4)
+    model.pin_ref(True)
+    model.set_diff("attempts", compare_frame=2, compare_run=child, attempt_pair=("write", 0, 1, 2))
+    model.request_rewind()
+    assert model.request_replay() is None and model.message is not None  # needs a workflow
+    events = _recorder(model)
+    model.switch_run(parent)  # the run already shown: nothing changes
+    assert events == [] and model.frame_no == 4 and model.pending is not None
+    model.switch_run(child)
+    history = History(db, child)
+    assert model.run_id == child and model.record == db.store.get_run(child)
+    assert model.frames == history.frames
+    assert_shows(model, history, history.last)  # the pin and the selection were the parent's
+    assert (model.diff_mode, model.compare_frame, model.compare_run) == ("frames", None, None)
+    assert (model.compare_run_frame, model.attempt_pair) == (None, None)
+    assert model.pending is None and model.message is None
+    assert events == ["run", "tree", "frame", "ref", "diff"]
+    assert {e.run_id for e in model.tree} == {parent, child}
+    with pytest.raises(st.RunNotFound):
+        model.switch_run("no-such-run")
+    assert model.run_id == child and model.frames == history.frames
