@@ -14,12 +14,13 @@ import random
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt import timetravel as tt
 from smithers_tt.demo import demo_workflow
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.errors import InvalidArgument, SnapshotInvalid
 from smithers_tt.store import Frame, now_ms, write_history
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import Debugger, DebuggerModel
@@ -414,7 +415,7 @@ def test_refresh_after_a_rewind_elsewhere_shows_the_rewound_history(
     new = History(db, run_id)
     assert new.last == to and model.last_frame == to
     assert model.frames == new.frames
-    assert {"run", "frame", "ref"} <= set(events)
+    assert events == ["run", "tree", "frame", "ref", "diff"]
     assert model.record.status == "interrupted"
     assert model.edge(run_id).status == "interrupted"  # the fork tree says so too
     assert (model.root, model.tree) == tt.fork_tree(db.store, run_id)
@@ -571,3 +572,25 @@ def test_switching_runs_starts_from_the_other_runs_newest_frame(db: st.Database)
     with pytest.raises(st.RunNotFound):
         model.switch_run("no-such-run")
     assert model.run_id == child and model.frames == history.frames
+
+
+def test_an_update_read_before_switching_runs_is_not_applied(db: st.Database) -> None:
+    first, second = _flaky_run(db), _flaky_run(db)
+    model = DebuggerModel(db, first)
+    db.rewind(first, 4, confirm=True)
+    update = model.fetch_update()  # read in the live refresher's thread...
+    model.switch_run(second)  # ...while the person opens another run
+    history = History(db, second)
+    assert model.apply_update(update) is False
+    assert model.run_id == second and model.frames == history.frames
+    assert_shows(model, history, history.last)
+
+
+def test_a_run_with_a_missing_frame_is_refused_naming_the_gap(db: st.Database) -> None:
+    run_id = _flaky_run(db)
+    with db.engine.sa.begin() as conn:  # damaged on purpose
+        conn.execute(
+            sa.text("DELETE FROM tt_frames WHERE run_id = :r AND frame_no = 4"), {"r": run_id}
+        )
+    with pytest.raises(SnapshotInvalid, match=f"run {run_id}.*frames jump from 3 to 5"):
+        DebuggerModel(db, run_id)
