@@ -186,3 +186,155 @@ def test_wrong_diff_settings_are_refused_and_change_nothing(db: st.Database) -> 
     assert (model.diff_mode, model.compare_run_frame) == ("runs", 2)
     model.set_diff(None)  # keeps the mode
     assert model.diff_mode == "runs"
+
+
+def test_runs_mode_at_a_frame_of_the_shown_run_or_of_a_fork_at_frame_0(db: st.Database) -> None:
+    wf, _ = demo_workflow()
+    parent = db.run(wf, {"topic": "bee"}).id
+    model = DebuggerModel(db, parent)
+    model.select_frame(9)
+    model.set_diff("runs", compare_run=parent, compare_run_frame=3)  # the shown run itself
+    _assert_diff(db, model.diff(), (parent, 3), (parent, 9))
+    first = db.fork(parent, 0).id
+    model = DebuggerModel(db, first)
+    model.set_diff("runs")
+    assert model.default_compare_run() == (parent, 0)
+    _assert_diff(db, model.diff(), (parent, 0), (first, 0))
+
+
+def test_a_diff_with_nothing_to_compare_says_why_without_sides(db: st.Database) -> None:
+    wf, _ = demo_workflow()
+    model = DebuggerModel(db, db.run(wf, {"topic": "bee"}).id)
+    model.set_diff("runs")
+    result = model.diff()
+    assert (result.a, result.b, result.sections) == ("", "", [])
+    assert result.note == "this run has no parent or forks to compare with"
+    model.set_diff("attempts")
+    result = model.diff()
+    assert (result.a, result.b, result.sections) == ("", "", [])
+    assert result.note == "no node has two attempts at this frame"
+
+
+def _retried(db: st.Database) -> tuple[str, dict[str, int]]:
+    """Node a: attempt 1 fails before any checkpoint, 2 fails after one, 3 finishes; then
+    node b: attempt 1 fails, 2 finishes. Returns the run and the frame each attempt ended."""
+    record, fence = db.store.create_run("retried", None, graph={"a": [], "b": ["a"]})
+    ended = {}
+    for node, attempts in (("a", 3), ("b", 2)):
+        for n in range(1, attempts + 1):
+            key = db.store.start_attempt(fence, node, node_state="running").key
+            if (node, n) != ("a", 1):
+                db.store.publish(fence, key, AgentCheckpoint("x.state", 1, {"try": n}))
+            last = n == attempts
+            db.store.finish_attempt(
+                fence,
+                key,
+                "finished" if last else "failed",
+                error=None if last else f"TimeoutError: try {n}",
+                error_code=None if last else "TimeoutError",
+                node_state="finished" if last else None,
+                output={"done": node} if last else None,
+            )
+            ended[f"{node}{n}"] = db.store.get_run(record.run_id).clock
+    return record.run_id, ended
+
+
+def test_attempts_mode_follows_the_selected_frames_node_and_its_last_two_attempts(
+    db: st.Database,
+) -> None:
+    run_id, ended = _retried(db)
+    model = DebuggerModel(db, run_id)
+    model.set_diff("attempts")
+    assert model.attempts_with_history() == [("a", 0, [1, 2, 3]), ("b", 0, [1, 2])]
+    assert model.attempts_with_history(3) == [("a", 0, [1, 2, 3])]
+    snap = db.snapshot(run_id)
+
+    def attempt(n: int, node: str = "a") -> tt.AttemptView:
+        return snap.attempts[(node, 0, n)]
+
+    result = model.diff()  # the newest frame is b's: b's two attempts
+    assert (result.a, result.b) == ("b attempt #1", "b attempt #2")
+    model.select_frame(ended["a3"])  # a frame of a: its last two of three
+    assert model.default_attempt_pair() == ("a", 0, 2, 3)
+    result = model.diff()
+    assert (result.a, result.b) == ("a attempt #2", "a attempt #3")
+    assert result.sections[0] == (
+        "attempt",
+        [
+            Change("change", "$.state", "failed", "finished"),
+            Change("change", "$.error", attempt(2).error, None),
+            Change("change", "$.error_code", "TimeoutError", None),
+        ],
+    )
+    model.select_frame(ended["a2"])  # a's second attempt just ended: #1 and #2
+    assert model.default_attempt_pair() == ("a", 0, 1, 2)
+    result = model.diff()
+    payload = db.store.load(db.snapshot(run_id, ended["a2"]).newest_ref("a")).to_json()
+    assert result.sections[1] == ("checkpoint a", tt.json_diff(None, payload))  # #1 has none
+    model.set_diff(attempt_pair=("a", 0, 3, 1))  # #3 does not exist yet at this frame
+    result = model.diff()
+    assert result.sections == [] and result.note == "a has no attempts #3 and #1 at frame " + (
+        str(ended["a2"])
+    )
+
+
+CHAT = [
+    {"role": "system", "content": "You are terse."},
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": "Let me look."},
+    {"role": "user", "content": "Thanks."},
+]
+
+
+def test_a_chat_node_diffs_by_message_and_other_nodes_do_not(db: st.Database) -> None:
+    record, fence = db.store.create_run("chat", None)
+    agent = db.store.start_attempt(fence, "agent").key
+    notes = db.store.start_attempt(fence, "aaa").key  # sorts before "agent", not a chat
+    first = db.store.publish(fence, agent, AgentCheckpoint("chat.v1", 1, {"messages": CHAT[:2]}))
+    db.store.publish(fence, notes, AgentCheckpoint("count.v1", 1, {"count": 1}))
+    db.store.publish(fence, agent, AgentCheckpoint("chat.v1", 1, {"messages": CHAT}))
+    frames = {f.frame_no: f for f in db.store.frames(record.run_id)}
+    chat_frames = [n for n, f in frames.items() if f.node_id == "agent" and f.kind == "checkpoint"]
+    assert db.snapshot(record.run_id, chat_frames[0]).newest_ref("agent") == first
+    model = DebuggerModel(db, record.run_id)
+
+    def marks() -> list[tuple[str, list[tuple[str, str]]]]:
+        return [
+            (node, [(mark, m.role) for mark, m in messages])
+            for node, messages in model.diff().conversations
+        ]
+
+    model.select_frame(chat_frames[0])  # the first transcript: every message is new
+    assert marks() == [("agent", [("add", "system"), ("add", "user")])]
+    model.select_frame(chat_frames[0] + 1)  # only the notes changed: no conversation
+    assert marks() == []
+    model.select_frame(chat_frames[1])  # two more messages
+    assert marks() == [
+        ("agent", [("same", "system"), ("same", "user"), ("add", "assistant"), ("add", "user")])
+    ]
+    model.set_diff(compare_frame=0)  # both nodes changed since frame 0: the chat is listed
+    assert marks() == [("agent", [("add", "system"), ("add", "user"), ("add", "assistant"),
+                                  ("add", "user")])]  # fmt: skip
+    model.select_frame(0)
+    model.set_diff(compare_frame=chat_frames[1])  # backwards: every message removed
+    assert [mark for mark, _ in marks()[0][1]] == ["remove"] * 4
+
+
+class PayloadLens:
+    """A lens whose diff reads both snapshots' payloads (as integrations' lenses do)."""
+
+    def diff(self, a: tt.Snapshot, b: tt.Snapshot) -> list[tuple[str, list[Change]]]:
+        old, new = a.payload("research"), b.payload("research")
+        return [("research notes", [Change("change", "$", old["notes"][0], new["notes"][0])])]
+
+
+def test_a_lens_diff_reads_the_other_runs_payloads(db: st.Database) -> None:
+    parent, edited, _, done, _ = _family(db)
+    model = DebuggerModel(db, edited, lens=PayloadLens())
+    model.set_diff("runs")
+    result = model.diff()
+    first = db.snapshot(parent, done).payload("research")["notes"][0]
+    assert result.sections == [
+        ("research notes", [Change("change", "$", first, "edited by a person")])
+    ]
+    assert (result.a, result.b) == (f"run {parent} frame {done}", f"run {edited} frame 0")
