@@ -68,7 +68,8 @@ def test_frames_mode_compares_with_the_previous_frame_or_one_picked_by_hand(
     model.select_frame(0)
     result = model.diff()
     _assert_diff(db, result, (run_id, 0), (run_id, 0))
-    assert result.empty and "both sides are the same frame" in (result.note or "")
+    assert result.empty
+    assert result.note == "both sides are the same frame; pick another frame to compare with"
 
     events: list[str] = []
     model.on("diff", lambda: events.append("diff"))

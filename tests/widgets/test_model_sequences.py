@@ -21,7 +21,7 @@ from smithers_tt import AgentCheckpoint
 from smithers_tt import timetravel as tt
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import InvalidArgument, SnapshotInvalid
-from smithers_tt.store import Frame, now_ms, write_history
+from smithers_tt.store import Frame, content_sizes, now_ms, write_history
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import Debugger, DebuggerModel
 
@@ -109,6 +109,17 @@ def test_every_frame_in_every_order_shows_the_stores_snapshot_and_checkpoint(
     for n in _orders(history.last, seed=21):
         model.select_frame(n)
         assert_shows(model, history, n)
+    model.select_frame(5)  # another frame than the one asked for, read while 5 is selected
+    assert [model.frame(n) for n in range(history.last + 1)] == model.visible_frames
+    assert model.visible_frames == history.frames
+    assert all(model.snapshot_at(n) == history.at(n) for n in range(history.last + 1))
+    assert model.frame_no == 5
+    for outside in (-1, history.last + 1):
+        with pytest.raises(InvalidArgument) as raised:
+            model.snapshot_at(outside)
+        assert raised.value.message == (
+            f"run {run_id} has frames 0 to {history.last}, not {outside}"
+        )
 
 
 def test_a_long_run_folds_the_same_across_keyframes_in_any_order(db: st.Database) -> None:
@@ -594,3 +605,24 @@ def test_a_run_with_a_missing_frame_is_refused_naming_the_gap(db: st.Database) -
         )
     with pytest.raises(SnapshotInvalid, match=f"run {run_id}.*frames jump from 3 to 5"):
         DebuggerModel(db, run_id)
+
+
+def test_nodes_and_checkpoint_sizes_of_a_run_written_without_a_graph(db: st.Database) -> None:
+    record, fence = db.store.create_run("outside", None)  # no graph: nodes as they appear
+    model = DebuggerModel(db, record.run_id)
+    assert model.node_ids == []
+    for node, step in (("zeta", 1), ("alpha", 2), ("zeta", 3)):
+        key = db.store.start_attempt(fence, node).key
+        db.store.publish(fence, key, AgentCheckpoint("x.state", 1, {"step": "x" * step}))
+        model.refresh()
+    assert model.node_ids == ["zeta", "alpha"]
+    refs = list(model.snapshot.refs.values())
+    stored = content_sizes(db.engine, [r.content_hash for r in refs])
+    assert model.sizes(refs) == stored and len(stored) == 3
+    assert all(f"{stored[r.content_hash]} B" in model.ref_label(r, stored[r.content_hash])
+               for r in refs)  # fmt: skip
+    wf, _ = demo_workflow()
+    demo_id = db.run(wf, {"topic": "bee"}).id
+    graph = db.store.get_run(demo_id).graph
+    assert graph is not None and set(graph) == {"research", "write", "review"}
+    assert DebuggerModel(db, demo_id).node_ids == list(graph)  # the graph's nodes first
