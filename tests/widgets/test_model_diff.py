@@ -138,6 +138,11 @@ def test_attempts_mode_compares_two_attempts_of_a_node(db: st.Database) -> None:
     snap = db.snapshot(run_id)
     twice = sorted({(k[0], k[1]) for k in snap.attempts if (k[0], k[1], 2) in snap.attempts})
     assert ("research", 0) in twice
+    every = sorted({(k[0], k[1]) for k in snap.attempts})
+    assert len(every) > len(twice)  # some nodes ran once
+    assert model.attempts_with_history() == [
+        (n, i, sorted(k[2] for k in snap.attempts if k[:2] == (n, i))) for n, i in every
+    ]
     assert model.attempts_with_history(2) == [
         (n, i, sorted(k[2] for k in snap.attempts if k[:2] == (n, i))) for n, i in twice
     ]
