@@ -113,6 +113,9 @@ def test_every_frame_in_every_order_shows_the_stores_snapshot_and_checkpoint(
     assert [model.frame(n) for n in range(history.last + 1)] == model.visible_frames
     assert model.visible_frames == history.frames
     assert all(model.snapshot_at(n) == history.at(n) for n in range(history.last + 1))
+    assert [model.frame_ref_key(n) for n in range(history.last + 1)] == [
+        history.shown_ref(n) for n in range(history.last + 1)
+    ]
     assert model.frame_no == 5
     for outside in (-1, history.last + 1):
         with pytest.raises(InvalidArgument) as raised:
@@ -203,6 +206,47 @@ def test_the_newest_checkpoint_of_frames_without_a_node_follows_publication_orde
     for n in _orders(history.last, seed=8):
         model.select_frame(n)
         assert_shows(model, history, n)
+
+
+def test_nodes_running_side_by_side_each_show_their_own_checkpoint(db: st.Database) -> None:
+    # two nodes publish in turn (a parallel workflow): a frame of one node shows that node's
+    # newest checkpoint, not the other node's newer one
+    record, fence = db.store.create_run("parallel", None, graph={"a": [], "b": []})
+    a = db.store.start_attempt(fence, "a", node_state="running").key
+    b = db.store.start_attempt(fence, "b", node_state="running").key
+
+    def publish(key: Any, step: int) -> None:
+        db.store.publish(
+            fence, key, AgentCheckpoint("x.state", 1, {"node": key.node_id, "step": step})
+        )
+
+    for step in range(2):
+        publish(a, step)
+        publish(b, step)
+    db.store.finish_attempt(
+        fence, a, "failed", error="TimeoutError: slow", error_code="TimeoutError"
+    )
+    a2 = db.store.start_attempt(fence, "a").key  # a's first attempt's checkpoints are its newest
+    publish(b, 2)
+    publish(a2, 0)
+    db.store.finish_attempt(fence, b, "finished", node_state="finished", output={"b": 1})
+    db.store.finish_attempt(fence, a2, "finished", node_state="finished", output={"a": 2})
+    db.store.finish_run(fence, "finished", output={"done": True})
+    history = History(db, record.run_id)
+    model = DebuggerModel(db, record.run_id)
+    ended_a1 = next(n for n, f in history.by_no.items() if f.kind == "attempt_finished")
+    model.select_frame(ended_a1)
+    assert model.ref_key == ("a", 0, 1, 1)  # b published after it: still a's
+    for n in _orders(history.last, seed=34):
+        model.select_frame(n)
+        assert_shows(model, history, n)
+    started_a2 = ended_a1 + 1
+    assert history.by_no[started_a2].kind == "attempt_started"
+    assert model.frame_ref_key(started_a2) == ("a", 0, 1, 1)
+    ended_b = next(
+        n for n, f in history.by_no.items() if f.kind == "attempt_finished" and f.node_id == "b"
+    )
+    assert model.frame_ref_key(ended_b) == ("b", 0, 1, 2)  # a's newer one is another node's
 
 
 def test_select_frame_clamps_and_announces_only_a_change(db: st.Database) -> None:
