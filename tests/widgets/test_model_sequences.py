@@ -10,6 +10,7 @@ of its node, else the newest published at all).
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Any
 
@@ -490,6 +491,7 @@ def test_refresh_after_a_rewind_and_a_resume_elsewhere_drops_the_old_frames(
     db.rewind(run_id, to, confirm=True)
     wf, _ = demo_workflow()  # resumed by another process: new frames after the rewind point
     db.resume(run_id, wf)
+    fork = db.fork(run_id, 3).id  # and forked: the tree changed too
     new = History(db, run_id)
     assert new.frames[to + 1] != old.frames[to + 1]
     model.select_frame(to - 1)
@@ -497,7 +499,7 @@ def test_refresh_after_a_rewind_and_a_resume_elsewhere_drops_the_old_frames(
     assert model.refresh()
     assert model.frames == new.frames, "frames of the old history are still shown"
     assert "run" in events
-    assert model.edge(run_id).status == "finished"
+    assert model.edge(run_id).status == "finished" and model.edge(fork) is not None
     assert (model.root, model.tree) == tt.fork_tree(db.store, run_id)
     assert_shows(model, new, to - 1)
     for n in range(to, new.last + 1):
@@ -567,6 +569,10 @@ def test_a_rewind_from_the_model_shows_the_frame_it_rewound_to(db: st.Database) 
     assert {"run", "tree", "frame", "ref", "diff"} <= set(events)
     assert model.request_rewind() is None  # at the newest frame now
     assert "nothing to rewind" in model.message.text
+    with db.lineage() as lin:  # the reason went to the audit with the rewind
+        rows = lin.sql("SELECT operation, detail_json FROM audit WHERE run_id = ?", [run_id])
+    reasons = {(r.operation, json.loads(r.detail_json).get("reason")) for r in rows.itertuples()}
+    assert ("rewind", "look again") in reasons
 
 
 def test_the_rewind_confirmation_says_what_is_deleted_and_why(db: st.Database) -> None:
@@ -612,6 +618,7 @@ def test_switching_runs_starts_from_the_other_runs_newest_frame(db: st.Database)
     model.request_rewind()
     assert model.request_replay() is None and model.message is not None  # needs a workflow
     events = _recorder(model)
+    model.on("pending", lambda: events.append("pending"))
     model.switch_run(parent)  # the run already shown: nothing changes
     assert events == [] and model.frame_no == 4 and model.pending is not None
     model.switch_run(child)
@@ -622,7 +629,7 @@ def test_switching_runs_starts_from_the_other_runs_newest_frame(db: st.Database)
     assert (model.diff_mode, model.compare_frame, model.compare_run) == ("frames", None, None)
     assert (model.compare_run_frame, model.attempt_pair) == (None, None)
     assert model.pending is None and model.message is None
-    assert events == ["run", "tree", "frame", "ref", "diff"]
+    assert events == ["run", "tree", "frame", "ref", "diff", "pending"]
     assert {e.run_id for e in model.tree} == {parent, child}
     with pytest.raises(st.RunNotFound):
         model.switch_run("no-such-run")
