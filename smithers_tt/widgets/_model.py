@@ -178,6 +178,15 @@ def describe_frame(frame: Frame) -> str:
         return "run created"
     if kind == "cancel_requested":
         return "cancel requested"
+    if kind == "run_paused":
+        when = "while running" if data.get("when") == "ask" else data.get("when", "at")
+        question = data.get("question")
+        asked = "" if question is None else f": {json.dumps(question, ensure_ascii=False)}"
+        return f"paused ({data.get('reason')}) {when} {where}{asked}"
+    if kind == "run_continued":
+        answer = data.get("answer")
+        said = "" if answer is None else f" with {json.dumps(answer, ensure_ascii=False)}"
+        return f"run continued ({data.get('action')}){said}"
     return kind
 
 
