@@ -471,6 +471,11 @@ class DebuggerModel:
         shown = ask(self.lens, "view", ref)
         return self.load(ref).payload if shown is None else shown
 
+    def outside_pause(self) -> dict[str, Any] | None:
+        """A pause the lens's framework knows (a LangGraph interrupt), or None."""
+        found = self._named("pause", self.run_id)
+        return found if isinstance(found, dict) else None
+
     def related(self) -> list[tuple[str, str]]:
         """Other runs the lens offers to open from this one, as ``(label, run_id)``."""
         return list(self._named("related", self.run_id) or [])

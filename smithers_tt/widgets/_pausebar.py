@@ -1,5 +1,7 @@
 """The debugger's breakpoints: a Paused banner with the question, an answer editor, Continue /
-Step / Abort, and a toggle per node for a breakpoint before it.
+Step / Abort, and a toggle per node for a breakpoint before it. A pause an integration
+reports through the debugger's lens (``lens.pause(run_id)``: a LangGraph interrupt) shows
+its banner too, without the controls (it is continued in that framework).
 
 Continuing executes the run here when the debugger has the workflow (in the background
 inside a running loop, as a Jupyter kernel has, so live refresh follows it to its next
@@ -83,9 +85,11 @@ class PauseBar:
     def update(self) -> None:
         """Show the banner and the controls while the run is paused; hide them otherwise."""
         pause = self.pause
-        self.widget.layout.display = None if pause is not None else "none"
+        outside = None if pause is not None else self.model.outside_pause()
+        self.widget.layout.display = None if pause is not None or outside else "none"
+        self.controls.layout.display = None if pause is not None else "none"
         if pause is None:
-            self.banner.value = ""
+            self.banner.value = "" if not outside else self._outside(outside)
             return
         where = "while running" if pause.when == "ask" else pause.when
         question = ""
@@ -109,6 +113,17 @@ class PauseBar:
             toggle.node_id = node_id  # type: ignore[attr-defined]
             toggles.append(toggle)
         self.breakpoints.children = tuple(toggles)
+
+    @staticmethod
+    def _outside(pause: dict[str, Any]) -> str:
+        """The banner of a pause an integration reports (a LangGraph interrupt): continued
+        in that framework, so without the controls."""
+        text = json.dumps(pause.get("question"), ensure_ascii=False, indent=2, sort_keys=True)
+        return wrap(
+            f"<div><b>Paused</b> ({esc(pause.get('reason', 'paused'))})</div>"
+            f"<pre class='stt-question'>{esc(text)}</pre>"
+            f"<div class='stt-muted'>{esc(pause.get('hint', ''))}</div>"
+        )
 
     def break_before(self) -> list[str]:
         """The nodes whose breakpoint toggle is on."""
