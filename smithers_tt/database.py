@@ -7,6 +7,7 @@ import datetime
 import os
 import re
 import socket
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
@@ -18,7 +19,9 @@ from smithers_tt.engine import (
     RunExecutor,
     Worker,
     Workflow,
+    breakpoints,
     positive_seconds,
+    prepare_continue,
     run_sync,
 )
 from smithers_tt.errors import InvalidArgument, SchemaMismatch, StoreNotFound, WorkflowChanged
@@ -103,8 +106,13 @@ class Database:
         max_checkpoint_bytes: int | None = None,
         cancel_grace: float = CANCEL_GRACE,
         run_id: str | None = None,
+        break_before: Iterable[str] = (),
+        break_after: Iterable[str] = (),
     ) -> Run:
-        """Create a run of ``wf`` with ``input`` and execute it to its end.
+        """Create a run of ``wf`` with ``input`` and execute it to its end or its first pause.
+
+        A paused run is returned with status ``paused`` (``run.pause`` says where and what
+        it asks); continue it with :meth:`resume` (``answer=...``), here or in any process.
 
         Args:
             wf: the workflow.
@@ -114,12 +122,16 @@ class Database:
             cancel_grace: seconds cancelled agents get to publish a final checkpoint.
             run_id: choose the run id (default: a new time-ordered id); a non-empty string
                 of at most 200 characters, without NUL or lone surrogates.
+            break_before: pause the run before these tasks (once per iteration); kept in
+                the run's history, so any process that executes it pauses there.
+            break_after: pause the run after these tasks.
 
         Raises:
             FenceLost: another process took the run over while it executed here.
             InvalidArgument: ``run_id`` cannot be an id; nothing was created.
         """
         wf.check()
+        marks = breakpoints(wf, break_before, break_after) if break_before or break_after else None
         _, fence = await asyncio.to_thread(
             self.store.create_run,
             wf.name,
@@ -129,17 +141,27 @@ class Database:
             max_checkpoint_bytes=max_checkpoint_bytes,
             run_id=run_id,
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
+            breakpoints=marks,
         )
         return await self._execute(wf, fence, on_event, cancel_grace)
 
     def submit(
-        self, wf: Workflow, input: Any = None, *, max_checkpoint_bytes: int | None = None
+        self,
+        wf: Workflow,
+        input: Any = None,
+        *,
+        max_checkpoint_bytes: int | None = None,
+        break_before: Iterable[str] = (),
+        break_after: Iterable[str] = (),
     ) -> Run:
         """Record a queued run of ``wf`` for a worker to execute; return it without running.
 
-        Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf`` claim it.
+        Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf`` claim it; they
+        pause it at ``break_before`` / ``break_after`` (see :meth:`arun`) and never claim it
+        while it is paused.
         """
         wf.check()
+        marks = breakpoints(wf, break_before, break_after) if break_before or break_after else None
         record, _ = self.store.create_run(
             wf.name,
             input,
@@ -147,6 +169,7 @@ class Database:
             status="queued",
             max_checkpoint_bytes=max_checkpoint_bytes,
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
+            breakpoints=marks,
         )
         return Run(self, record)
 
@@ -176,6 +199,13 @@ class Database:
         accept_changed: bool = False,
         on_event: EventCallback | None = None,
         cancel_grace: float = CANCEL_GRACE,
+        answer: Any = None,
+        checkpoints: Mapping[str, Any] | None = None,
+        skip: Mapping[str, Any] | None = None,
+        step: bool = False,
+        abort: bool = False,
+        break_before: Iterable[str] | None = None,
+        break_after: Iterable[str] | None = None,
     ) -> Run:
         """Claim an unfinished run under a new epoch and execute what is left of it.
 
@@ -183,11 +213,38 @@ class Database:
         their nodes resume from their newest acknowledged checkpoint. A run that already
         ended is returned as it is, without calling any agent.
 
+        A ``paused`` run is continued (see ``docs/breakpoints.md``), in one transaction that
+        also claims it: of two continuers, one wins and the other gets ``ConcurrencyError``.
+
+        Args:
+            answer: the answer to the pause's question (strict JSON): what the agent's
+                ``await request.ask(...)`` returns, or ``request.answer`` after a pause
+                before its node.
+            checkpoints: node id -> edited checkpoint (an ``AgentCheckpoint`` or its
+                envelope) the node's next attempt resumes from; refused, with nothing
+                written, unless its agent accepts that codec and version in mode
+                ``resume``.
+            skip: node id -> output: the node is marked finished with that output (checked
+                against its schema) and its agent is not called.
+            step: run one node, then pause again.
+            abort: cancel the paused run instead.
+            break_before: replace the run's breakpoints before nodes (``break_after``: after).
+
         Raises:
             WorkflowChanged: ``wf`` differs from the definition the run started with (pass
                 ``accept_changed=True`` to resume anyway).
+            InvalidArgument: a continue option for a run that is not paused, or a refused
+                answer, edit or skip; nothing was written.
+            ConcurrencyError: another process continued (or cancelled) the run first.
         """
         record = await asyncio.to_thread(self.store.get_run, check_id(run_id, "run_id"))
+        continuing = record.status == "paused"
+        options = (answer, checkpoints, skip, break_before, break_after)
+        if not continuing and (step or abort or any(o is not None for o in options)):
+            prepare_continue(
+                self.store, record, wf, action="continue", answer=None, checkpoints=None,
+                skip=None, break_before=None, break_after=None,
+            )  # fmt: skip  # raises: the run is not paused
         if record.status in ("finished", "failed", "cancelled"):
             return Run(self, record)
         if record.workflow_hash != wf.signature() and not accept_changed:
@@ -197,7 +254,16 @@ class Database:
                 "accept_changed=True to continue under the new one",
                 run_id=run_id,
             )
-        fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
+        if continuing:
+            action = "abort" if abort else "step" if step else "continue"
+            fence = await asyncio.to_thread(
+                self._continue, record, wf, action, answer, checkpoints, skip,
+                break_before, break_after, True,
+            )  # fmt: skip
+            if fence is None:  # aborted
+                return self.get_run(run_id)
+        else:
+            fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
         if record.cancel_requested:
             await asyncio.to_thread(self.store.cancel_run, run_id)
         if on_event is not None:  # the claim's frames come before the executor listens
@@ -206,6 +272,61 @@ class Database:
         if record.cancel_requested:
             return self.get_run(run_id)
         return await self._execute(wf, fence, on_event, cancel_grace)
+
+    def continue_run(
+        self,
+        run_id: str,
+        wf: Workflow | None = None,
+        *,
+        answer: Any = None,
+        checkpoints: Mapping[str, Any] | None = None,
+        skip: Mapping[str, Any] | None = None,
+        step: bool = False,
+        abort: bool = False,
+        break_before: Iterable[str] | None = None,
+        break_after: Iterable[str] | None = None,
+    ) -> Run:
+        """Continue a paused run without executing it here: it becomes ``queued`` for a
+        worker (``smithers-tt worker``) to claim; options as in :meth:`aresume` (``wf`` is
+        needed to check ``checkpoints`` and ``skip``).
+
+        Raises:
+            InvalidArgument: the run is not paused, or a refused answer, edit or skip.
+            ConcurrencyError: another process continued (or cancelled) the run first.
+        """
+        record = self.store.get_run(check_id(run_id, "run_id"))
+        action = "abort" if abort else "step" if step else "continue"
+        self._continue(
+            record, wf, action, answer, checkpoints, skip, break_before, break_after, False
+        )
+        return self.get_run(run_id)
+
+    def _continue(
+        self,
+        record: Any,
+        wf: Workflow | None,
+        action: str,
+        answer: Any,
+        checkpoints: Mapping[str, Any] | None,
+        skip: Mapping[str, Any] | None,
+        break_before: Iterable[str] | None,
+        break_after: Iterable[str] | None,
+        claim: bool,
+    ) -> Fence | None:
+        plan = prepare_continue(
+            self.store, record, wf, action=action, answer=answer, checkpoints=checkpoints,
+            skip=skip, break_before=break_before, break_after=break_after,
+        )  # fmt: skip
+        return self.store.continue_run(
+            record.run_id,
+            record.owner_epoch,
+            plan.data,
+            owner_id=owner_id(),
+            claim=claim,
+            edits=plan.edits,
+            skips=plan.skips,
+            abort=action == "abort",
+        )
 
     async def _execute(
         self, wf: Workflow, fence: Fence, on_event: EventCallback | None, cancel_grace: float

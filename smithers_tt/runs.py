@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
+from smithers_tt.engine import Pause, pause_history
 from smithers_tt.store import AttemptRecord, CheckpointRef, Frame, NodeRecord, RunRecord
 from smithers_tt.timetravel import Snapshot, run_html
 
@@ -26,8 +27,16 @@ class Run:
 
     @property
     def status(self) -> str:
-        """queued, running, finished, failed, cancelled or interrupted."""
+        """queued, running, paused, finished, failed, cancelled or interrupted."""
         return self.record.status
+
+    @property
+    def pause(self) -> Pause | None:
+        """Where the run is paused, why, and what it asks (None unless it is ``paused``);
+        continue it with ``db.resume(run.id, wf, answer=...)``."""
+        if self.status != "paused":
+            return None
+        return pause_history(self.db.store.pause_frames(self.id)).current
 
     @property
     def input(self) -> Any:

@@ -4,6 +4,7 @@ from smithers_tt.cli import (  # noqa: F401  (they register commands)
     _commands,
     _lab,
     _maintenance,
+    _pauses,
     _workers,
 )
 from smithers_tt.cli._app import cli

@@ -38,7 +38,9 @@ def _confirm(question: str, yes: bool) -> None:
 
 
 @cli.command()
-@click.option("--status", help="Only runs with this status (queued, running, finished ...).")
+@click.option(
+    "--status", help="Only runs with this status (queued, running, paused, finished ...)."
+)
 @click.option("--limit", default=100, show_default=True, help="How many runs (1-1000).")
 @pass_ctx
 @handle_errors
@@ -49,6 +51,7 @@ def runs(ctx: Context, status: str | None, limit: int) -> None:
     Examples:
       smithers-tt runs
       smithers-tt runs --status failed --json
+      smithers-tt runs --status paused
     """
     found = ctx.read_db.runs(status=status, limit=limit)
     if ctx.as_json:
@@ -365,12 +368,28 @@ def fork(
 
 
 def _finished(ctx: Context, run: Any) -> None:
+    """Print a run's status after it executed: its output or error, or where it paused."""
+    pause = run.pause
     if ctx.as_json:
         emit_json(
-            {"run_id": run.id, "status": run.status, "error": run.error, "output": run.output}
+            {
+                "run_id": run.id,
+                "status": run.status,
+                "error": run.error,
+                "output": run.output,
+                "pause": None if pause is None else dataclasses.asdict(pause),
+            }
         )
         return
-    ctx.out.line(f"run {run.id} ", state(run.status), f": {run.error}" if run.error else "")
+    if pause is None:
+        ctx.out.line(f"run {run.id} ", state(run.status), f": {run.error}" if run.error else "")
+        return
+    where = "while running" if pause.when == "ask" else pause.when
+    ctx.out.line(
+        f"run {run.id} ", state("paused"), f" ({pause.reason}) {where} {pause.node_id}",
+        f": {one_line(pause.question)}" if pause.question is not None else "",
+    )  # fmt: skip
+    ctx.out.line(f"continue it with: smithers-tt continue {run.id} --answer JSON")
 
 
 @cli.command()

@@ -87,6 +87,7 @@ _COLOURS = {
     "unresponsive": "bright_red",
     "reset": "blue",
     "queued": "white",
+    "paused": "bright_yellow",
     "pending": "white",
 }
 

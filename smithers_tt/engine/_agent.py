@@ -36,6 +36,12 @@ class GenerateRequest:
     is never given together with a checkpoint. ``await on_checkpoint(cp)`` returns once the
     checkpoint is durable; it raises ``FenceLost`` (and nothing was written) when this attempt
     no longer owns its node. ``schema_error`` is set on schema-correction turns.
+
+    ``await ask(question)`` asks a person: the first time, the run pauses durably (this
+    call never returns; the attempt is interrupted, so checkpoint what you have first) and
+    once it is continued with an answer, the node's next attempt gets that answer from the
+    same call (the n-th question of a call gets the n-th answer). ``answer`` is the answer
+    given when the run paused before this node (a breakpoint or the task's interrupt).
     """
 
     run_id: str
@@ -52,6 +58,19 @@ class GenerateRequest:
     schema_error: str | None = None
     correction_turn: int = 0
     max_checkpoint_bytes: int = 16 * 1024 * 1024
+    ask: Callable[[Any], Awaitable[Any]] = field(default=None, compare=False)  # type: ignore[assignment]
+    answer: Any = None
+
+    def __post_init__(self) -> None:
+        if self.ask is None:
+            object.__setattr__(self, "ask", _cannot_ask)
+
+
+async def _cannot_ask(question: Any) -> Any:
+    raise InvalidArgument(
+        "this request was not made by a run's engine, so it cannot ask a person; "
+        "run the agent in a workflow (db.run) to ask"
+    )
 
 
 @dataclass

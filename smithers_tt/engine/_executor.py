@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import functools
 import logging
 import time
@@ -23,8 +24,10 @@ from smithers_tt.checkpoint import (
     content_hash,
     produces,
     size_limit,
+    validate,
 )
 from smithers_tt.engine._agent import GenerateRequest, GenerateResult
+from smithers_tt.engine._pauses import PauseHistory, pause_history
 from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
 from smithers_tt.errors import (
@@ -66,6 +69,10 @@ _NEVER_RETRY = (FenceLost, asyncio.CancelledError)
 
 _UNSTORABLE = (CheckpointCorrupt, CheckpointInvalid, CheckpointTooLarge)
 """Why the store refuses a result checkpoint kept for the attempt's end."""
+
+
+class _Paused(Exception):
+    """Ends a task's coroutine because the run pauses (raised outside any attempt)."""
 
 
 class AsyncStore:
@@ -194,6 +201,15 @@ class RunExecutor:
         """(failed attempts, last attempt) of every node that had attempts when execution
         started; a node absent here has none, so it has no checkpoint to resume from."""
         self._node_tasks: dict[str, asyncio.Task[Any]] = {}
+        self._pauses = PauseHistory()
+        """What the run's pause frames said when execution started."""
+        self._pause: tuple[str, int, dict[str, Any]] | None = None
+        """The pause this execution is heading for: (node, iteration, frame data)."""
+        self._blocked: set[str] = set()
+        """Tasks whose agent waits for an answer (stopped when the run pauses)."""
+        self._wake: asyncio.Event | None = None
+        self._ran = 0
+        """Nodes this execution ran to their end (a step pauses after the first)."""
 
     # --- the run -------------------------------------------------------------------------
 
@@ -205,6 +221,7 @@ class RunExecutor:
         so the :class:`Store` stays usable after the run's event loop has closed.
         """
         loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
         listener = None
         if self.on_event is not None:
             callback = self.on_event
@@ -249,14 +266,18 @@ class RunExecutor:
             failures, _ = self._tried.get(where, (0, None))
             failed = attempt.state == "failed"
             self._tried[where] = (failures + failed, attempt.key.attempt)  # in attempt order
+        self._pauses = pause_history(await self.astore.pause_frames(run_id))
 
     async def _schedule(self, watcher: asyncio.Task[Any]) -> str:
         await self._read_history()
         pending = dict(self.wf.tasks)
         failure: BaseException | None = None
+        assert self._wake is not None
         while pending or self._node_tasks:
-            if failure is None:
+            if failure is None and self._pause is None:
                 for task_id, task in list(pending.items()):
+                    if self._pauses.step and self._node_tasks:
+                        break  # a step runs one node at a time
                     if all(dep in self.outputs for dep in task.needs):
                         del pending[task_id]
                         self._node_tasks[task_id] = asyncio.create_task(
@@ -264,11 +285,16 @@ class RunExecutor:
                         )
             elif not self._node_tasks:
                 break
-            if not self._node_tasks:  # nothing runnable: a dependency failed
+            if not self._node_tasks:  # nothing runnable: a dependency failed, or a pause
                 break
+            if self._node_tasks.keys() <= self._blocked:
+                break  # every agent left waits for an answer: pause (or fail) now
+            wake = asyncio.ensure_future(self._wake.wait())
             done, _ = await asyncio.wait(
-                {*self._node_tasks.values(), watcher}, return_when=asyncio.FIRST_COMPLETED
+                {*self._node_tasks.values(), watcher, wake}, return_when=asyncio.FIRST_COMPLETED
             )
+            wake.cancel()
+            self._wake.clear()
             if watcher in done:
                 watcher.result()  # FenceLost: a heartbeat found another owner
                 return await self._finish_cancel()
@@ -280,8 +306,18 @@ class RunExecutor:
                 if isinstance(error, FenceLost):
                     await self._abandon()
                     raise error
-                if error is not None and failure is None:
+                if error is not None and failure is None and not isinstance(error, _Paused):
                     failure = error
+        if self._node_tasks:  # agents waiting for an answer that will come to another attempt
+            await self._abandon()
+        if failure is None and self._pause is not None:
+            node_id, iteration, data = self._pause
+            data["breakpoints"] = {
+                "before": sorted(self._pauses.before),
+                "after": sorted(self._pauses.after),
+            }
+            await self._patiently(self.astore.pause_run, self.fence, node_id, iteration, data)
+            return "paused"
         if failure is not None:
             await self._patiently(
                 self.astore.finish_run, self.fence, "failed", error=str(failure)[:4000]
@@ -389,7 +425,10 @@ class RunExecutor:
             if (task.id, iteration) in self._ended:
                 output = self._ended[task.id, iteration]
             else:
+                self._pause_before(task, iteration, previous)
                 output = await self._run_node(task, iteration, previous)
+                self._ran += 1
+                self._pause_after(task, iteration)
             if (
                 task.loop is None
                 or iteration + 1 >= task.loop.max
@@ -399,6 +438,74 @@ class RunExecutor:
             iteration, previous = iteration + 1, output
         self.outputs[task.id] = output
         self.final_iteration[task.id] = iteration
+
+    # --- pauses --------------------------------------------------------------------------
+
+    def _request_pause(self, node_id: str, iteration: int, data: dict[str, Any]) -> None:
+        """Head for a pause (the first one asked for wins): no node starts any more; the run
+        pauses once the nodes running end (or wait for an answer themselves)."""
+        if self._pause is None:
+            self._pause = (node_id, iteration, data)
+        assert self._wake is not None
+        self._wake.set()
+
+    def _pause_before(self, task: Task, iteration: int, previous: Any) -> None:
+        """Raise :class:`_Paused` if the run pauses before this node (or already pauses)."""
+        if self._pause is not None:
+            raise _Paused
+        if ("before", task.id, iteration) in self._pauses.passed:
+            return
+        data: dict[str, Any] | None = None
+        if task.id in self._pauses.before:
+            data = {"reason": "breakpoint", "when": "before"}
+        if task.interrupt == "before":
+            data = {"reason": "interrupt", "when": "before"}
+        elif callable(task.interrupt):
+            question = task.interrupt(self._context(iteration, previous))
+            if question is not None:
+                validate(question, subject=f"interrupt question of task {task.id!r}")
+                data = {"reason": "interrupt", "when": "before", "question": question}
+        if data is not None:
+            self._request_pause(task.id, iteration, data)
+            raise _Paused
+
+    def _pause_after(self, task: Task, iteration: int) -> None:
+        """Raise :class:`_Paused` if the run pauses after this node (which just ended)."""
+        if ("after", task.id, iteration) in self._pauses.passed:
+            return
+        data: dict[str, Any] | None = None
+        if self._pauses.step:
+            data = {"reason": "step", "when": "after"}
+        if task.id in self._pauses.after:
+            data = {"reason": "breakpoint", "when": "after"}
+        if task.interrupt == "after":
+            data = {"reason": "interrupt", "when": "after"}
+        if data is not None:
+            self._request_pause(task.id, iteration, data)
+            raise _Paused
+
+    def _asker(self, task: Task, iteration: int) -> Callable[[Any], Any]:
+        """The ``request.ask`` of one agent call: the n-th question gets the n-th answer
+        recorded for this node; a question without one pauses the run."""
+        answers = self._pauses.answers_for(task.id, iteration)
+        asked = 0
+
+        async def ask(question: Any) -> Any:
+            nonlocal asked
+            index, asked = asked, asked + 1
+            if index < len(answers):
+                return answers[index]
+            validate(question, subject=f"question of task {task.id!r}")
+            self._request_pause(
+                task.id, iteration, {"reason": "ask", "when": "ask", "question": question}
+            )
+            self._blocked.add(task.id)
+            assert self._wake is not None
+            self._wake.set()
+            await asyncio.get_running_loop().create_future()  # stopped when the run pauses
+            raise AssertionError("unreachable: the run paused")  # pragma: no cover
+
+        return ask
 
     def _context(self, iteration: int, previous: Any) -> TaskContext:
         return TaskContext(self.run.input, dict(self.outputs), iteration, previous)
@@ -542,9 +649,11 @@ class RunExecutor:
             checkpoint_mode=point.mode,
             resume_session=point.session,
             max_checkpoint_bytes=self.max_bytes,
+            answer=copy.deepcopy(self._pauses.answers.get((key.node_id, key.iteration))),
         )
         turn = 0
         while True:
+            request = replace(request, ask=self._asker(task, key.iteration))
             call = task.agent.generate(request)
             raw = await (asyncio.wait_for(call, task.timeout) if task.timeout else call)
             result = raw if isinstance(raw, GenerateResult) else GenerateResult(raw)

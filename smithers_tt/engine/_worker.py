@@ -173,6 +173,8 @@ class Worker:
                 self.worker_id,
                 exc_info=task.exception(),
             )
+        elif task.result() == "paused":  # released: claimed again once it is continued
+            log.info("worker %s: run %s paused", self.worker_id, fence.run_id)
         elif task.result() in _ENDED:
             self.completed += 1
             log.info("worker %s: run %s %s", self.worker_id, fence.run_id, task.result())

@@ -64,6 +64,9 @@ class Task:
     loop: Loop | None = None
     schema_retries: int = 2
     timeout: float | None = None
+    interrupt: str | Callable[[TaskContext], Any] | None = None
+    """Pause the run ``"before"`` or ``"after"`` this task, or before it when a function of
+    its :class:`TaskContext` returns a question (anything but None)."""
 
     def render_prompt(self, ctx: TaskContext) -> str | None:
         """The prompt text for this context."""
@@ -118,6 +121,10 @@ class Task:
             ) from error
 
 
+def _interrupt_id(interrupt: Any) -> str:
+    return interrupt if isinstance(interrupt, str) else _qualname(interrupt)
+
+
 def _qualname(obj: Any) -> str:
     return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', repr(obj))}"
 
@@ -146,6 +153,7 @@ class Workflow:
         loop: Loop | None = None,
         schema_retries: int = 2,
         timeout: float | None = None,
+        interrupt: str | Callable[[TaskContext], Any] | None = None,
     ) -> Task:
         """Add a task and return it.
 
@@ -162,6 +170,10 @@ class Workflow:
             loop: repeat the task as iterations until a condition or a maximum.
             schema_retries: schema-correction turns allowed within one attempt.
             timeout: seconds one agent call may take.
+            interrupt: pause the run ``"before"`` or ``"after"`` the task (once per
+                iteration), or before it with a question: a function of the
+                :class:`TaskContext` that returns the question (strict JSON), or None not to
+                pause. The answer given on continue is the agent's ``request.answer``.
         """
         check_id(id, "task id")
         if id in self.tasks:
@@ -172,6 +184,11 @@ class Workflow:
             raise InvalidArgument(f"schema_retries must be an int >= 0, got {schema_retries!r}")
         if loop is not None and (type(loop.max) is not int or loop.max < 1):
             raise InvalidArgument(f"loop max must be an int >= 1, got {loop.max!r}")
+        if not (interrupt is None or interrupt in ("before", "after") or callable(interrupt)):
+            raise InvalidArgument(
+                f"interrupt of task {id!r} must be 'before', 'after', a function of the task "
+                f"context returning a question, or None; got {interrupt!r}"
+            )
         deps = tuple(dict.fromkeys([*needs, *([fork] if fork else [])]))
         for dep in deps:
             if dep not in self.tasks:
@@ -191,6 +208,7 @@ class Workflow:
             loop,
             schema_retries,
             timeout,
+            interrupt,
         )
         self.tasks[id] = task
         return task
@@ -223,6 +241,8 @@ class Workflow:
                     "loop": None if t.loop is None else t.loop.max,
                     "schema_retries": t.schema_retries,
                 }
+                # Only a task with an interrupt says so: older definitions keep their hash.
+                | ({} if t.interrupt is None else {"interrupt": _interrupt_id(t.interrupt)})
                 for t in self.tasks.values()
             ],
         }

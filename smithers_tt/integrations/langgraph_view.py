@@ -172,12 +172,7 @@ def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str,
         {"task": task_id, "channel": channel, "value": plain(value)}
         for task_id, channel, value in found.pending_writes or []
     ]
-    interrupts = [
-        plain(getattr(item, "value", item))
-        for w in found.pending_writes or []
-        if w[1] == "__interrupt__"
-        for item in (w[2] if isinstance(w[2], list | tuple) else [w[2]])
-    ]
+    interrupts = _interrupts(found)
     return {
         "checkpoint_id": doc["id"],
         "parent_id": doc.get("parent"),
@@ -189,6 +184,16 @@ def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str,
         "writes": writes,
         "interrupts": interrupts,
     }
+
+
+def _interrupts(found: Any) -> list[Any]:
+    """The values of the interrupts a checkpoint tuple's pending writes wait on."""
+    return [
+        plain(getattr(item, "value", item))
+        for w in found.pending_writes or []
+        if w[1] == "__interrupt__"
+        for item in (w[2] if isinstance(w[2], list | tuple) else [w[2]])
+    ]
 
 
 def _headline(shown: dict[str, Any]) -> str:
@@ -299,6 +304,22 @@ class LangGraphLens:
             )
             for ns in sorted(spaces - {here})
         ]
+
+    def pause(self, run_id: str) -> dict[str, Any] | None:
+        """The interrupts the thread's newest checkpoint waits on (``interrupt(value)`` in a
+        node), for the debugger's Paused banner; None when it waits on none."""
+        thread = self.saver.store.get_run(run_id).input or {}
+        found = self.saver.get_tuple({"configurable": dict(thread)})
+        if found is None:
+            return None
+        waiting = _interrupts(found)
+        if not waiting:
+            return None
+        return {
+            "reason": "LangGraph interrupt",
+            "question": waiting[0] if len(waiting) == 1 else waiting,
+            "hint": "continue it in LangGraph: graph.invoke(Command(resume=answer), config)",
+        }
 
     def _newest(self, snap: Snapshot) -> dict[str, Any]:
         """:func:`describe_frame` of the thread's checkpoint at a snapshot ({} before any)."""

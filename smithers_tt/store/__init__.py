@@ -47,6 +47,7 @@ from smithers_tt.store._ledger import (
     Note,
 )
 from smithers_tt.store._ledger import write as write_changes
+from smithers_tt.store._ledger_pause import PAUSE_KINDS, RunContinued, RunPaused
 from smithers_tt.store._maintenance import (
     GcReport,
     Progress,
@@ -88,6 +89,7 @@ __all__ = [
     "LANGGRAPH_VALUE_NODE",
     "LANGGRAPH_WORKFLOW",
     "MAX_PAGE_SIZE",
+    "PAUSE_KINDS",
     "AttemptEnded",
     "AttemptKey",
     "AttemptRecord",
@@ -117,7 +119,9 @@ __all__ = [
     "Progress",
     "Refold",
     "RetryPolicy",
+    "RunContinued",
     "RunId",
+    "RunPaused",
     "RunRecord",
     "RunState",
     "SqliteAccess",

@@ -53,6 +53,13 @@ from smithers_tt.store._ledger import (
     touch,
     write,
 )
+from smithers_tt.store._ledger_pause import (
+    PAUSE_KINDS,
+    CheckpointEdited,
+    EditEnded,
+    RunContinued,
+    RunPaused,
+)
 from smithers_tt.store._publish import (
     GroupCommitter,
     PublishUnit,
@@ -311,8 +318,12 @@ class Store:
         parent_frame_no: int | None = None,
         run_id: str | None = None,
         graph: dict[str, list[str]] | None = None,
+        breakpoints: dict[str, list[str]] | None = None,
     ) -> tuple[RunRecord, Fence]:
-        """Create a run (frame 0); a ``running`` run is owned at epoch 1 by the returned fence."""
+        """Create a run (frame 0); a ``running`` run is owned at epoch 1 by the returned fence.
+
+        ``breakpoints`` (``{"before": [...], "after": [...]}`` node ids) are kept in frame 0,
+        so that whoever executes the run pauses at them."""
         if status not in ("running", "queued"):
             raise InvalidArgument(f"a new run is running or queued, not {status!r}")
         if max_checkpoint_bytes is not None:
@@ -335,9 +346,10 @@ class Store:
             max_checkpoint_bytes,
             json_or_none(graph),
         )
-        created = Note(
-            run_id, "run_created", state=status, data={"workflow": workflow, "input": input}
-        )
+        data = {"workflow": workflow, "input": input}
+        if breakpoints:
+            data["breakpoints"] = breakpoints
+        created = Note(run_id, "run_created", state=status, data=data)
         self._write(lambda db: [Entry(run_id, None, [created], create=row)], stamp)
         return self.get_run(run_id), Fence(run_id, epoch)
 
@@ -387,6 +399,11 @@ class Store:
                 if row[0] in _TERMINAL_RUN:
                     raise InvalidArgument(
                         f"run {run_id} is {row[0]}; only unfinished runs are claimed"
+                    )
+                if row[0] == "paused":
+                    raise InvalidArgument(
+                        f"run {run_id} is paused; continue it (db.resume(run_id, wf, "
+                        f"answer=...) or `smithers-tt continue {run_id}`) instead of claiming it"
                     )
                 epoch = row[1] + 1
                 data = {"epoch": epoch, "owner_id": owner_id}
@@ -782,3 +799,92 @@ class Store:
             if len(rows) < page:
                 return
             cursor = (rows[-1].attempt, rows[-1].sequence)
+
+    # --- pauses (breakpoints and questions to a person) ----------------------------------
+
+    def pause_run(
+        self, fence: Fence, node_id: str | None, iteration: int | None, data: dict[str, Any]
+    ) -> Frame:
+        """Pause an owned run durably (frame ``run_paused`` with ``data``: why, and what it
+        asks): no owner, a new epoch fencing ``fence``, attempts left in progress end
+        ``interrupted``. Continue it with :meth:`continue_run`.
+
+        Raises:
+            FenceLost: ``fence`` no longer owns the run; nothing was written.
+        """
+
+        def work(conn: Connection, frames: list[Frame]) -> Frame:
+            with driver(conn) as db:
+                if db.one(db.sql.lock_run, (fence.run_id,)) is None:
+                    raise RunNotFound(f"no run {fence.run_id!r}")
+                # Locked: no attempt starts meanwhile; the ledger checks the fence first.
+                changes = _open_ends(db, fence.run_id, "interrupted")
+                changes.append(RunPaused(conn, fence.run_id, node_id, iteration, data))
+                (entry,) = write(db, [Entry(fence.run_id, fence, changes)], now_ms())
+            frames += entry.frames
+            return entry.frames[-1]
+
+        return self._change(work)
+
+    def continue_run(
+        self,
+        run_id: str,
+        epoch: int,
+        data: dict[str, Any],
+        *,
+        owner_id: str | None = None,
+        claim: bool = False,
+        edits: Sequence[tuple[str, int, EncodedCheckpoint, str | None]] = (),
+        skips: Sequence[tuple[str, int, Any]] = (),
+        abort: bool = False,
+    ) -> Fence | None:
+        """Take a run out of a pause seen under ``epoch``, in one transaction: frame
+        ``run_continued`` (with ``data``), then the ``edits`` (node, iteration, checkpoint,
+        agent id: each in an attempt of its own that its next attempt resumes from), the
+        ``skips`` (node, iteration, output: the node is ``finished`` with that output), and
+        either a cancel (``abort``), a claim by ``owner_id`` (``claim``: returns its fence),
+        or nothing more (the run waits ``queued`` for a worker; returns None).
+
+        Raises:
+            ConcurrencyError: the run is no longer paused under ``epoch``; nothing was written.
+        """
+
+        def work(conn: Connection, frames: list[Frame]) -> Fence | None:
+            with driver(conn) as db:
+                if db.one(db.sql.lock_run, (run_id,)) is None:
+                    raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+                changes: list[Change] = [RunContinued(conn, run_id, epoch, data)]
+                fence = Fence(run_id, epoch + 2)
+                if claim and not abort:
+                    claimed = {"epoch": fence.epoch, "owner_id": owner_id}
+                    changes.append(RunClaimed(run_id, fence.epoch, owner_id, claimed))
+                for node_id, iteration, encoded, agent_id in edits:
+                    started = AttemptStarted(Fence(run_id, epoch + 1), node_id, iteration)
+                    changes += [started, CheckpointEdited(started, encoded, agent_id)]
+                    changes.append(EditEnded(started))
+                for node_id, iteration, output in skips:
+                    changes.append(NodeSet(run_id, node_id, iteration, "finished", output))
+                if abort:
+                    changes += [
+                        NodeCancelled(run_id, node_id, iteration, last_attempt)
+                        for node_id, iteration, last_attempt in db.all(
+                            db.sql.running_nodes, (run_id,)
+                        )
+                    ]
+                    changes.append(RunCancelled(run_id))
+                (entry,) = write(db, [Entry(run_id, None, changes)], now_ms())
+            frames += entry.frames
+            return fence if claim and not abort else None
+
+        return self._change(work)
+
+    def pause_frames(self, run_id: str) -> list[Frame]:
+        """The frames that say where a run paused and how it went on (``run_paused``,
+        ``run_continued``) and its breakpoints (frame 0), in order."""
+        f = S.frames
+        stmt = (
+            sa.select(f)
+            .where(f.c.run_id == run_id, f.c.kind.in_(PAUSE_KINDS))
+            .order_by(f.c.frame_no)
+        )
+        return [frame_from_row(r) for r in self._read(stmt)]

@@ -274,6 +274,8 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         snap.attempts = {k: v for k, v in snap.attempts.items() if k[0] not in gone}
         snap.refs = {k: v for k, v in snap.refs.items() if k[0] not in gone}
         snap.status = frame.state or "interrupted"
+    elif kind in ("run_paused", "run_continued", "run_released"):
+        snap.status = frame.state or ("paused" if kind == "run_paused" else "queued")
     elif kind == "cancel_requested":
         pass
     else:

@@ -16,6 +16,7 @@ from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inspector import Inspector
 from smithers_tt.widgets._live import LiveRefresh
 from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._pausebar import PauseBar
 from smithers_tt.widgets._scrubber import Scrubber
 from smithers_tt.widgets._theme import ThemeProbe, clean_theme
 from smithers_tt.widgets._timeline import TimelineView
@@ -27,7 +28,8 @@ class Debugger(W.VBox):
     Args:
         db: a :class:`smithers_tt.Database`.
         run_id: the run to show.
-        workflow: the run's workflow definition; Replay needs it (disabled otherwise).
+        workflow: the run's workflow definition; Replay needs it (disabled otherwise), and
+            Continue / Step execute a paused run here with it (without it, a worker does).
         live: follow the run while it executes (default True).
         interval: seconds between live polls.
         lens: what to call the run's frames and checkpoints, and what to diff, for a run an
@@ -37,8 +39,8 @@ class Debugger(W.VBox):
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
     ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe``, ``.live`` and
-    ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) are
-    the parts.
+    ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) and
+    ``.pause_bar`` (the Paused banner, Continue / Step / Abort, breakpoints) are the parts.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Debugger(W.VBox):
         self.export = ExportBox(self.model)
         self.live = LiveRefresh(self.model, interval, on_change=self.update_header)
         self.live.enabled = live
+        self.pause_bar = PauseBar(self.model, on_started=self.live.maybe_start)
         for event in ("run", "frames", "tree"):
             self.model.on(event, self.update_header)
         self.update_header()
@@ -89,6 +92,7 @@ class Debugger(W.VBox):
                     [self.header, self.open_related, self.timeline.time_axis, self.refresh_button],
                     layout=W.Layout(**{**wrapping, "align_items": "center"}),
                 ),
+                self.pause_bar.widget,
                 self.timeline.widget,
                 self.scrubber.widget,
                 self.frame_table.widget,

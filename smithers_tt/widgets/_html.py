@@ -25,6 +25,7 @@ STATE_COLOURS = {
     "cached": "#17becf",
     "skipped": "#bcbd22",
     "queued": "#aec7e8",
+    "paused": "#e377c2",
     "inherited": "#c7c7c7",
 }
 """Colour of each run, node and attempt state (the same in the timeline and the tables)."""

@@ -48,6 +48,11 @@ class FrameLens(Protocol):
         """Other runs a person opens from this one, as ``(label, run_id)`` (the debugger's
         "open" menu; a LangGraph thread's subgraph namespaces)."""
 
+    def pause(self, run_id: str) -> dict[str, Any] | None:
+        """A pause of the run the framework knows (a LangGraph interrupt waiting): a dict
+        with ``reason``, ``question`` and ``hint`` (how to continue it), for the Paused
+        banner; None when it waits on nothing."""
+
 
 def ask(lens: Any, method: str, *args: Any) -> Any:
     """What ``lens.method(*args)`` says, or None when there is no lens or no such method."""

@@ -180,6 +180,15 @@ def describe_frame(frame: Frame) -> str:
         return "run created"
     if kind == "cancel_requested":
         return "cancel requested"
+    if kind == "run_paused":
+        when = "while running" if data.get("when") == "ask" else data.get("when", "at")
+        question = data.get("question")
+        asked = "" if question is None else f": {json.dumps(question, ensure_ascii=False)}"
+        return f"paused ({data.get('reason')}) {when} {where}{asked}"
+    if kind == "run_continued":
+        answer = data.get("answer")
+        said = "" if answer is None else f" with {json.dumps(answer, ensure_ascii=False)}"
+        return f"run continued ({data.get('action')}){said}"
     return kind
 
 
@@ -463,6 +472,11 @@ class DebuggerModel:
         """What the inspector shows of a checkpoint: the lens's view, else its payload."""
         shown = ask(self.lens, "view", ref)
         return self.load(ref).payload if shown is None else shown
+
+    def outside_pause(self) -> dict[str, Any] | None:
+        """A pause the lens's framework knows (a LangGraph interrupt), or None."""
+        found = self._named("pause", self.run_id)
+        return found if isinstance(found, dict) else None
 
     def related(self) -> list[tuple[str, str]]:
         """Other runs the lens offers to open from this one, as ``(label, run_id)``."""

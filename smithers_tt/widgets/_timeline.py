@@ -63,6 +63,9 @@ RUN_KINDS = {
     "cancel_requested",
     "forked",
     "reset",
+    "run_paused",
+    "run_continued",
+    "run_released",
 }
 
 

@@ -245,3 +245,22 @@ def test_a_corrupt_checkpoint_keeps_the_debugger_open_and_says_so(db: st.Databas
         assert "cannot read this checkpoint" in debugger.inspector.payload.value
     finally:
         debugger.close()
+
+
+def test_a_langgraph_interrupt_shows_as_a_pause_in_the_debugger(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from langgraph.types import Command
+
+    from smithers_tt.integrations.langgraph_view import debug
+
+    saver = SmithersSaver(db)
+    app = _app(saver)
+    config = {"configurable": {"thread_id": "paused"}}
+    app.invoke({"topic": "<b>bees</b>", "notes": []}, config)
+    bar = debug(saver, "paused", live=False).pause_bar
+    assert bar.widget.layout.display is None and bar.controls.layout.display == "none"
+    assert "LangGraph interrupt" in bar.banner.value and "ok?" in bar.banner.value
+    assert "Command(resume=" in bar.banner.value
+    app.invoke(Command(resume="yes"), config)
+    bar = debug(saver, "paused", live=False).pause_bar
+    assert bar.widget.layout.display == "none"

@@ -1,0 +1,150 @@
+"""Pauses: the changes that stop a run durably (a breakpoint, a question for a person) and
+let it go on (an answer, edited checkpoints, skipped nodes), written through the ledger.
+
+A pause releases the run: :class:`RunPaused` makes it ``paused`` with no owner under a new
+epoch, so whatever the pausing process still tries to write is fenced out, and no worker
+claims it (the claim query picks only ``queued`` runs and ``running`` runs whose owner
+stopped heartbeating). :class:`RunContinued` takes it out of the pause, only if it is still
+paused under the epoch the continuer saw: of two continuers, the second finds another epoch
+(the ledger locks the run row first, so they are serialised) and gets a
+:class:`~smithers_tt.errors.ConcurrencyError` with nothing written.
+
+The statements are SQLAlchemy Core on the transaction's connection (as the time-travel
+changes run theirs), since a pause is rare and off every hot path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import EncodedCheckpoint
+from smithers_tt.errors import ConcurrencyError
+from smithers_tt.store import _schema as S
+from smithers_tt.store._ledger import AttemptEnded, AttemptStarted, Change, RunRow, Write
+from smithers_tt.store._publish import _insert_content, _ref_values
+from smithers_tt.store._records import CheckpointRef, Frame
+
+PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued")
+"""The frame kinds that say where a run paused, how it went on, and its breakpoints."""
+
+
+class RunPaused(Change):
+    """The run is ``paused`` (frame ``run_paused``; its data says why, at which node, and
+    what it asks); its owner is released under a new epoch, fencing its late writes."""
+
+    __slots__ = ("conn", "data", "iteration", "node_id", "run_id")
+
+    def __init__(
+        self, conn: Connection, run_id: str, node_id: str | None, iteration: int | None, data: dict
+    ) -> None:
+        self.conn, self.run_id, self.node_id, self.iteration = conn, run_id, node_id, iteration
+        self.data = data
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        r = S.runs
+        self.conn.execute(
+            r.update()
+            .where(r.c.run_id == self.run_id)
+            .values(
+                status="paused",
+                owner_id=None,
+                heartbeat_at_ms=None,
+                owner_epoch=r.c.owner_epoch + 1,
+            )
+        )
+        return Frame(
+            self.run_id, frame_no, "run_paused", self.node_id, self.iteration, state="paused",
+            data=self.data, created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class RunContinued(Change):
+    """A paused run goes on (frame ``run_continued``, with the answer and what was edited):
+    it becomes ``queued`` under a new epoch; a claim in the same write makes it ``running``.
+
+    Raises (from :meth:`check`, before anything is written):
+        ConcurrencyError: the run is no longer paused under ``epoch`` (another continuer, a
+            cancel or a rewind got there first).
+    """
+
+    __slots__ = ("conn", "data", "epoch", "run_id")
+
+    def __init__(self, conn: Connection, run_id: str, epoch: int, data: dict) -> None:
+        self.conn, self.run_id, self.epoch, self.data = conn, run_id, epoch, data
+
+    def check(self, run: RunRow) -> None:
+        status, epoch = run[0], run[1]
+        if status != "paused" or epoch != self.epoch:
+            raise ConcurrencyError(
+                f"run {self.run_id} is no longer paused (it is {status} under epoch {epoch}, "
+                f"not paused under epoch {self.epoch}): someone else continued, cancelled or "
+                "rewound it first; nothing was written. Look at it with "
+                f"`smithers-tt timeline {self.run_id}`",
+                run_id=self.run_id,
+                epoch=self.epoch,
+            )
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        r = S.runs
+        self.conn.execute(
+            r.update()
+            .where(r.c.run_id == self.run_id)
+            .values(
+                status="queued",
+                owner_id=None,
+                heartbeat_at_ms=None,
+                owner_epoch=self.epoch + 1,
+            )
+        )
+        return Frame(
+            self.run_id, frame_no, "run_continued", state="queued", data=self.data,
+            created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class CheckpointEdited(Change):
+    """The edited checkpoint a person gave a node, as sequence 0 of the attempt ``started``
+    opened in the same write (frame ``checkpoint``); its next attempt resumes from it."""
+
+    __slots__ = ("agent_id", "encoded", "started")
+
+    def __init__(
+        self, started: AttemptStarted, encoded: EncodedCheckpoint, agent_id: str | None
+    ) -> None:
+        self.started, self.encoded, self.agent_id = started, encoded, agent_id
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        assert self.started.attempt is not None  # applied after the attempt it goes into
+        key, enc = self.started.attempt.key, self.encoded
+        if enc.content_hash not in w.contents:
+            _insert_content(w.db, enc, w.stamp)
+            w.contents.add(enc.content_hash)
+        ref = CheckpointRef(
+            key.run_id, key.node_id, key.iteration, key.attempt, 0, enc.content_hash,
+            enc.codec, enc.version, "progress", self.agent_id, w.stamp,
+        )  # fmt: skip
+        w.db.count(w.sql.sequence_past, (1, key.run_id, key.node_id, key.iteration, key.attempt, 0))
+        w.defer(w.sql.insert_ref, _ref_values(ref))
+        return Frame(
+            key.run_id, frame_no, "checkpoint", key.node_id, key.iteration, key.attempt, 0,
+            None, enc.content_hash, enc.codec, enc.version, "progress", self.agent_id,
+            {"size": enc.size, "edited": True}, w.stamp,
+        )  # fmt: skip
+
+
+class EditEnded(AttemptEnded):
+    """The attempt that holds an edited checkpoint ends ``interrupted`` (code ``edited``):
+    it ran no agent; the node's next attempt resumes from its checkpoint."""
+
+    __slots__ = ("started",)
+
+    def __init__(self, started: AttemptStarted) -> None:
+        super().__init__(None, "interrupted", started.fence.epoch, error_code="edited")  # type: ignore[arg-type]
+        self.started = started
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        assert self.started.attempt is not None
+        self.key = self.started.attempt.key
+        return super().apply(w, frame_no, early)

@@ -1,0 +1,203 @@
+"""The debugger's breakpoints: a Paused banner with the question, an answer editor, Continue /
+Step / Abort, and a toggle per node for a breakpoint before it. A pause an integration
+reports through the debugger's lens (``lens.pause(run_id)``: a LangGraph interrupt) shows
+its banner too, without the controls (it is continued in that framework).
+
+Continuing executes the run here when the debugger has the workflow (in the background
+inside a running loop, as a Jupyter kernel has, so live refresh follows it to its next
+pause); without it, the run is left queued for a worker. Breakpoints toggled on take effect
+at the next Continue or Step (they are recorded with it, in the run's history). Questions and
+answers are untrusted text: everything shown is escaped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as W
+
+from smithers_tt.engine import Pause, pause_history
+from smithers_tt.errors import SmithersError
+from smithers_tt.widgets._html import esc, wrap
+from smithers_tt.widgets._model import DebuggerModel
+
+
+class PauseBar:
+    """Paused banner, answer editor, Continue / Step / Abort and per-node breakpoints."""
+
+    def __init__(self, model: DebuggerModel, on_started: Callable[[], Any] | None = None) -> None:
+        self.model = model
+        self.on_started = on_started
+        self.banner = W.HTML()
+        self.banner.add_class("stt-paused")
+        self.answer = W.Textarea(
+            value="",
+            placeholder="the answer, as JSON (empty: no answer)",
+            description="answer",
+            layout=W.Layout(width="100%", height="56px"),
+        )
+        self.answer.add_class("stt-answer")
+        self.continue_button = W.Button(
+            description="Continue", button_style="success", tooltip="go on to the next pause"
+        )
+        self.step_button = W.Button(
+            description="Step", button_style="info", tooltip="run one node, then pause again"
+        )
+        self.abort_button = W.Button(
+            description="Abort", button_style="danger", tooltip="cancel the paused run"
+        )
+        for button, action in (
+            (self.continue_button, "continue"),
+            (self.step_button, "step"),
+            (self.abort_button, "abort"),
+        ):
+            button.add_class(f"stt-{action}")
+            button.on_click(lambda _, a=action: self.go(a))
+        self.breakpoints = W.HBox(layout=W.Layout(flex_flow="row wrap"))
+        self.report = W.HTML()
+        self.report.add_class("stt-pause-report")
+        self.task: asyncio.Task[Any] | None = None
+        self.controls = W.VBox(
+            [
+                self.answer,
+                W.HBox([self.continue_button, self.step_button, self.abort_button]),
+                self.breakpoints,
+            ]
+        )
+        self.widget = W.VBox([self.banner, self.controls, self.report])
+        for event in ("run", "frames"):
+            model.on(event, self.update)
+        self.update()
+
+    # --- what is shown ----------------------------------------------------------------
+
+    @property
+    def pause(self) -> Pause | None:
+        """The pause the shown run is in, or None."""
+        if self.model.record.status != "paused":
+            return None
+        return pause_history(self.model.db.store.pause_frames(self.model.run_id)).current
+
+    def update(self) -> None:
+        """Show the banner and the controls while the run is paused; hide them otherwise."""
+        pause = self.pause
+        outside = None if pause is not None else self.model.outside_pause()
+        self.widget.layout.display = None if pause is not None or outside else "none"
+        self.controls.layout.display = None if pause is not None else "none"
+        if pause is None:
+            self.banner.value = "" if not outside else self._outside(outside)
+            return
+        where = "while running" if pause.when == "ask" else pause.when
+        question = ""
+        if pause.question is not None:
+            text = json.dumps(pause.question, ensure_ascii=False, indent=2, sort_keys=True)
+            question = f"<pre class='stt-question'>{esc(text)}</pre>"
+        self.banner.value = wrap(
+            f"<div><b>Paused</b> ({esc(pause.reason)}) {esc(where)} "
+            f"<code>{esc(pause.node_id or '')}</code> at frame {pause.frame_no}</div>{question}"
+        )
+        marks = pause_history(self.model.db.store.pause_frames(self.model.run_id)).before
+        toggles = []
+        for node_id in self.model.node_ids:
+            toggle = W.ToggleButton(
+                value=node_id in marks,
+                description=f"break before {node_id}",
+                tooltip=f"pause before {node_id} (from the next Continue or Step)",
+                layout=W.Layout(width="auto"),
+            )
+            toggle.add_class("stt-breakpoint")
+            toggle.node_id = node_id  # type: ignore[attr-defined]
+            toggles.append(toggle)
+        self.breakpoints.children = tuple(toggles)
+
+    @staticmethod
+    def _outside(pause: dict[str, Any]) -> str:
+        """The banner of a pause an integration reports (a LangGraph interrupt): continued
+        in that framework, so without the controls."""
+        text = json.dumps(pause.get("question"), ensure_ascii=False, indent=2, sort_keys=True)
+        return wrap(
+            f"<div><b>Paused</b> ({esc(pause.get('reason', 'paused'))})</div>"
+            f"<pre class='stt-question'>{esc(text)}</pre>"
+            f"<div class='stt-muted'>{esc(pause.get('hint', ''))}</div>"
+        )
+
+    def break_before(self) -> list[str]:
+        """The nodes whose breakpoint toggle is on."""
+        return [t.node_id for t in self.breakpoints.children if t.value]  # type: ignore[attr-defined]
+
+    def _say(self, kind: str, text: str) -> None:
+        css = {"error": "stt-error", "success": "stt-ok"}.get(kind, "stt-muted")
+        self.report.value = wrap(f'<div class="{css}">{esc(text)}</div>')
+
+    # --- continuing -------------------------------------------------------------------
+
+    def go(self, action: str) -> None:
+        """Continue, step or abort the paused run (see the module docstring)."""
+        m = self.model
+        try:
+            answer = json.loads(self.answer.value) if self.answer.value.strip() else None
+        except json.JSONDecodeError as error:
+            self._say("error", f"The answer is not valid JSON: {error.msg}; nothing was written.")
+            return
+        kept = pause_history(m.db.store.pause_frames(m.run_id))
+        options: dict[str, Any] = {
+            "answer": answer,
+            "step": action == "step",
+            "abort": action == "abort",
+            "break_before": self.break_before(),
+            "break_after": sorted(kept.after),  # the toggles are only before nodes
+        }
+        if action == "abort" or m.workflow is None:
+            try:
+                m.db.continue_run(m.run_id, m.workflow, **options)
+            except SmithersError as error:
+                self._say("error", error.message)
+                return
+            self._refresh()
+            done = "aborted" if action == "abort" else "queued for a worker (no workflow here)"
+            self._say("success", f"Run {m.run_id} {done}.")
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is None:
+            try:
+                run = m.db.resume(m.run_id, m.workflow, **options)
+            except SmithersError as error:
+                self._say("error", error.message)
+                self._refresh()
+                return
+            self._refresh()
+            self._say("success", f"Run {run.id} is {run.status} at frame {run.record.clock}.")
+            return
+        task = loop.create_task(m.db.aresume(m.run_id, m.workflow, **options))
+        self.task = m.background = task
+        task.add_done_callback(self._done)
+        self._say("info", f"Run {m.run_id} goes on; the timeline follows it live.")
+        m._emit("frames")  # live refresh sees the background task and starts following
+        if self.on_started is not None:
+            self.on_started()
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            self._say("error", f"Continuing run {self.model.run_id} was cancelled.")
+            return
+        self._refresh()
+        error = task.exception()
+        if isinstance(error, SmithersError):
+            self._say("error", error.message)
+        elif error is not None:
+            self._say("error", f"{type(error).__name__}: {error}")
+        else:
+            run = task.result()
+            self._say("success", f"Run {run.id} is {run.status} at frame {run.record.clock}.")
+
+    def _refresh(self) -> None:
+        with contextlib.suppress(SmithersError):
+            self.model.refresh()
+        self.update()
