@@ -65,7 +65,6 @@ RUN_KINDS = {
     "reset",
     "run_paused",
     "run_continued",
-    "run_released",
 }
 
 
