@@ -76,6 +76,7 @@ FRAME_COLUMNS = (
     "agent_id",
     "data_json",
     "created_at_ms",
+    "size_bytes",
 )
 # Statements.insert_frame names these columns literally; the schema is defined once, in _schema.
 if tuple(S.frames.c.keys()) != FRAME_COLUMNS:
@@ -242,8 +243,17 @@ def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:
 
 
 def frame_values(frame: Frame) -> tuple[Any, ...]:
-    """A frame's column values in ``tt_frames`` order."""
-    data = frame.data
+    """A frame's column values in ``tt_frames`` order.
+
+    A checkpoint frame's ``data["size"]`` (an integer) goes to ``size_bytes``; when that is
+    all the data holds, ``data_json`` stays NULL (:func:`frame_data` reads it back)."""
+    data, size = frame.data, None
+    if frame.kind == "checkpoint" and type(data) is dict:
+        size = data.get("size")
+        if type(size) is not int:
+            size = None
+        elif len(data) == 1:
+            data = None
     return (
         frame.run_id,
         frame.frame_no,
@@ -260,7 +270,16 @@ def frame_values(frame: Frame) -> tuple[Any, ...]:
         frame.agent_id,
         None if data is None else canonical_bytes(data, wrapping=FRAME_DATA_WRAPPING).decode(),
         frame.created_at_ms,
+        size,
     )
+
+
+def frame_data(kind: str, data: Any, size_bytes: int | None) -> Any:
+    """A frame's ``data`` from its (parsed) ``data_json`` and ``size_bytes`` columns: the
+    inverse of :func:`frame_values`."""
+    if data is None and size_bytes is not None and kind == "checkpoint":
+        return {"size": size_bytes}
+    return data
 
 
 def json_or_none(value: Any, **options: Any) -> str | None:
