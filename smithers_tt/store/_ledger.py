@@ -2,8 +2,9 @@
 
 A change to a run is a frame appended to the run's history plus its projection into the live
 tables (an attempt row inserted or ended, a node upserted, the run row's status or owner
-changed, a ref inserted). :func:`write` takes a list of :class:`Entry` (a run, an optional
-fence and its changes) and, inside the caller's transaction:
+changed, a ref inserted: its key and the number of its checkpoint frame). :func:`write`
+takes a list of :class:`Entry` (a run, an optional fence and its changes) and, inside the
+caller's transaction:
 
 1. advances the clock of every run named **once**, by the number of its frames, with one
    ``UPDATE ... RETURNING`` per run that also locks the run row (runs in sorted order, so two
@@ -27,7 +28,7 @@ never compared.
 
 A change whose :attr:`Change.ticks` is 0 is *frameless*: it goes through the same clock lock,
 fence check and projection, but adds nothing to the history (giving a run back to the queue,
-a ref restored with an explicit sequence, an attempt deleted). A heartbeat is not even that:
+a ref restored that is there already, an attempt deleted). A heartbeat is not even that:
 :func:`touch` records that an owner is alive in one fenced statement, without locking the
 clock or growing the history (the fence rule there is :func:`check_fence`'s, in SQL).
 
