@@ -77,6 +77,7 @@ __all__ = [
     "insert_content",
     "insert_frames",
     "ref_from_row",
+    "ref_key",
     "select_refs",
 ]
 
@@ -212,7 +213,7 @@ class PublishUnit(Change, Unit):
             self.agent_id,
             stamp,
         )
-        w.defer(w.sql.insert_ref, (*_ref_key(ref), frame_no))
+        w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
         self.result = ref
         return Frame(
             key.run_id,
@@ -240,7 +241,8 @@ if tuple(S.refs.c.keys()) != REF_COLUMNS:
     raise RuntimeError("smithers_tt.store._publish is out of step with _schema; fix the SQL")
 
 
-def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
+def ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
+    """A ref's key, the primary key of ``tt_checkpoint_refs``."""
     return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
 
 

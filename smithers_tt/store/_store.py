@@ -58,6 +58,7 @@ from smithers_tt.store._publish import (
     PublishUnit,
     check_purpose,
     ref_from_row,
+    ref_key,
     select_refs,
 )
 from smithers_tt.store._records import (
@@ -132,10 +133,6 @@ def _attempt_from_row(row: Any) -> AttemptRecord:
         row.started_at_ms,
         row.finished_at_ms,
     )
-
-
-def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
-    return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
 
 
 def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckpoint:
@@ -235,7 +232,7 @@ class RefPut(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame | None:
         ref, db, existing = self.ref, w.db, self.existing
-        key = _ref_key(ref)
+        key = ref_key(ref)
         if existing is None:
             size = db.one(w.sql.content_size, (ref.content_hash,))
             if size is None:
@@ -509,7 +506,7 @@ class Store:
         if node_state is not None:
             changes.append(NodeSet(fence.run_id, node_id, iteration, node_state))
         started = AttemptStarted(
-            fence, node_id, iteration, None if resumed_from is None else _ref_key(resumed_from)
+            fence, node_id, iteration, None if resumed_from is None else ref_key(resumed_from)
         )
         changes.append(started)
         self._write(lambda db: [Entry(fence.run_id, fence, changes)])
@@ -645,7 +642,7 @@ class Store:
         changes: list[RefPut] = []
 
         def entries(db: Driver) -> list[Entry]:
-            changes[:] = [RefPut(ref, db.one(db.sql.get_ref, _ref_key(ref)))]
+            changes[:] = [RefPut(ref, db.one(db.sql.get_ref, ref_key(ref)))]
             return [Entry(ref.run_id, None, changes)]
 
         self._write(entries)
