@@ -84,6 +84,7 @@ class _Contents:
         self.count = 0
         self.rows: list[tuple[str, bytes, int, int]] = []
         self.shared: list[tuple[str, str, int]] = []  # popular (hash, codec, version)
+        self.size: dict[str, int] = {}
 
     def new(self, codec: str, version: int, now: int) -> str:
         self.count += 1
@@ -93,6 +94,7 @@ class _Contents:
         data = (head + "x" * max(1, size - len(head) - len(tail)) + tail).encode()
         digest = hashlib.sha256(data).hexdigest()
         self.rows.append((digest, data, len(data), now))
+        self.size[digest] = len(data)
         return digest
 
 
@@ -126,6 +128,12 @@ RUN_COLUMNS = (
     "updated_at_ms"
 )
 RUN_INSERT = f"INSERT INTO tt_runs ({RUN_COLUMNS}) VALUES ({_marks(20)})"  # noqa: S608
+FRAME_INSERT = (
+    "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "  # noqa: S608
+    "content_hash, codec, version, purpose, agent_id, created_at_ms, size_bytes) "
+    f"VALUES ({_marks(14)})"
+)
+"""A ref's checkpoint frame holds its hash, codec, version, purpose, agent, time and size."""
 
 
 def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[str, int]:
@@ -154,11 +162,12 @@ def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[st
         conn.executemany(RUN_INSERT, run_rows)
         conn.executemany(f"INSERT INTO tt_attempts VALUES ({_marks(17)})", attempt_rows)  # noqa: S608
         conn.executemany("INSERT INTO tt_checkpoint_contents VALUES (?,?,?,?)", contents.rows)
-        conn.executemany(f"INSERT INTO tt_checkpoint_refs VALUES ({_marks(11)})", ref_rows)  # noqa: S608
         conn.executemany(
-            "INSERT INTO tt_frames (run_id, frame_no, kind, created_at_ms) VALUES (?,?,?,?)",
-            frame_rows,
+            "INSERT INTO tt_checkpoint_refs (run_id, node_id, iteration, attempt, sequence, "
+            "frame_no) VALUES (?,?,?,?,?,?)",
+            ref_rows,
         )
+        conn.executemany(FRAME_INSERT, frame_rows)
         conn.execute("COMMIT")
         totals["runs"] += len(run_rows)
         totals["attempts"] += len(attempt_rows)
@@ -178,6 +187,8 @@ def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[st
         cuts = sorted(rng.sample(range(1, refs_per_run), len(plan) - 1))
         counts = [b - a for a, b in zip([0, *cuts], [*cuts, refs_per_run], strict=True)]
         mine: list[tuple[str, str, int]] = []
+        frame_no = 0
+        frame_rows.append((run_id, 0, "run_created", *(None,) * 9, now, None))
         inherited = list(parent[1]) if parent else []
         for (node, iteration, attempt, state), count in zip(plan, counts, strict=True):
             code, error = rng.choice(ERRORS) if state == "failed" else (None, None)
@@ -201,20 +212,21 @@ def generate(path: Path, runs: int, refs_per_run: int, seed: int = 7) -> dict[st
                         contents.shared.append((digest, codec, version))
                 purpose = _weighted(rng, PURPOSES)
                 key = (run_id, node, iteration, attempt, sequence)
-                ref_rows.append(
-                    (*key, digest, codec, version, f"{node}-agent", purpose, now + sequence)
+                frame_no += 1
+                ref_rows.append((*key, frame_no))
+                pin = (digest, codec, version, purpose, f"{node}-agent", now + sequence)
+                frame_rows.append(
+                    (run_id, frame_no, "checkpoint", *key[1:], *pin, contents.size[digest])
                 )
                 mine.append((digest, codec, version))
                 previous = digest
         run_rows.append(
             (run_id, workflow, "0" * 64, status, "{}", None, None, 1, "bench:1", None, False)
             + ((parent[0], rng.randint(5, 60)) if parent else (None, None))
-            + (None, 2, None, None, None, now, now + 10_000)
+            + (None, frame_no + 1, None, None, None, now, now + 10_000)
         )
-        frame_rows.append((run_id, 0, "run_created", now))
-        frame_rows.append(
-            (run_id, 1, "run_finished" if status == "finished" else "run_failed", now)
-        )
+        end = "run_finished" if status == "finished" else "run_failed"
+        frame_rows.append((run_id, frame_no + 1, end, *(None,) * 9, now, None))
         history.append((run_id, mine))
         flush()
     flush(final=True)
@@ -262,15 +274,13 @@ def _read(path: Path, sql: str) -> Any:
         conn.close()
 
 
-_REFS = "SELECT {} FROM tt_checkpoint_refs"
-_SIZES = "SELECT content_hash, size_bytes FROM tt_checkpoint_contents"
+_REFS = "SELECT {} FROM tt_checkpoint_refs JOIN tt_frames USING (run_id, frame_no)"
 _ATTEMPTS = "SELECT run_id, node_id, iteration, state FROM tt_attempts"
 
 
-def _q1(refs: Any, sizes: Any) -> Any:
-    both = refs.merge(sizes, on="content_hash", how="left")
+def _q1(refs: Any) -> Any:
     return (
-        both.groupby(["codec", "purpose"], as_index=False)
+        refs.groupby(["codec", "purpose"], as_index=False)
         .agg(refs=("content_hash", "size"), bytes=("size_bytes", "sum"))
         .sort_values(["codec", "purpose"], ignore_index=True)
     )
@@ -288,8 +298,8 @@ def _q2(attempts: Any) -> Any:
     return out.sort_values("node_id", ignore_index=True)
 
 
-def _q3(refs: Any, sizes: Any) -> Any:
-    both = refs[["run_id", "content_hash"]].merge(sizes, on="content_hash")
+def _q3(refs: Any) -> Any:
+    both = refs[["run_id", "content_hash", "size_bytes"]].dropna(subset=["size_bytes"])
     logical = both.groupby("run_id").size_bytes.agg(["size", "sum"])
     distinct = both.drop_duplicates(["run_id", "content_hash"]).groupby("run_id").size_bytes
     out = logical.rename(columns={"size": "ref_count", "sum": "logical_bytes"})
@@ -305,11 +315,9 @@ def theirs_cold(path: Path) -> dict[str, Callable[[], Any]]:
         zip(
             QUESTIONS,
             (
-                lambda: _q1(
-                    _read(path, _REFS.format("codec, purpose, content_hash")), _read(path, _SIZES)
-                ),
+                lambda: _q1(_read(path, _REFS.format("codec, purpose, content_hash, size_bytes"))),
                 lambda: _q2(_read(path, _ATTEMPTS)),
-                lambda: _q3(_read(path, _REFS.format("run_id, content_hash")), _read(path, _SIZES)),
+                lambda: _q3(_read(path, _REFS.format("run_id, content_hash, size_bytes"))),
             ),
             strict=True,
         )
@@ -319,11 +327,10 @@ def theirs_cold(path: Path) -> dict[str, Callable[[], Any]]:
 def theirs_warm(path: Path) -> tuple[float, dict[str, Callable[[], Any]]]:
     """Seconds to load every needed column once, and the questions on those DataFrames."""
     t0 = time.perf_counter()
-    refs = _read(path, _REFS.format("run_id, codec, purpose, content_hash"))
-    sizes = _read(path, _SIZES)
+    refs = _read(path, _REFS.format("run_id, codec, purpose, content_hash, size_bytes"))
     attempts = _read(path, _ATTEMPTS)
     seconds = time.perf_counter() - t0
-    asks = (lambda: _q1(refs, sizes), lambda: _q2(attempts), lambda: _q3(refs, sizes))
+    asks = (lambda: _q1(refs), lambda: _q2(attempts), lambda: _q3(refs))
     return seconds, dict(zip(QUESTIONS, asks, strict=True))
 
 

@@ -623,8 +623,7 @@ def grow_ours(db: smithers_tt.Database, fence: Any, run_id: str, target: int, ha
     """Bring run ``run_id`` to ``target`` refs of node ``agent`` in bulk (1,000 per attempt)."""
     from smithers_tt.store import _schema as S
     from smithers_tt.store._frames import Frame, frame_row
-    from smithers_tt.store._publish import ref_row
-    from smithers_tt.store._records import CheckpointRef, now_ms
+    from smithers_tt.store._records import now_ms
 
     store = db.store
     engine = db.engine
@@ -657,21 +656,11 @@ def grow_ours(db: smithers_tt.Database, fence: Any, run_id: str, target: int, ha
                             "created_at_ms": stamp,
                         }
                     )
-                ref = CheckpointRef(
-                    run_id,
-                    "agent",
-                    0,
-                    key.attempt,
-                    seq,
-                    enc.content_hash,
-                    CODEC,
-                    1,
-                    "progress",
-                    None,
-                    stamp,
-                )
-                refs.append(ref_row(ref))
                 clock += 1
+                refs.append(
+                    {"run_id": run_id, "node_id": "agent", "iteration": 0}
+                    | {"attempt": key.attempt, "sequence": seq, "frame_no": clock}
+                )
                 frames.append(
                     frame_row(
                         Frame(

@@ -192,16 +192,16 @@ CHECKPOINTS = View(
         ("purpose", "progress, turn, schema-correction or session"),
         ("agent_id", "the agent that published it (may be NULL)"),
         ("content_hash", "SHA-256 of the canonical bytes (shared by identical checkpoints)"),
-        ("size_bytes", "size of those bytes (NULL if the content is missing)"),
+        ("size_bytes", "size of those bytes, as recorded with the checkpoint (NULL if unknown)"),
         ("created_at_ms", f"when it was published, {_TIMES}"),
         ("created_at", "``created_at_ms`` as a UTC TIMESTAMP"),
     ),
     """
-    SELECT r.run_id, r.node_id, r.iteration, r.attempt, r.sequence, r.codec, r.version,
-           r.purpose, r.agent_id, r.content_hash, c.size_bytes, r.created_at_ms,
-           epoch_ms(r.created_at_ms) AS created_at
+    SELECT r.run_id, r.node_id, r.iteration, r.attempt, r.sequence, f.codec, f.version,
+           f.purpose, f.agent_id, f.content_hash, f.size_bytes, f.created_at_ms,
+           epoch_ms(f.created_at_ms) AS created_at
     FROM raw.tt_checkpoint_refs AS r
-    LEFT JOIN raw.tt_checkpoint_contents AS c USING (content_hash)
+    JOIN raw.tt_frames AS f ON f.run_id = r.run_id AND f.frame_no = r.frame_no
     """,
     materialize=True,
 )
@@ -218,8 +218,10 @@ CONTENTS = View(
     ),
     """
     WITH used AS (
-        SELECT content_hash, count(*) AS ref_count, count(DISTINCT run_id) AS run_count
-        FROM raw.tt_checkpoint_refs GROUP BY content_hash
+        SELECT f.content_hash, count(*) AS ref_count, count(DISTINCT r.run_id) AS run_count
+        FROM raw.tt_checkpoint_refs AS r
+        JOIN raw.tt_frames AS f ON f.run_id = r.run_id AND f.frame_no = r.frame_no
+        GROUP BY f.content_hash
     )
     SELECT c.content_hash, c.size_bytes, c.created_at_ms,
            coalesce(u.ref_count, 0) AS ref_count, coalesce(u.run_count, 0) AS run_count
@@ -278,7 +280,9 @@ FRAMES = View(
     """
     SELECT run_id, frame_no, kind, node_id, iteration, attempt, sequence, state,
            content_hash, codec, version, purpose, agent_id,
-           CAST(data_json AS JSON) AS data_json, created_at_ms,
+           CAST(CASE WHEN data_json IS NULL AND size_bytes IS NOT NULL AND kind = 'checkpoint'
+                     THEN '{"size":' || size_bytes || '}' ELSE data_json END AS JSON)
+               AS data_json, created_at_ms,
            epoch_ms(created_at_ms) AS created_at
     FROM raw.tt_frames
     WHERE frame_no >= 0

@@ -85,7 +85,6 @@ def write_history(
                     if h not in stored
                 ],
             )
-            tx.replace_live_state(run_id, nodes, attempts, live_refs, None)
 
         # Through the ledger: the run row is locked first (it serialises the run's writers,
         # as every change to a run does), the clock advanced once for all the frames.
@@ -93,5 +92,7 @@ def write_history(
         changes.append(HistoryEnded(conn, frames[-1], status, output, project))
         with driver(conn) as db:
             write(db, [Entry(run_id, None, changes)], stamp)
+        # After the frames: each live ref points at its checkpoint frame.
+        tx.replace_live_state(run_id, nodes, attempts, live_refs, None)
 
     engine.transaction(work)

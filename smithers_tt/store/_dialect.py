@@ -137,9 +137,13 @@ class Statements:
             "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ?"
         )
         self.get_ref = q(
-            "SELECT content_hash, codec, version, purpose, agent_id, created_at_ms "
-            "FROM tt_checkpoint_refs WHERE run_id = ? AND node_id = ? AND iteration = ? "
-            "AND attempt = ? AND sequence = ?"
+            "SELECT f.content_hash, f.codec, f.version, f.purpose, f.agent_id, f.created_at_ms "
+            "FROM tt_checkpoint_refs r JOIN tt_frames f "
+            "ON f.run_id = r.run_id AND f.frame_no = r.frame_no WHERE r.run_id = ? "
+            "AND r.node_id = ? AND r.iteration = ? AND r.attempt = ? AND r.sequence = ?"
+        )
+        self.content_size = q(
+            "SELECT size_bytes FROM tt_checkpoint_contents WHERE content_hash = ?"
         )
         self.sequence_past = q(
             "UPDATE tt_attempts SET next_sequence = ? WHERE run_id = ? AND node_id = ? "
@@ -175,13 +179,12 @@ class Statements:
         )
         self.insert_ref = q(
             "INSERT INTO tt_checkpoint_refs (run_id, node_id, iteration, attempt, sequence, "
-            "content_hash, codec, version, agent_id, purpose, created_at_ms) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "frame_no) VALUES (?, ?, ?, ?, ?, ?)"
         )
         self.insert_frame = q(
             "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "
             "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
-            "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "created_at_ms, size_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
         self.next_attempt = q(
             "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from smithers_tt.store import _schema as S
-from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
+from smithers_tt.store._ledger import FRAME_COLUMNS, frame_data, frame_values
 from smithers_tt.store._records import FRAME_DATA_WRAPPING, Frame, stored_json
 
 __all__ = [
@@ -69,7 +69,7 @@ def frame_from_row(row: Any) -> Frame:
     data = t[13]
     if data is not None:
         data = stored_json(data, lambda: f"tt_frames.data_json of frame {t[1]} of run {t[0]!r}")
-    return Frame(*t[:13], data, t[14])
+    return Frame(*t[:13], frame_data(t[2], data, t[15]), t[14])
 
 
 def select_frames(run_id: str, after: int | None = None, upto: int | None = None) -> sa.Select:

@@ -2,8 +2,9 @@
 
 A change to a run is a frame appended to the run's history plus its projection into the live
 tables (an attempt row inserted or ended, a node upserted, the run row's status or owner
-changed, a ref inserted). :func:`write` takes a list of :class:`Entry` (a run, an optional
-fence and its changes) and, inside the caller's transaction:
+changed, a ref inserted: its key and the number of its checkpoint frame). :func:`write`
+takes a list of :class:`Entry` (a run, an optional fence and its changes) and, inside the
+caller's transaction:
 
 1. advances the clock of every run named **once**, by the number of its frames, with one
    ``UPDATE ... RETURNING`` per run that also locks the run row (runs in sorted order, so two
@@ -26,8 +27,8 @@ are dense and follow commit order; wall-clock stamps (``stamp``, given by the ca
 never compared.
 
 A change whose :attr:`Change.ticks` is 0 is *frameless*: it goes through the same clock lock,
-fence check and projection, but adds nothing to the history (a ref restored with an
-explicit sequence, an attempt deleted, a rewind's cut of the history). A heartbeat is not even that:
+fence check and projection, but adds nothing to the history (a ref restored that is there
+already, an attempt deleted, a rewind's cut of the history). A heartbeat is not even that:
 :func:`touch` records that an owner is alive in one fenced statement, without locking the
 clock or growing the history (the fence rule there is :func:`check_fence`'s, in SQL).
 
@@ -78,6 +79,7 @@ FRAME_COLUMNS = (
     "agent_id",
     "data_json",
     "created_at_ms",
+    "size_bytes",
 )
 # Statements.insert_frame names these columns literally; the schema is defined once, in _schema.
 if tuple(S.frames.c.keys()) != FRAME_COLUMNS:
@@ -244,8 +246,17 @@ def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:
 
 
 def frame_values(frame: Frame) -> tuple[Any, ...]:
-    """A frame's column values in ``tt_frames`` order."""
-    data = frame.data
+    """A frame's column values in ``tt_frames`` order.
+
+    A checkpoint frame's ``data["size"]`` (an integer) goes to ``size_bytes``; when that is
+    all the data holds, ``data_json`` stays NULL (:func:`frame_data` reads it back)."""
+    data, size = frame.data, None
+    if frame.kind == "checkpoint" and type(data) is dict:
+        size = data.get("size")
+        if type(size) is not int:
+            size = None
+        elif len(data) == 1:
+            data = None
     return (
         frame.run_id,
         frame.frame_no,
@@ -262,7 +273,16 @@ def frame_values(frame: Frame) -> tuple[Any, ...]:
         frame.agent_id,
         None if data is None else canonical_bytes(data, wrapping=FRAME_DATA_WRAPPING).decode(),
         frame.created_at_ms,
+        size,
     )
+
+
+def frame_data(kind: str, data: Any, size_bytes: int | None) -> Any:
+    """A frame's ``data`` from its (parsed) ``data_json`` and ``size_bytes`` columns: the
+    inverse of :func:`frame_values`."""
+    if data is None and size_bytes is not None and kind == "checkpoint":
+        return {"size": size_bytes}
+    return data
 
 
 def json_or_none(value: Any, **options: Any) -> str | None:

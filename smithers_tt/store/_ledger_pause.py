@@ -23,7 +23,7 @@ from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import ConcurrencyError
 from smithers_tt.store import _schema as S
 from smithers_tt.store._ledger import AttemptEnded, AttemptStarted, Change, RunRow, Write
-from smithers_tt.store._publish import _insert_content, _ref_values
+from smithers_tt.store._publish import _insert_content, ref_key
 from smithers_tt.store._records import CheckpointRef, Frame
 
 PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued")
@@ -126,7 +126,7 @@ class CheckpointEdited(Change):
             enc.codec, enc.version, "progress", self.agent_id, w.stamp,
         )  # fmt: skip
         w.db.count(w.sql.sequence_past, (1, key.run_id, key.node_id, key.iteration, key.attempt, 0))
-        w.defer(w.sql.insert_ref, _ref_values(ref))
+        w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
         return Frame(
             key.run_id, frame_no, "checkpoint", key.node_id, key.iteration, key.attempt, 0,
             None, enc.content_hash, enc.codec, enc.version, "progress", self.agent_id,

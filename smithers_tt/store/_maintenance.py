@@ -129,7 +129,7 @@ def verify(
     """Check every content row's SHA-256 and size, every ref's content, every ref against its
     run's checkpoint frames, and every JSON column of runs, nodes and frames, page by page."""
     check_limit(page_size)
-    c, f = S.contents, S.refs
+    c = S.contents
     report = VerifyReport()
     after: str | None = None
     while True:
@@ -151,41 +151,39 @@ def verify(
         if len(rows) < page_size:
             break
         after = rows[-1].content_hash
-    # Refs whose content is gone can only exist if foreign keys were bypassed; look anyway.
+    # Refs whose content is gone (or whose frame is): only if foreign keys were bypassed or
+    # rows deleted by hand; look anyway.
+    r, fr = S.refs, S.frames
     orphan = (
-        sa.select(f.c.run_id, f.c.node_id, f.c.iteration, f.c.attempt, f.c.sequence)
-        .where(~sa.exists().where(c.c.content_hash == f.c.content_hash))
+        sa.select(r.c.run_id, r.c.node_id, r.c.iteration, r.c.attempt, r.c.sequence)
+        .select_from(r.outerjoin(fr, (fr.c.run_id == r.c.run_id) & (fr.c.frame_no == r.c.frame_no)))
+        .where(~sa.exists().where(c.c.content_hash == fr.c.content_hash))
         .limit(10_000)
     )
     missing = engine.transaction(lambda conn: conn.execute(orphan).all(), write=False)
-    report.missing = [tuple(r) for r in missing]
+    report.missing = [tuple(row) for row in missing]
     report.mismatched = _mismatched_refs(engine)
     report.damaged = _damaged_rows(engine)
     return report
 
 
 def _mismatched_refs(engine: Engine) -> list[RefKey]:
-    """Refs contradicted by their run's checkpoint frames (a ref without any frame, as
-    ``put_ref`` restores make, is not a contradiction)."""
+    """Refs whose frame is not a checkpoint frame of their own key (a ref names its frame:
+    only rows changed by hand contradict it)."""
     r, f = S.refs, S.frames
-    same_key = sa.and_(
+    agrees = sa.and_(
         f.c.run_id == r.c.run_id,
+        f.c.frame_no == r.c.frame_no,
         f.c.kind == "checkpoint",
         f.c.node_id == r.c.node_id,
         f.c.iteration == r.c.iteration,
         f.c.attempt == r.c.attempt,
         f.c.sequence == r.c.sequence,
     )
-    agrees = sa.and_(
-        same_key,
-        f.c.content_hash == r.c.content_hash,
-        f.c.codec == r.c.codec,
-        f.c.version == r.c.version,
-        f.c.purpose == r.c.purpose,
-    )
+    has_frame = sa.and_(f.c.run_id == r.c.run_id, f.c.frame_no == r.c.frame_no)
     stmt = (
         sa.select(r.c.run_id, r.c.node_id, r.c.iteration, r.c.attempt, r.c.sequence)
-        .where(sa.exists().where(same_key), ~sa.exists().where(agrees))
+        .where(sa.exists().where(has_frame), ~sa.exists().where(agrees))
         .order_by(r.c.run_id, r.c.node_id, r.c.iteration, r.c.attempt, r.c.sequence)
         .limit(MAX_FINDINGS)
     )

@@ -16,8 +16,8 @@ commits in one transaction, written by :func:`smithers_tt.store._ledger.write`:
    corruption); on PostgreSQL that comparison locks the row ``FOR KEY SHARE``, so a
    concurrent garbage collection either ran before (and the insert recreates the row) or
    skips it until this publication has committed its reference;
-4. insert the immutable refs and the ``checkpoint`` frames that pin their content, one
-   ``executemany`` each.
+4. insert the ``checkpoint`` frames that pin their content (hash, codec, version, purpose,
+   agent, size) and the live refs (key and frame number only), one ``executemany`` each.
 
 Every statement is prebuilt driver SQL with bound parameters (see
 :class:`~smithers_tt.store._dialect.Statements`): nothing is built or compiled per publish.
@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
@@ -76,7 +77,8 @@ __all__ = [
     "insert_content",
     "insert_frames",
     "ref_from_row",
-    "ref_row",
+    "ref_key",
+    "select_refs",
 ]
 
 
@@ -211,7 +213,7 @@ class PublishUnit(Change, Unit):
             self.agent_id,
             stamp,
         )
-        w.defer(w.sql.insert_ref, _ref_values(ref))
+        w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
         self.result = ref
         return Frame(
             key.run_id,
@@ -232,38 +234,16 @@ class PublishUnit(Change, Unit):
         )
 
 
-_REF_COLUMNS = (
-    "run_id",
-    "node_id",
-    "iteration",
-    "attempt",
-    "sequence",
-    "content_hash",
-    "codec",
-    "version",
-    "agent_id",
-    "purpose",
-    "created_at_ms",
-)
+REF_COLUMNS = ("run_id", "node_id", "iteration", "attempt", "sequence", "frame_no")
+"""The columns of ``tt_checkpoint_refs``: a ref's key and its checkpoint frame."""
 # Statements.insert_ref names these columns literally; the schema is defined once, in _schema.
-if tuple(S.refs.c.keys()) != _REF_COLUMNS:
+if tuple(S.refs.c.keys()) != REF_COLUMNS:
     raise RuntimeError("smithers_tt.store._publish is out of step with _schema; fix the SQL")
 
 
-def _ref_values(ref: CheckpointRef) -> tuple[Any, ...]:
-    return (
-        ref.run_id,
-        ref.node_id,
-        ref.iteration,
-        ref.attempt,
-        ref.sequence,
-        ref.content_hash,
-        ref.codec,
-        ref.version,
-        ref.agent_id,
-        ref.purpose,
-        ref.created_at_ms,
-    )
+def ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
+    """A ref's key, the primary key of ``tt_checkpoint_refs``."""
+    return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
 
 
 def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
@@ -319,11 +299,6 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
 
 
-def ref_row(ref: CheckpointRef) -> dict[str, Any]:
-    """The column values of a ref."""
-    return dict(zip(_REF_COLUMNS, _ref_values(ref), strict=True))
-
-
 def check_purpose(purpose: str) -> str:
     """Validate a ref purpose."""
     if purpose not in S.PURPOSES:
@@ -331,21 +306,28 @@ def check_purpose(purpose: str) -> str:
     return purpose
 
 
+def select_refs() -> Any:
+    """Live refs as :func:`ref_from_row` reads them: ``tt_checkpoint_refs`` joined with the
+    checkpoint frames that hold their hash, codec, version, purpose, agent and time."""
+    r, f = S.refs, S.frames
+    return sa.select(
+        r.c.run_id,
+        r.c.node_id,
+        r.c.iteration,
+        r.c.attempt,
+        r.c.sequence,
+        f.c.content_hash,
+        f.c.codec,
+        f.c.version,
+        f.c.purpose,
+        f.c.agent_id,
+        f.c.created_at_ms,
+    ).select_from(r.join(f, (f.c.run_id == r.c.run_id) & (f.c.frame_no == r.c.frame_no)))
+
+
 def ref_from_row(row: Any) -> CheckpointRef:
-    """Build a :class:`CheckpointRef` from a row of ``tt_checkpoint_refs``."""
-    return CheckpointRef(
-        row.run_id,
-        row.node_id,
-        row.iteration,
-        row.attempt,
-        row.sequence,
-        row.content_hash,
-        row.codec,
-        row.version,
-        row.purpose,
-        row.agent_id,
-        row.created_at_ms,
-    )
+    """Build a :class:`CheckpointRef` from a row of :func:`select_refs`."""
+    return CheckpointRef(*row)
 
 
 class GroupCommitter:

@@ -133,12 +133,7 @@ refs = Table(
     Column("iteration", Integer, primary_key=True),
     Column("attempt", Integer, primary_key=True),
     Column("sequence", Integer, primary_key=True),
-    Column("content_hash", HASH, nullable=False),
-    Column("codec", String(200), nullable=False),
-    Column("version", Integer, nullable=False),
-    Column("agent_id", String(200), nullable=True),
-    Column("purpose", String(20), nullable=False),
-    Column("created_at_ms", BigInteger, nullable=False),
+    Column("frame_no", BigInteger, nullable=False),
     ForeignKeyConstraint(
         ["run_id", "node_id", "iteration", "attempt"],
         [
@@ -149,11 +144,12 @@ refs = Table(
         ],
         ondelete="CASCADE",
     ),
-    ForeignKeyConstraint(["content_hash"], ["tt_checkpoint_contents.content_hash"]),
-    CheckConstraint(_in("purpose", PURPOSES), name="tt_refs_purpose"),
-    CheckConstraint("sequence >= 0 AND version >= 1", name="tt_refs_numbers"),
+    CheckConstraint("sequence >= 0", name="tt_refs_numbers"),
+    sqlite_with_rowid=False,
 )
-Index("tt_refs_content", refs.c.content_hash)
+"""A live ref: its key and ``frame_no``, the checkpoint frame of the same run that holds its
+content hash, codec, version, purpose, agent and time (readers join on ``(run_id,
+frame_no)``; the hash is stored once per publish, in the frame)."""
 
 FRAME_KINDS = (
     "run_created",
@@ -192,9 +188,12 @@ frames = Table(
     Column("agent_id", String(200), nullable=True),
     Column("data_json", Text, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
+    Column("size_bytes", Integer, nullable=True),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
     CheckConstraint(_in("kind", FRAME_KINDS), name="tt_frames_kind"),
 )
+"""``size_bytes`` is a checkpoint frame's content size (``data`` ``{"size": n}``: such a frame
+stores ``data_json`` NULL and ``size_bytes`` n; readers give back ``{"size": n}``)."""
 Index("tt_frames_content", frames.c.content_hash)
 
 cache = Table(
@@ -279,6 +278,6 @@ lg_checkpoints = Table(
 """``frame_no`` is the frame holding the checkpoint document (NULL while only writes arrived);
 ``writes_json`` holds the checkpoint's pending writes, small values inline."""
 
-CONTENT_PINS: list[Column] = [refs.c.content_hash, frames.c.content_hash, cache.c.content_hash]
+CONTENT_PINS: list[Column] = [frames.c.content_hash, cache.c.content_hash]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""

@@ -34,7 +34,7 @@ from smithers_tt.errors import (
 from smithers_tt.store import _schema as S
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._frames import Frame, frame_from_row, select_frames
+from smithers_tt.store._frames import Frame, checkpoint_frame, frame_from_row, select_frames
 from smithers_tt.store._ledger import (
     AttemptEnded,
     AttemptStarted,
@@ -65,7 +65,8 @@ from smithers_tt.store._publish import (
     PublishUnit,
     check_purpose,
     ref_from_row,
-    ref_row,
+    ref_key,
+    select_refs,
 )
 from smithers_tt.store._records import (
     AttemptKey,
@@ -139,10 +140,6 @@ def _attempt_from_row(row: Any) -> AttemptRecord:
         row.started_at_ms,
         row.finished_at_ms,
     )
-
-
-def _ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
-    return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
 
 
 def _checked(encoded: EncodedCheckpoint, max_bytes: int | None) -> EncodedCheckpoint:
@@ -222,32 +219,41 @@ class AttemptDeleted(Change):
 
 class RefPut(Change):
     """A ref with an explicit sequence (a restore, an import); identical re-insertion is a
-    no-op. Frameless: it restores a ref whose checkpoint frame, if any, is already history.
+    no-op (``existing``: what the key holds now, as :attr:`Statements.get_ref` reads it).
+
+    A new ref writes a ``checkpoint`` frame of its own, stamped with the ref's
+    ``created_at_ms``: the frame holds its hash, codec, version, purpose and agent, the ref row
+    points at it (as a publish's does), and the content must be stored already.
 
     Raises:
         RefConflict: the same key already points at other content, codec, version or purpose.
+        CheckpointMissing: no content is stored under the ref's hash.
     """
 
-    __slots__ = ("ref", "result")
+    __slots__ = ("existing", "ref", "result", "ticks")
 
-    ticks = 0
-
-    def __init__(self, ref: CheckpointRef) -> None:
-        self.ref = ref
+    def __init__(self, ref: CheckpointRef, existing: Any) -> None:
+        self.ref, self.existing = ref, existing
+        self.ticks = 0 if existing is not None else 1
         self.result: CheckpointRef | None = None
 
-    def apply(self, w: Write, frame_no: int, early: Any) -> None:
-        ref, db = self.ref, w.db
-        key = _ref_key(ref)
-        existing = db.one(w.sql.get_ref, key)
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame | None:
+        ref, db, existing = self.ref, w.db, self.existing
+        key = ref_key(ref)
         if existing is None:
+            size = db.one(w.sql.content_size, (ref.content_hash,))
+            if size is None:
+                raise CheckpointMissing(
+                    f"no checkpoint content {ref.content_hash[:12]} is stored; store it "
+                    "before restoring a ref to it"
+                )
             # Keep the attempt's allocator past every stored sequence: a later publish into
             # this attempt must not be handed the sequence of a restored ref (a duplicate key
             # forever).
             db.count(w.sql.sequence_past, (ref.sequence + 1, *key[:4], ref.sequence))
-            db.count(w.sql.insert_ref, tuple(ref_row(ref).values()))
+            w.defer(w.sql.insert_ref, (*key, frame_no))
             self.result = ref
-            return
+            return checkpoint_frame(ref, ref.run_id, frame_no, {"size": size[0]})
         if tuple(existing[:4]) != (ref.content_hash, ref.codec, ref.version, ref.purpose):
             raise RefConflict(
                 f"checkpoint ref {ref.node_id}#{ref.attempt}.{ref.sequence} of run "
@@ -255,6 +261,7 @@ class RefPut(Change):
                 f"v{existing[2]}, {existing[3]}); refs are immutable",
             )
         self.result = CheckpointRef(*key, *existing)
+        return None
 
 
 class Store:
@@ -516,7 +523,7 @@ class Store:
         if node_state is not None:
             changes.append(NodeSet(fence.run_id, node_id, iteration, node_state))
         started = AttemptStarted(
-            fence, node_id, iteration, None if resumed_from is None else _ref_key(resumed_from)
+            fence, node_id, iteration, None if resumed_from is None else ref_key(resumed_from)
         )
         changes.append(started)
         self._write(lambda db: [Entry(fence.run_id, fence, changes)])
@@ -649,10 +656,16 @@ class Store:
         """Insert a ref with an explicit sequence (restores, imports); identical re-insertion is a
         no-op, a ref pointing elsewhere raises :class:`RefConflict` (see ``RefPut``)."""
         check_purpose(ref.purpose)
-        change = RefPut(ref)
-        self._write(lambda db: [Entry(ref.run_id, None, [change])])
-        assert change.result is not None
-        return change.result
+        changes: list[RefPut] = []
+
+        def entries(db: Driver) -> list[Entry]:
+            changes[:] = [RefPut(ref, db.one(db.sql.get_ref, ref_key(ref)))]
+            return [Entry(ref.run_id, None, changes)]
+
+        self._write(entries)
+        result = changes[0].result
+        assert result is not None
+        return result
 
     @property
     def commit_batches(self) -> int:
@@ -714,7 +727,7 @@ class Store:
         check_limit(limit)
         f = S.refs
         key = (f.c.node_id, f.c.iteration, f.c.attempt, f.c.sequence)
-        stmt = sa.select(f).where(f.c.run_id == run_id).order_by(*key).limit(limit + 1)
+        stmt = select_refs().where(f.c.run_id == run_id).order_by(*key).limit(limit + 1)
         for column, value in (
             (f.c.node_id, node_id),
             (f.c.iteration, iteration),
@@ -723,7 +736,7 @@ class Store:
             if value is not None:
                 stmt = stmt.where(column == value)
         if purpose is not None:
-            stmt = stmt.where(f.c.purpose == check_purpose(purpose))
+            stmt = stmt.where(S.frames.c.purpose == check_purpose(purpose))
         if cursor is not None:
             after = decode_cursor("refs", cursor, (str, int, int, int))
             stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))
@@ -770,7 +783,7 @@ class Store:
         cursor = before
         while True:
             stmt = (
-                sa.select(f)
+                select_refs()
                 .where(f.c.run_id == run_id, f.c.node_id == node_id, f.c.iteration == iteration)
                 .order_by(f.c.attempt.desc(), f.c.sequence.desc())
                 .limit(page)

@@ -20,7 +20,7 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._dialect import Dialect
 from smithers_tt.store._frames import FRAME_DATA_WRAPPING, checkpoint_frame
 from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
-from smithers_tt.store._publish import insert_content, ref_row
+from smithers_tt.store._publish import REF_COLUMNS, insert_content
 from smithers_tt.store._records import CheckpointRef, now_ms
 from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
 
@@ -76,41 +76,63 @@ def audit_row(
     }
 
 
-_REF_COLUMNS = (
-    "node_id, iteration, attempt, sequence, content_hash, codec, version, agent_id, purpose"
-)
-
-
 def _copy_refs(
-    conn: Connection,
-    where: str,
-    params: dict[str, Any],
-    created: str,
-    run_id: str,
-    expected: int,
+    conn: Connection, where: str, params: dict[str, Any], run_id: str, expected: int
 ) -> None:
-    """Insert, as live refs of ``run_id``, the refs of the checkpoint frames ``f`` that
-    ``where`` selects, in one statement; ``expected`` is how many there are.
+    """Insert, as live refs of ``run_id``, the refs of the checkpoint frames ``f`` of that run
+    that ``where`` selects (each ref points at its frame), in one statement; ``expected`` is
+    how many there are.
 
     The statement joins each ref's content (it must be stored and within the checkpoint
     ceiling): if it wrote fewer than ``expected`` rows, or the database refused a row (a ref
     key bound twice), the frames need the full fold and :class:`Refold` says so (the caller
     rolls the transaction back).
     """
-    cols = ", ".join(f"f.{c}" for c in _REF_COLUMNS.split(", "))
     try:
         written = run_sql(
             conn,
-            f"INSERT INTO tt_checkpoint_refs (run_id, {_REF_COLUMNS}, created_at_ms) "  # noqa: S608
-            f"SELECT :dst_run, {cols}, {created} FROM tt_frames f "
+            "INSERT INTO tt_checkpoint_refs (run_id, node_id, iteration, attempt, sequence, "  # noqa: S608
+            "frame_no) SELECT f.run_id, f.node_id, f.iteration, f.attempt, f.sequence, "
+            "f.frame_no FROM tt_frames f "
             "JOIN tt_checkpoint_contents c ON c.content_hash = f.content_hash "
-            f"WHERE {where} AND c.size_bytes <= :max_bytes",
+            f"WHERE {where} AND f.run_id = :dst_run AND c.size_bytes <= :max_bytes",
             dict(params, dst_run=run_id, max_bytes=MAX_CHECKPOINT_BYTES),
         ).rowcount
     except sa.exc.IntegrityError as error:
         raise Refold("a ref key is bound twice") from error
     if written != expected:
         raise Refold(f"{written} of {expected} refs copied")
+
+
+def _ref_rows(conn: Connection, run_id: str, refs: Iterable[CheckpointRef]) -> list[tuple]:
+    """The ``tt_checkpoint_refs`` rows of ``refs`` (refs of ``run_id``): each points at the
+    newest checkpoint frame of the run that records it (the one with the ref's time first).
+
+    Raises:
+        Refold: a ref has no checkpoint frame in the run.
+    """
+    refs = list(refs)
+    if not refs:
+        return []
+    found: dict[tuple[Any, ...], int] = {}
+    for row in run_sql(
+        conn,
+        "SELECT node_id, iteration, attempt, sequence, content_hash, codec, version, "
+        "purpose, created_at_ms, frame_no FROM tt_frames "
+        "WHERE run_id = :run AND kind = 'checkpoint' ORDER BY frame_no",
+        {"run": run_id},
+    ):
+        found[tuple(row[:8])] = row[9]
+        found[tuple(row[:9])] = row[9]
+    rows = []
+    for ref in refs:
+        key = (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+        same = (*key, ref.content_hash, ref.codec, ref.version, ref.purpose)
+        no = found.get((*same, ref.created_at_ms), found.get(same))
+        if no is None:
+            raise Refold(f"ref {key} of run {run_id} has no checkpoint frame")
+        rows.append((run_id, *key, no))
+    return rows
 
 
 _NO_REF = (None, None, None, None, None)
@@ -176,17 +198,15 @@ class LiveWrites:
             conn.execute(table.delete().where(table.c.run_id == run_id))
         insert_rows(conn, S.nodes, nodes)
         insert_rows(conn, S.attempts, attempts)
-        rows = [dict(ref_row(ref), run_id=run_id) for ref in refs]
         if refs_from_base:
-            expected = len(rows) + (0 if stored is None else stored.count)
-            where = "f.run_id = :src_run AND f.kind = 'checkpoint' AND f.frame_no < 0"
-            _copy_refs(conn, where, {"src_run": run_id}, "f.created_at_ms", run_id, expected)
+            expected = len(list(refs)) + (0 if stored is None else stored.count)
+            where = "f.kind = 'checkpoint' AND f.frame_no < 0"
+            _copy_refs(conn, where, {}, run_id, expected)
             return
         if stored is not None:
             where, params = stored.where()
-            created = dialect_of(conn).ref_created
-            _copy_refs(conn, where, params, created, run_id, stored.count)
-        insert_rows(conn, S.refs, rows)
+            _copy_refs(conn, where, params, run_id, stored.count)
+        insert_tuples(conn, S.refs, REF_COLUMNS, _ref_rows(conn, run_id, refs))
 
     def write_base_frames(
         self,
@@ -228,6 +248,7 @@ class LiveWrites:
                     *_NO_REF,
                     data_json,
                     started_at_ms,
+                    None,
                 )
             )
             no += 1
@@ -238,20 +259,21 @@ class LiveWrites:
                 conn,
                 "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "  # noqa: S608
                 "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
-                "created_at_ms) SELECT :dst_run, :offset + ROW_NUMBER() OVER "
+                "created_at_ms, size_bytes) SELECT :dst_run, :offset + ROW_NUMBER() OVER "
                 "(ORDER BY f.frame_no), 'checkpoint', f.node_id, f.iteration, f.attempt, "
                 "f.sequence, NULL, f.content_hash, f.codec, f.version, f.purpose, f.agent_id, "
-                f"f.data_json, {dialect_of(conn).ref_created} FROM tt_frames f "
+                f"f.data_json, {dialect_of(conn).ref_created}, f.size_bytes FROM tt_frames f "
                 f"WHERE {where} ORDER BY f.frame_no",
                 dict(params, dst_run=run_id, offset=no - 1),
             )
             no += copied
         rows = []
+        sizes = self.content_sizes(list({r.content_hash for r in refs}))
         for r in refs:
             frame = checkpoint_frame(
                 r, run_id, no, {"created_at_ms": r.created_at_ms}, r.created_at_ms
             )
-            rows.append(frame_values(frame))
+            rows.append((*frame_values(frame)[:-1], sizes.get(r.content_hash)))
             no += 1
         stamp = now_ms()
         for node_id, iteration, last_attempt, state, output in nodes:
@@ -261,7 +283,9 @@ class LiveWrites:
                 else canonical_bytes({"output": output}, wrapping=FRAME_DATA_WRAPPING).decode()
             )
             key = (node_id, iteration, last_attempt)
-            rows.append((run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp))
+            rows.append(
+                (run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp, None)
+            )
             no += 1
         insert_tuples(conn, S.frames, FRAME_COLUMNS, rows)
         return total

@@ -26,7 +26,7 @@ from smithers_tt.engine import as_agent, resume_point
 from smithers_tt.errors import FormatNotDeclared, HistoryExhausted
 from smithers_tt.store import HISTORY_SCAN_BOUND, CheckpointRef
 from smithers_tt.store import _schema as S
-from smithers_tt.store._publish import ref_row
+from smithers_tt.store._frames import checkpoint_frame, frame_row
 
 from ._workflows import (
     CODEC,
@@ -254,19 +254,36 @@ def _prepare_history(db: st.Database, wf: Workflow, incompatible: int) -> tuple[
         }
         for e in encoded
     ]
-    rows = [
-        ref_row(replace(first, sequence=i + 1, content_hash=e.content_hash, version=2))
+    clock = store.get_run(key.run_id).clock
+    frames = [
+        frame_row(
+            checkpoint_frame(
+                replace(first, sequence=i + 1, content_hash=e.content_hash, version=2),
+                key.run_id,
+                clock + 1 + i,
+                {"size": e.size},
+            )
+        )
         for i, e in enumerate(encoded)
+    ]
+    rows = [
+        {"run_id": key.run_id, "node_id": "t", "iteration": 0, "attempt": 1}
+        | {"sequence": f["sequence"], "frame_no": f["frame_no"]}
+        for f in frames
     ]
     a = S.attempts
 
     def bulk(conn: Connection) -> None:
         conn.execute(S.contents.insert(), contents)
+        conn.execute(S.frames.insert(), frames)
         conn.execute(S.refs.insert(), rows)
         conn.execute(
             a.update()
             .where(a.c.run_id == key.run_id, a.c.node_id == "t", a.c.attempt == 1)
             .values(next_sequence=incompatible + 1)
+        )
+        conn.execute(
+            S.runs.update().where(S.runs.c.run_id == key.run_id).values(clock=clock + len(frames))
         )
 
     db.engine.transaction(bulk)

@@ -129,13 +129,13 @@ def test_verify_lists_every_row_whose_json_does_not_parse(db: st.Database, run: 
     ]
 
 
-def test_verify_lists_refs_that_contradict_their_checkpoint_frame(
+def test_verify_lists_refs_that_point_at_a_frame_other_than_their_checkpoint(
     db: st.Database, run: st.Run
 ) -> None:
     (first, *_) = db.store.list_refs(run.id).items
-    damage(
+    damage(  # frame 0 is the run's run_created frame
         db,
-        "UPDATE tt_checkpoint_refs SET codec = 'forged' WHERE run_id = :r AND node_id = :n "
+        "UPDATE tt_checkpoint_refs SET frame_no = 0 WHERE run_id = :r AND node_id = :n "
         "AND iteration = :i AND attempt = :a AND sequence = :s",
         r=first.run_id,
         n=first.node_id,

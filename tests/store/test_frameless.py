@@ -84,14 +84,19 @@ def test_releasing_a_run_its_fence_lost_writes_nothing(store: Store, fence: Fenc
     assert store.get_attempt(attempt.key).state == "in_progress"
 
 
-def test_restoring_a_ref_and_deleting_an_attempt_add_no_frame(
+def test_restoring_a_ref_adds_its_checkpoint_frame_once_and_deleting_an_attempt_none(
     db: st.Database, store: Store, fence: Fence, attempt: AttemptKey
 ) -> None:
     ref = store.publish(fence, attempt, checkpoint(1))
-    history = _history(store, fence.run_id)
+    clock, frames = _history(store, fence.run_id)
 
     restored = store.put_ref(dataclasses.replace(ref, sequence=5))
+    assert store.put_ref(restored) == restored  # identical: a no-op
     assert refs_of(db, fence.run_id) == [ref, restored]
+    history = _history(store, fence.run_id)
+    assert history == (clock + 1, [*frames, clock + 1])
+    (frame,) = store.frames(fence.run_id, after=clock)
+    assert frame.checkpoint_ref() == restored  # the ref's frame holds what it points at
     store.delete_attempt(attempt)
 
     assert refs_of(db, fence.run_id) == []

@@ -84,6 +84,38 @@ def test_upgrade_of_a_v1_store_applies_the_revisions_after_v1_and_loses_nothing(
     assert len(found["runs"]) == 11 and found["langgraph"][v1_support.THREADS[0]]
 
 
+def test_upgraded_v1_store_keeps_its_foreign_keys_and_points_each_ref_at_its_frame(
+    v1_url: str,
+) -> None:
+    engine = Engine(v1_url)
+    try:
+        migrate(engine)
+        if _backend(v1_url) == "sqlite":  # 0008 rebuilt the refs table: nothing may dangle
+            rows = engine.transaction(
+                lambda conn: conn.exec_driver_sql("PRAGMA foreign_key_check").all(), write=False
+            )
+            assert rows == []
+        refs = engine.transaction(
+            lambda conn: conn.execute(
+                sa.select(sa.func.count()).select_from(_schema.refs)
+            ).scalar(),
+            write=False,
+        )
+    finally:
+        engine.dispose()
+    db = st.connect(v1_url, read_only=True)
+    try:
+        report = db.verify()
+        listed = sum(
+            len(db.store.list_refs(run.id, limit=1000).items) for run in db.runs(limit=100)
+        )
+    finally:
+        db.close()
+    assert report.ok, report
+    assert (report.missing, report.mismatched) == ([], [])
+    assert listed == refs == 46  # every ref of 0.1 joins its checkpoint frame
+
+
 @pytest.fixture
 def fresh_url(db_url: str, tmp_path: Path) -> Iterator[str]:
     """A second empty database of the backend (another file, or another schema)."""

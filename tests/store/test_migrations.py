@@ -139,7 +139,7 @@ def _schema_with(change: Callable[[sa.MetaData], None]) -> Callable[[sa.Engine],
 
 
 def _agent_id_not_null(md: sa.MetaData) -> None:
-    md.tables["tt_checkpoint_refs"].c.agent_id.nullable = False
+    md.tables["tt_frames"].c.agent_id.nullable = False
 
 
 def _unknown_column(md: sa.MetaData) -> None:
@@ -156,7 +156,7 @@ def _unknown_column(md: sa.MetaData) -> None:
         ),
         pytest.param(
             _schema_with(_agent_id_not_null),
-            "tt_checkpoint_refs.agent_id is NOT NULL, expected NULL",
+            "tt_frames.agent_id is NOT NULL, expected NULL",
             id="agent_id_not_null",
         ),
         pytest.param(

@@ -19,7 +19,7 @@ from smithers_tt.errors import (
     StoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Store
-from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content, ref_row
+from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content
 from smithers_tt.store._schema import refs as refs_table
 
 from ._support import checkpoint, count, refs_of
@@ -133,9 +133,10 @@ def test_publish_into_a_healthy_attempt_succeeds_when_its_batch_holds_a_failing_
     the group commit it shares a transaction with."""
     broken = store.start_attempt(fence, "broken").key
     healthy = store.start_attempt(fence, "healthy").key
-    first = store.publish(fence, broken, checkpoint(1))
+    store.publish(fence, broken, checkpoint(1))
     # A ref at the very sequence the allocator hands out next, written behind the store's back.
-    squatter = ref_row(dataclasses.replace(first, sequence=1))
+    squatter = {"run_id": fence.run_id, "node_id": "broken", "iteration": 0, "attempt": 1}
+    squatter |= {"sequence": 1, "frame_no": store.get_run(fence.run_id).clock}
     store.engine.transaction(lambda conn: conn.execute(refs_table.insert().values(**squatter)))
     units = [
         PublishUnit(fence, broken, checkpoint(2).encode(), "progress", None),

@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
-from smithers_tt.errors import SmithersError, StoreError, TransientStoreError
+from smithers_tt.errors import CheckpointMissing, SmithersError, StoreError, TransientStoreError
 from smithers_tt.store import AttemptKey, CheckpointRef, Fence, RetryPolicy
 
 from ._support import checkpoint, refs_of
@@ -162,7 +162,8 @@ def test_put_ref_raises_store_error_when_the_database_refuses_it(
     db: st.Database, store, fence: Fence, attempt: AttemptKey
 ) -> None:
     ref = store.publish(fence, attempt, checkpoint(1))
-    dangling = dataclasses.replace(ref, sequence=1, content_hash="e" * 64)  # no such content
+    dangling = dataclasses.replace(ref, attempt=9)  # no such attempt: its foreign key fails
+    clock = store.get_run(fence.run_id).clock
 
     with pytest.raises(StoreError) as caught:
         store.put_ref(dangling)
@@ -170,6 +171,19 @@ def test_put_ref_raises_store_error_when_the_database_refuses_it(
     assert type(caught.value) is StoreError
     assert not caught.value.retryable
     assert isinstance(caught.value.__cause__, sa.exc.IntegrityError)
+    assert refs_of(db, fence.run_id) == [ref]
+    assert store.get_run(fence.run_id).clock == clock  # nor its frame
+
+
+def test_put_ref_of_content_that_is_not_stored_raises_checkpoint_missing(
+    db: st.Database, store, fence: Fence, attempt: AttemptKey
+) -> None:
+    ref = store.publish(fence, attempt, checkpoint(1))
+    dangling = dataclasses.replace(ref, sequence=1, content_hash="e" * 64)  # no such content
+
+    with pytest.raises(CheckpointMissing, match="store it before restoring a ref"):
+        store.put_ref(dangling)
+
     assert refs_of(db, fence.run_id) == [ref]
 
 

@@ -14,7 +14,6 @@ from smithers_tt.engine import GenerateRequest, Workflow
 from smithers_tt.store import CheckpointRef, Frame
 from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_row
-from smithers_tt.store._publish import ref_row
 from smithers_tt.store._records import now_ms
 from smithers_tt.store._travel_write import insert_rows
 from smithers_tt.timetravel import Snapshot
@@ -195,10 +194,10 @@ def compact_state(db: st.Database, run_id: str) -> dict[str, Any]:
                 sa.select(sa.func.count(), sa.func.max(f.c.frame_no)).where(f.c.run_id == run_id)
             ).one()[:],
             "refs": set(
-                conn.execute(
-                    sa.select(r.c.node_id, r.c.attempt, r.c.sequence, r.c.content_hash).where(
-                        r.c.run_id == run_id
-                    )
+                conn.execute(  # a live ref's hash is on the checkpoint frame it points at
+                    sa.select(r.c.node_id, r.c.attempt, r.c.sequence, f.c.content_hash)
+                    .join(f, (f.c.run_id == r.c.run_id) & (f.c.frame_no == r.c.frame_no))
+                    .where(r.c.run_id == run_id)
                 ).all()
             ),
             "attempts": set(
@@ -284,10 +283,6 @@ def build_bulk_run(db: st.Database, *, nodes: int, refs_per_node: int) -> str:
                 "size_bytes": enc.size,
                 "created_at_ms": stamp,
             }
-            ref = CheckpointRef(
-                run_id, node, 0, 1, step, enc.content_hash, enc.codec, 1, "progress", None, stamp
-            )
-            refs.append(ref_row(ref))
             frame(
                 "checkpoint",
                 node_id=node,
@@ -299,6 +294,11 @@ def build_bulk_run(db: st.Database, *, nodes: int, refs_per_node: int) -> str:
                 version=1,
                 purpose="progress",
                 data={"size": enc.size},
+            )
+            # A live ref is its key and the checkpoint frame that holds the rest.
+            refs.append(
+                {"run_id": run_id, "node_id": node, "iteration": 0, "attempt": 1}
+                | {"sequence": step, "frame_no": clock}
             )
         frame(
             "attempt_finished",

@@ -280,7 +280,12 @@ def check_exactly_once(
     # every attempt was executed by one process only.
     stored = {
         (row.run_id, row.node_id, row.iteration, row.attempt, row.sequence): row.content_hash
-        for row in _rows(db, sa.select(refs))
+        for row in _rows(  # a live ref's hash is on the checkpoint frame it points at
+            db,
+            sa.select(refs, f.c.content_hash).join(
+                f, (f.c.run_id == refs.c.run_id) & (f.c.frame_no == refs.c.frame_no)
+            ),
+        )
     }
     acks, calls = {}, Counter()
     for lines in logs.values():
