@@ -27,8 +27,8 @@ are dense and follow commit order; wall-clock stamps (``stamp``, given by the ca
 never compared.
 
 A change whose :attr:`Change.ticks` is 0 is *frameless*: it goes through the same clock lock,
-fence check and projection, but adds nothing to the history (giving a run back to the queue,
-a ref restored that is there already, an attempt deleted). A heartbeat is not even that:
+fence check and projection, but adds nothing to the history (a ref restored that is there
+already, an attempt deleted, a rewind's cut of the history). A heartbeat is not even that:
 :func:`touch` records that an owner is alive in one fenced statement, without locking the
 clock or growing the history (the fence rule there is :func:`check_fence`'s, in SQL).
 
@@ -36,8 +36,10 @@ Writes that are deliberately not changes to a run, and so do not go through here
 cache's rows (a cache hit's frames are written here, by the attempt it records; the cache row
 is a memo keyed by a call, shared by every run), the worker registry (processes, not runs),
 checkpoint content (immutable bytes addressed by their hash, shared by runs; a ref names
-them), commit tokens (the dialect's proof that a COMMIT landed) and garbage collection
-(deletes content nothing refers to, which no history can name).
+them), time travel's lease on a run (a lock held for the seconds of a rewind or fork, not part
+of the run's history: the operation it guards writes its own changes here), commit tokens
+(the dialect's proof that a COMMIT landed) and garbage collection (deletes content nothing
+refers to, which no history can name).
 """
 
 from __future__ import annotations
@@ -516,16 +518,15 @@ def touch(db: Driver, fences: Sequence[Fence], stamp: int) -> list[Fence]:
 
 
 class RunReleased(Change):
-    """The run goes back to the queue under a new epoch (fencing its owner's late writes);
-    frameless: the attempts it leaves open end ``interrupted`` in their own frames, and the
-    next claim writes ``run_claimed``."""
+    """The run goes back to the queue under a new epoch (fencing its owner's late writes),
+    in a ``run_released`` frame; the attempts it leaves open end ``interrupted`` in their own
+    frames, and the next claim writes ``run_claimed``."""
 
     __slots__ = ("run_id",)
-
-    ticks = 0
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
 
-    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         w.db.count(w.sql.release_run, (self.run_id,))
+        return Frame(self.run_id, frame_no, "run_released", state="queued", created_at_ms=w.stamp)

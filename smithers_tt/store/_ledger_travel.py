@@ -7,9 +7,9 @@ time travel is the projection: set-based statements on the transaction's SQLAlch
 connection (``INSERT ... SELECT`` copies, multi-row inserts), given to the change as a
 callable so the rows never pass through Python one by one.
 
-One operation is not a change: a rewind takes frames *away* (:func:`rewind_run`). It sets the
-clock back to the frame it keeps and fences every owner, in one statement here, beside the
-changes, so that no other module writes a run's clock.
+A rewind takes frames *away* (:class:`Rewound`): it adds none (it is frameless), and its
+projection deletes the later frames and sets the clock back to the frame it keeps, after the
+ledger locked the run row like any other change's; so no other module writes a run's clock.
 """
 
 from __future__ import annotations
@@ -174,35 +174,47 @@ class HistoryEnded(Restated):
         return frame
 
 
-def rewind_run(
-    conn: Connection,
-    run_id: str,
-    *,
-    clock: int,
-    status: str,
-    output: Any,
-    error: str | None,
-    stamp: int,
-) -> None:
-    """Take a run's history back to frame ``clock``: delete its later frames, set its clock
-    to ``clock`` with this ending, fence every owner with a new epoch and clear cancel request
-    and lease (the live state is the caller's projection, written before)."""
-    f = S.frames
-    conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > clock))
-    r = S.runs
-    conn.execute(
-        r.update()
-        .where(r.c.run_id == run_id)
-        .values(
-            clock=clock,
-            status=status,
-            # A run's output maps task ids to outputs: one level that is not theirs.
-            output_json=json_or_none(output, wrapping=1),
-            error=error,
-            owner_epoch=r.c.owner_epoch + 1,
-            cancel_requested=False,
-            lease_owner=None,
-            lease_until_ms=None,
-            updated_at_ms=stamp,
+class Rewound(Change):
+    """The run's history goes back to frame ``clock``: its later frames are deleted, its
+    clock is set to ``clock`` with this ending, every owner is fenced with a new epoch, and
+    cancel request and lease are cleared (the live state is the caller's projection, written
+    before). Frameless: the audit row records the rewind."""
+
+    __slots__ = ("clock", "conn", "error", "output", "run_id", "status")
+
+    ticks = 0
+
+    def __init__(
+        self,
+        conn: Connection,
+        run_id: str,
+        *,
+        clock: int,
+        status: str,
+        output: Any,
+        error: str | None,
+    ) -> None:
+        self.conn, self.run_id, self.clock = conn, run_id, clock
+        self.status, self.output, self.error = status, output, error
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        run_id, conn = self.run_id, self.conn
+        f = S.frames
+        conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
+        r = S.runs
+        conn.execute(
+            r.update()
+            .where(r.c.run_id == run_id)
+            .values(
+                clock=self.clock,
+                status=self.status,
+                # A run's output maps task ids to outputs: one level that is not theirs.
+                output_json=json_or_none(self.output, wrapping=1),
+                error=self.error,
+                owner_epoch=r.c.owner_epoch + 1,
+                cancel_requested=False,
+                lease_owner=None,
+                lease_until_ms=None,
+                updated_at_ms=w.stamp,
+            )
         )
-    )

@@ -26,9 +26,9 @@ from smithers_tt.store._ledger_travel import (
     AttemptRow,
     Forked,
     NodesReset,
+    Rewound,
     end_fork,
     fork_row,
-    rewind_run,
 )
 from smithers_tt.store._records import Frame, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, dialect_of
@@ -128,11 +128,10 @@ class Travel(BulkReads, LiveWrites):
     ) -> None:
         """Delete the run's frames above ``clock`` and put the run row back to ``clock`` with
         this ending, fencing every owner with a new epoch and clearing cancel request and
-        lease (the end of a rewind; see :func:`~._ledger_travel.rewind_run`)."""
-        rewind_run(
-            self._conn, run_id, clock=clock, status=status, output=output, error=error,
-            stamp=now_ms(),
-        )  # fmt: skip
+        lease, through the ledger (the end of a rewind; see :class:`~._ledger_travel.Rewound`)."""
+        change = Rewound(self._conn, run_id, clock=clock, status=status, output=output, error=error)
+        with driver(self._conn) as db:
+            write(db, [Entry(run_id, None, [change])], now_ms())
 
     def fork_run(
         self,

@@ -263,6 +263,8 @@ def apply(snap: Snapshot, frame: Frame) -> None:
             snap.output, snap.error = data.get("output"), data.get("error")
     elif kind == "run_claimed":
         snap.status = "running"
+    elif kind == "run_released":
+        snap.status = frame.state or "queued"
     elif kind in ("run_finished", "run_failed", "run_cancelled"):
         snap.status = frame.state or kind[4:]
         snap.output, snap.error = data.get("output"), data.get("error")

@@ -171,6 +171,8 @@ def describe_frame(frame: Frame) -> str:
         return f"reset {', '.join(map(str, data.get('nodes') or []))}"
     if kind == "run_claimed":
         return f"run claimed by {data.get('owner_id')} (epoch {data.get('epoch')})"
+    if kind == "run_released":
+        return "run given back to the queue"
     if kind in ("run_finished", "run_failed", "run_cancelled"):
         error = data.get("error")
         return f"run {kind[4:]}" + (f": {error}" if error else "")
@@ -507,7 +509,8 @@ class DebuggerModel:
             if ref is not None:
                 return (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
         if snap.refs:
-            newest = max(snap.refs.values(), key=lambda r: (r.created_at_ms, r.node_id))
+            # refs are in publication order: of two in the same millisecond, the later one
+            newest = max(reversed(snap.refs.values()), key=lambda r: r.created_at_ms)
             return (newest.node_id, newest.iteration, newest.attempt, newest.sequence)
         return None
 
@@ -592,15 +595,19 @@ class DebuggerModel:
         """Read what changed since the last load (safe to call from a worker thread)."""
         record = self.db.store.get_run(self.run_id)
         known = self.last_frame
-        if record.clock == known and record.status == self.record.status:
+        if (record.clock, record.status, record.owner_epoch) == (
+            known,
+            self.record.status,
+            self.record.owner_epoch,
+        ):  # a rewind (and a resume after it) gives the run a new epoch
             return Update(record)
         tree = tt.fork_tree(self.db.store, self.run_id)
         if record.clock < known:
             return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree)
-        new = load_frames(self.db, self.run_id, after=known)
-        if new and new[0].frame_no != known + 1:  # history was rewritten under us
+        new = load_frames(self.db, self.run_id, after=known - 1)  # the newest known one again
+        if new[:1] != self.frames[-1:]:  # history was rewritten under us (rewound, resumed)
             return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree)
-        return Update(record, new, tree=tree)
+        return Update(record, new[1:], tree=tree)
 
     def apply_update(self, update: Update) -> bool:
         """Apply a fetched update (in the thread that owns the widgets); True if it changed
@@ -652,14 +659,14 @@ class DebuggerModel:
         ``compare_run_frame`` (None: the fork point for the parent, else its newest frame),
         ``attempt_pair`` ``(node_id, iteration, attempt_a, attempt_b)``.
         """
-        if mode is not None:
-            if mode not in ("frames", "runs", "attempts"):
-                raise InvalidArgument(f"diff mode is frames, runs or attempts, not {mode!r}")
-            self.diff_mode = mode
+        if mode is not None and mode not in ("frames", "runs", "attempts"):
+            raise InvalidArgument(f"diff mode is frames, runs or attempts, not {mode!r}")
         known = ("compare_frame", "compare_run", "compare_run_frame", "attempt_pair")
         unknown = sorted(set(settings) - set(known))
-        if unknown:
+        if unknown:  # refused before anything changes
             raise InvalidArgument(f"unknown diff settings {unknown}; use {list(known)}")
+        if mode is not None:
+            self.diff_mode = mode
         for name, value in settings.items():
             setattr(self, name, value)
         self._emit("diff")

@@ -56,6 +56,7 @@ PURPOSE_SYMBOLS = {
 RUN_KINDS = {
     "run_created",
     "run_claimed",
+    "run_released",
     "run_finished",
     "run_failed",
     "run_cancelled",

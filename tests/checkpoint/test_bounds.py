@@ -277,6 +277,38 @@ def test_the_message_people_see_says_what_was_wrong_and_where(call, text):
     assert message(call) == text
 
 
+@pytest.mark.parametrize(
+    ("version", "shown"),
+    [("x" * 78, "'" + "x" * 78 + "'"), ("x" * 79, "'" + "x" * 76 + "...")],
+    ids=["80_chars_in_full", "81_chars_shortened"],
+)
+def test_the_message_shows_a_value_of_80_characters_in_full_and_shortens_a_longer_one(
+    version, shown
+):
+    assert message(lambda: AgentCheckpoint(CODEC, version, {})) == (
+        "CheckpointInvalid: AgentCheckpoint: version must be an int from 1 to 2147483647 "
+        f"(2**31-1), got {shown} (str)"
+    )
+
+
+def test_canonical_bytes_name_a_lone_surrogate_deep_in_a_wrapped_value_not_its_depth():
+    # {"output": value} with wrapping=1: the value may nest 256 levels of its own; a lone
+    # surrogate at the bottom is what the message names, not a nesting the caller's wrapper made
+    deepest: list[Any] = ["bad\ud800"]
+    value: Any = deepest
+    for _ in range(255):
+        value = [value]
+    path = "$.output" + "[0]" * 256
+    with pytest.raises(CheckpointInvalid) as caught:
+        canonical_bytes({"output": value}, wrapping=1)
+    assert caught.value.path == path
+    assert str(caught.value) == (
+        f"the value is not strict JSON: string with a lone surrogate at index 3 at {path}; {ADVICE}"
+    )
+    deepest[0] = "fine"
+    assert canonical_bytes({"output": value}, wrapping=1).count(b"[") == 256
+
+
 def test_a_zero_before_a_bad_value_is_not_what_the_message_names():
     error = refused({"a": 0.0, "b": [0.0, float("nan")]})
     assert error.path == "$.payload.b[1]"
@@ -291,8 +323,10 @@ def test_a_zero_before_a_bad_value_is_not_what_the_message_names():
         1.5e-07,
         [0.0, 9.99e-05, -1e-05, 1e-4, 0.5],
         {"a": {"b": [1e-7, {"c": 2.5e-6}]}, "z": "é😀", "n": MAX_SAFE_INT},
+        {"a": [1, "é😀", None, True, 0.5, 0.0, 1e16], "b": {"c": []}},
+        "text",
     ],
-    ids=["small_float_root", "floats_around_1e-4", "nested"],
+    ids=["small_float_root", "floats_around_1e-4", "nested", "no_small_float", "scalar_root"],
 )
 def test_checkpoint_bytes_are_written_without_the_slow_fallback(monkeypatch, payload):
     expected = AgentCheckpoint(CODEC, 1, payload).encode().data

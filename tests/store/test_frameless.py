@@ -1,6 +1,6 @@
-"""Writes that go through the ledger without growing a run's history: heartbeats, releasing
-a run, restoring a ref, deleting an attempt. Each is fenced (or unfenced) exactly as before,
-and none adds a frame or ticks the run's clock."""
+"""Writes that go through the ledger without growing a run's history: heartbeats, restoring
+a ref, deleting an attempt. Each is fenced (or unfenced) exactly as before, and none adds a
+frame or ticks the run's clock. Releasing a run, fenced the same way, is in its history."""
 
 from __future__ import annotations
 
@@ -59,9 +59,15 @@ def test_releasing_a_run_requeues_it_interrupts_its_attempts_and_fences_its_owne
     assert (run.status, run.owner_id, run.heartbeat_at_ms) == ("queued", None, None)
     assert run.owner_epoch == fence.epoch + 1
     assert store.get_attempt(attempt).state == "interrupted"
-    (end,) = store.frames(fence.run_id, after=clock)  # the interrupted end; no release frame
+    # the release, then the interrupted end of the attempt it left open
+    released, end = store.frames(fence.run_id, after=clock)
+    assert (released.kind, released.state, released.frame_no) == (
+        "run_released",
+        "queued",
+        clock + 1,
+    )
     assert (end.kind, end.state, end.attempt) == ("attempt_finished", "interrupted", 1)
-    assert run.clock == clock + 1
+    assert run.clock == clock + 2
     assert not store.heartbeat(fence)
 
 

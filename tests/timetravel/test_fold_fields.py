@@ -434,3 +434,16 @@ def test_the_html_of_a_snapshot_shows_its_nodes_and_refs_escaped():
     html = fold("r", fs)._repr_html_()
     assert "&lt;i&gt;" in html and "<i>" not in html
     assert "done" in html and "json v3" in html and HASH[:12] in html
+
+
+def test_a_released_run_is_queued_again_until_the_next_claim():
+    fs = frames(
+        {"kind": "run_created", "state": "queued"},
+        {"kind": "run_claimed"},
+        {"kind": "run_released", "state": "queued"},
+        {"kind": "run_claimed"},
+        {"kind": "run_released"},
+    )
+    assert [fold("r", fs, n).status for n in range(5)] == [
+        "queued", "running", "queued", "running", "queued"
+    ]  # fmt: skip
