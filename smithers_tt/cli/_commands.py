@@ -118,6 +118,8 @@ def timeline(ctx: Context, run_id: str) -> None:
         depth[edge.run_id] = level
         mark = " <" if edge.run_id == run_id else ""
         origin = f" (from frame {edge.parent_frame_no})" if edge.parent_run_id else ""
+        if edge.fork_point_rewound:
+            origin += " (that frame was rewound away)"
         ctx.out.line("  " * level, edge.run_id, " ", state(edge.status), origin, mark)
 
 
@@ -258,7 +260,12 @@ def diff_cmd(ctx: Context, run_id: str, a: str, b: str) -> None:
 @click.argument("run_id")
 @click.argument("frame_no", type=int)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--force", is_flag=True, help="Even if a process seems to be executing the run.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Even if runs were forked above FRAME_NO (they stay valid; the fork tree marks "
+    "their fork point as rewound away), or a process seems to be executing the run.",
+)
 @pass_ctx
 @handle_errors
 def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> None:

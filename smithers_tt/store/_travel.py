@@ -179,6 +179,20 @@ class Travel(BulkReads, LiveWrites):
         row = self._conn.execute(sa.select(*_EDGE).where(S.runs.c.run_id == run_id)).one_or_none()
         return None if row is None else tuple(row)  # type: ignore[return-value]
 
+    def frame_stamps(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """``created_at_ms`` of the frames ``(run_id, frame_no)`` in ``keys`` that exist."""
+        f = S.frames
+        found: dict[tuple[str, int], int] = {}
+        keys = sorted(set(keys))
+        for start in range(0, len(keys), 500):
+            rows = self._conn.execute(
+                sa.select(f.c.run_id, f.c.frame_no, f.c.created_at_ms).where(
+                    sa.tuple_(f.c.run_id, f.c.frame_no).in_(keys[start : start + 500])
+                )
+            )
+            found.update(((run_id, frame_no), stamp) for run_id, frame_no, stamp in rows)
+        return found
+
     def fork_children(self, run_ids: Sequence[str]) -> list[ForkEdgeRow]:
         """The runs forked directly from any of ``run_ids``, by run id."""
         r = S.runs

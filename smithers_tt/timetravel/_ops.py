@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import (
     ConfirmationRequired,
+    ForkPointRewound,
     FrameNotFound,
     InvalidArgument,
     LeaseBusy,
@@ -236,10 +237,13 @@ def rewind(
     Restores exactly the nodes, attempts and refs visible at that frame, removes every frame,
     attempt and ref above it (including attempt numbers reused after a reset), fences any
     owner with a new epoch and records an audit row (with ``reason``, why, when given). Other
-    runs and shared content are untouched.
+    runs and shared content are untouched. Runs forked at a frame above ``frame_no`` keep
+    working (their base frames restate the parent's state) but their fork point is gone:
+    that takes ``force=True``, and the fork tree shows it (:attr:`ForkEdge.fork_point_rewound`).
 
     Raises:
         ConfirmationRequired: ``confirm`` is not True (nothing changes).
+        ForkPointRewound: runs were forked above ``frame_no`` and ``force`` is not True.
         LeaseBusy: another operation or a live process holds the run.
         FrameNotFound, SnapshotInvalid, CheckpointMissing: nothing changes.
     """
@@ -253,7 +257,7 @@ def rewind(
         store,
         lease,
         lambda: _transaction(
-            store, lambda tx, exact: _rewind(tx, run_id, frame_no, lease, exact, reason)
+            store, lambda tx, exact: _rewind(tx, run_id, frame_no, lease, exact, reason, force)
         ),
     )
 
@@ -272,6 +276,25 @@ def _leased(store: Store, lease: Lease, operation: Callable[[], T]) -> T:
         raise
 
 
+def _refuse_cut_forks(tx: Travel, run_id: str, frame_no: int) -> None:
+    """Raise :class:`ForkPointRewound` when runs were forked from ``run_id`` above
+    ``frame_no`` (a rewind there would remove their fork point)."""
+    cut = [row for row in tx.fork_children([run_id]) if (row[2] or 0) > frame_no]
+    if not cut:
+        return
+    names = [row[0] for row in cut]
+    shown = ", ".join(f"{row[0]} (at frame {row[2]})" for row in cut[:10])
+    more = f" and {len(cut) - 10} more" if len(cut) > 10 else ""
+    raise ForkPointRewound(
+        f"rewinding run {run_id} to frame {frame_no} removes the frame {len(cut)} run(s) "
+        f"were forked at: {shown}{more}. They keep working (they restate their parent's "
+        "state); pass force=True (--force) to rewind anyway; nothing was changed",
+        run_id=run_id,
+        frame_no=frame_no,
+        children=names[:100],
+    )
+
+
 def _rewind(
     tx: Travel,
     run_id: str,
@@ -279,10 +302,13 @@ def _rewind(
     lease: Lease,
     exact: bool,
     reason: str | None = None,
+    force: bool = False,
 ) -> Snapshot:
     """Rewind inside the transaction: see :func:`rewind`."""
     run = _check_lease(tx, lease)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
+    if not force:
+        _refuse_cut_forks(tx, run_id, frame_no)
     check_contents(tx, snap)
     replace_live_state(tx, snap, run_id)
     _load_refs(tx, snap)  # what this returns: the refs now live

@@ -29,7 +29,7 @@ from typing import Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
-from smithers_tt.errors import InvalidArgument, SmithersError
+from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.store import CheckpointRef, Frame, RunRecord, content_sizes
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot, apply
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
@@ -1011,6 +1011,16 @@ class DebuggerModel:
             if pending.run_id != self.run_id:
                 raise InvalidArgument("the debugger shows another run now; ask again")
             result = getattr(self, f"_do_{pending.action}")(pending)
+        except ForkPointRewound as error:  # ask again, offering to rewind past the forks
+            self._set_pending(
+                replace(
+                    pending,
+                    summary=f"{error.message}. Confirm to rewind anyway: the forked runs stay "
+                    "as they are, and the fork tree marks their fork point as rewound away.",
+                    options={**pending.options, "force": True},
+                )
+            )
+            result = ActionResult("rewind", False, f"Rewind not done yet: {error.message}")
         except SmithersError as error:
             result = ActionResult(
                 pending.action, False, f"{pending.action.capitalize()} failed: {error.message}"

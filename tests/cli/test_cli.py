@@ -66,7 +66,11 @@ def test_cli_rewind_refuses_without_yes_and_rewinds_with_it(demo_db: str) -> Non
     run_id = next(iter(demo_runs(demo_db)))
     code, out = run(demo_db, "rewind", run_id, "5")
     assert code == 1 and "--yes" in out and "Traceback" not in out
-    assert run_json(demo_db, "rewind", run_id, "5", "--yes")["frame_no"] == 5  # type: ignore[index]
+    # The demo forked this run at frame 9: rewinding below it names the forks, then --force.
+    code, out = run(demo_db, "rewind", run_id, "5", "--yes")
+    assert code == 1 and "--force" in out and "forked at" in out and "Traceback" not in out
+    done = run_json(demo_db, "rewind", run_id, "5", "--yes", "--force")
+    assert done["frame_no"] == 5  # type: ignore[index]
     assert run_json(demo_db, "resume", run_id)["status"] == "finished"  # type: ignore[index]
 
 

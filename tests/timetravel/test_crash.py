@@ -135,7 +135,8 @@ def test_rewind_and_fork_happen_whole_or_not_at_all_when_killed_with_sigkill(
 
     # The dead child's lease (if it left one) expires, and the run can be rewound again.
     later = target // 2
-    _await_lease(db, run_id, lambda: db.rewind(run_id, later, confirm=True))
+    # (force: the fork above may have happened, and its fork point is above ``later``)
+    _await_lease(db, run_id, lambda: db.rewind(run_id, later, confirm=True, force=True))
     assert compact_state(db, run_id) == compact_snapshot(
         db.snapshot(run_id, later), clock=later, frames=(later + 1, later)
     )
