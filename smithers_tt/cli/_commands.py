@@ -293,6 +293,31 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
     )
 
 
+@cli.command("undo-rewind")
+@click.argument("run_id")
+@click.option("--force", is_flag=True, help="Even if a process seems to be executing the run.")
+@pass_ctx
+@handle_errors
+def undo_rewind(ctx: Context, run_id: str, force: bool) -> None:
+    """Put a run back exactly as it was before its newest rewind.
+
+    Refused when the run got new frames after the rewind (the message says what to do).
+
+    \b
+    Example:
+      smithers-tt undo-rewind RUN
+    """
+    with progress_bar("undoing the rewind", unit=""):
+        snap = ctx.db.undo_rewind(run_id, force=force)
+    if ctx.as_json:
+        emit_json({"run_id": run_id, "frame_no": snap.frame_no, "status": snap.status})
+        return
+    ctx.out.line(
+        f"undid the rewind of {run_id}: it is back at frame {snap.frame_no}, ",
+        state(ctx.db.get_run(run_id).status),
+    )
+
+
 def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
     edits: dict[str, AgentCheckpoint] = {}
     for pair in pairs:

@@ -25,10 +25,13 @@ from smithers_tt.store._ledger import Entry, write
 from smithers_tt.store._ledger_travel import (
     AttemptRow,
     Forked,
+    KeptRewind,
     NodesReset,
+    RewindUndone,
     Rewound,
     end_fork,
     fork_row,
+    newest_rewind,
 )
 from smithers_tt.store._records import Frame, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, dialect_of
@@ -132,6 +135,18 @@ class Travel(BulkReads, LiveWrites):
         change = Rewound(self._conn, run_id, clock=clock, status=status, output=output, error=error)
         with driver(self._conn) as db:
             write(db, [Entry(run_id, None, [change])], now_ms())
+
+    def newest_rewind(self, run_id: str) -> KeptRewind | None:
+        """The newest rewind of the run still kept for undo, or None."""
+        return newest_rewind(self._conn, run_id)
+
+    def undo_rewind(self, kept: KeptRewind, status: str) -> None:
+        """Put back what ``kept`` removed through the ledger (frames, clock, output, error;
+        the run ends ``status``), fencing every owner and clearing cancel request and lease
+        (see :class:`~._ledger_travel.RewindUndone`); the live state is the caller's."""
+        change = RewindUndone(self._conn, kept, status)
+        with driver(self._conn) as db:
+            write(db, [Entry(kept.run_id, None, [change])], now_ms())
 
     def fork_run(
         self,

@@ -23,6 +23,7 @@ from smithers_tt.errors import (
     FrameNotFound,
     InvalidArgument,
     LeaseBusy,
+    NothingToUndo,
     RunNotFound,
     SmithersError,
 )
@@ -321,6 +322,56 @@ def _rewind(
     )
     tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
     return snap
+
+
+def undo_rewind(
+    store: Store, run_id: str, *, force: bool = False, reason: str | None = None
+) -> Snapshot:
+    """Undo the newest rewind of ``run_id``: its frames come back as they were, the run gets
+    back its clock, output and error (a run that was ``running`` comes back ``interrupted``)
+    and the live state is rebuilt from the frames; return the restored snapshot. Under the
+    run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling it again
+    undoes the rewind before that one.
+
+    Raises:
+        NothingToUndo: no rewind of the run is kept (never rewound, undone already, or
+            collected by retention), or the run has changed since (new frames).
+        LeaseBusy: another operation or a live process holds the run.
+    """
+    lease = acquire_lease(store, run_id, "undo_rewind", force=force)
+
+    def work(tx: Travel, exact: bool) -> Snapshot:
+        run = _check_lease(tx, lease)
+        kept = tx.newest_rewind(run_id)
+        if kept is None:
+            raise NothingToUndo(
+                f"run {run_id} has no rewind to undo (never rewound, undone already, or "
+                "collected by retention)",
+                run_id=run_id,
+            )
+        if run.clock != kept.to_frame:
+            raise NothingToUndo(
+                f"run {run_id} changed after its rewind to frame {kept.to_frame}: it is at "
+                f"frame {run.clock} now, so undoing the rewind would lose frames "
+                f"{kept.to_frame + 1} to {run.clock}. Rewind it to frame {kept.to_frame} "
+                "first (that rewind can be undone in turn), then undo again",
+                run_id=run_id,
+            )
+        tx.undo_rewind(kept, _live_status(kept.status))
+        snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)
+        check_contents(tx, snap)
+        replace_live_state(tx, snap, run_id)
+        _load_refs(tx, snap)
+        tx.audit(
+            run_id,
+            "undo_rewind",
+            kept.from_clock,
+            _actor(),
+            {"from_frame": kept.to_frame, **_why(reason)},
+        )
+        return snap
+
+    return _leased(store, lease, lambda: _transaction(store, work))
 
 
 def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: bool) -> set[str]:

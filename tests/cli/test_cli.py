@@ -71,6 +71,11 @@ def test_cli_rewind_refuses_without_yes_and_rewinds_with_it(demo_db: str) -> Non
     assert code == 1 and "--force" in out and "forked at" in out and "Traceback" not in out
     done = run_json(demo_db, "rewind", run_id, "5", "--yes", "--force")
     assert done["frame_no"] == 5  # type: ignore[index]
+    undone = run_json(demo_db, "undo-rewind", run_id)
+    assert undone["frame_no"] > 9  # type: ignore[index]
+    code, out = run(demo_db, "undo-rewind", run_id)
+    assert code == 1 and "no rewind to undo" in out and "Traceback" not in out
+    run_json(demo_db, "rewind", run_id, "5", "--yes", "--force")
     assert run_json(demo_db, "resume", run_id)["status"] == "finished"  # type: ignore[index]
 
 

@@ -137,3 +137,23 @@ def test_a_rewind_past_a_fork_asks_again_naming_the_fork_and_then_rewinds(
     assert done is not None and done.ok
     assert db.store.get_run(run_id).clock == 5
     assert model.edge(child) is not None and model.edge(child).fork_point_rewound
+
+
+def test_the_undo_button_puts_a_rewound_run_back_as_it_was(db: st.Database) -> None:
+    from smithers_tt.widgets import Debugger
+
+    wf, _ = demo_workflow()
+    run_id = db.run(wf, {"topic": "bee"}).id
+    frames = db.store.frames(run_id)
+    db.rewind(run_id, 4, confirm=True)
+    dbg = Debugger(db, run_id, live=False)
+    dbg.actions.undo.click()
+    assert "Undo the newest rewind" in dbg.actions.confirm_text.value
+    dbg.actions.confirm.click()
+    assert dbg.model.last_result.ok, dbg.model.last_result
+    assert db.store.frames(run_id) == frames
+    assert dbg.model.last_frame == frames[-1].frame_no
+    dbg.actions.undo.click()
+    dbg.actions.confirm.click()  # nothing left to undo: said, nothing changed
+    assert not dbg.model.last_result.ok
+    assert "no rewind to undo" in dbg.model.last_result.text
