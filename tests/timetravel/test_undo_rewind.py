@@ -3,10 +3,13 @@ the lease; refused clearly when there is nothing to undo or the run changed sinc
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from smithers_tt.errors import NothingToUndo
-from tests.timetravel._support import count, live_view
+from smithers_tt.store import now_ms
+from tests.timetravel._support import count, execute, live_view
 from tests.timetravel.conftest import Demo
 
 
@@ -80,4 +83,18 @@ def test_a_kept_rewind_pins_its_content_until_it_is_undone(demo: Demo) -> None:
     db.gc()
     db.undo_rewind(run.id)
     assert _every_snapshot(demo) == snaps
+    assert db.verify().ok
+
+
+def test_retention_collects_the_kept_rewinds_with_their_run(demo: Demo) -> None:
+    db, run = demo.db, demo.run
+    db.rewind(run.id, 5, confirm=True)
+    db.resume(run.id, demo.wf)  # finished again; the rewind stays kept
+    assert count(db, "tt_rewinds", "run_id = :r", r=run.id) == 1
+    kept = count(db, "tt_rewound_frames", "run_id = :r", r=run.id)
+    assert kept > 0
+    execute(db, "UPDATE tt_runs SET updated_at_ms = :t", t=now_ms() - 3 * 86_400_000)
+    report = db.gc(datetime.timedelta(days=1), keep_forks=False)
+    assert report.runs_deleted >= 1
+    assert count(db, "tt_rewinds") == 0 and count(db, "tt_rewound_frames") == 0
     assert db.verify().ok
