@@ -381,6 +381,19 @@ class Database:
         snap.loader = self.store.load
         return snap
 
+    def undo_rewind(
+        self, run_id: str, *, force: bool = False, reason: str | None = None
+    ) -> tt.Snapshot:
+        """Put a run back exactly as it was before its newest rewind (frames, clock, output,
+        error; every snapshot as before); ``reason`` (why) is kept in the audit.
+
+        See :func:`smithers_tt.timetravel.undo_rewind`.
+        """
+        check_id(run_id, "run_id")
+        snap = tt.undo_rewind(self.store, run_id, force=force, reason=reason)
+        snap.loader = self.store.load
+        return snap
+
     def fork(
         self,
         run_id: str,

@@ -44,7 +44,9 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   └── LineageUnavailable          DuckDB or its reader is not installed or cannot load
     └── TimeTravelError
         ├── SnapshotInvalid             frames corrupt or too large; nothing was changed
-        └── ConfirmationRequired
+        ├── ConfirmationRequired
+        │   └── ForkPointRewound        a rewind would cut runs forked above its frame
+        └── NothingToUndo               no rewind kept for undo_rewind, or the run moved on
 
 Errors survive pickling (worker processes, multiprocessing pools): every subclass keeps its
 message and attributes through ``pickle.loads(pickle.dumps(err))``.
@@ -374,6 +376,20 @@ class ConfirmationRequired(TimeTravelError):
     """A destructive operation was called without ``confirm=True``."""
 
     code = "confirmation_required"
+
+
+class ForkPointRewound(ConfirmationRequired):
+    """A rewind would remove the frame other runs were forked at; ``force=True`` does it
+    anyway (the children stay valid: their base frames restate the parent's state).
+    ``details["children"]`` names them."""
+
+    code = "fork_point_rewound"
+
+
+class NothingToUndo(TimeTravelError):
+    """``undo_rewind`` found no rewind it can undo (none kept, or the run changed since)."""
+
+    code = "nothing_to_undo"
 
 
 def all_errors() -> list[type[SmithersError]]:

@@ -307,6 +307,7 @@ def cli(click_ctx: click.Context, db_url: str | None, as_json: bool, wide: bool)
       smithers-tt runs --json               the same, as JSON
       smithers-tt timeline RUN              frames of a run and its fork tree
       smithers-tt rewind RUN 12 --yes       put RUN back to frame 12
+      smithers-tt undo-rewind RUN           undo that rewind
       smithers-tt runs --db postgresql+psycopg://user@host/db
     """
     context = Context(db_url, as_json, wide)

@@ -121,6 +121,8 @@ def timeline(ctx: Context, run_id: str) -> None:
         depth[edge.run_id] = level
         mark = " <" if edge.run_id == run_id else ""
         origin = f" (from frame {edge.parent_frame_no})" if edge.parent_run_id else ""
+        if edge.fork_point_rewound:
+            origin += " (that frame was rewound away)"
         ctx.out.line("  " * level, edge.run_id, " ", state(edge.status), origin, mark)
 
 
@@ -261,7 +263,12 @@ def diff_cmd(ctx: Context, run_id: str, a: str, b: str) -> None:
 @click.argument("run_id")
 @click.argument("frame_no", type=int)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-@click.option("--force", is_flag=True, help="Even if a process seems to be executing the run.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Even if runs were forked above FRAME_NO (they stay valid; the fork tree marks "
+    "their fork point as rewound away), or a process seems to be executing the run.",
+)
 @pass_ctx
 @handle_errors
 def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> None:
@@ -286,6 +293,31 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
         f"rewound {run_id} to frame {frame_no}; it is now ",
         state(ctx.db.get_run(run_id).status),
         f". Continue it with: smithers-tt resume {run_id}",
+    )
+
+
+@cli.command("undo-rewind")
+@click.argument("run_id")
+@click.option("--force", is_flag=True, help="Even if a process seems to be executing the run.")
+@pass_ctx
+@handle_errors
+def undo_rewind(ctx: Context, run_id: str, force: bool) -> None:
+    """Put a run back exactly as it was before its newest rewind.
+
+    Refused when the run got new frames after the rewind (the message says what to do).
+
+    \b
+    Example:
+      smithers-tt undo-rewind RUN
+    """
+    with progress_bar("undoing the rewind", unit=""):
+        snap = ctx.db.undo_rewind(run_id, force=force)
+    if ctx.as_json:
+        emit_json({"run_id": run_id, "frame_no": snap.frame_no, "status": snap.status})
+        return
+    ctx.out.line(
+        f"undid the rewind of {run_id}: it is back at frame {snap.frame_no}, ",
+        state(ctx.db.get_run(run_id).status),
     )
 
 

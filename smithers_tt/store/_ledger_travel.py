@@ -14,7 +14,9 @@ ledger locked the run row like any other change's; so no other module writes a r
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -200,6 +202,7 @@ class Rewound(Change):
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         run_id, conn = self.run_id, self.conn
         f = S.frames
+        keep(conn, run_id, self.clock, w.stamp)
         conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
         r = S.runs
         conn.execute(
@@ -218,3 +221,96 @@ class Rewound(Change):
                 updated_at_ms=w.stamp,
             )
         )
+
+
+def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
+    """Keep what a rewind of ``run_id`` to ``clock`` removes, for undo: the run row's clock
+    and ending (``tt_rewinds``) and its frames above ``clock`` (``tt_rewound_frames``), each
+    one ``INSERT ... SELECT`` (O(k) for k frames removed)."""
+    rewind_id = secrets.token_hex(12)
+    r, rw, f = S.runs, S.rewinds, S.frames
+    conn.execute(
+        rw.insert().from_select(
+            [c.name for c in rw.c],
+            sa.select(
+                sa.literal(rewind_id, S.ID), r.c.run_id, r.c.clock,
+                sa.literal(clock, sa.BigInteger), r.c.status, r.c.output_json, r.c.error,
+                sa.literal(stamp, sa.BigInteger),
+            ).where(r.c.run_id == run_id),
+        )
+    )  # fmt: skip
+    conn.execute(
+        S.rewound_frames.insert().from_select(
+            ["rewind_id", *(c.name for c in f.c)],
+            sa.select(sa.literal(rewind_id, S.ID), *f.c).where(
+                f.c.run_id == run_id, f.c.frame_no > clock
+            ),
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KeptRewind:
+    """What the newest kept rewind of a run removed: its clock and ending before."""
+
+    rewind_id: str
+    run_id: str
+    from_clock: int
+    to_frame: int
+    status: str
+    output_json: str | None
+    error: str | None
+    created_at_ms: int
+
+
+def newest_rewind(conn: Connection, run_id: str) -> KeptRewind | None:
+    """The newest rewind of ``run_id`` still kept, or None."""
+    rw = S.rewinds
+    row = conn.execute(
+        sa.select(*rw.c)
+        .where(rw.c.run_id == run_id)
+        .order_by(rw.c.created_at_ms.desc(), rw.c.from_clock.asc())
+        .limit(1)
+    ).one_or_none()
+    return None if row is None else KeptRewind(*row)
+
+
+class RewindUndone(Change):
+    """A kept rewind is undone: its frames go back into the history as they were, the run
+    row gets back its clock, output and error (``status``, decided by the caller), every
+    owner is fenced with a new epoch, cancel request and lease are cleared, and the kept rows
+    go. Frameless (the audit row records it); the live state is the caller's projection,
+    written after (it folds the frames put back)."""
+
+    __slots__ = ("conn", "kept", "status")
+
+    ticks = 0
+
+    def __init__(self, conn: Connection, kept: KeptRewind, status: str) -> None:
+        self.conn, self.kept, self.status = conn, kept, status
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        conn, kept = self.conn, self.kept
+        f, rf, rw, r = S.frames, S.rewound_frames, S.rewinds, S.runs
+        names = [c.name for c in f.c]
+        conn.execute(
+            f.insert().from_select(
+                names, sa.select(*(rf.c[n] for n in names)).where(rf.c.rewind_id == kept.rewind_id)
+            )
+        )
+        conn.execute(
+            r.update()
+            .where(r.c.run_id == kept.run_id)
+            .values(
+                clock=kept.from_clock,
+                status=self.status,
+                output_json=kept.output_json,  # the stored text, as it was
+                error=kept.error,
+                owner_epoch=r.c.owner_epoch + 1,
+                cancel_requested=False,
+                lease_owner=None,
+                lease_until_ms=None,
+                updated_at_ms=w.stamp,
+            )
+        )
+        conn.execute(rw.delete().where(rw.c.rewind_id == kept.rewind_id))  # cascades its frames

@@ -278,6 +278,38 @@ lg_checkpoints = Table(
 """``frame_no`` is the frame holding the checkpoint document (NULL while only writes arrived);
 ``writes_json`` holds the checkpoint's pending writes, small values inline."""
 
-CONTENT_PINS: list[Column] = [frames.c.content_hash, cache.c.content_hash]
+# What a rewind removed, kept for undo_rewind until retention collects it (or the run is
+# deleted): the run row's ending before the rewind, and the frames it deleted, as they were.
+
+rewinds = Table(
+    "tt_rewinds",
+    metadata,
+    Column("rewind_id", ID, primary_key=True),
+    Column("run_id", ID, nullable=False),
+    Column("from_clock", BigInteger, nullable=False),
+    Column("to_frame", BigInteger, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("output_json", Text, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("created_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+)
+Index("tt_rewinds_run", rewinds.c.run_id, rewinds.c.created_at_ms)
+
+rewound_frames = Table(
+    "tt_rewound_frames",
+    metadata,
+    Column("rewind_id", ID, primary_key=True),
+    *(Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable) for c in frames.c),
+    ForeignKeyConstraint(["rewind_id"], ["tt_rewinds.rewind_id"], ondelete="CASCADE"),
+)
+"""``tt_frames``' columns (``run_id`` and ``frame_no`` in the key after ``rewind_id``)."""
+Index("tt_rewound_frames_content", rewound_frames.c.content_hash)
+
+CONTENT_PINS: list[Column] = [
+    frames.c.content_hash,
+    cache.c.content_hash,
+    rewound_frames.c.content_hash,
+]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""

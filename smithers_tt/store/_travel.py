@@ -25,10 +25,13 @@ from smithers_tt.store._ledger import Entry, write
 from smithers_tt.store._ledger_travel import (
     AttemptRow,
     Forked,
+    KeptRewind,
     NodesReset,
+    RewindUndone,
     Rewound,
     end_fork,
     fork_row,
+    newest_rewind,
 )
 from smithers_tt.store._records import Frame, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, dialect_of
@@ -133,6 +136,18 @@ class Travel(BulkReads, LiveWrites):
         with driver(self._conn) as db:
             write(db, [Entry(run_id, None, [change])], now_ms())
 
+    def newest_rewind(self, run_id: str) -> KeptRewind | None:
+        """The newest rewind of the run still kept for undo, or None."""
+        return newest_rewind(self._conn, run_id)
+
+    def undo_rewind(self, kept: KeptRewind, status: str) -> None:
+        """Put back what ``kept`` removed through the ledger (frames, clock, output, error;
+        the run ends ``status``), fencing every owner and clearing cancel request and lease
+        (see :class:`~._ledger_travel.RewindUndone`); the live state is the caller's."""
+        change = RewindUndone(self._conn, kept, status)
+        with driver(self._conn) as db:
+            write(db, [Entry(kept.run_id, None, [change])], now_ms())
+
     def fork_run(
         self,
         parent: RunState,
@@ -178,6 +193,20 @@ class Travel(BulkReads, LiveWrites):
         """The run's place in its fork tree, or ``None`` when there is no such run."""
         row = self._conn.execute(sa.select(*_EDGE).where(S.runs.c.run_id == run_id)).one_or_none()
         return None if row is None else tuple(row)  # type: ignore[return-value]
+
+    def frame_stamps(self, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """``created_at_ms`` of the frames ``(run_id, frame_no)`` in ``keys`` that exist."""
+        f = S.frames
+        found: dict[tuple[str, int], int] = {}
+        keys = sorted(set(keys))
+        for start in range(0, len(keys), 500):
+            rows = self._conn.execute(
+                sa.select(f.c.run_id, f.c.frame_no, f.c.created_at_ms).where(
+                    sa.tuple_(f.c.run_id, f.c.frame_no).in_(keys[start : start + 500])
+                )
+            )
+            found.update(((run_id, frame_no), stamp) for run_id, frame_no, stamp in rows)
+        return found
 
     def fork_children(self, run_ids: Sequence[str]) -> list[ForkEdgeRow]:
         """The runs forked directly from any of ``run_ids``, by run id."""

@@ -11,6 +11,7 @@ from smithers_tt.timetravel._ops import (
     reset,
     rewind,
     snapshot_at,
+    undo_rewind,
 )
 from smithers_tt.timetravel._retention import PruneReport, duration_ms, prune_runs
 from smithers_tt.timetravel._snapshot import (
@@ -50,4 +51,5 @@ __all__ = [
     "run_html",
     "snapshot_at",
     "timeline",
+    "undo_rewind",
 ]

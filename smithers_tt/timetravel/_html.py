@@ -172,7 +172,9 @@ def timeline_html(t: Timeline) -> str:
             (
                 e.run_id,
                 e.parent_run_id or "(root)",
-                "" if e.parent_frame_no is None else e.parent_frame_no,
+                ""
+                if e.parent_frame_no is None
+                else f"{e.parent_frame_no}" + (" (rewound away)" if e.fork_point_rewound else ""),
                 e.status,
             )
             for e in t.tree

@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import (
     ConfirmationRequired,
+    ForkPointRewound,
     FrameNotFound,
     InvalidArgument,
     LeaseBusy,
+    NothingToUndo,
     RunNotFound,
     SmithersError,
 )
@@ -236,10 +238,13 @@ def rewind(
     Restores exactly the nodes, attempts and refs visible at that frame, removes every frame,
     attempt and ref above it (including attempt numbers reused after a reset), fences any
     owner with a new epoch and records an audit row (with ``reason``, why, when given). Other
-    runs and shared content are untouched.
+    runs and shared content are untouched. Runs forked at a frame above ``frame_no`` keep
+    working (their base frames restate the parent's state) but their fork point is gone:
+    that takes ``force=True``, and the fork tree shows it (:attr:`ForkEdge.fork_point_rewound`).
 
     Raises:
         ConfirmationRequired: ``confirm`` is not True (nothing changes).
+        ForkPointRewound: runs were forked above ``frame_no`` and ``force`` is not True.
         LeaseBusy: another operation or a live process holds the run.
         FrameNotFound, SnapshotInvalid, CheckpointMissing: nothing changes.
     """
@@ -253,7 +258,7 @@ def rewind(
         store,
         lease,
         lambda: _transaction(
-            store, lambda tx, exact: _rewind(tx, run_id, frame_no, lease, exact, reason)
+            store, lambda tx, exact: _rewind(tx, run_id, frame_no, lease, exact, reason, force)
         ),
     )
 
@@ -272,6 +277,25 @@ def _leased(store: Store, lease: Lease, operation: Callable[[], T]) -> T:
         raise
 
 
+def _refuse_cut_forks(tx: Travel, run_id: str, frame_no: int) -> None:
+    """Raise :class:`ForkPointRewound` when runs were forked from ``run_id`` above
+    ``frame_no`` (a rewind there would remove their fork point)."""
+    cut = [row for row in tx.fork_children([run_id]) if (row[2] or 0) > frame_no]
+    if not cut:
+        return
+    names = [row[0] for row in cut]
+    shown = ", ".join(f"{row[0]} (at frame {row[2]})" for row in cut[:10])
+    more = f" and {len(cut) - 10} more" if len(cut) > 10 else ""
+    raise ForkPointRewound(
+        f"rewinding run {run_id} to frame {frame_no} removes the frame {len(cut)} run(s) "
+        f"were forked at: {shown}{more}. They keep working (they restate their parent's "
+        "state); pass force=True (--force) to rewind anyway; nothing was changed",
+        run_id=run_id,
+        frame_no=frame_no,
+        children=names[:100],
+    )
+
+
 def _rewind(
     tx: Travel,
     run_id: str,
@@ -279,10 +303,13 @@ def _rewind(
     lease: Lease,
     exact: bool,
     reason: str | None = None,
+    force: bool = False,
 ) -> Snapshot:
     """Rewind inside the transaction: see :func:`rewind`."""
     run = _check_lease(tx, lease)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
+    if not force:
+        _refuse_cut_forks(tx, run_id, frame_no)
     check_contents(tx, snap)
     replace_live_state(tx, snap, run_id)
     _load_refs(tx, snap)  # what this returns: the refs now live
@@ -295,6 +322,56 @@ def _rewind(
     )
     tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
     return snap
+
+
+def undo_rewind(
+    store: Store, run_id: str, *, force: bool = False, reason: str | None = None
+) -> Snapshot:
+    """Undo the newest rewind of ``run_id``: its frames come back as they were, the run gets
+    back its clock, output and error (a run that was ``running`` comes back ``interrupted``)
+    and the live state is rebuilt from the frames; return the restored snapshot. Under the
+    run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling it again
+    undoes the rewind before that one.
+
+    Raises:
+        NothingToUndo: no rewind of the run is kept (never rewound, undone already, or
+            collected by retention), or the run has changed since (new frames).
+        LeaseBusy: another operation or a live process holds the run.
+    """
+    lease = acquire_lease(store, run_id, "undo_rewind", force=force)
+
+    def work(tx: Travel, exact: bool) -> Snapshot:
+        run = _check_lease(tx, lease)
+        kept = tx.newest_rewind(run_id)
+        if kept is None:
+            raise NothingToUndo(
+                f"run {run_id} has no rewind to undo (never rewound, undone already, or "
+                "collected by retention)",
+                run_id=run_id,
+            )
+        if run.clock != kept.to_frame:
+            raise NothingToUndo(
+                f"run {run_id} changed after its rewind to frame {kept.to_frame}: it is at "
+                f"frame {run.clock} now, so undoing the rewind would lose frames "
+                f"{kept.to_frame + 1} to {run.clock}. Rewind it to frame {kept.to_frame} "
+                "first (that rewind can be undone in turn), then undo again",
+                run_id=run_id,
+            )
+        tx.undo_rewind(kept, _live_status(kept.status))
+        snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)
+        check_contents(tx, snap)
+        replace_live_state(tx, snap, run_id)
+        _load_refs(tx, snap)
+        tx.audit(
+            run_id,
+            "undo_rewind",
+            kept.from_clock,
+            _actor(),
+            {"from_frame": kept.to_frame, **_why(reason)},
+        )
+        return snap
+
+    return _leased(store, lease, lambda: _transaction(store, work))
 
 
 def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: bool) -> set[str]:

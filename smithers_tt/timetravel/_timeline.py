@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from smithers_tt.errors import RunNotFound
 from smithers_tt.store import Frame, Store, Travel, travel
@@ -13,7 +13,11 @@ MAX_TREE = 10_000
 
 @dataclass(frozen=True)
 class ForkEdge:
-    """One run of a fork tree and where it came from."""
+    """One run of a fork tree and where it came from.
+
+    ``fork_point_rewound``: the parent was rewound (``force=True``) below the frame this run
+    was forked at, so the parent no longer has that frame as it was (the run itself is whole:
+    its base frames restate what it started from)."""
 
     run_id: str
     parent_run_id: str | None
@@ -21,6 +25,15 @@ class ForkEdge:
     status: str
     workflow: str
     created_at_ms: int
+    fork_point_rewound: bool = False
+
+    @property
+    def where(self) -> str:
+        """Where the run came from, in words."""
+        if self.parent_run_id is None:
+            return "root"
+        said = f"fork of {self.parent_run_id} @ frame {self.parent_frame_no}"
+        return said + (" (that frame was rewound away)" if self.fork_point_rewound else "")
 
 
 @dataclass
@@ -68,9 +81,27 @@ def fork_tree(store: Store, run_id: str) -> tuple[str, list[ForkEdge]]:
             rows = tx.fork_children(level)
             edges.extend(ForkEdge(*r) for r in rows)
             level = [r[0] for r in rows]
-        return root, edges[:MAX_TREE]
+        return root, _mark_rewound(tx, edges[:MAX_TREE])
 
     return travel(store.engine, work, write=False)
+
+
+def _mark_rewound(tx: Travel, edges: list[ForkEdge]) -> list[ForkEdge]:
+    """Flag the edges whose fork point their parent no longer has as it was: the frame is
+    gone, or was written again after the fork (a rewind past it, then new frames)."""
+    forks = [e for e in edges if e.parent_run_id is not None and e.parent_frame_no is not None]
+    if not forks:
+        return edges
+    stamps = tx.frame_stamps([(e.parent_run_id, e.parent_frame_no) for e in forks])  # type: ignore[misc]
+    present = {e.run_id for e in edges}
+    out = []
+    for e in edges:
+        if e.parent_run_id in present and e.parent_frame_no is not None:
+            stamp = stamps.get((e.parent_run_id, e.parent_frame_no))
+            if stamp is None or stamp > e.created_at_ms:
+                e = replace(e, fork_point_rewound=True)
+        out.append(e)
+    return out
 
 
 def timeline(store: Store, run_id: str) -> Timeline:

@@ -19,7 +19,12 @@ from smithers_tt.widgets._progress import ProgressBar
 _NO_EDIT = "(no edit)"
 
 
-_UNDER_WAY = {"rewind": "rewinding", "fork": "forking", "replay": "replaying"}
+_UNDER_WAY = {
+    "rewind": "rewinding",
+    "undo_rewind": "undoing the rewind",
+    "fork": "forking",
+    "replay": "replaying",
+}
 
 
 class Actions:
@@ -33,6 +38,12 @@ class Actions:
             button_style="danger",
             tooltip="put this run back to the selected frame, in place (asks first)",
         )
+        self.undo = W.Button(
+            description="Undo rewind…",
+            tooltip="put this run back as it was before its newest rewind (asks first)",
+        )
+        self.undo.add_class("stt-undo-rewind")
+        self.undo.on_click(lambda _: model.request_undo_rewind(self.reason.value))
         self.fork = W.Button(
             description="Fork…",
             button_style="primary",
@@ -97,7 +108,8 @@ class Actions:
             [
                 self.title,
                 W.HBox(
-                    [self.rewind, self.fork, self.replay], layout=W.Layout(flex_flow="row wrap")
+                    [self.rewind, self.undo, self.fork, self.replay],
+                    layout=W.Layout(flex_flow="row wrap"),
                 ),
                 self.replay_note,
                 self.reason,
@@ -178,7 +190,7 @@ class Actions:
             self.confirm_box.layout.display = "none"
             self.confirm_text.value = ""
             return
-        self.confirm.description = f"Confirm {pending.action}"
+        self.confirm.description = f"Confirm {pending.action.replace('_', ' ')}"
         self.confirm.button_style = "danger" if pending.action == "rewind" else "primary"
         self.confirm_text.value = wrap(f"<div>{esc(pending.summary)}</div>")
         self.confirm_box.layout.display = None

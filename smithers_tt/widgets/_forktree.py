@@ -47,6 +47,8 @@ class ForkTree:
             gap = m.fork_gap(edge.run_id) if edge.parent_run_id is not None else None
             if gap is not None:
                 where += f" (parent now ends at frame {gap[1]})"
+            elif edge.fork_point_rewound:
+                where += " (that frame was rewound away)"
             button = W.Button(
                 description=f"{edge.run_id} · {edge.status} · {where}",
                 tooltip=f"show run {edge.run_id}",

@@ -29,7 +29,7 @@ from typing import Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
-from smithers_tt.errors import InvalidArgument, SmithersError
+from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.store import CheckpointRef, Frame, RunRecord, content_sizes
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot, apply
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
@@ -830,10 +830,22 @@ class DebuggerModel:
         options = {"reason": reason.strip()} if reason.strip() else {}
         summary = (
             f"Rewind run {self.run_id} to frame {n}: frames {n + 1} to {last} are deleted "
-            "in place (this cannot be undone)"
+            "in place (Undo rewind brings them back)"
             + (f"; reason: {options['reason']}." if options else ".")
         )
         return self._set_pending(Pending("rewind", self.run_id, n, summary, options))
+
+    def request_undo_rewind(self, reason: str = "") -> Pending | None:
+        """Ask to undo the run's newest rewind; nothing changes until :meth:`confirm`."""
+        options = {"reason": reason.strip()} if reason.strip() else {}
+        summary = (
+            f"Undo the newest rewind of run {self.run_id}: its removed frames come back and "
+            "the run is as it was before it"
+            + (f"; reason: {options['reason']}." if options else ".")
+        )
+        return self._set_pending(
+            Pending("undo_rewind", self.run_id, self.frame_no, summary, options)
+        )
 
     def fork_options(
         self,
@@ -1012,7 +1024,9 @@ class DebuggerModel:
             action = self.pending.action
             self.pending = None
             self._emit("pending")
-            self._say("info", f"{action.capitalize()} cancelled; nothing was changed.")
+            self._say(
+                "info", f"{action.replace('_', ' ').capitalize()} cancelled; nothing was changed."
+            )
 
     def confirm(self) -> ActionResult | None:
         """Carry out the pending action and report what it did (or why it could not)."""
@@ -1025,9 +1039,21 @@ class DebuggerModel:
             if pending.run_id != self.run_id:
                 raise InvalidArgument("the debugger shows another run now; ask again")
             result = getattr(self, f"_do_{pending.action}")(pending)
+        except ForkPointRewound as error:  # ask again, offering to rewind past the forks
+            self._set_pending(
+                replace(
+                    pending,
+                    summary=f"{error.message}. Confirm to rewind anyway: the forked runs stay "
+                    "as they are, and the fork tree marks their fork point as rewound away.",
+                    options={**pending.options, "force": True},
+                )
+            )
+            result = ActionResult("rewind", False, f"Rewind not done yet: {error.message}")
         except SmithersError as error:
             result = ActionResult(
-                pending.action, False, f"{pending.action.capitalize()} failed: {error.message}"
+                pending.action,
+                False,
+                f"{pending.action.replace('_', ' ').capitalize()} failed: {error.message}",
             )
         except Exception as error:  # report, never a traceback in the widget
             log.exception("%s failed", pending.action)
@@ -1055,6 +1081,20 @@ class DebuggerModel:
             f"{before - pending.frame_no} later frame(s) removed.",
             pending.run_id,
             pending.frame_no,
+        )
+
+    def _do_undo_rewind(self, pending: Pending) -> ActionResult:
+        snap = self.db.undo_rewind(pending.run_id, **pending.options)
+        self._load_run(pending.run_id)
+        self.frame_no = min(snap.frame_no, self.last_frame)
+        self._default_ref()
+        self._emit("run", "tree", "frame", "ref", "diff")
+        return ActionResult(
+            "undo_rewind",
+            True,
+            f"Undid the rewind of run {pending.run_id}: it is back at frame {snap.frame_no}.",
+            pending.run_id,
+            snap.frame_no,
         )
 
     def _do_fork(self, pending: Pending) -> ActionResult:

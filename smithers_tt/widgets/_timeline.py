@@ -492,7 +492,11 @@ def _fork_marks(
         mark(0, f"fork of {esc(edge.parent_run_id)} @ {edge.parent_frame_no}", "#9467bd")
     children = [e for e in model.tree if e.parent_run_id == model.run_id]
     for child in children[:20]:
-        if child.parent_frame_no is not None and child.parent_frame_no <= model.last_frame:
+        if (
+            child.parent_frame_no is not None
+            and child.parent_frame_no <= model.last_frame
+            and not child.fork_point_rewound
+        ):
             mark(int(child.parent_frame_no), f"fork → {esc(child.run_id)}", theme["accent"])
     if len(children) > 20:
         annotations.append(

@@ -66,7 +66,16 @@ def test_cli_rewind_refuses_without_yes_and_rewinds_with_it(demo_db: str) -> Non
     run_id = next(iter(demo_runs(demo_db)))
     code, out = run(demo_db, "rewind", run_id, "5")
     assert code == 1 and "--yes" in out and "Traceback" not in out
-    assert run_json(demo_db, "rewind", run_id, "5", "--yes")["frame_no"] == 5  # type: ignore[index]
+    # The demo forked this run at frame 9: rewinding below it names the forks, then --force.
+    code, out = run(demo_db, "rewind", run_id, "5", "--yes")
+    assert code == 1 and "--force" in out and "forked at" in out and "Traceback" not in out
+    done = run_json(demo_db, "rewind", run_id, "5", "--yes", "--force")
+    assert done["frame_no"] == 5  # type: ignore[index]
+    undone = run_json(demo_db, "undo-rewind", run_id)
+    assert undone["frame_no"] > 9  # type: ignore[index]
+    code, out = run(demo_db, "undo-rewind", run_id)
+    assert code == 1 and "no rewind to undo" in out and "Traceback" not in out
+    run_json(demo_db, "rewind", run_id, "5", "--yes", "--force")
     assert run_json(demo_db, "resume", run_id)["status"] == "finished"  # type: ignore[index]
 
 

@@ -45,6 +45,8 @@ CHILD = textwrap.dedent(
     print("ready", flush=True)
     if op == "rewind":
         db.rewind(run_id, int(frame_no), confirm=True)
+    elif op == "undo":
+        db.undo_rewind(run_id)
     else:
         db.fork(run_id, int(frame_no))
     print("done", flush=True)
@@ -135,8 +137,38 @@ def test_rewind_and_fork_happen_whole_or_not_at_all_when_killed_with_sigkill(
 
     # The dead child's lease (if it left one) expires, and the run can be rewound again.
     later = target // 2
-    _await_lease(db, run_id, lambda: db.rewind(run_id, later, confirm=True))
+    # (force: the fork above may have happened, and its fork point is above ``later``)
+    _await_lease(db, run_id, lambda: db.rewind(run_id, later, confirm=True, force=True))
     assert compact_state(db, run_id) == compact_snapshot(
         db.snapshot(run_id, later), clock=later, frames=(later + 1, later)
     )
+    assert db.verify().ok
+
+
+@pytest.mark.slow
+def test_an_undo_of_a_large_rewind_happens_whole_or_not_at_all_when_killed_with_sigkill(
+    db_url: str, db: st.Database, tmp_path: Path
+) -> None:
+    rng = random.Random()
+    run_id = build_bulk_run(db, nodes=100, refs_per_node=100)  # 10,000 refs
+    clock = db.store.get_run(run_id).clock
+    target = clock // 2
+    before = compact_state(db, run_id)
+    frames = db.store.frames(run_id)
+    db.rewind(run_id, target, confirm=True)
+    rewound = compact_state(db, run_id)
+
+    delay = rng.uniform(0.0, 1.5)
+    finished = _kill_during(tmp_path, db_url, "undo", run_id, target, "working", delay)
+    state = compact_state(db, run_id)
+    assert state in (rewound, before), f"half an undo (delay {delay:.2f} s)"
+    assert state == before or not finished
+    undone = count(db, "tt_audit", "run_id = :r AND operation = 'undo_rewind'", r=run_id)
+    assert undone == (1 if state == before else 0)
+
+    if state == rewound:  # the dead child's lease expires, and the undo can be done again
+        _await_lease(db, run_id, lambda: db.undo_rewind(run_id))
+    assert compact_state(db, run_id) == before
+    assert db.store.frames(run_id) == frames
+    assert count(db, "tt_rewound_frames") == 0
     assert db.verify().ok

@@ -114,3 +114,46 @@ def test_a_fork_from_the_model_reports_the_new_run_and_shows_it_in_the_tree(
     assert model.message == Message("success", result.text)
     assert events == ["tree"] and model.edge(child.run_id) is not None
     assert model.run_id == run_id and model.frame_no == 7  # the person stays where they were
+
+
+def test_a_rewind_past_a_fork_asks_again_naming_the_fork_and_then_rewinds(
+    db: st.Database,
+) -> None:
+    wf, _ = demo_workflow()
+    run_id = db.run(wf, {"topic": "bee"}).id
+    child = db.fork(run_id, 9).id
+    model = DebuggerModel(db, run_id)
+    model.select_frame(5)
+    model.request_rewind()
+
+    first = model.confirm()
+
+    assert first is not None and not first.ok
+    assert db.store.get_run(run_id).clock > 9  # nothing changed yet
+    again = model.pending
+    assert again is not None and again.action == "rewind" and again.options["force"] is True
+    assert child in again.summary and "rewind anyway" in again.summary
+    done = model.confirm()
+    assert done is not None and done.ok
+    assert db.store.get_run(run_id).clock == 5
+    assert model.edge(child) is not None and model.edge(child).fork_point_rewound
+
+
+def test_the_undo_button_puts_a_rewound_run_back_as_it_was(db: st.Database) -> None:
+    from smithers_tt.widgets import Debugger
+
+    wf, _ = demo_workflow()
+    run_id = db.run(wf, {"topic": "bee"}).id
+    frames = db.store.frames(run_id)
+    db.rewind(run_id, 4, confirm=True)
+    dbg = Debugger(db, run_id, live=False)
+    dbg.actions.undo.click()
+    assert "Undo the newest rewind" in dbg.actions.confirm_text.value
+    dbg.actions.confirm.click()
+    assert dbg.model.last_result.ok, dbg.model.last_result
+    assert db.store.frames(run_id) == frames
+    assert dbg.model.last_frame == frames[-1].frame_no
+    dbg.actions.undo.click()
+    dbg.actions.confirm.click()  # nothing left to undo: said, nothing changed
+    assert not dbg.model.last_result.ok
+    assert "no rewind to undo" in dbg.model.last_result.text

@@ -584,7 +584,7 @@ def test_the_rewind_confirmation_says_what_is_deleted_and_why(db: st.Database) -
     assert pending is not None and pending.options == {}
     assert pending.summary == (
         f"Rewind run {run_id} to frame 6: frames 7 to {last} are deleted in place "
-        "(this cannot be undone)."
+        "(Undo rewind brings them back)."
     )
     assert model.pending == pending and model.message is None
     model.cancel()
@@ -595,7 +595,7 @@ def test_the_rewind_confirmation_says_what_is_deleted_and_why(db: st.Database) -
     )
     pending = model.request_rewind(" a typo in the prompt ")
     assert pending is not None and pending.summary.endswith(
-        "(this cannot be undone); reason: a typo in the prompt."
+        "(Undo rewind brings them back); reason: a typo in the prompt."
     )
     model.cancel()
     model.select_frame(last)

@@ -352,7 +352,7 @@ def test_snapshots_diffs_runs_and_timelines_show_as_escaped_html(db: st.Database
 def test_a_fork_whose_parent_was_rewound_past_it_says_so(db: st.Database) -> None:
     run = _clean(db)
     child = db.fork(run.id, 8)
-    db.rewind(run.id, 7, confirm=True)
+    db.rewind(run.id, 7, confirm=True, force=True)
     dbg = Debugger(db, child.id, live=False)
     assert "the parent now ends at frame 7" in dbg.header.value
     assert "rewound past this fork's frame 8" in dbg.header.value
@@ -386,6 +386,8 @@ def test_the_reason_for_a_destructive_action_is_in_the_audit(db: st.Database) ->
     dbg.actions.reason.value = "bad research after frame 5"
     dbg.actions.rewind.click()
     assert "reason: bad research after frame 5" in dbg.actions.confirm_text.value
+    dbg.actions.confirm.click()  # the fork above frame 5: asked again, with force
+    assert child in dbg.actions.confirm_text.value
     dbg.actions.confirm.click()
     assert dbg.model.last_result.ok, dbg.model.last_result
     db.reset(child, "write", reason="retry the draft")
