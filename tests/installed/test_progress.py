@@ -108,7 +108,7 @@ def test_rewind_and_fork_show_that_they_are_working_on_a_terminal(
 
     forked, fork_screen = in_terminal(core, "smithers-tt", "fork", run_id, "3", cwd=demo)
     rewound, rewind_screen = in_terminal(
-        core, "smithers-tt", "rewind", run_id, "5", "--yes", cwd=demo
+        core, "smithers-tt", "rewind", run_id, "5", "--yes", "--force", cwd=demo
     )
 
     assert forked == 0 and re.search(r"forking at frame 3 ━+", fork_screen), fork_screen
