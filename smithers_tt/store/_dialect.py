@@ -128,8 +128,9 @@ class Statements:
             "UPDATE tt_runs SET heartbeat_at_ms = ? "
             "WHERE run_id = ? AND status = 'running' AND owner_epoch = ?"
         )
-        self.release_run = q(
-            "UPDATE tt_runs SET status = 'queued', owner_id = NULL, heartbeat_at_ms = NULL, "
+        self.hand_back_run = q(
+            # Released, paused or continued: no owner, a new epoch fencing the last one.
+            "UPDATE tt_runs SET status = ?, owner_id = NULL, heartbeat_at_ms = NULL, "
             "owner_epoch = owner_epoch + 1 WHERE run_id = ?"
         )
         self.delete_attempt = q(

@@ -528,5 +528,5 @@ class RunReleased(Change):
         self.run_id = run_id
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
-        w.db.count(w.sql.release_run, (self.run_id,))
+        w.db.count(w.sql.hand_back_run, ("queued", self.run_id))
         return Frame(self.run_id, frame_no, "run_released", state="queued", created_at_ms=w.stamp)

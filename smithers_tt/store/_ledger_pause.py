@@ -9,19 +9,16 @@ paused under the epoch the continuer saw: of two continuers, the second finds an
 (the ledger locks the run row first, so they are serialised) and gets a
 :class:`~smithers_tt.errors.ConcurrencyError` with nothing written.
 
-The statements are SQLAlchemy Core on the transaction's connection (as the time-travel
-changes run theirs), since a pause is rare and off every hot path.
+A pause, a continue and a release hand the run back the same way: one prebuilt statement
+(:attr:`~smithers_tt.store._dialect.Statements.hand_back_run`) with the status they leave.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy.engine import Connection
-
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import ConcurrencyError
-from smithers_tt.store import _schema as S
 from smithers_tt.store._ledger import AttemptEnded, AttemptStarted, Change, RunRow, Write
 from smithers_tt.store._publish import _insert_content, ref_key
 from smithers_tt.store._records import CheckpointRef, Frame
@@ -34,26 +31,13 @@ class RunPaused(Change):
     """The run is ``paused`` (frame ``run_paused``; its data says why, at which node, and
     what it asks); its owner is released under a new epoch, fencing its late writes."""
 
-    __slots__ = ("conn", "data", "iteration", "node_id", "run_id")
+    __slots__ = ("data", "iteration", "node_id", "run_id")
 
-    def __init__(
-        self, conn: Connection, run_id: str, node_id: str | None, iteration: int | None, data: dict
-    ) -> None:
-        self.conn, self.run_id, self.node_id, self.iteration = conn, run_id, node_id, iteration
-        self.data = data
+    def __init__(self, run_id: str, node_id: str | None, iteration: int | None, data: dict) -> None:
+        self.run_id, self.node_id, self.iteration, self.data = run_id, node_id, iteration, data
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
-        r = S.runs
-        self.conn.execute(
-            r.update()
-            .where(r.c.run_id == self.run_id)
-            .values(
-                status="paused",
-                owner_id=None,
-                heartbeat_at_ms=None,
-                owner_epoch=r.c.owner_epoch + 1,
-            )
-        )
+        w.db.count(w.sql.hand_back_run, ("paused", self.run_id))
         return Frame(
             self.run_id, frame_no, "run_paused", self.node_id, self.iteration, state="paused",
             data=self.data, created_at_ms=w.stamp,
@@ -69,10 +53,10 @@ class RunContinued(Change):
             cancel or a rewind got there first).
     """
 
-    __slots__ = ("conn", "data", "epoch", "run_id")
+    __slots__ = ("data", "epoch", "run_id")
 
-    def __init__(self, conn: Connection, run_id: str, epoch: int, data: dict) -> None:
-        self.conn, self.run_id, self.epoch, self.data = conn, run_id, epoch, data
+    def __init__(self, run_id: str, epoch: int, data: dict) -> None:
+        self.run_id, self.epoch, self.data = run_id, epoch, data
 
     def check(self, run: RunRow) -> None:
         status, epoch = run[0], run[1]
@@ -87,17 +71,8 @@ class RunContinued(Change):
             )
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
-        r = S.runs
-        self.conn.execute(
-            r.update()
-            .where(r.c.run_id == self.run_id)
-            .values(
-                status="queued",
-                owner_id=None,
-                heartbeat_at_ms=None,
-                owner_epoch=self.epoch + 1,
-            )
-        )
+        # check() saw it paused under self.epoch, in this locked row: the new one is +1.
+        w.db.count(w.sql.hand_back_run, ("queued", self.run_id))
         return Frame(
             self.run_id, frame_no, "run_continued", state="queued", data=self.data,
             created_at_ms=w.stamp,

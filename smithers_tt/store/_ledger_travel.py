@@ -204,23 +204,9 @@ class Rewound(Change):
         f = S.frames
         keep(conn, run_id, self.clock, w.stamp)
         conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
-        r = S.runs
-        conn.execute(
-            r.update()
-            .where(r.c.run_id == run_id)
-            .values(
-                clock=self.clock,
-                status=self.status,
-                # A run's output maps task ids to outputs: one level that is not theirs.
-                output_json=json_or_none(self.output, wrapping=1),
-                error=self.error,
-                owner_epoch=r.c.owner_epoch + 1,
-                cancel_requested=False,
-                lease_owner=None,
-                lease_until_ms=None,
-                updated_at_ms=w.stamp,
-            )
-        )
+        # A run's output maps task ids to outputs: one level that is not theirs.
+        output_json = json_or_none(self.output, wrapping=1)
+        set_history_end(conn, run_id, self.clock, self.status, output_json, self.error, w.stamp)
 
 
 def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
@@ -291,26 +277,44 @@ class RewindUndone(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         conn, kept = self.conn, self.kept
-        f, rf, rw, r = S.frames, S.rewound_frames, S.rewinds, S.runs
+        f, rf, rw = S.frames, S.rewound_frames, S.rewinds
         names = [c.name for c in f.c]
         conn.execute(
             f.insert().from_select(
                 names, sa.select(*(rf.c[n] for n in names)).where(rf.c.rewind_id == kept.rewind_id)
             )
         )
-        conn.execute(
-            r.update()
-            .where(r.c.run_id == kept.run_id)
-            .values(
-                clock=kept.from_clock,
-                status=self.status,
-                output_json=kept.output_json,  # the stored text, as it was
-                error=kept.error,
-                owner_epoch=r.c.owner_epoch + 1,
-                cancel_requested=False,
-                lease_owner=None,
-                lease_until_ms=None,
-                updated_at_ms=w.stamp,
-            )
+        set_history_end(  # the stored output text, as it was
+            conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error, w.stamp
         )
         conn.execute(rw.delete().where(rw.c.rewind_id == kept.rewind_id))  # cascades its frames
+
+
+def set_history_end(
+    conn: Connection,
+    run_id: str,
+    clock: int,
+    status: str,
+    output_json: str | None,
+    error: str | None,
+    stamp: int,
+) -> None:
+    """Put the run row at the end of a history that was cut or restored: its clock at
+    ``clock`` with this ending, every owner fenced by a new epoch, no cancel request, no
+    lease (what a rewind and its undo both leave)."""
+    r = S.runs
+    conn.execute(
+        r.update()
+        .where(r.c.run_id == run_id)
+        .values(
+            clock=clock,
+            status=status,
+            output_json=output_json,
+            error=error,
+            owner_epoch=r.c.owner_epoch + 1,
+            cancel_requested=False,
+            lease_owner=None,
+            lease_until_ms=None,
+            updated_at_ms=stamp,
+        )
+    )

@@ -832,7 +832,7 @@ class Store:
                     raise RunNotFound(f"no run {fence.run_id!r}")
                 # Locked: no attempt starts meanwhile; the ledger checks the fence first.
                 changes = _open_ends(db, fence.run_id, "interrupted")
-                changes.append(RunPaused(conn, fence.run_id, node_id, iteration, data))
+                changes.append(RunPaused(fence.run_id, node_id, iteration, data))
                 (entry,) = write(db, [Entry(fence.run_id, fence, changes)], now_ms())
             frames += entry.frames
             return entry.frames[-1]
@@ -866,7 +866,7 @@ class Store:
             with driver(conn) as db:
                 if db.one(db.sql.lock_run, (run_id,)) is None:
                     raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-                changes: list[Change] = [RunContinued(conn, run_id, epoch, data)]
+                changes: list[Change] = [RunContinued(run_id, epoch, data)]
                 fence = Fence(run_id, epoch + 2)
                 if claim and not abort:
                     claimed = {"epoch": fence.epoch, "owner_id": owner_id}
