@@ -68,6 +68,11 @@ def worker(
       smithers-tt --db postgresql+psycopg://postgres@127.0.0.1/test worker \\
           --workflows smithers_tt.demo:demo_workflow --concurrency 4
     """
+    # A SIGTERM that arrives while the worker is still starting (it holds no runs yet) stops
+    # it as cleanly as one that arrives later: remembered here, acted on once the loop runs.
+    early: list[int] = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: early.append(signum))
     workflows = [load_workflow(spec, "") for spec in specs]
     w = ctx.create_db().worker(
         workflows,
@@ -82,6 +87,8 @@ def worker(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        if early:
+            stop.set()
         working = asyncio.create_task(w.run(stop, max_runs=max_runs, idle_exit=idle_exit))
         shown = 0
         while not working.done():  # the bar follows the runs this worker brought to an end

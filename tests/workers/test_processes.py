@@ -115,7 +115,16 @@ class Fleet:
         return proc
 
     def stop(self, proc: Proc, timeout: float = 60.0) -> int:
-        """SIGTERM (continuing it first if it is stopped); its exit code."""
+        """SIGTERM (continuing it first if it is stopped); its exit code.
+
+        Python's own start (before the worker command runs) has no handler yet, so a process
+        that has not announced itself is given the time to start first.
+        """
+        deadline = time.monotonic() + timeout
+        while proc.popen.poll() is None and "SIGTERM stops it" not in proc.stderr():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         if proc.popen.poll() is None:
             proc.popen.send_signal(signal.SIGCONT)
             proc.popen.send_signal(signal.SIGTERM)
