@@ -164,7 +164,7 @@ class Actions:
         kept = [n for n in self.reset.value if n in names]
         self.reset.options = names
         self.reset.value = tuple(kept)
-        editable = sorted({k[0] for k in m.snapshot.refs})
+        editable = m.checkpointed_nodes()
         current = self.edit_node.value
         self.edit_node.options = [_NO_EDIT, *editable]
         self.edit_node.value = current if current in editable else _NO_EDIT

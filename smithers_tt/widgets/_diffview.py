@@ -178,6 +178,18 @@ class DiffView:
         finally:
             self._syncing = was
 
+    def _sync_nodes(self) -> None:
+        """The nodes with two attempts or more at the selected frame, and the pair shown."""
+        m = self.model
+        nodes = m.attempts_with_history(2)
+        options = tuple((node_label(n, i), (n, i)) for n, i, _ in nodes)
+        if options != tuple(self.node.options):  # a long list is sent only when it changes
+            self.node.options = options
+        pair = m.attempt_pair or m.default_attempt_pair()
+        if pair is not None and (pair[0], pair[1]) in {(n, i) for n, i, _ in nodes}:
+            self.node.value = (pair[0], pair[1])
+        self._sync_attempts(pair)
+
     def _sync(self) -> None:
         m = self.model
         self._syncing = True
@@ -194,12 +206,8 @@ class DiffView:
             default = m.default_compare_run()
             chosen = m.compare_run or (default[0] if default else None)
             self.run.value = chosen if chosen in [e.run_id for e in runs] else None
-            nodes = m.attempts_with_history(2)
-            self.node.options = [(node_label(n, i), (n, i)) for n, i, _ in nodes]
-            pair = m.attempt_pair or m.default_attempt_pair()
-            if pair is not None and (pair[0], pair[1]) in [(n, i) for n, i, _ in nodes]:
-                self.node.value = (pair[0], pair[1])
-            self._sync_attempts(pair)
+            if m.diff_mode == "attempts":  # the other modes do not show (nor pay for) these
+                self._sync_nodes()
             self.frames_box.layout.display = None if m.diff_mode == "frames" else "none"
             self.runs_box.layout.display = None if m.diff_mode == "runs" else "none"
             self.attempts_box.layout.display = None if m.diff_mode == "attempts" else "none"

@@ -176,14 +176,17 @@ class Inspector:
         snap = m.snapshot
         if not snap.nodes and not snap.attempts:
             return '<div class="stt-muted">no node has started at this frame</div>'
+        keys = sorted(set(snap.nodes) | {(n, i) for n, i, _ in snap.attempts})
+        shown = set(keys[:200])  # badges for the rows shown only: the table costs what it shows
         attempts: dict[tuple[str, int], list[str]] = {}
-        for (node_id, iteration, attempt), view in sorted(snap.attempts.items()):
+        for (node_id, iteration, attempt), view in sorted(
+            item for item in snap.attempts.items() if item[0][:2] in shown
+        ):
             text = f"#{attempt} {badge(view.state)}"
             if view.error:
                 short = view.error if len(view.error) <= 160 else view.error[:160] + "…"
                 text += f' <span class="stt-error">{esc(short)}</span>'
             attempts.setdefault((node_id, iteration), []).append(text)
-        keys = sorted(set(snap.nodes) | set(attempts))
         rows = []
         for key in keys[:200]:
             node = snap.nodes.get(key)

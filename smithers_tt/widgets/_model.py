@@ -18,6 +18,7 @@ with :meth:`DebuggerModel.on` and redraw from the model when it announces a chan
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import json
 import logging
@@ -25,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
@@ -45,7 +46,13 @@ AttemptKey = tuple[str, int, int]
 
 _SNAPSHOT_CACHE = 24
 KEYFRAME_EVERY = 250
-"""Frames between the snapshots kept while folding (scrubbing never starts from frame 0)."""
+"""Frames between the snapshots kept while folding (scrubbing never starts from frame 0), at
+least; further apart as the snapshot grows (see ``KEYFRAME_SPREAD``)."""
+KEYFRAME_SPREAD = 64
+"""A keyframe is a copy of the snapshot's rows: they are kept at least ``rows / SPREAD``
+frames apart, so keeping them costs a bounded number of row copies per folded frame however
+big the snapshot gets (100,000 frames: ~130 copies instead of 400), and a selection folds at
+most that many frames from the nearest."""
 _PAYLOAD_CACHE = 64
 REF_PAGE = 50
 """Checkpoint refs listed per page in the inspector."""
@@ -293,9 +300,8 @@ class DebuggerModel:
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
         self._keyframes: dict[int, Snapshot] = {}
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
-        self._newest_cache: OrderedDict[int, tuple[Snapshot, dict[Any, CheckpointRef]]] = (
-            OrderedDict()
-        )
+        self._indexes: OrderedDict[int, _SnapshotIndex] = OrderedDict()
+        self._attempts_cache: OrderedDict[int, tuple[Snapshot, list[Any]]] = OrderedDict()
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
@@ -363,8 +369,8 @@ class DebuggerModel:
         """The snapshot of the shown run at a frame (default: the selected one).
 
         Folded from the nearest earlier snapshot already made: recent ones are cached, and
-        every ``KEYFRAME_EVERY`` frames a copy is kept, so scrubbing a long run never folds
-        it from the start again.
+        every ``KEYFRAME_EVERY`` frames or more (``KEYFRAME_SPREAD``) a copy is kept, so
+        scrubbing a long run never folds it from the start again.
         """
         n = self.frame_no if frame_no is None else frame_no
         if not 0 <= n <= self.last_frame:
@@ -376,16 +382,52 @@ class DebuggerModel:
         starts = [k for k in (*self._snapshots, *self._keyframes) if k <= n]
         if starts:
             start = max(starts)
-            snap = _copy(self._snapshots.get(start) or self._keyframes[start])
+            base: Snapshot | None = self._snapshots.get(start) or self._keyframes[start]
+            assert base is not None
+            snap = _copy(base)
             first = self._index(start) + 1
+            newest = self._index_of(base).newest
+            if newest is not None:
+                newest = dict(newest)  # the base's own stays as it is
         else:
+            base = None
             snap = Snapshot(self.run_id, self.frames[0].frame_no - 1 if self.frames else -1)
             first = 0
+            newest = {}
+        # While refs are only added (the count says when some were removed, by a reset), the
+        # fold follows each node's newest ref and the keys added since the base, from which
+        # the sorted keys come by a merge: a selection never scans nor sorts every ref.
+        expected, added = len(snap.refs), []
+        since = snap.frame_no  # the newest keyframe (or start) of this fold
         for f in self.frames[first : self._index(n) + 1]:
-            apply(snap, f)
-            snap.frame_no = f.frame_no
-            if f.frame_no > 0 and f.frame_no % KEYFRAME_EVERY == 0 and f.frame_no != n:
-                self._keyframes.setdefault(f.frame_no, _copy(snap))
+            if f.kind == "checkpoint":
+                key = (f.node_id, f.iteration, f.attempt, f.sequence)
+                if key not in snap.refs:
+                    expected += 1
+                    added.append(key)
+                apply(snap, f)
+                if newest is not None:
+                    _note_newest(newest, key, snap.refs.get(key))
+            else:
+                apply(snap, f)
+            snap.frame_no = no = f.frame_no
+            if (
+                no > 0
+                and no % KEYFRAME_EVERY == 0
+                and no != n
+                and no - since >= snap.size // KEYFRAME_SPREAD
+                and no not in self._keyframes
+            ):
+                since = no
+                kept = self._keyframes[no] = _copy(snap)
+                grew = len(snap.refs) == expected
+                newest = newest if grew else None
+                self._index_as(
+                    kept, None if newest is None else dict(newest), base if grew else None, added
+                )
+                base, expected, added = kept, len(snap.refs), []
+        grew = len(snap.refs) == expected
+        self._index_as(snap, newest if grew else None, base if grew else None, added)
         snap.loader = self.load
         self._snapshots[n] = snap
         while len(self._snapshots) > _SNAPSHOT_CACHE:
@@ -400,14 +442,46 @@ class DebuggerModel:
     def _newest(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
         """Each node's newest ref in a snapshot, kept while the snapshot is (scrubbing back
         and forth compares the same snapshots again)."""
-        found = self._newest_cache.get(id(snap))
-        if found is not None and found[0] is snap:
-            return found[1]
-        newest = _newest_refs(snap)
-        self._newest_cache[id(snap)] = (snap, newest)
-        while len(self._newest_cache) > _SNAPSHOT_CACHE:
-            self._newest_cache.popitem(last=False)
-        return newest
+        index = self._index_of(snap)
+        if index.newest is None:
+            index.newest = _newest_refs(snap)
+        return index.newest
+
+    def checkpointed_nodes(self) -> list[str]:
+        """Ids of the nodes with a checkpoint visible at the selected frame, sorted."""
+        return sorted({node_id for node_id, _ in self._newest(self.snapshot)})
+
+    def sorted_ref_keys(self, snap: Snapshot) -> list[RefKey]:
+        """The keys of a snapshot's refs, sorted: merged from its base's when those are
+        sorted already (the step of a slider), else sorted once."""
+        index = self._index_of(snap)
+        if index.ref_keys is None:
+            before = None if index.base is None else self._index_of(index.base).ref_keys
+            if before is None:
+                index.ref_keys = sorted(snap.refs)
+            else:  # two sorted runs: the sort merges them in one pass
+                index.ref_keys = sorted(before + sorted(index.added))
+        return index.ref_keys
+
+    def _index_of(self, snap: Snapshot) -> _SnapshotIndex:
+        """What is known of a snapshot beyond its rows (made on first use)."""
+        found = self._indexes.get(id(snap))
+        if found is None or found.snap is not snap:
+            found = self._index_as(snap, None, None, [])
+        return found
+
+    def _index_as(
+        self,
+        snap: Snapshot,
+        newest: dict[tuple[str, int], CheckpointRef] | None,
+        base: Snapshot | None,
+        added: list[RefKey],
+    ) -> _SnapshotIndex:
+        index = self._indexes[id(snap)] = _SnapshotIndex(snap, newest, base, added)
+        self._indexes.move_to_end(id(snap))
+        while len(self._indexes) > _SNAPSHOT_CACHE + len(self._keyframes) + 2:
+            self._indexes.popitem(last=False)
+        return index
 
     def other_snapshot(self, run_id: str, frame_no: int) -> Snapshot:
         """A snapshot of another run (for comparisons), cached."""
@@ -519,7 +593,7 @@ class DebuggerModel:
             if key in snap.refs:
                 return key
         if frame.node_id is not None:
-            ref = snap.newest_ref(frame.node_id, frame.iteration or 0)
+            ref = self._newest(snap).get((frame.node_id, frame.iteration or 0))
             if ref is not None:
                 return (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
         if snap.refs:
@@ -572,15 +646,17 @@ class DebuggerModel:
         (else the last page: the newest sequences).
         """
         snap = self.snapshot
-        keys = sorted(snap.refs)
+        keys = self.sorted_ref_keys(snap)
         needle = query.strip().lower()
         if needle:
             keys = [k for k in keys if needle in self.ref_label(snap.refs[k]).lower()]
         pages = max(1, -(-len(keys) // size))
         if page is None:
-            page = keys.index(self.ref_key) // size if self.ref_key in keys else pages - 1
-            if self.ref_key not in keys and needle:
-                page = 0
+            at = None if self.ref_key is None else bisect.bisect_left(keys, self.ref_key)
+            if at is not None and at < len(keys) and keys[at] == self.ref_key:
+                page = at // size
+            else:
+                page = 0 if needle else pages - 1
         page = max(0, min(int(page), pages - 1))
         chosen = keys[page * size : (page + 1) * size]
         return RefPage(chosen, len(snap.refs), len(keys), page, pages, query)
@@ -722,10 +798,17 @@ class DebuggerModel:
     def attempts_with_history(self, least: int = 1) -> list[tuple[str, int, list[int]]]:
         """Nodes (and iterations) with at least ``least`` attempts at the selected frame, and
         their attempt numbers."""
-        found: dict[tuple[str, int], list[int]] = {}
-        for node_id, iteration, attempt in self.snapshot.attempts:
-            found.setdefault((node_id, iteration), []).append(attempt)
-        return [(n, i, sorted(a)) for (n, i), a in sorted(found.items()) if len(a) >= least]
+        snap = self.snapshot
+        cached = self._attempts_cache.get(id(snap))
+        if cached is None or cached[0] is not snap:
+            found: dict[tuple[str, int], list[int]] = {}
+            for node_id, iteration, attempt in snap.attempts:
+                found.setdefault((node_id, iteration), []).append(attempt)
+            cached = (snap, [(n, i, sorted(a)) for (n, i), a in sorted(found.items())])
+            self._attempts_cache[id(snap)] = cached
+            while len(self._attempts_cache) > _SNAPSHOT_CACHE:
+                self._attempts_cache.popitem(last=False)
+        return [row for row in cached[1] if len(row[2]) >= least]
 
     def default_attempt_pair(self) -> tuple[str, int, int, int] | None:
         """The last two attempts of the selected frame's node, else of any node with two."""
@@ -765,7 +848,10 @@ class DebuggerModel:
         if sections is not None:
             result = DiffResult("", "", sections=list(sections))
         else:
-            ta, tb = _trimmed(a, b, self._newest(a), self._newest(b))
+            touched = None
+            if self.diff_mode == "frames":
+                touched = self._touched(min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no))
+            ta, tb = _trimmed(a, b, self._newest(a), self._newest(b), touched)
             result = _sections(tt.diff(ta, tb, load=self.load))
             result.conversations = self._conversations(ta, tb)
         result.a = f"run {a.run_id} frame {a.frame_no}"
@@ -773,6 +859,27 @@ class DebuggerModel:
         if self.diff_mode == "frames" and a.frame_no == b.frame_no:
             result.note = "both sides are the same frame; pick another frame to compare with"
         return result
+
+    def _touched(self, after: int, upto: int) -> _Touched | None:
+        """What the frames ``after < frame_no <= upto`` of the shown run change: node ids,
+        attempts and nodes with checkpoints (None when one of them is a kind that changes
+        more, a reset, or when there are too many to be worth it)."""
+        if upto - after > _TOUCHED_AT_MOST:
+            return None
+        nodes: set[str] = set()
+        attempts: set[tuple[Any, ...]] = set()
+        refs: set[tuple[Any, ...]] = set()
+        for f in self.frames[self._index(after) + 1 : self._index(upto) + 1]:
+            kind = f.kind
+            if kind in ("node_state", "cache_hit"):
+                nodes.add(str(f.node_id))
+            elif kind in ("attempt_started", "attempt_finished"):
+                attempts.add((f.node_id, f.iteration, f.attempt))
+            elif kind == "checkpoint":
+                refs.add((f.node_id, f.iteration))
+            elif kind not in _STATUS_KINDS:
+                return None
+        return _Touched(nodes, attempts, refs)
 
     def _conversations(
         self, a: Snapshot, b: Snapshot
@@ -1201,6 +1308,17 @@ def _check_dense(run_id: str, frames: Sequence[Frame]) -> None:
         raise InvalidArgument(f"the frames of run {run_id} are not numbered densely")
 
 
+def _note_newest(
+    newest: dict[tuple[str, int], CheckpointRef], key: tuple[Any, ...], ref: CheckpointRef | None
+) -> None:
+    """Update each node's newest ref with the ref just folded in at ``key``."""
+    if ref is None:
+        return
+    found = newest.get(key[:2])
+    if found is None or (found.attempt, found.sequence) <= (key[2], key[3]):
+        newest[key[:2]] = ref
+
+
 def _newest_refs(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
     newest: dict[tuple[str, int], tuple[tuple[int, int], CheckpointRef]] = {}
     for (node_id, iteration, attempt, sequence), ref in snap.refs.items():
@@ -1216,27 +1334,81 @@ def _trimmed(
     b: Snapshot,
     na: dict[tuple[str, int], CheckpointRef] | None = None,
     nb: dict[tuple[str, int], CheckpointRef] | None = None,
+    touched: _Touched | None = None,
 ) -> tuple[Snapshot, Snapshot]:
-    """The two snapshots with only the refs :func:`timetravel.diff` looks at: each node's
-    newest ref, where the two sides differ. Same result, in one pass over the refs instead
-    of one pass per node (a 10,000-frame run has thousands of refs)."""
+    """The two snapshots with only what :func:`timetravel.diff` can report: each node's
+    newest ref where the two sides differ, the attempts that differ, and every iteration of
+    the nodes whose rows differ (outputs take a node's highest finished iteration). Same
+    result, in one pass over the refs instead of one per node, and a diff of two nearby
+    frames of a 100,000-frame run sorts what changed, not the thousands of rows that did
+    not (folded snapshots share the objects of the rows they did not change). ``touched``,
+    when given, is what the frames between two frames of one run change: only that is
+    compared."""
     na = _newest_refs(a) if na is None else na
     nb = _newest_refs(b) if nb is None else nb
     differ = {
         k
-        for k in set(na) | set(nb)
+        for k in (set(na) | set(nb) if touched is None else touched.refs)
         if k not in na or k not in nb or na[k].content_hash != nb[k].content_hash
     }
 
     def keep(snap: Snapshot, newest: dict[tuple[str, int], CheckpointRef]) -> Snapshot:
         refs = {
             (r.node_id, r.iteration, r.attempt, r.sequence): r
-            for k, r in newest.items()
-            if k in differ
+            for r in (newest.get(k) for k in differ)
+            if r is not None
         }
-        return replace(snap, refs=refs)
+        return replace(
+            snap,
+            refs=refs,
+            nodes={k: v for k, v in snap.nodes.items() if k[0] in nodes},
+            attempts={k: snap.attempts[k] for k in attempts if k in snap.attempts},
+        )
 
+    if touched is None:
+        nodes = {k[0] for k in _differing(a.nodes, b.nodes)}
+        attempts = _differing(a.attempts, b.attempts)
+    else:
+        nodes, attempts = touched.nodes, touched.attempts
     return keep(a, na), keep(b, nb)
+
+
+@dataclass(slots=True)
+class _SnapshotIndex:
+    """What the model knows of one snapshot beyond its rows."""
+
+    snap: Snapshot
+    newest: dict[tuple[str, int], CheckpointRef] | None
+    """Each node's newest ref (None until known)."""
+    base: Snapshot | None
+    """The snapshot this one was folded from, when refs were only added since."""
+    added: list[RefKey]
+    """The ref keys added since ``base``."""
+    ref_keys: list[RefKey] | None = None
+    """The ref keys, sorted (None until asked)."""
+
+
+class _Touched(NamedTuple):
+    """What a range of frames changes (see :meth:`DebuggerModel._touched`)."""
+
+    nodes: set[str]
+    attempts: set[tuple[Any, ...]]
+    refs: set[tuple[Any, ...]]
+
+
+_TOUCHED_AT_MOST = 5_000
+"""Frames between two compared frames beyond which comparing every row is cheaper."""
+
+_STATUS_KINDS = frozenset(
+    ("run_claimed", "run_finished", "run_failed", "run_cancelled", "run_paused",
+     "run_continued", "run_released", "cancel_requested")
+)  # fmt: skip
+"""Frame kinds that change only the run's status (compared on its own)."""
+
+
+def _differing(x: dict[Any, Any], y: dict[Any, Any]) -> set[Any]:
+    """Keys whose values differ between two dicts (the same object counts as equal)."""
+    return {k for k in x.keys() | y.keys() if x.get(k) is not y.get(k) and x.get(k) != y.get(k)}
 
 
 def _sections(d: tt.SnapshotDiff) -> DiffResult:

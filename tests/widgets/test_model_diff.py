@@ -344,3 +344,43 @@ def test_a_lens_diff_reads_the_other_runs_payloads(db: st.Database) -> None:
         ("research notes", [Change("change", "$", first, "edited by a person")])
     ]
     assert (result.a, result.b) == (f"run {parent} frame {done}", f"run {edited} frame 0")
+
+
+def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model follows each node's newest checkpoint through its fold and compares only
+    what the frames between two frames changed; a reset in the history (which removes
+    refs), keyframes crossed, nearby and far comparisons must all give the diff of the full
+    snapshots."""
+    import random
+
+    import smithers_tt.widgets._model as model_module
+
+    monkeypatch.setattr(model_module, "KEYFRAME_EVERY", 7)  # many keyframes in a short run
+    wf, _ = demo_workflow(flaky=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    db.reset(run_id, "research", dependents=True)
+    db.resume(run_id, wf)
+    frames = db.store.frames(run_id)
+    assert any(f.kind == "reset" for f in frames)
+    last = frames[-1].frame_no
+    model = DebuggerModel(db, run_id)
+    rng = random.Random(16)
+    for _ in range(40):
+        n = rng.randrange(1, last + 1)
+        far = rng.random() < 0.4
+        compare = rng.randrange(0, last + 1) if far else None
+        model.set_diff("frames", compare_frame=compare)
+        model.select_frame(n)
+        other = compare if compare is not None else n - 1
+        _assert_diff(db, model.diff(), (run_id, other), (run_id, n))
+        ref = model.ref
+        key = model.frame_ref_key(n)
+        assert (ref is None) == (key is None)
+        frame = model.frame(n)
+        if frame.node_id is not None and frame.kind != "checkpoint":
+            expected = db.snapshot(run_id, n).newest_ref(frame.node_id, frame.iteration or 0)
+            if expected is not None:
+                assert key == (expected.node_id, expected.iteration, expected.attempt,
+                               expected.sequence)  # fmt: skip
