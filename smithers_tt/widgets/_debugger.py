@@ -169,4 +169,7 @@ class Debugger(W.VBox):
         live = getattr(self, "live", None)  # None when __init__ failed half-way
         if live is not None:
             live.stop()
+        model = getattr(self, "model", None)
+        if model is not None:
+            model.drop_caches()
         super().close()

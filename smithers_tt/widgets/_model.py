@@ -679,6 +679,14 @@ class DebuggerModel:
         self.message = None
         self._emit("run", "tree", "frame", "ref", "diff", "pending")
 
+    def drop_caches(self) -> None:
+        """Let go of the snapshots kept for scrubbing (a 100,000-frame run keeps hundreds of
+        MB of them); they are folded again when needed."""
+        self._snapshots.clear()
+        self._keyframes.clear()
+        self._indexes.clear()
+        self._other_snapshots.clear()
+
     # --- live refresh ------------------------------------------------------------------
 
     def fetch_update(self) -> Update:

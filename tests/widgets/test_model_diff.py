@@ -384,3 +384,12 @@ def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
             if expected is not None:
                 assert key == (expected.node_id, expected.iteration, expected.attempt,
                                expected.sequence)  # fmt: skip
+    # Closing the debugger lets go of what scrubbing kept; the model folds again after.
+    model.drop_caches()
+    for n in (last, last // 2):
+        snap = model.snapshot_at(n)
+        assert (snap.nodes, snap.attempts, snap.refs) == (
+            (s := db.snapshot(run_id, n)).nodes,
+            s.attempts,
+            s.refs,
+        )
