@@ -232,6 +232,15 @@ def _as_smithers_error(error: Exception) -> SmithersError:
     )
 
 
+workflow_option = click.option(
+    "--workflow",
+    "spec",
+    metavar="MODULE:ATTR",
+    help="Where the workflow is defined (default: the demo workflow).",
+)
+"""The ``--workflow MODULE:ATTR`` option of every command that executes a run."""
+
+
 def load_workflow(spec: str | None, workflow_name: str) -> Workflow:
     """The workflow named by ``module:attr``: a Workflow, or a function taking no arguments
     that returns one (or a ``(workflow, agents)`` pair); the demo workflow for demo runs

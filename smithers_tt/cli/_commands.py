@@ -10,7 +10,14 @@ from typing import Any
 import click
 
 from smithers_tt.checkpoint import AgentCheckpoint
-from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
+from smithers_tt.cli._app import (
+    Context,
+    cli,
+    handle_errors,
+    load_workflow,
+    pass_ctx,
+    workflow_option,
+)
 from smithers_tt.cli._output import clean, emit_json, one_line, state, text, when
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
@@ -427,12 +434,7 @@ def _finished(ctx: Context, run: Any) -> None:
 @cli.command()
 @click.argument("run_id")
 @click.argument("frame_no", type=int)
-@click.option(
-    "--workflow",
-    "spec",
-    metavar="MODULE:ATTR",
-    help="Where the workflow is defined (default: the demo workflow).",
-)
+@workflow_option
 @click.option("--reset", "reset_nodes", multiple=True, metavar="NODE")
 @pass_ctx
 @handle_errors
@@ -451,12 +453,7 @@ def replay(
 
 @cli.command()
 @click.argument("run_id")
-@click.option(
-    "--workflow",
-    "spec",
-    metavar="MODULE:ATTR",
-    help="Where the workflow is defined (default: the demo workflow).",
-)
+@workflow_option
 @click.option(
     "--accept-changed", is_flag=True, help="Resume even though the workflow definition changed."
 )

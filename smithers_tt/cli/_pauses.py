@@ -6,7 +6,14 @@ from typing import Any
 
 import click
 
-from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
+from smithers_tt.cli._app import (
+    Context,
+    cli,
+    handle_errors,
+    load_workflow,
+    pass_ctx,
+    workflow_option,
+)
 from smithers_tt.cli._commands import _edits, _finished, _parse_json
 from smithers_tt.cli._output import emit_json, state
 
@@ -42,12 +49,7 @@ def _skips(pairs: tuple[str, ...]) -> dict[str, Any]:
 @click.option("--abort", is_flag=True, help="Cancel the paused run instead.")
 @click.option("--break-before", multiple=True, metavar="NODE", help="Pause before NODE from now.")
 @click.option("--break-after", multiple=True, metavar="NODE", help="Pause after NODE from now.")
-@click.option(
-    "--workflow",
-    "spec",
-    metavar="MODULE:ATTR",
-    help="Where the workflow is defined (default: the demo workflow).",
-)
+@workflow_option
 @click.option(
     "--queue", is_flag=True, help="Leave the run queued for a worker instead of executing it here."
 )
