@@ -126,6 +126,7 @@ from smithers_tt.store import (
     LangGraphRead,
     LangGraphStore,
     LangGraphWrite,
+    ThreadReplaced,
     langgraph_run_id,
 )
 
@@ -179,10 +180,6 @@ def _refs(slots: Any) -> Iterator[str]:
     for slot in slots:
         if type(slot) is dict and "ref" in slot:
             yield slot["ref"]
-
-
-class _Stale(Exception):
-    """A cached parent belongs to an earlier incarnation of the thread's run."""
 
 
 class _Recent:
@@ -379,7 +376,7 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
                 previous = self._recent.get((run_id, str(parent)))
         try:
             self._write(run_id, put(previous))
-        except _Stale:  # the thread was deleted and created again since: encode everything
+        except ThreadReplaced:  # the thread was deleted and created again: encode everything
             self._write(run_id, put(None))
         thread_id, ns = _thread_of(config)
         return {
@@ -465,12 +462,12 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         document, blobs, values = build(previous)
 
         def work(tx: LangGraphWrite) -> None:
-            no, token = tx.pin(run_id, (thread_id, ns), blobs, extra=1)
-            if previous is not None and previous.token != token:
-                raise _Stale
+            expect = None if previous is None else previous.token  # its slots are that run's
+            token = tx.put_checkpoint(
+                run_id, (thread_id, ns), checkpoint_id, document, blobs, expect
+            )
             tx.outcome["recent"] = _Recent(token, dict(versions), values)
             tx.outcome["checkpoint_id"] = checkpoint_id
-            tx.put_document(run_id, no, checkpoint_id, document)
 
         return work
 

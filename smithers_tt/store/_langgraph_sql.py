@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 import sqlalchemy as sa
@@ -31,19 +31,15 @@ LANGGRAPH_VALUE_NODE = "values"
 """Node of a LangGraph thread's run whose frames pin the values it stores by hash."""
 
 AGENT = "langgraph"
+"""Agent id of the saver's frames."""
 CHUNK = 500
+"""Values per IN list (or per :meth:`LangGraphSql.pinned` statement)."""
 
 
 def langgraph_run_id(thread_id: str, checkpoint_ns: str = "") -> str:
     """The id of the run that holds a LangGraph thread (and namespace)."""
     key = json.dumps([str(thread_id), str(checkpoint_ns)], ensure_ascii=False)
     return "lg" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
-
-
-def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
-    """``items`` in slices of at most ``size`` (IN lists and executemany batches)."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class LangGraphIndexQuery(NamedTuple):
@@ -87,6 +83,15 @@ class LangGraphSql:
             text = self._texts[sql] = self.backend.named(sql)
         return conn.exec_driver_sql(text, params or {})
 
+    def chunks(self, items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+        """``items`` in slices of at most :data:`CHUNK` (IN lists)."""
+        return self.backend.chunks(items, 1, CHUNK)
+
+    def pinned(self, count: int) -> str:
+        """Driver SQL of one row: for each of ``count`` hashes, whether a frame of the run
+        has it (parameters: run id and hash, in turn; at most :data:`CHUNK` hashes)."""
+        return self.backend.sql("SELECT " + ", ".join([PINNED] * count))
+
     @staticmethod
     def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
         """``:name0, :name1, ...`` for an IN list, adding the values to ``params``."""
@@ -96,18 +101,10 @@ class LangGraphSql:
 
 
 RUN_EXISTS = "SELECT 1 FROM tt_runs WHERE run_id = :run"
+PINNED = "EXISTS (SELECT 1 FROM tt_frames WHERE run_id = ? AND content_hash = ?)"
 SELECT_WRITES = (
     "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
 )
-INSERT_WRITES = (
-    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-    "VALUES (:run, :cid, NULL, :writes)"
-)
-UPDATE_WRITES = (
-    "UPDATE tt_lg_checkpoints SET writes_json = :writes "
-    "WHERE run_id = :run AND checkpoint_id = :cid"
-)
-RUN_AND = "run_id = :run AND content_hash"
 CONTENTS_WHERE = "FROM tt_checkpoint_contents WHERE content_hash"
 SELECT_DOCS = (
     "SELECT c.run_id, c.checkpoint_id, c.frame_no, c.writes_json, t.thread_id, t.checkpoint_ns "

@@ -94,6 +94,8 @@ class RunClock(NamedTuple):
     clock: int
     max_checkpoint_bytes: int | None
     cancel_requested: bool
+    created_at_ms: int
+    """The run's incarnation: a run deleted and created again under its id is another row."""
 
 
 RunRow = tuple[Any, ...]
@@ -213,25 +215,6 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
 
 def _ticks(entry: Entry) -> int:
     return sum(change.ticks for change in entry.changes)
-
-
-def advance(
-    db: Driver, run_id: str, ticks: int, stamp: int, fence: Fence | None = None
-) -> RunClock:
-    """Advance one run's clock by ``ticks`` (locking its row) and check ``fence`` if given;
-    the frames of the ticks are the caller's to insert (prefer :func:`write`)."""
-    row = db.one(db.sql.advance_run, (ticks, stamp, run_id))
-    if row is None:
-        raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-    if fence is not None:
-        check_fence(run_id, row[0], row[1], fence)
-    return RunClock(*row)
-
-
-def insert_frames(db: Driver, frames: list[Frame]) -> None:
-    """Insert frames whose numbers the caller allocated, in one statement (prefer
-    :func:`write`, which numbers them)."""
-    db.many(db.sql.insert_frame, [frame_values(f) for f in frames])
 
 
 def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:
