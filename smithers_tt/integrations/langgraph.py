@@ -55,6 +55,9 @@ transactions share one group commit).
 * **Writes** (``put_writes``) live with their checkpoint's index row (values encoded the same
   way, long ones as content). ``copy_thread`` creates a run whose parent is the source run and
   copies frames and index rows, never content.
+* Each ``put``, ``put_writes`` or ``copy_thread`` is one transaction (shared with other
+  writes by the store's group committer) and, per run, one write of the store's ledger: the
+  run's clock advances once, whatever it stores.
 
 Frames pin every document and value, so ``collect_garbage`` keeps all of a thread's history;
 ``delete_thread`` deletes its runs (frames, index rows and all) and the next collection frees

@@ -10,7 +10,8 @@ caller's transaction:
    ``UPDATE ... RETURNING`` per run that also locks the run row (runs in sorted order, so two
    writers never deadlock on them); a new run (``Entry.create``) is inserted instead, its
    frames numbered from 0. Statements a change needs that do not depend on the clock (a
-   checkpoint's sequence allocation) go in the same round trip on PostgreSQL;
+   checkpoint's sequence allocation; the LangGraph saver's content and stored writes) go in
+   the same round trip on PostgreSQL, after the advance (so under its lock);
 2. checks each entry's fence against the returned row: the run is ``running`` under the
    fence's epoch, else :class:`FenceLost` (the caller's transaction, or savepoint, then rolls
    everything back: nothing is written). Each change may check the row too (a checkpoint
