@@ -428,10 +428,3 @@ class Dialect(ABC):
         False when it certainly did not; raises :class:`OutcomeUnknown` when that cannot be
         found out.
         """
-
-    # --- LangGraph saver ---
-
-    @abstractmethod
-    def insert(self, table: sa.Table) -> Any:
-        """This dialect's INSERT of ``table``, which supports ``on_conflict_do_nothing`` and
-        ``on_conflict_do_update``."""

@@ -16,7 +16,6 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.store._dialect import Dialect
@@ -62,20 +61,15 @@ class LangGraphSql:
     """Runs the saver's hot-path statements: driver SQL written once with ``:name``
     parameters (building SQLAlchemy Core statements costs more than running these; cold
     paths use Core), each put in the driver's style by the store's :class:`Dialect` once and
-    kept. What differs between databases (placeholders, the upserting INSERT, the row lock)
-    is the dialect's."""
+    kept; the saver's writes are the ledger's prebuilt statements
+    (:class:`~smithers_tt.store._dialect.Statements`). What differs between databases
+    (placeholders, chunk sizes) is the dialect's."""
 
-    __slots__ = ("_texts", "backend", "for_update")
+    __slots__ = ("_texts", "backend")
 
     def __init__(self, backend: Dialect) -> None:
         self.backend = backend
-        self.for_update = backend.row_lock
-        """Suffix that locks the rows a SELECT reads until the transaction ends."""
         self._texts: dict[str, str] = {}
-
-    def insert(self, table: sa.Table) -> Any:
-        """An INSERT that supports ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
-        return self.backend.insert(table)
 
     def __call__(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
         text = self._texts.get(sql)
@@ -100,7 +94,6 @@ class LangGraphSql:
         return ", ".join(f":{k}" for k in keys)
 
 
-RUN_EXISTS = "SELECT 1 FROM tt_runs WHERE run_id = :run"
 PINNED = "EXISTS (SELECT 1 FROM tt_frames WHERE run_id = ? AND content_hash = ?)"
 SELECT_WRITES = (
     "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"

@@ -201,10 +201,12 @@ class LangGraphWrite:
         (None: no run), the hashes not pinned yet (sorted) and those pinned."""
         cached, known = self._pins.cached(run_id, hashes)
         unknown = sorted(hashes - known)
-        lock = db.together([(db.sql.lock_lg_run, (run_id,), False), *self._asks(run_id, unknown)])
-        if lock[0] is None:
+        run, *rows = db.together(
+            [(db.sql.lock_lg_run, (run_id,), False), *self._asks(run_id, unknown)]
+        )
+        if run is None:
             return None, [], set()
-        token, rows = lock[0][0], lock[1:]
+        token = run[0]
         if token != cached and known:  # the cache knew an earlier incarnation: ask for all
             known, unknown = set(), sorted(hashes)
             rows = db.together(self._asks(run_id, unknown))

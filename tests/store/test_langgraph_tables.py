@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -179,3 +180,19 @@ def _merge_writes(tables: LangGraphStore, thread: str, checkpoint_id: str, task:
     tables.write(
         run_id, lambda tx: tx.update_writes(run_id, (thread, ""), checkpoint_id, {}, merge)
     )
+
+
+def test_a_thread_deleted_and_created_again_pins_its_values_again(db: st.Database) -> None:
+    """What this process knows pinned belongs to the run it saw: once another process has
+    deleted the thread and created it again, this one's values get frames again."""
+    tables, other = LangGraphStore(db.engine, db.store), LangGraphStore(db.engine, db.store)
+    _put(tables, "t4", "0001", ["v" * 100])
+    other.delete_thread("t4")  # this process's cache is not told
+    time.sleep(0.005)  # another millisecond: another incarnation token
+    _put(other, "t4", "0002", ["w" * 100])
+    _put(tables, "t4", "0003", ["v" * 100])
+    frames = db.store.frames(langgraph_run_id("t4"))
+    pins = [f for f in frames if f.kind == "checkpoint" and f.node_id == LANGGRAPH_VALUE_NODE]
+    assert [f.content_hash for f in pins] == [
+        _encoded("test.value", value).content_hash for value in ("w" * 100, "v" * 100)
+    ]
