@@ -18,11 +18,16 @@ default ``durability="async"``).
   ``pg_total_relation_size`` of every table), divided by the steps. Goal: ours <= 1/5 of theirs.
 * **Lookups after the run** (history of 2,000+ checkpoints): ``get_tuple`` (latest) and
   ``list(limit=10)``, medians.
+* **PostgreSQL round trips and statements per step**: a libpq trace of every open connection
+  over a 100-step run of each saver, counted as ``bench_publish_cost`` counts them (``Sync`` +
+  ``Query`` end a round trip; ``Execute`` + ``Query`` are statements). Counts, not times: they
+  do not move with the machine's load.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
 import sqlite3
 import statistics
 import time
@@ -46,6 +51,7 @@ from ._common import (
 
 STEPS = scaled(2000, 150)
 ROUNDS = scaled(3, 1)
+TRACED_STEPS = 100
 
 
 class State(TypedDict):
@@ -74,15 +80,33 @@ def _input() -> State:
     return {"context": "c" * 2048, "notes": "n" * 2048, "step": 0}
 
 
-def _run(graph: Any, saver: Any, thread: str) -> float:
+def _run(graph: Any, saver: Any, thread: str, steps: int = STEPS) -> float:
     app = graph.compile(checkpointer=saver)
     start = time.perf_counter()
     out = app.invoke(
-        _input(), {"configurable": {"thread_id": thread}, "recursion_limit": STEPS + 10}
+        _input(), {"configurable": {"thread_id": thread}, "recursion_limit": steps + 10}
     )
     elapsed = time.perf_counter() - start
-    assert out["step"] == STEPS
+    assert out["step"] == steps
     return elapsed
+
+
+def _pg_trips(savers: list[tuple[str, str, Any, Callable[[], int]]]) -> list[list[Any]]:
+    """Round trips and statements per step of each PostgreSQL saver (libpq trace)."""
+    import psycopg
+
+    from .bench_publish_cost import _traced
+
+    graph = _graph(TRACED_STEPS)
+    rows = []
+    for backend, name, saver, _ in savers:
+        if backend != "PostgreSQL":
+            continue
+        conns = [o for o in gc.get_objects() if isinstance(o, psycopg.Connection) and not o.closed]
+        sent = _traced(conns, lambda s=saver: _run(graph, s, "traced", TRACED_STEPS), 1)
+        trips = (sent["Sync"] + sent["Query"]) / TRACED_STEPS
+        rows.append([backend, name, trips, (sent["Execute"] + sent["Query"]) / TRACED_STEPS])
+    return rows
 
 
 @contextlib.contextmanager
@@ -189,6 +213,14 @@ def main() -> None:
             ],
             rows,
         )
+        trips = _pg_trips(savers)
+        if trips:
+            print_table(
+                f"PostgreSQL round trips and statements per step ({TRACED_STEPS} steps, "
+                "libpq trace; counts)",
+                ["backend", "saver", "round trips/step", "statements/step"],
+                trips,
+            )
 
 
 if __name__ == "__main__":

@@ -160,12 +160,12 @@ def pg_messages() -> list[list[object]]:
     ]
 
 
-def _traced(conns: list[object], write: object) -> Counter[str]:
-    """Frontend messages by type sent on ``conns`` during N_PG calls of ``write``."""
+def _traced(conns: list[object], write: object, calls: int = N_PG) -> Counter[str]:
+    """Frontend messages by type sent on ``conns`` during ``calls`` calls of ``write``."""
     with tempfile.TemporaryFile("w+") as trace:
         for conn in conns:
             conn.pgconn.trace(trace.fileno())  # type: ignore[attr-defined]
-        for _ in range(N_PG):
+        for _ in range(calls):
             write()  # type: ignore[operator]
         for conn in conns:
             conn.pgconn.untrace()  # type: ignore[attr-defined]

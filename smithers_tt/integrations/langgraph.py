@@ -55,6 +55,9 @@ transactions share one group commit).
 * **Writes** (``put_writes``) live with their checkpoint's index row (values encoded the same
   way, long ones as content). ``copy_thread`` creates a run whose parent is the source run and
   copies frames and index rows, never content.
+* Each ``put``, ``put_writes`` or ``copy_thread`` is one transaction (shared with other
+  writes by the store's group committer) and, per run, one write of the store's ledger: the
+  run's clock advances once, whatever it stores.
 
 Frames pin every document and value, so ``collect_garbage`` keeps all of a thread's history;
 ``delete_thread`` deletes its runs (frames, index rows and all) and the next collection frees
@@ -126,6 +129,7 @@ from smithers_tt.store import (
     LangGraphRead,
     LangGraphStore,
     LangGraphWrite,
+    ThreadReplaced,
     langgraph_run_id,
 )
 
@@ -179,10 +183,6 @@ def _refs(slots: Any) -> Iterator[str]:
     for slot in slots:
         if type(slot) is dict and "ref" in slot:
             yield slot["ref"]
-
-
-class _Stale(Exception):
-    """A cached parent belongs to an earlier incarnation of the thread's run."""
 
 
 class _Recent:
@@ -379,7 +379,7 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
                 previous = self._recent.get((run_id, str(parent)))
         try:
             self._write(run_id, put(previous))
-        except _Stale:  # the thread was deleted and created again since: encode everything
+        except ThreadReplaced:  # the thread was deleted and created again: encode everything
             self._write(run_id, put(None))
         thread_id, ns = _thread_of(config)
         return {
@@ -465,12 +465,12 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         document, blobs, values = build(previous)
 
         def work(tx: LangGraphWrite) -> None:
-            no, token = tx.pin(run_id, (thread_id, ns), blobs, extra=1)
-            if previous is not None and previous.token != token:
-                raise _Stale
+            expect = None if previous is None else previous.token  # its slots are that run's
+            token = tx.put_checkpoint(
+                run_id, (thread_id, ns), checkpoint_id, document, blobs, expect
+            )
             tx.outcome["recent"] = _Recent(token, dict(versions), values)
             tx.outcome["checkpoint_id"] = checkpoint_id
-            tx.put_document(run_id, no, checkpoint_id, document)
 
         return work
 

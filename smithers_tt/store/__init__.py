@@ -47,6 +47,7 @@ from smithers_tt.store._ledger import (
     Note,
 )
 from smithers_tt.store._ledger import write as write_changes
+from smithers_tt.store._ledger_langgraph import ThreadReplaced
 from smithers_tt.store._ledger_pause import PAUSE_KINDS, RunContinued, RunPaused
 from smithers_tt.store._maintenance import (
     GcReport,
@@ -130,6 +131,7 @@ __all__ = [
     "StoredRefs",
     "TableInfo",
     "TableReader",
+    "ThreadReplaced",
     "Travel",
     "TypeFamily",
     "VerifyReport",

@@ -97,7 +97,8 @@ class Statements:
         q = dialect.sql
         self.advance_run = q(
             "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
-            "RETURNING status, owner_epoch, clock, max_checkpoint_bytes, cancel_requested"
+            "RETURNING status, owner_epoch, clock, max_checkpoint_bytes, cancel_requested, "
+            "created_at_ms"
         )
         self.lock_run = q(
             # The suffix is a constant of the dialect, not data.
@@ -214,11 +215,17 @@ class Statements:
         )
 
         # --- LangGraph saver ---
-        self.advance_lg_run = q(
-            # A thread's run: its clock and its incarnation (a thread deleted and created
-            # again is a new run row), which the saver's caches are keyed by.
-            "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
-            "RETURNING clock, created_at_ms"
+        self.insert_new_content = q(
+            # Content stored with the clock's advance: a row back when it was new, none when
+            # it was there already (then checked as _publish._insert_content does).
+            "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes"
+        )
+        self.lock_lg_run = q(
+            # A thread's run locked before the saver reads which values its frames pin; its
+            # incarnation (a thread deleted and created again is a new run row), which the
+            # saver's caches are keyed by. The suffix is a constant of the dialect.
+            "SELECT created_at_ms FROM tt_runs WHERE run_id = ?" + dialect.row_lock  # noqa: S608
         )
         self.insert_lg_thread = q(
             "INSERT INTO tt_lg_threads (run_id, thread_id, checkpoint_ns, created_at_ms) "
@@ -229,6 +236,21 @@ class Statements:
             "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
             "VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, checkpoint_id) "
             "DO UPDATE SET frame_no = excluded.frame_no"
+        )
+        self.lg_writes = q(
+            "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = ? AND checkpoint_id = ?"
+        )
+        self.upsert_lg_writes = q(
+            # Replace a checkpoint's pending writes (its index row may not exist yet).
+            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
+            "VALUES (?, ?, NULL, ?) ON CONFLICT (run_id, checkpoint_id) "
+            "DO UPDATE SET writes_json = excluded.writes_json"
+        )
+        self.copy_lg_index = q(
+            # A copied thread's index row: the copied document frame and the writes.
+            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT (run_id, checkpoint_id) "
+            "DO UPDATE SET frame_no = excluded.frame_no, writes_json = excluded.writes_json"
         )
 
 
@@ -406,10 +428,3 @@ class Dialect(ABC):
         False when it certainly did not; raises :class:`OutcomeUnknown` when that cannot be
         found out.
         """
-
-    # --- LangGraph saver ---
-
-    @abstractmethod
-    def insert(self, table: sa.Table) -> Any:
-        """This dialect's INSERT of ``table``, which supports ``on_conflict_do_nothing`` and
-        ``on_conflict_do_update``."""

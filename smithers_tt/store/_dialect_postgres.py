@@ -29,7 +29,6 @@ from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from smithers_tt._extras import extra_needed
@@ -305,11 +304,6 @@ class PostgresDialect(Dialect):
             "call only if it did not happen",
             phase="commit",
         ) from error
-
-    # --- LangGraph saver ---
-
-    def insert(self, table: sa.Table) -> Any:
-        return postgresql.insert(table)
 
 
 register(PostgresDialect())

@@ -24,7 +24,6 @@ from urllib.parse import quote
 
 import sqlalchemy as sa
 from sqlalchemy import event, exc
-from sqlalchemy.dialects import sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import NullPool
 
@@ -148,11 +147,6 @@ class SqliteDialect(Dialect):
                 phase="commit",
             ) from error
         return False  # "database is locked" at COMMIT: the transaction stayed open
-
-    # --- LangGraph saver ---
-
-    def insert(self, table: sa.Table) -> Any:
-        return sqlite.insert(table)
 
 
 register(SqliteDialect())

@@ -20,7 +20,6 @@ from smithers_tt.store._langgraph_sql import (
     SELECT_WRITES,
     LangGraphIndexQuery,
     LangGraphSql,
-    chunks,
     index_select,
 )
 
@@ -83,7 +82,7 @@ class LangGraphRead:
             by_run.setdefault(row.run_id, []).append(row)
         found: dict[tuple[str, int], Any] = {}
         for run_id, group in by_run.items():
-            for part in chunks(group):
+            for part in self._sql.chunks(group):
                 params: dict[str, Any] = {"run": run_id}
                 marks = self._sql.in_list("f", [r.frame_no for r in part], params)
                 for frame in self._sql(self.conn, f"{FRAME_DOCS}({marks})", params):
@@ -113,7 +112,7 @@ class LangGraphRead:
     def contents(self, hashes: set[str]) -> dict[str, bytes]:
         """Verified bytes of these contents (missing ones are left out)."""
         out: dict[str, bytes] = {}
-        for part in chunks(sorted(hashes)):
+        for part in self._sql.chunks(sorted(hashes)):
             params: dict[str, Any] = {}
             marks = self._sql.in_list("h", part, params)  # placeholders only: no value inlined
             sql = f"SELECT content_hash, data, size_bytes {CONTENTS_WHERE} IN ({marks})"

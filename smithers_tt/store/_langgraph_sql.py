@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.store._dialect import Dialect
@@ -31,19 +30,15 @@ LANGGRAPH_VALUE_NODE = "values"
 """Node of a LangGraph thread's run whose frames pin the values it stores by hash."""
 
 AGENT = "langgraph"
+"""Agent id of the saver's frames."""
 CHUNK = 500
+"""Values per IN list (or per :meth:`LangGraphSql.pinned` statement)."""
 
 
 def langgraph_run_id(thread_id: str, checkpoint_ns: str = "") -> str:
     """The id of the run that holds a LangGraph thread (and namespace)."""
     key = json.dumps([str(thread_id), str(checkpoint_ns)], ensure_ascii=False)
     return "lg" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
-
-
-def chunks(items: Sequence[Any], size: int = CHUNK) -> Iterator[Sequence[Any]]:
-    """``items`` in slices of at most ``size`` (IN lists and executemany batches)."""
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
 
 
 class LangGraphIndexQuery(NamedTuple):
@@ -66,26 +61,30 @@ class LangGraphSql:
     """Runs the saver's hot-path statements: driver SQL written once with ``:name``
     parameters (building SQLAlchemy Core statements costs more than running these; cold
     paths use Core), each put in the driver's style by the store's :class:`Dialect` once and
-    kept. What differs between databases (placeholders, the upserting INSERT, the row lock)
-    is the dialect's."""
+    kept; the saver's writes are the ledger's prebuilt statements
+    (:class:`~smithers_tt.store._dialect.Statements`). What differs between databases
+    (placeholders, chunk sizes) is the dialect's."""
 
-    __slots__ = ("_texts", "backend", "for_update")
+    __slots__ = ("_texts", "backend")
 
     def __init__(self, backend: Dialect) -> None:
         self.backend = backend
-        self.for_update = backend.row_lock
-        """Suffix that locks the rows a SELECT reads until the transaction ends."""
         self._texts: dict[str, str] = {}
-
-    def insert(self, table: sa.Table) -> Any:
-        """An INSERT that supports ``on_conflict_do_nothing`` / ``on_conflict_do_update``."""
-        return self.backend.insert(table)
 
     def __call__(self, conn: Connection, sql: str, params: dict[str, Any] | None = None) -> Any:
         text = self._texts.get(sql)
         if text is None:
             text = self._texts[sql] = self.backend.named(sql)
         return conn.exec_driver_sql(text, params or {})
+
+    def chunks(self, items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+        """``items`` in slices of at most :data:`CHUNK` (IN lists)."""
+        return self.backend.chunks(items, 1, CHUNK)
+
+    def pinned(self, count: int) -> str:
+        """Driver SQL of one row: for each of ``count`` hashes, whether a frame of the run
+        has it (parameters: run id and hash, in turn; at most :data:`CHUNK` hashes)."""
+        return self.backend.sql("SELECT " + ", ".join([PINNED] * count))
 
     @staticmethod
     def in_list(name: str, values: Sequence[Any], params: dict[str, Any]) -> str:
@@ -95,19 +94,10 @@ class LangGraphSql:
         return ", ".join(f":{k}" for k in keys)
 
 
-RUN_EXISTS = "SELECT 1 FROM tt_runs WHERE run_id = :run"
+PINNED = "EXISTS (SELECT 1 FROM tt_frames WHERE run_id = ? AND content_hash = ?)"
 SELECT_WRITES = (
     "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = :run AND checkpoint_id = :cid"
 )
-INSERT_WRITES = (
-    "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-    "VALUES (:run, :cid, NULL, :writes)"
-)
-UPDATE_WRITES = (
-    "UPDATE tt_lg_checkpoints SET writes_json = :writes "
-    "WHERE run_id = :run AND checkpoint_id = :cid"
-)
-RUN_AND = "run_id = :run AND content_hash"
 CONTENTS_WHERE = "FROM tt_checkpoint_contents WHERE content_hash"
 SELECT_DOCS = (
     "SELECT c.run_id, c.checkpoint_id, c.frame_no, c.writes_json, t.thread_id, t.checkpoint_ns "

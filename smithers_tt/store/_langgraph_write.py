@@ -9,44 +9,40 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import EncodedCheckpoint
+from smithers_tt.errors import RunNotFound
 from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import driver
+from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._frames import Frame
 from smithers_tt.store._langgraph_sql import (
     AGENT,
-    INSERT_WRITES,
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,
-    RUN_AND,
-    RUN_EXISTS,
-    SELECT_WRITES,
-    UPDATE_WRITES,
     LangGraphSql,
-    chunks,
     langgraph_run_id,
 )
-from smithers_tt.store._ledger import Entry, frame_values, insert_frames, write
-from smithers_tt.store._ledger_langgraph import NodeOpened, ThreadCreated
-from smithers_tt.store._publish import _insert_content as store_content
-from smithers_tt.store._publish import insert_content
+from smithers_tt.store._ledger import Change, Entry, write
+from smithers_tt.store._ledger_langgraph import (
+    DocumentPut,
+    FrameCopied,
+    Incarnation,
+    IndexCopied,
+    NodeOpened,
+    ThreadCreated,
+    ThreadReplaced,
+    ValuePinned,
+    WritesPut,
+)
 from smithers_tt.store._records import now_ms
 
 Thread = tuple[str, str]
 """``(thread_id, checkpoint_ns)``."""
-
-
-class _Clock(NamedTuple):
-    """A thread's run after its clock advanced: the clock, and the run's incarnation."""
-
-    clock: int
-    created_at_ms: int
 
 
 class PinCache:
@@ -57,11 +53,12 @@ class PinCache:
         self._runs: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def known(self, run_id: str, token: int, hashes: set[str]) -> set[str]:
-        """Of ``hashes``, those known to be pinned by this incarnation of the run."""
+    def cached(self, run_id: str, hashes: set[str]) -> tuple[int | None, set[str]]:
+        """The incarnation of the run this process knows (None: none), and which of
+        ``hashes`` it knows that incarnation pins."""
         with self._lock:
             cached = self._runs.get(run_id)
-            return set(hashes & cached[1]) if cached is not None and cached[0] == token else set()
+            return (None, set()) if cached is None else (cached[0], hashes & cached[1])
 
     def remember(self, run_id: str, token: int, pinned: set[str]) -> None:
         """Record hashes a committed transaction pinned in the run."""
@@ -85,9 +82,12 @@ class PinCache:
 class LangGraphWrite:
     """The store side of one saver write transaction, on ``conn``.
 
-    ``frames`` collects the frames it writes (emitted to the store's listeners once the
-    transaction commits), ``pinned`` what it pinned (remembered once it commits) and
-    ``outcome`` whatever the caller wants to keep once it commits.
+    Each change it makes to a thread's run is one ledger write (:func:`._ledger.write`) of
+    the changes of :mod:`._ledger_langgraph`: the run's clock advances once, its frames are
+    numbered and inserted by the ledger. ``frames`` collects the frames it writes (emitted to
+    the store's listeners once the transaction commits), ``pinned`` what it pinned
+    (remembered once it commits) and ``outcome`` whatever the caller wants to keep once it
+    commits.
     """
 
     __slots__ = ("_pins", "_sql", "conn", "frames", "outcome", "pinned")
@@ -103,11 +103,135 @@ class LangGraphWrite:
         self.outcome.clear()
         self.pinned = None
 
-    # --- runs and their clock ---------------------------------------------------------
+    # --- checkpoints, their values and their writes ----------------------------------
 
-    def _create_run(self, run_id: str, thread: Thread, parent: tuple[str, int] | None) -> None:
+    def put_checkpoint(
+        self,
+        run_id: str,
+        thread: Thread,
+        checkpoint_id: str,
+        document: EncodedCheckpoint,
+        blobs: dict[str, EncodedCheckpoint],
+        expect: int | None = None,
+    ) -> int:
+        """Store a checkpoint in one ledger write: the values of ``blobs`` the run uses for
+        the first time, each with a value frame that pins it, then the document's frame, at
+        which the checkpoint's index row points (creating the thread's run if needed).
+
+        Returns the run's incarnation token (``created_at_ms``). With ``expect`` (a token
+        cached earlier), raises :class:`ThreadReplaced`, having written nothing, when the
+        run is not that incarnation."""
+        put = DocumentPut(run_id, checkpoint_id, document)
+        return self._commit(run_id, thread, blobs, [put], expect)
+
+    def update_writes(
+        self,
+        run_id: str,
+        thread: Thread,
+        checkpoint_id: str,
+        blobs: dict[str, EncodedCheckpoint],
+        merge: Callable[[str | None], str],
+    ) -> None:
+        """Replace a checkpoint's stored writes by ``merge(stored writes or None)``, pinning
+        ``blobs`` (the values they refer to by hash) in the same ledger write."""
+        self._commit(run_id, thread, blobs, [WritesPut(run_id, checkpoint_id, merge)])
+
+    # --- the one ledger write per run ------------------------------------------------
+
+    def _commit(
+        self,
+        run_id: str,
+        thread: Thread,
+        blobs: dict[str, EncodedCheckpoint],
+        changes: Sequence[Change],
+        expect: int | None = None,
+        parent: tuple[str, int] | None = None,
+    ) -> int:
+        """Write ``changes`` to the thread's run, after a :class:`ValuePinned` per value of
+        ``blobs`` it does not pin yet, in one ledger write; a missing run is created by that
+        write (with ``parent``). Returns the run's incarnation token."""
+        for _ in range(2):  # a second turn only after losing the race to create the run
+            with driver(self.conn) as db:
+                token = self._update(db, run_id, blobs, changes, expect)
+            if token is not None:
+                return token
+            if expect is not None:
+                raise ThreadReplaced(f"thread run {run_id} was deleted; nothing was written")
+            stamp = now_ms()  # the new run's created_at_ms: its incarnation token
+            pins = [ValuePinned(run_id, blobs[digest]) for digest in sorted(blobs)]
+            if self._create_run(run_id, thread, parent, [*pins, *changes], stamp):
+                if blobs:
+                    self.pinned = (stamp, set(blobs))
+                return stamp
+        raise RunNotFound(f"thread run {run_id} was created and deleted again meanwhile; retry")
+
+    def _update(
+        self,
+        db: Driver,
+        run_id: str,
+        blobs: dict[str, EncodedCheckpoint],
+        changes: Sequence[Change],
+        expect: int | None,
+    ) -> int | None:
+        """:meth:`_commit` on a run that exists; None (nothing written) if it does not."""
+        new: list[str] = []
+        known: set[str] = set()
+        if blobs:
+            token, new, known = self._unpinned(db, run_id, set(blobs))
+            if token is None:
+                return None
+        seen = Incarnation(expect)
+        pins = [ValuePinned(run_id, blobs[digest]) for digest in new]
+        entry = Entry(run_id, None, [seen, *pins, *changes])
+        try:
+            write(db, [entry], now_ms())
+        except RunNotFound:  # only without blobs: otherwise the run row is locked already
+            return None
+        assert seen.token is not None  # set by the clock's advance
+        self.frames.extend(entry.frames)
+        if blobs:
+            self.pinned = (seen.token, known | set(new))
+        return seen.token
+
+    def _unpinned(
+        self, db: Driver, run_id: str, hashes: set[str]
+    ) -> tuple[int | None, list[str], set[str]]:
+        """Lock the run row, then read which of ``hashes`` its frames pin (one round trip on
+        PostgreSQL; what this process knows pinned is not asked). Returns the run's token
+        (None: no run), the hashes not pinned yet (sorted) and those pinned."""
+        cached, known = self._pins.cached(run_id, hashes)
+        unknown = sorted(hashes - known)
+        run, *rows = db.together(
+            [(db.sql.lock_lg_run, (run_id,), False), *self._asks(run_id, unknown)]
+        )
+        if run is None:
+            return None, [], set()
+        token = run[0]
+        if token != cached and known:  # the cache knew an earlier incarnation: ask for all
+            known, unknown = set(), sorted(hashes)
+            rows = db.together(self._asks(run_id, unknown))
+        flags = [flag for row in rows for flag in row]  # type: ignore[union-attr]
+        new = [digest for digest, flag in zip(unknown, flags, strict=True) if not flag]
+        return token, new, hashes - set(new)
+
+    def _asks(self, run_id: str, hashes: list[str]) -> list[tuple[str, Any, bool]]:
+        """Steps reading whether the run's frames pin each of ``hashes``, a row per step."""
+        return [
+            (self._sql.pinned(len(part)), tuple(v for h in part for v in (run_id, h)), False)
+            for part in self._sql.chunks(hashes)
+        ]
+
+    def _create_run(
+        self,
+        run_id: str,
+        thread: Thread,
+        parent: tuple[str, int] | None,
+        changes: Sequence[Change] = (),
+        stamp: int | None = None,
+    ) -> bool:
         """Create the run of a thread with one ledger write (frames 0-2: created, and one
-        attempt per node; the thread row), unless another writer created it first."""
+        attempt per node; the thread row), followed by ``changes``; return whether it did,
+        writing nothing when another writer created the run first."""
         thread_id, ns = thread
         keys = {"thread_id": thread_id, "checkpoint_ns": ns}
         entry = Entry(
@@ -119,6 +243,7 @@ class LangGraphWrite:
                 ),
                 NodeOpened(run_id, LANGGRAPH_DOC_NODE, AGENT),
                 NodeOpened(run_id, LANGGRAPH_VALUE_NODE, AGENT),
+                *changes,
             ),
             create=(
                 run_id,
@@ -139,141 +264,16 @@ class LangGraphWrite:
         savepoint = self.conn.begin_nested()  # a race lost to another writer fails here only
         try:
             with driver(self.conn) as db:
-                write(db, [entry], now_ms())
+                write(db, [entry], now_ms() if stamp is None else stamp)
         except sa.exc.IntegrityError:
             savepoint.rollback()
-            if self._sql(self.conn, RUN_EXISTS, {"run": run_id}).first() is None:
-                raise  # not a lost race: something else is wrong
-            return  # another writer created it first
+            with driver(self.conn) as db:
+                if db.one(db.sql.lock_lg_run, (run_id,)) is None:
+                    raise  # not a lost race: something else is wrong
+            return False  # another writer created it first
         savepoint.commit()
         self.frames.extend(entry.frames)
-
-    def _advance(self, run_id: str, thread: Thread, by: int) -> _Clock:
-        """Advance the run's clock by ``by`` (creating the run first if needed); the run row
-        stays locked until the transaction ends. Returns ``(clock, created_at_ms)``."""
-        params = (by, now_ms(), run_id)
-        with driver(self.conn) as db:
-            row = db.one(db.sql.advance_lg_run, params)
-        if row is None:
-            self._create_run(run_id, thread, None)
-            with driver(self.conn) as db:
-                row = db.one(db.sql.advance_lg_run, params)
-            assert row is not None  # created above, or by the writer that won the race
-        return _Clock(*row)
-
-    def _insert_frames(self, frames: list[Frame]) -> None:
-        """Insert frames numbered by :meth:`_advance`, with the ledger's statement."""
-        with driver(self.conn) as db:
-            insert_frames(db, frames)
-
-    # --- checkpoints, their values and their writes ----------------------------------
-
-    def _unpinned(self, run_id: str, token: int, hashes: set[str]) -> tuple[list[str], set[str]]:
-        """Of ``hashes``, those no frame of the run pins yet (sorted), and those it does."""
-        known = self._pins.known(run_id, token, hashes)
-        unknown = sorted(hashes - known)
-        for part in chunks(unknown):
-            params: dict[str, Any] = {"run": run_id}
-            marks = self._sql.in_list("h", part, params)  # placeholders only: no value inlined
-            sql = f"SELECT DISTINCT content_hash FROM tt_frames WHERE {RUN_AND} IN ({marks})"  # noqa: S608
-            known.update(self._sql(self.conn, sql, params).scalars())
-        return [h for h in unknown if h not in known], known
-
-    def pin(
-        self, run_id: str, thread: Thread, blobs: dict[str, EncodedCheckpoint], extra: int = 0
-    ) -> tuple[int, int]:
-        """Lock the run (creating it if needed); store the values it uses for the first
-        time, each with a value frame that pins it; reserve ``extra`` (0 or 1) more frame
-        numbers after those. Returns the run's clock (the reserved number) and its
-        incarnation token (``created_at_ms``)."""
-        run = self._advance(run_id, thread, extra)
-        top = run.clock
-        new, known = self._unpinned(run_id, run.created_at_ms, set(blobs))
-        if new:
-            top = self._advance(run_id, thread, len(new)).clock
-            stamp = now_ms()
-            pins = []
-            for no, digest in enumerate(new, start=top - len(new) - extra + 1):
-                blob = blobs[digest]
-                insert_content(self.conn, blob, stamp)
-                pins.append(
-                    Frame(
-                        run_id,
-                        no,
-                        "checkpoint",
-                        LANGGRAPH_VALUE_NODE,
-                        0,
-                        1,
-                        no,
-                        None,
-                        digest,
-                        blob.codec,
-                        blob.version,
-                        "progress",
-                        AGENT,
-                        {"size": blob.size},
-                        stamp,
-                    )
-                )
-            self._insert_frames(pins)
-            self.frames.extend(pins)
-        self.pinned = (run.created_at_ms, known | set(new))
-        return top, run.created_at_ms
-
-    def put_document(
-        self, run_id: str, frame_no: int, checkpoint_id: str, document: EncodedCheckpoint
-    ) -> None:
-        """Store a checkpoint document as frame ``frame_no`` (reserved by :meth:`pin`) and
-        point the checkpoint's index row at it."""
-        stamp = now_ms()
-        frame = Frame(
-            run_id,
-            frame_no,
-            "checkpoint",
-            LANGGRAPH_DOC_NODE,
-            0,
-            1,
-            frame_no,
-            None,
-            document.content_hash,
-            document.codec,
-            document.version,
-            "progress",
-            AGENT,
-            None,
-            stamp,
-        )
-        with driver(self.conn) as db:
-            store_content(db, document, stamp)
-            db.together(  # one round trip on PostgreSQL
-                [
-                    (db.sql.insert_frame, [frame_values(frame)], True),
-                    (db.sql.upsert_lg_index, (run_id, checkpoint_id, frame_no), False),
-                ]
-            )
-        self.frames.append(frame)
-
-    def update_writes(
-        self,
-        run_id: str,
-        thread: Thread,
-        checkpoint_id: str,
-        blobs: dict[str, EncodedCheckpoint],
-        merge: Callable[[str | None], str],
-    ) -> None:
-        """Replace a checkpoint's stored writes by ``merge(stored writes or None)``, after
-        pinning ``blobs`` (the values they refer to by hash)."""
-        key = {"run": run_id, "cid": checkpoint_id}
-        # The row lock (or pin's lock on the run) keeps this read-modify-write exclusive.
-        lock = SELECT_WRITES + self._sql.for_update
-        row = None if blobs else self._sql(self.conn, lock, key).one_or_none()
-        if row is None:  # values to pin, or no index row yet (the run may not exist)
-            self.pin(run_id, thread, blobs)
-            row = self._sql(self.conn, SELECT_WRITES, key).one_or_none()
-        text = merge(row.writes_json if row is not None else None)
-        self._sql(
-            self.conn, INSERT_WRITES if row is None else UPDATE_WRITES, {**key, "writes": text}
-        )
+        return True
 
     # --- deleting and copying --------------------------------------------------------
 
@@ -286,7 +286,7 @@ class LangGraphWrite:
                 sa.select(t.c.run_id).where(t.c.thread_id == str(thread_id))
             ).scalars()
         )
-        for part in chunks(run_ids):
+        for part in self._sql.chunks(run_ids):
             self.conn.execute(S.runs.delete().where(S.runs.c.run_id.in_(list(part))))
         return run_ids
 
@@ -299,8 +299,9 @@ class LangGraphWrite:
             )
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy a thread (every namespace): each target run is a child of its source run;
-        frames and index rows are copied, content is shared."""
+        """Copy a thread (every namespace): each target run is a child of its source run
+        (or, if it exists, goes on); frames and index rows are copied, content is shared,
+        one ledger write per target run."""
         conn, t, c, f = self.conn, S.lg_threads, S.lg_checkpoints, S.frames
         target = str(target_thread_id)
         sources = conn.execute(
@@ -309,61 +310,18 @@ class LangGraphWrite:
             .order_by(t.c.checkpoint_ns)
         ).all()
         for src in sources:
-            dst = langgraph_run_id(target, src.checkpoint_ns)
-            thread = (target, src.checkpoint_ns)
             src_clock = conn.execute(
                 sa.select(S.runs.c.clock).where(S.runs.c.run_id == src.run_id)
             ).scalar_one()
-            self._create_run(dst, thread, (src.run_id, src_clock))
             old = conn.execute(
                 sa.select(f)
                 .where(f.c.run_id == src.run_id, f.c.kind == "checkpoint")
                 .order_by(f.c.frame_no)
             ).all()
-            top = self._advance(dst, thread, len(old)).clock
-            stamp = now_ms()
-            renumber: dict[int, int] = {}
-            copies: list[Frame] = []
-            for n, row in enumerate(old):
-                no = top - len(old) + 1 + n
-                renumber[row.frame_no] = no
-                copies.append(
-                    Frame(
-                        dst,
-                        no,
-                        "checkpoint",
-                        row.node_id,
-                        row.iteration,
-                        row.attempt,
-                        no,
-                        None,
-                        row.content_hash,
-                        row.codec,
-                        row.version,
-                        row.purpose,
-                        row.agent_id,
-                        {"copied_from": [src.run_id, row.frame_no]},
-                        stamp,
-                    )
-                )
-            for part in chunks(copies):
-                self._insert_frames(list(part))
-            self.frames.extend(copies)
             rows = conn.execute(sa.select(c).where(c.c.run_id == src.run_id)).all()
-            for row in rows:
-                conn.execute(
-                    self._sql.insert(c)
-                    .values(
-                        run_id=dst,
-                        checkpoint_id=row.checkpoint_id,
-                        frame_no=renumber.get(row.frame_no),
-                        writes_json=row.writes_json,
-                    )
-                    .on_conflict_do_update(
-                        index_elements=[c.c.run_id, c.c.checkpoint_id],
-                        set_={
-                            "frame_no": renumber.get(row.frame_no),
-                            "writes_json": row.writes_json,
-                        },
-                    )
-                )
+            dst = langgraph_run_id(target, src.checkpoint_ns)
+            renumber: dict[int, int] = {}
+            copies: list[Change] = [FrameCopied(dst, src.run_id, row, renumber) for row in old]
+            changes = [*copies, IndexCopied(dst, rows, renumber)]
+            thread = (target, src.checkpoint_ns)
+            self._commit(dst, thread, {}, changes, parent=(src.run_id, src_clock))

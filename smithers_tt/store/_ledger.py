@@ -10,7 +10,8 @@ caller's transaction:
    ``UPDATE ... RETURNING`` per run that also locks the run row (runs in sorted order, so two
    writers never deadlock on them); a new run (``Entry.create``) is inserted instead, its
    frames numbered from 0. Statements a change needs that do not depend on the clock (a
-   checkpoint's sequence allocation) go in the same round trip on PostgreSQL;
+   checkpoint's sequence allocation; the LangGraph saver's content and stored writes) go in
+   the same round trip on PostgreSQL, after the advance (so under its lock);
 2. checks each entry's fence against the returned row: the run is ``running`` under the
    fence's epoch, else :class:`FenceLost` (the caller's transaction, or savepoint, then rolls
    everything back: nothing is written). Each change may check the row too (a checkpoint
@@ -94,6 +95,8 @@ class RunClock(NamedTuple):
     clock: int
     max_checkpoint_bytes: int | None
     cancel_requested: bool
+    created_at_ms: int
+    """The run's incarnation: a run deleted and created again under its id is another row."""
 
 
 RunRow = tuple[Any, ...]
@@ -213,25 +216,6 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
 
 def _ticks(entry: Entry) -> int:
     return sum(change.ticks for change in entry.changes)
-
-
-def advance(
-    db: Driver, run_id: str, ticks: int, stamp: int, fence: Fence | None = None
-) -> RunClock:
-    """Advance one run's clock by ``ticks`` (locking its row) and check ``fence`` if given;
-    the frames of the ticks are the caller's to insert (prefer :func:`write`)."""
-    row = db.one(db.sql.advance_run, (ticks, stamp, run_id))
-    if row is None:
-        raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-    if fence is not None:
-        check_fence(run_id, row[0], row[1], fence)
-    return RunClock(*row)
-
-
-def insert_frames(db: Driver, frames: list[Frame]) -> None:
-    """Insert frames whose numbers the caller allocated, in one statement (prefer
-    :func:`write`, which numbers them)."""
-    db.many(db.sql.insert_frame, [frame_values(f) for f in frames])
 
 
 def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:

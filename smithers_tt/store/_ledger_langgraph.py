@@ -3,16 +3,32 @@
 A LangGraph thread's run is created by one :func:`~smithers_tt.store._ledger.write` of an
 :class:`~smithers_tt.store._ledger.Entry` with ``create`` set: :class:`ThreadCreated`
 (frame 0, which also maps the run to its thread in ``tt_lg_threads``) and one
-:class:`NodeOpened` per node (frames 1 and 2, the attempts the saver's frames belong to).
+:class:`NodeOpened` per node (frames 1 and 2, the attempts the saver's frames belong to),
+followed by the changes of the write that found the thread missing.
+
+Every later transaction of the saver is one write of the run's entry: :class:`Incarnation`
+(no frame: it reads the run's incarnation from the clock's advance, and refuses a write
+meant for an earlier one), a :class:`ValuePinned` per value the run uses for the first
+time, then a :class:`DocumentPut` (a checkpoint), a :class:`WritesPut` (its pending writes)
+or the :class:`FrameCopied` frames and :class:`IndexCopied` rows of a copied thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from smithers_tt.store._ledger import AttemptStarted, Note, Write
+from smithers_tt.checkpoint import EncodedCheckpoint
+from smithers_tt.store._langgraph_sql import AGENT, LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE
+from smithers_tt.store._ledger import AttemptStarted, Change, Note, RunRow, Step, Write
+from smithers_tt.store._publish import _insert_content
 from smithers_tt.store._records import Fence, Frame
+
+
+class ThreadReplaced(Exception):  # a condition the saver handles, not a fault
+    """The thread's run is another incarnation than the one the caller's cache was made for
+    (the thread was deleted and created again): nothing was written."""
 
 
 class ThreadCreated(Note):
@@ -43,3 +59,143 @@ class NodeOpened(AttemptStarted):
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         frame = super().apply(w, frame_no, early)
         return dataclasses.replace(frame, agent_id=self.agent_id)
+
+
+class Incarnation(Change):
+    """No frame: reads the run's incarnation (``created_at_ms``) as the clock's advance
+    returns it into :attr:`token`; with ``expect`` set, any other raises
+    :class:`ThreadReplaced` before anything is written."""
+
+    __slots__ = ("expect", "token")
+
+    ticks = 0
+
+    def __init__(self, expect: int | None) -> None:
+        self.expect = expect
+        self.token: int | None = None
+
+    def check(self, run: RunRow) -> None:
+        self.token = run[5]
+        if self.expect is not None and self.token != self.expect:
+            raise ThreadReplaced("the thread was deleted and created again")
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        return None
+
+
+def _checkpoint_frame(
+    run_id: str, frame_no: int, node_id: str, enc: EncodedCheckpoint, data: Any, stamp: int
+) -> Frame:
+    """A frame of the saver's (a checkpoint frame in the node's one attempt)."""
+    return Frame(
+        run_id, frame_no, "checkpoint", node_id, 0, 1, frame_no, None, enc.content_hash,
+        enc.codec, enc.version, "progress", AGENT, data, stamp,
+    )  # fmt: skip
+
+
+class _Stored(Change):
+    """A change whose content (:attr:`enc`) is stored with the clock's advance (one round
+    trip on PostgreSQL), once per write; content that was there already is checked."""
+
+    __slots__ = ("sent",)
+
+    enc: EncodedCheckpoint
+
+    def early(self, w: Write) -> Step | None:
+        enc = self.enc
+        self.sent = enc.content_hash not in w.contents
+        if not self.sent:
+            return None
+        w.contents.add(enc.content_hash)
+        return (w.sql.insert_new_content, (enc.content_hash, enc.data, enc.size, w.stamp))
+
+    def store(self, w: Write, early: Any) -> None:
+        """Check the content :meth:`early` found stored already."""
+        if self.sent and early is None:
+            _insert_content(w.db, self.enc, w.stamp)
+
+
+class ValuePinned(_Stored):
+    """A value the run uses for the first time is stored, and pinned by a value frame."""
+
+    __slots__ = ("enc", "run_id")
+
+    def __init__(self, run_id: str, blob: EncodedCheckpoint) -> None:
+        self.run_id, self.enc = run_id, blob
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        enc = self.enc
+        self.store(w, early)
+        size = {"size": enc.size}
+        return _checkpoint_frame(self.run_id, frame_no, LANGGRAPH_VALUE_NODE, enc, size, w.stamp)
+
+
+class DocumentPut(_Stored):
+    """A checkpoint's document is stored in a document frame, which its index row names."""
+
+    __slots__ = ("checkpoint_id", "enc", "run_id")
+
+    def __init__(self, run_id: str, checkpoint_id: str, document: EncodedCheckpoint) -> None:
+        self.run_id, self.checkpoint_id, self.enc = run_id, checkpoint_id, document
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        self.store(w, early)
+        w.defer(w.sql.upsert_lg_index, (self.run_id, self.checkpoint_id, frame_no))
+        return _checkpoint_frame(self.run_id, frame_no, LANGGRAPH_DOC_NODE, self.enc, None, w.stamp)
+
+
+class WritesPut(Change):
+    """No frame: a checkpoint's pending writes become ``merge(the stored ones or None)``.
+
+    They are read with the clock's advance, which has locked the run row: the
+    read-modify-write is exclusive among the run's writers."""
+
+    __slots__ = ("checkpoint_id", "merge", "run_id")
+
+    ticks = 0
+
+    def __init__(self, run_id: str, checkpoint_id: str, merge: Callable[[str | None], str]):
+        self.run_id, self.checkpoint_id, self.merge = run_id, checkpoint_id, merge
+
+    def early(self, w: Write) -> tuple[str, Any]:
+        return (w.sql.lg_writes, (self.run_id, self.checkpoint_id))
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        text = self.merge(early[0] if early is not None else None)
+        w.defer(w.sql.upsert_lg_writes, (self.run_id, self.checkpoint_id, text))
+
+
+class FrameCopied(Change):
+    """A checkpoint frame of another run, copied (its content shared) into this one;
+    ``renumber`` learns its new number."""
+
+    __slots__ = ("renumber", "row", "run_id", "source")
+
+    def __init__(self, run_id: str, source: str, row: Any, renumber: dict[int, int]) -> None:
+        self.run_id, self.source, self.row, self.renumber = run_id, source, row, renumber
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        row = self.row
+        self.renumber[row.frame_no] = frame_no
+        return Frame(
+            self.run_id, frame_no, "checkpoint", row.node_id, row.iteration, row.attempt,
+            frame_no, None, row.content_hash, row.codec, row.version, row.purpose,
+            row.agent_id, {"copied_from": [self.source, row.frame_no]}, w.stamp,
+        )  # fmt: skip
+
+
+class IndexCopied(Change):
+    """No frame: another run's index rows, copied with their writes, pointing at the frames
+    :class:`FrameCopied` numbered (``renumber``; applied after them)."""
+
+    __slots__ = ("renumber", "rows", "run_id")
+
+    ticks = 0
+
+    def __init__(self, run_id: str, rows: Sequence[Any], renumber: dict[int, int]) -> None:
+        self.run_id, self.rows, self.renumber = run_id, rows, renumber
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        for row in self.rows:
+            no = self.renumber.get(row.frame_no)
+            w.defer(w.sql.copy_lg_index, (self.run_id, row.checkpoint_id, no, row.writes_json))

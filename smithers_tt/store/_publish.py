@@ -63,7 +63,7 @@ from smithers_tt.errors import (
 from smithers_tt.store import _schema as S
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, _short, is_transient
-from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, insert_frames, write
+from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, write
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, Frame, now_ms
 
 __all__ = [
@@ -75,7 +75,6 @@ __all__ = [
     "check_purpose",
     "driver",
     "insert_content",
-    "insert_frames",
     "ref_from_row",
     "ref_key",
     "select_refs",

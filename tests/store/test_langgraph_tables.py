@@ -3,6 +3,10 @@ write stores is what a read returns, pins are stored once per run, and reads ver
 
 from __future__ import annotations
 
+import json
+import threading
+import time
+
 import pytest
 
 import smithers_tt as st
@@ -33,8 +37,7 @@ def _put(tables: LangGraphStore, thread: str, checkpoint_id: str, values: list[s
     document = _encoded("test.doc", {"id": checkpoint_id, "values": sorted(blobs)})
 
     def work(tx: LangGraphWrite) -> None:
-        no, _ = tx.pin(run_id, (thread, ""), blobs, extra=1)
-        tx.put_document(run_id, no, checkpoint_id, document)
+        tx.put_checkpoint(run_id, (thread, ""), checkpoint_id, document, blobs)
 
     tables.write(run_id, work)
 
@@ -115,3 +118,81 @@ def test_a_writer_that_lost_the_race_to_create_a_thread_run_keeps_the_winners_ru
     frames = db.store.frames(run_id)
     assert [f.frame_no for f in frames] == list(range(len(frames)))
     assert [f.agent_id for f in frames[1:3]] == ["langgraph", "langgraph"]
+
+
+def test_two_processes_writing_one_thread_at_once_keep_its_history_dense_and_pinned_once(
+    db_url: str,
+) -> None:
+    """Two savers (each its own database handle, committer and caches, as two processes
+    have) create and write one thread at the same moment: every checkpoint and write of both
+    is stored, the run's frames are numbered without gaps or repeats, and each value is
+    pinned by exactly one frame, whichever saver stored it first."""
+    handles = [st.connect(db_url) for _ in range(2)]
+    try:
+        run_id = langgraph_run_id("shared")
+        start = threading.Barrier(2)
+        errors: list[BaseException] = []
+
+        def writer(n: int) -> None:
+            tables = LangGraphStore(handles[n].engine, handles[n].store)
+            try:
+                for i in range(15):
+                    start.wait(timeout=60)  # each step at the same moment in both
+                    values = ["common" * 20, f"mine {n}" * 20, f"step {i}" * 20]  # both pin it
+                    _put(tables, "shared", f"{i:04d}.{n}", values)
+                    start.wait(timeout=60)
+                    _merge_writes(tables, "shared", f"{i:04d}.0", f"task {n}")  # both, at once
+            except BaseException as error:  # reported by the main thread
+                errors.append(error)
+
+        threads = [threading.Thread(target=writer, args=(n,)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert not errors, errors
+        frames = handles[0].store.frames(run_id)
+        assert [f.frame_no for f in frames] == list(range(len(frames)))
+        assert [f.kind for f in frames].count("run_created") == 1
+        pins = [f for f in frames if f.kind == "checkpoint"]
+        values = [f.content_hash for f in pins if f.node_id == LANGGRAPH_VALUE_NODE]
+        assert len(values) == len(set(values)) == 1 + 2 + 15  # common, mine x2, steps
+        tables = LangGraphStore(handles[0].engine, handles[0].store)
+        rows = tables.read(lambda rx: rx.page(LangGraphIndexQuery(run_id=run_id), 100))
+        assert len(rows) == 30
+        both = {"task 0": 1, "task 1": 1}  # neither read-modify-write lost the other's
+        assert [json.loads(r.writes_json or "{}") for r in rows if r.checkpoint_id[-1] == "0"] == [
+            both
+        ] * 15
+    finally:
+        for handle in handles:
+            handle.close()
+
+
+def _merge_writes(tables: LangGraphStore, thread: str, checkpoint_id: str, task: str) -> None:
+    run_id = langgraph_run_id(thread)
+
+    def merge(stored: str | None) -> str:
+        writes = json.loads(stored) if stored else {}
+        writes[task] = writes.get(task, 0) + 1
+        return json.dumps(writes)
+
+    tables.write(
+        run_id, lambda tx: tx.update_writes(run_id, (thread, ""), checkpoint_id, {}, merge)
+    )
+
+
+def test_a_thread_deleted_and_created_again_pins_its_values_again(db: st.Database) -> None:
+    """What this process knows pinned belongs to the run it saw: once another process has
+    deleted the thread and created it again, this one's values get frames again."""
+    tables, other = LangGraphStore(db.engine, db.store), LangGraphStore(db.engine, db.store)
+    _put(tables, "t4", "0001", ["v" * 100])
+    other.delete_thread("t4")  # this process's cache is not told
+    time.sleep(0.005)  # another millisecond: another incarnation token
+    _put(other, "t4", "0002", ["w" * 100])
+    _put(tables, "t4", "0003", ["v" * 100])
+    frames = db.store.frames(langgraph_run_id("t4"))
+    pins = [f for f in frames if f.kind == "checkpoint" and f.node_id == LANGGRAPH_VALUE_NODE]
+    assert [f.content_hash for f in pins] == [
+        _encoded("test.value", value).content_hash for value in ("w" * 100, "v" * 100)
+    ]

@@ -183,7 +183,7 @@ def test_publish_commits_the_healthy_units_of_a_batch_over_two_runs_with_dense_f
 
 
 class _Refused(Exception):
-    """What a unit of work raises on its own (as the LangGraph saver's ``_Stale`` does)."""
+    """What a unit of work raises on its own (as the LangGraph saver's ``ThreadReplaced`` does)."""
 
 
 def _store_then(encoded: EncodedCheckpoint, outcome: object) -> Callable[..., object]:
