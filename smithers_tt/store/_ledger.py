@@ -39,8 +39,11 @@ is a memo keyed by a call, shared by every run), the worker registry (processes,
 checkpoint content (immutable bytes addressed by their hash, shared by runs; a ref names
 them), time travel's lease on a run (a lock held for the seconds of a rewind or fork, not part
 of the run's history: the operation it guards writes its own changes here), commit tokens
-(the dialect's proof that a COMMIT landed) and garbage collection (deletes content nothing
-refers to, which no history can name).
+(the dialect's proof that a COMMIT landed), garbage collection (deletes content nothing
+refers to, which no history can name), deleting a run whole (retention's prune, a LangGraph
+thread deleted: the run row goes with its history, audited, and nothing is left to append to)
+and LangGraph's index of checkpoint ids (a row naming the frame of a checkpoint document,
+removed when LangGraph prunes checkpoints: the frames, the history, stay).
 """
 
 from __future__ import annotations
