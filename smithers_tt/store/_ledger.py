@@ -40,8 +40,8 @@ checkpoint content (immutable bytes addressed by their hash, shared by runs; a r
 them), time travel's lease on a run (a lock held for the seconds of a rewind or fork, not part
 of the run's history: the operation it guards writes its own changes here), commit tokens
 (the dialect's proof that a COMMIT landed), garbage collection (deletes content nothing
-refers to, which no history can name), deleting a run whole (retention's prune, a LangGraph
-thread deleted: the run row goes with its history, audited, and nothing is left to append to)
+refers to, which no history can name), deleting a run whole (retention's prune, which audits it,
+and a LangGraph thread deleted: the run row goes with its history, nothing is left to append to)
 and LangGraph's index of checkpoint ids (a row naming the frame of a checkpoint document,
 removed when LangGraph prunes checkpoints: the frames, the history, stay).
 """
