@@ -202,7 +202,10 @@ class RunExecutor:
         started; a node absent here has none, so it has no checkpoint to resume from."""
         self._node_tasks: dict[str, asyncio.Task[Any]] = {}
         self._pauses = PauseHistory()
-        """What the run's pause frames said when execution started."""
+        """What the run's pause frames said when execution started (its breakpoints kept up
+        to date: :meth:`_pick_up_breakpoints`)."""
+        self._marks_seen = 0
+        """The newest frame up to which breakpoint changes were read."""
         self._pause: tuple[str, int, dict[str, Any]] | None = None
         """The pause this execution is heading for: (node, iteration, frame data)."""
         self._blocked: set[str] = set()
@@ -266,7 +269,19 @@ class RunExecutor:
             failures, _ = self._tried.get(where, (0, None))
             failed = attempt.state == "failed"
             self._tried[where] = (failures + failed, attempt.key.attempt)  # in attempt order
-        self._pauses = pause_history(await self.astore.pause_frames(run_id))
+        frames = await self.astore.pause_frames(run_id)
+        self._pauses = pause_history(frames)
+        self._marks_seen = max((f.frame_no for f in frames), default=0)
+
+    async def _pick_up_breakpoints(self, clock: int | None = None) -> None:
+        """Take the breakpoints a person set since (frames ``breakpoints_set`` past the
+        newest one seen); ``clock``: the run's clock read before, scanned up to by now."""
+        for frame in await self.astore.breakpoint_frames(self.fence.run_id, self._marks_seen):
+            if frame.frame_no > self._marks_seen:  # an older read that finished later: stale
+                self._pauses.set_breakpoints(frame.data)
+                self._marks_seen = frame.frame_no
+        if clock is not None:
+            self._marks_seen = max(self._marks_seen, clock)
 
     async def _schedule(self, watcher: asyncio.Task[Any]) -> str:
         await self._read_history()
@@ -355,6 +370,7 @@ class RunExecutor:
                         await self._lost_ownership()
                         return
                     beat_due = False
+                    await self._pick_up_breakpoints(run.clock)  # keeps the scans short
             except StoreError as error:
                 if not unreachable:
                     log.warning(
@@ -425,9 +441,11 @@ class RunExecutor:
             if (task.id, iteration) in self._ended:
                 output = self._ended[task.id, iteration]
             else:
+                await self._pick_up_breakpoints()
                 self._pause_before(task, iteration, previous)
                 output = await self._run_node(task, iteration, previous)
                 self._ran += 1
+                await self._pick_up_breakpoints()
                 self._pause_after(task, iteration)
             if (
                 task.loop is None
