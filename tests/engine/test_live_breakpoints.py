@@ -119,7 +119,9 @@ def test_a_fork_pauses_at_the_breakpoints_its_parent_had_at_the_fork_point(
     parent = db.resume(parent.id, wf)
     assert parent.status == "finished"
     plan_done = next(
-        f.frame_no for f in parent.frames() if f.kind == "node_state" and f.node_id == "plan"
+        f.frame_no
+        for f in parent.frames()
+        if f.kind == "node_state" and f.node_id == "plan" and f.state == "finished"
     )
     child = db.replay(parent.id, plan_done, wf)
     assert child.status == "paused"
