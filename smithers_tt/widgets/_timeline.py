@@ -3,7 +3,10 @@
 Attempts are bars coloured by state; checkpoint publications are markers by purpose
 (``progress`` circle, ``turn`` diamond, ``schema-correction`` star, ``session`` square);
 retries are marked where the new attempt starts; fork points are dashed lines. Every point
-knows its frame: a click selects it through the controller.
+knows its frame: a click selects it through the controller. Left of frame 0, each node row
+has two breakpoint toggles, before and after the node (a column of its own, filled red when
+set; every task of the run has a row, run or not): a click turns it on or off through
+``model.breakpoints``.
 
 :func:`build_timeline` is pure (a figure dict plus, per trace, the frame of every point);
 :class:`TimelineView` wraps it in a ``FigureWidget``. Past ``AGGREGATE_AT`` frames the
@@ -474,7 +477,7 @@ def breakpoint_gutter(rows: _Rows, marks: Any, theme: dict[str, Any]) -> _Gutter
             text = f"<b>break {when} {esc(node_id)}</b><br>{state}"
             gutter.point(x, row, text, None)
             gutter.toggles.append((node_id, when))
-            colours.append(BREAK_ON if on else theme["panel"])
+            colours.append(BREAK_ON if on else theme["muted"])  # an open circle's ring
             symbols.append("circle" if on else "circle-open")
     gutter.style = {
         "mode": "markers",
@@ -482,8 +485,7 @@ def breakpoint_gutter(rows: _Rows, marks: Any, theme: dict[str, Any]) -> _Gutter
             "symbol": symbols,
             "size": 13,
             "color": colours,
-            "line": {"width": 2, "color": [BREAK_ON if c == BREAK_ON else theme["muted"]
-                                           for c in colours]},
+            "line": {"width": 1.5, "color": colours},
         },
     }  # fmt: skip
     return gutter
@@ -498,11 +500,12 @@ def gutter_axis(colours: dict[str, Any]) -> dict[str, Any]:
         "tickvals": [0, 1],
         "ticktext": ["before", "after"],
         "tickangle": -90,
-        "tickfont": {"size": 9},
+        "tickfont": {"size": 10},
+        "automargin": True,
         "fixedrange": True,
         "showgrid": False,
         "zeroline": False,
-        "title": {**colours["xaxis"]["title"], "text": "break"},
+        "title": {**colours["xaxis"]["title"], "text": ""},
     }
 
 
