@@ -275,8 +275,16 @@ class RunExecutor:
 
     async def _pick_up_breakpoints(self, clock: int | None = None) -> None:
         """Take the breakpoints a person set since (frames ``breakpoints_set`` past the
-        newest one seen); ``clock``: the run's clock read before, scanned up to by now."""
-        for frame in await self.astore.breakpoint_frames(self.fence.run_id, self._marks_seen):
+        newest one seen); ``clock``: the run's clock read before, scanned up to by now.
+
+        A store that does not answer leaves the breakpoints as they were (the next node,
+        or the next heartbeat, reads them again): never a reason to fail the run."""
+        try:
+            frames = await self.astore.breakpoint_frames(self.fence.run_id, self._marks_seen)
+        except StoreError as error:
+            log.warning("run %s: breakpoints not re-read (%s)", self.fence.run_id, error)
+            return
+        for frame in frames:
             if frame.frame_no > self._marks_seen:  # an older read that finished later: stale
                 self._pauses.set_breakpoints(frame.data)
                 self._marks_seen = frame.frame_no
