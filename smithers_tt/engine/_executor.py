@@ -203,7 +203,7 @@ class RunExecutor:
         self._node_tasks: dict[str, asyncio.Task[Any]] = {}
         self._pauses = PauseHistory()
         """What the run's pause frames said when execution started (its breakpoints kept up
-        to date: :meth:`_pick_up_breakpoints`)."""
+        to date by the watcher: :meth:`_pick_up_breakpoints`)."""
         self._marks_seen = 0
         """The newest frame up to which breakpoint changes were read."""
         self._pause: tuple[str, int, dict[str, Any]] | None = None
@@ -273,23 +273,15 @@ class RunExecutor:
         self._pauses = pause_history(frames)
         self._marks_seen = max((f.frame_no for f in frames), default=0)
 
-    async def _pick_up_breakpoints(self, clock: int | None = None) -> None:
-        """Take the breakpoints a person set since (frames ``breakpoints_set`` past the
-        newest one seen); ``clock``: the run's clock read before, scanned up to by now.
-
-        A store that does not answer leaves the breakpoints as they were (the next node,
-        or the next heartbeat, reads them again): never a reason to fail the run."""
-        try:
-            frames = await self.astore.breakpoint_frames(self.fence.run_id, self._marks_seen)
-        except StoreError as error:
-            log.warning("run %s: breakpoints not re-read (%s)", self.fence.run_id, error)
-            return
+    def _pick_up_breakpoints(self, frames: list[Frame], clock: int) -> None:
+        """Take the breakpoints a person set meanwhile (frames ``breakpoints_set`` past the
+        newest one seen, read by the watcher with the run at ``clock``): the next node
+        that starts or ends pauses at them."""
         for frame in frames:
-            if frame.frame_no > self._marks_seen:  # an older read that finished later: stale
+            if frame.frame_no > self._marks_seen:
                 self._pauses.set_breakpoints(frame.data)
                 self._marks_seen = frame.frame_no
-        if clock is not None:
-            self._marks_seen = max(self._marks_seen, clock)
+        self._marks_seen = max(self._marks_seen, clock)
 
     async def _schedule(self, watcher: asyncio.Task[Any]) -> str:
         await self._read_history()
@@ -370,7 +362,8 @@ class RunExecutor:
             polls += 1
             beat_due = beat_due or polls % HEARTBEAT_EVERY == 0
             try:
-                run = await self.astore.get_run(self.fence.run_id)
+                run, marks = await self.astore.watch_run(self.fence.run_id, self._marks_seen)
+                self._pick_up_breakpoints(marks, run.clock)
                 if run.cancel_requested or run.status == "cancelled":
                     return
                 if beat_due:
@@ -378,7 +371,6 @@ class RunExecutor:
                         await self._lost_ownership()
                         return
                     beat_due = False
-                    await self._pick_up_breakpoints(run.clock)  # keeps the scans short
             except StoreError as error:
                 if not unreachable:
                     log.warning(
@@ -449,11 +441,9 @@ class RunExecutor:
             if (task.id, iteration) in self._ended:
                 output = self._ended[task.id, iteration]
             else:
-                await self._pick_up_breakpoints()
                 self._pause_before(task, iteration, previous)
                 output = await self._run_node(task, iteration, previous)
                 self._ran += 1
-                await self._pick_up_breakpoints()
                 self._pause_after(task, iteration)
             if (
                 task.loop is None

@@ -946,13 +946,26 @@ class Store:
 
         return self._change(work)
 
-    def breakpoint_frames(self, run_id: str, after: int) -> list[Frame]:
-        """The run's ``breakpoints_set`` frames numbered above ``after``, in order (what a
-        running executor reads to pick up breakpoints changed meanwhile)."""
+    def watch_run(self, run_id: str, after: int) -> tuple[RunRecord, list[Frame]]:
+        """The run, and its ``breakpoints_set`` frames numbered above ``after`` (in order),
+        in one read: what a running executor polls. The run is read first, so every such
+        frame up to its ``clock`` is among them.
+
+        Raises:
+            RunNotFound: there is none.
+        """
         f = S.frames
-        stmt = (
+        frames = (
             sa.select(f)
             .where(f.c.run_id == run_id, f.c.frame_no > after, f.c.kind == "breakpoints_set")
             .order_by(f.c.frame_no)
         )
-        return [frame_from_row(r) for r in self._read(stmt)]
+
+        def read(conn: Connection) -> tuple[Any, list[Any]]:
+            rows = conn.execute(sa.select(S.runs).where(S.runs.c.run_id == run_id)).all()
+            return rows, conn.execute(frames).all() if rows else []
+
+        rows, found = self.engine.transaction(read, write=False)
+        if not rows:
+            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+        return _run_from_row(rows[0]), [frame_from_row(r) for r in found]

@@ -1,5 +1,6 @@
 """Breakpoints changed while a run is live (frame ``breakpoints_set``): a running run pauses
-at a breakpoint another connection set while its first node ran; a queued or paused run
+at a breakpoint another connection set while its first node ran (its watcher reads them at
+every poll); a queued or paused run
 uses the newest ones when it goes on; an ended run refuses them. A fork starts with the
 breakpoints its parent had at the fork point."""
 
@@ -11,7 +12,11 @@ from typing import Any
 import pytest
 
 import smithers_tt as st
+from smithers_tt.engine._executor import POLL_INTERVAL
 from smithers_tt.errors import InvalidArgument
+
+PICKED_UP = 3 * POLL_INTERVAL
+"""Longer than the executor's watcher takes to read breakpoints set meanwhile."""
 
 
 class Setter:
@@ -29,6 +34,7 @@ class Setter:
                 other.set_breakpoints(request.run_id, **self.marks)
 
         await asyncio.to_thread(other_process)
+        await asyncio.sleep(PICKED_UP)  # as a person's click would: not at a node's end
         return {"set": True}
 
 
