@@ -4,8 +4,9 @@
 continues, ``breakpoints_set`` frames; a fork's are its parent's at the fork point) and
 writes a change at once while the run can still pause (queued, running, paused, interrupted:
 ``db.set_breakpoints``, so the process or worker executing it pauses at them from its next
-node on). A run that ended keeps them here only: a Fork or Replay started from this
-debugger gives them to the new run.
+node on). A run that ended keeps them here only. A Fork or Replay started from this
+debugger gives the new run the breakpoints shown here (a fork otherwise inherits its
+parent's at the fork point, which may be older).
 """
 
 from __future__ import annotations
@@ -80,6 +81,15 @@ class Breakpoints:
         return {"break_before": sorted(marks["before"]), "break_after": sorted(marks["after"])}
 
     def give_to(self, run_id: str) -> None:
-        """A run started from this debugger (a fork) gets the breakpoints held here."""
-        if self.held and self.enabled:
+        """A run started from this debugger (a fork, a replay) gets the breakpoints shown
+        here, where they differ from those it inherits (its parent's at the fork point)."""
+        if not self.enabled:
+            return
+        store = self.model.db.store
+        inherited = pause_history(store.pause_frames(run_id))
+        if (set(inherited.before), set(inherited.after)) == (self.before, self.after):
+            return
+        try:
             self.model.db.set_breakpoints(run_id, self.model.workflow, **self.options())
+        except SmithersError as error:  # a fork that starts ended: nothing would pause it
+            self.model._say("error", f"Run {run_id} did not get the breakpoints: {error.message}")

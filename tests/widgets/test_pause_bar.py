@@ -181,3 +181,27 @@ def test_continue_inside_a_running_loop_goes_on_in_the_background(db: st.Databas
     record = db.get_run(run.id).record
     assert record.status == "finished" and dbg.model.last_frame == record.clock
     assert "finished" in dbg.pause_bar.report.value
+
+
+def test_a_fork_started_from_the_debugger_gets_the_breakpoints_it_shows(db: st.Database) -> None:
+    wf = _flow([])
+    run = db.run(wf, break_after=["pick"])
+    dbg = Debugger(db, run.id, workflow=wf, live=False)
+    _toggle(dbg, "write", "before")  # written at the run's newest frame
+    _toggle(dbg, "pick", "after")  # and the breakpoint after pick removed
+    assert _shown_on(dbg) == {("write", "before")}
+    dbg.model.select_frame(0)  # a fork there inherits frame 0's breakpoints: after pick
+    dbg.model.request_fork()
+    result = dbg.model.confirm()
+    assert result is not None and result.ok, result
+    fork = db.store.pause_frames(result.run_id)
+    assert fork[0].data["breakpoints"] == {"before": [], "after": ["pick"]}  # inherited
+    assert fork[-1].data == {"breakpoints": {"before": ["write"], "after": []}}  # given
+    child = db.resume(result.run_id, wf)
+    assert child.pause.reason == "ask"  # the fork's pick asks again (answers are not inherited)
+    child = db.resume(child.id, wf, answer="teal")
+    assert (child.pause.reason, child.pause.when, child.pause.node_id) == (
+        "breakpoint",
+        "before",
+        "write",
+    )
