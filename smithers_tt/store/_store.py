@@ -899,7 +899,8 @@ class Store:
         A fork starts with the breakpoints its parent had at the fork point: a frame
         ``breakpoints_set`` numbered -1 (not stored: read from the parent's history, data
         ``{"breakpoints": ..., "inherited_from": [parent, frame]}``) comes first when the
-        parent had any. What the parent passed and was answered is not inherited.
+        parent had any (and still exists). What the parent passed and was answered is not
+        inherited.
         """
         f = S.frames
         stmt = (
@@ -911,9 +912,13 @@ class Store:
         run = self.get_run(run_id)
         if run.parent_run_id is None or run.parent_frame_no is None:
             return own
+        try:
+            parent = self.pause_frames(run.parent_run_id)
+        except RunNotFound:  # the parent was deleted: the fork keeps only its own
+            return own
         marks = [
             p
-            for p in self.pause_frames(run.parent_run_id)
+            for p in parent
             if p.frame_no <= run.parent_frame_no
             and isinstance(p.data, dict)
             and "breakpoints" in p.data
