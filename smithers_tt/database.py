@@ -301,6 +301,34 @@ class Database:
         )
         return self.get_run(run_id)
 
+    def set_breakpoints(
+        self,
+        run_id: str,
+        wf: Workflow | None = None,
+        *,
+        break_before: Iterable[str] = (),
+        break_after: Iterable[str] = (),
+    ) -> Run:
+        """Replace a run's breakpoints now, while it is queued, running or paused: whoever
+        executes it (here, another process, a worker) pauses at them from its next node on
+        (frame ``breakpoints_set``). ``wf`` checks the node ids (else the run's graph does).
+
+        Raises:
+            InvalidArgument: a node that is not a task of the run, or the run ended.
+        """
+        record = self.store.get_run(check_id(run_id, "run_id"))
+        marks = breakpoints(wf, break_before, break_after)
+        assert marks is not None
+        known = set(record.graph or ())
+        for node_id in (*marks["before"], *marks["after"]):
+            if wf is None and known and node_id not in known:
+                raise InvalidArgument(
+                    f"{node_id!r} is not a task of run {record.run_id} (its tasks: "
+                    f"{', '.join(sorted(known))}); nothing was written"
+                )
+        self.store.set_breakpoints(record.run_id, marks)
+        return self.get_run(record.run_id)
+
     def _continue(
         self,
         record: Any,

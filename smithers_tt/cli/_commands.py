@@ -60,26 +60,46 @@ def runs(ctx: Context, status: str | None, limit: int) -> None:
       smithers-tt runs --status failed --json
       smithers-tt runs --status paused
     """
-    found = ctx.read_db.runs(status=status, limit=limit)
+    found = [(r.record, None) for r in ctx.read_db.runs(status=status, limit=limit)]
+    if status == "paused" and len(found) < limit:  # LangGraph threads stopped at a pause
+        found += waiting_threads(ctx.read_db, limit - len(found))
     if ctx.as_json:
-        emit_json([dataclasses.asdict(r.record) for r in found])
+        emit_json(
+            [
+                {**dataclasses.asdict(r), **({"status": "paused", "pause": p} if p else {})}
+                for r, p in found
+            ]
+        )
         return
     ctx.out.table(
         ["run", "workflow", "status", "frames", "parent", "created"],
         [
             [
-                r.id,
-                r.record.workflow,
-                state(r.status),
-                r.record.clock,
-                f"{r.record.parent_run_id}@{r.record.parent_frame_no}"
-                if r.record.parent_run_id
-                else "-",
-                when(r.record.created_at_ms),
+                r.run_id,
+                r.workflow if p is None else text(f"{r.workflow}: {_waits_on(p)}"),
+                state("paused" if p else r.status),
+                r.clock,
+                f"{r.parent_run_id}@{r.parent_frame_no}" if r.parent_run_id else "-",
+                when(r.created_at_ms),
             ]
-            for r in found
+            for r, p in found
         ],
     )
+
+
+def _waits_on(pause: dict[str, Any]) -> str:
+    nodes = ", ".join(pause["nodes"])
+    return f"{pause['reason']} {pause['when']} {nodes}" if nodes else pause["reason"]
+
+
+def waiting_threads(db: Any, limit: int) -> list[tuple[Any, Any]]:
+    """LangGraph threads waiting on an ``interrupt()`` or stopped at a static breakpoint
+    (none when LangGraph is not installed)."""
+    try:
+        from smithers_tt.integrations.langgraph_view import paused_threads
+    except ImportError:
+        return []
+    return list(paused_threads(db, limit))
 
 
 @cli.command()

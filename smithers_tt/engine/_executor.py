@@ -202,7 +202,10 @@ class RunExecutor:
         started; a node absent here has none, so it has no checkpoint to resume from."""
         self._node_tasks: dict[str, asyncio.Task[Any]] = {}
         self._pauses = PauseHistory()
-        """What the run's pause frames said when execution started."""
+        """What the run's pause frames said when execution started (its breakpoints kept up
+        to date by the watcher: :meth:`_pick_up_breakpoints`)."""
+        self._marks_seen = 0
+        """The newest frame up to which breakpoint changes were read."""
         self._pause: tuple[str, int, dict[str, Any]] | None = None
         """The pause this execution is heading for: (node, iteration, frame data)."""
         self._blocked: set[str] = set()
@@ -266,7 +269,19 @@ class RunExecutor:
             failures, _ = self._tried.get(where, (0, None))
             failed = attempt.state == "failed"
             self._tried[where] = (failures + failed, attempt.key.attempt)  # in attempt order
-        self._pauses = pause_history(await self.astore.pause_frames(run_id))
+        frames = await self.astore.pause_frames(run_id)
+        self._pauses = pause_history(frames)
+        self._marks_seen = max((f.frame_no for f in frames), default=0)
+
+    def _pick_up_breakpoints(self, frames: list[Frame], clock: int) -> None:
+        """Take the breakpoints a person set meanwhile (frames ``breakpoints_set`` past the
+        newest one seen, read by the watcher with the run at ``clock``): the next node
+        that starts or ends pauses at them."""
+        for frame in frames:
+            if frame.frame_no > self._marks_seen:
+                self._pauses.set_breakpoints(frame.data)
+                self._marks_seen = frame.frame_no
+        self._marks_seen = max(self._marks_seen, clock)
 
     async def _schedule(self, watcher: asyncio.Task[Any]) -> str:
         await self._read_history()
@@ -347,7 +362,8 @@ class RunExecutor:
             polls += 1
             beat_due = beat_due or polls % HEARTBEAT_EVERY == 0
             try:
-                run = await self.astore.get_run(self.fence.run_id)
+                run, marks = await self.astore.watch_run(self.fence.run_id, self._marks_seen)
+                self._pick_up_breakpoints(marks, run.clock)
                 if run.cancel_requested or run.status == "cancelled":
                     return
                 if beat_due:

@@ -58,7 +58,8 @@ class PauseHistory:
     """What the pause frames of a run say (:func:`pause_history`)."""
 
     before: frozenset[str] = frozenset()
-    """Breakpoints before these nodes (the newest set recorded)."""
+    """Breakpoints before these nodes (the newest set recorded: frame 0, a continue, a
+    ``breakpoints_set`` frame, or for a fork its parent's at the fork point)."""
     after: frozenset[str] = frozenset()
     passed: set[tuple[str, str, int]] = field(default_factory=set)
     """``(when, node, iteration)`` of every breakpoint the run already paused at: never again."""
@@ -70,6 +71,13 @@ class PauseHistory:
     """The newest continue was a step: pause again after the next node."""
     current: Pause | None = None
     """The pause the run is in (a ``run_paused`` frame with no ``run_continued`` after it)."""
+
+    def set_breakpoints(self, data: Any) -> None:
+        """Take the breakpoints a frame's data holds (``{"breakpoints": {...}}``), if any."""
+        if isinstance(data, dict) and "breakpoints" in data:
+            marks = data["breakpoints"] or {}
+            self.before = frozenset(marks.get("before") or ())
+            self.after = frozenset(marks.get("after") or ())
 
     def answers_for(self, node_id: str, iteration: int) -> list[Any]:
         """Copies of the answers to a node's questions (agents may mutate them)."""
@@ -87,10 +95,7 @@ def pause_history(frames: Iterable[Frame]) -> PauseHistory:
             if pause.when in ("before", "after") and pause.node_id is not None:
                 history.passed.add((pause.when, pause.node_id, pause.iteration or 0))
             continue
-        if "breakpoints" in data:
-            marks = data["breakpoints"] or {}
-            history.before = frozenset(marks.get("before") or ())
-            history.after = frozenset(marks.get("after") or ())
+        history.set_breakpoints(data)
         if frame.kind != "run_continued":
             continue
         pause, history.current = history.current, None

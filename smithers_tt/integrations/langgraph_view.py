@@ -19,11 +19,13 @@ graph object at hand: what a debugger can show for any thread).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from smithers_tt.checkpoint import validate
 from smithers_tt.errors import CheckpointInvalid
+from smithers_tt.integrations._langgraph_pauses import Breakpoints, paused_threads, waiting
 from smithers_tt.integrations.langgraph import (
     CHECKPOINT_CODEC,
     DOC_NODE,
@@ -43,6 +45,7 @@ __all__ = [
     "debug",
     "describe_frame",
     "lens",
+    "paused_threads",
     "plain",
     "supersteps",
 ]
@@ -218,8 +221,9 @@ class LangGraphLens:
 
     NODES = {DOC_NODE: "super-steps", VALUE_NODE: "channel values"}
 
-    def __init__(self, saver: SmithersSaver) -> None:
+    def __init__(self, saver: SmithersSaver, breakpoints: Breakpoints | None = None) -> None:
         self.saver = saver
+        self.breakpoints = breakpoints or Breakpoints()
         self._headlines: dict[tuple[str, str], str] = {}
 
     def _is_doc(self, codec: str | None, node_id: str | None) -> bool:
@@ -306,20 +310,11 @@ class LangGraphLens:
         ]
 
     def pause(self, run_id: str) -> dict[str, Any] | None:
-        """The interrupts the thread's newest checkpoint waits on (``interrupt(value)`` in a
-        node), for the debugger's Paused banner; None when it waits on none."""
-        thread = self.saver.store.get_run(run_id).input or {}
-        found = self.saver.get_tuple({"configurable": dict(thread)})
-        if found is None:
-            return None
-        waiting = _interrupts(found)
-        if not waiting:
-            return None
-        return {
-            "reason": "LangGraph interrupt",
-            "question": waiting[0] if len(waiting) == 1 else waiting,
-            "hint": "continue it in LangGraph: graph.invoke(Command(resume=answer), config)",
-        }
+        """What the thread's newest checkpoint waits on, for the debugger's Paused banner:
+        the values of its ``interrupt(value)`` calls, or the nodes a static breakpoint
+        stopped it before or after (see :mod:`~smithers_tt.integrations._langgraph_pauses`);
+        None when it waits on nothing."""
+        return waiting(self.saver, self.saver.store.get_run(run_id), self.breakpoints)
 
     def _newest(self, snap: Snapshot) -> dict[str, Any]:
         """:func:`describe_frame` of the thread's checkpoint at a snapshot ({} before any)."""
@@ -329,16 +324,37 @@ class LangGraphLens:
         return _describe(self.saver, snap.run_id, snap.refs[max(keys)].content_hash)
 
 
-def lens(saver: SmithersSaver) -> LangGraphLens:
+def lens(
+    saver: SmithersSaver,
+    graph: Any = None,
+    *,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
+) -> LangGraphLens:
     """The debugger's lens for the runs of ``saver``'s threads:
-    ``db.debug(saver.run_id(thread_id), lens=lens(saver))``."""
-    return LangGraphLens(saver)
+    ``db.debug(saver.run_id(thread_id), lens=lens(saver))``.
+
+    ``graph`` (the compiled graph: its ``interrupt_before`` / ``interrupt_after``) and the
+    breakpoints given to ``invoke`` make a thread stopped between super-steps a pause only
+    at those nodes; without any, every such stop shows as one (see :func:`debug`)."""
+    return LangGraphLens(saver, Breakpoints(graph, interrupt_before, interrupt_after))
 
 
-def debug(saver: SmithersSaver, thread_id: str, checkpoint_ns: str = "", **kw: Any) -> Any:
+def debug(
+    saver: SmithersSaver,
+    thread_id: str,
+    checkpoint_ns: str = "",
+    *,
+    graph: Any = None,
+    interrupt_before: Sequence[str] | str | None = None,
+    interrupt_after: Sequence[str] | str | None = None,
+    **kw: Any,
+) -> Any:
     """The notebook debugger of a thread, read as LangGraph (super-steps, channels, writes,
-    interrupts); ``kw`` as for ``db.debug`` (needs the ``notebook`` extra)."""
-    return saver.db.debug(saver.run_id(thread_id, checkpoint_ns), lens=lens(saver), **kw)
+    interrupts, static breakpoints: ``graph`` and the breakpoints as for :func:`lens`);
+    ``kw`` as for ``db.debug`` (needs the ``notebook`` extra)."""
+    view = lens(saver, graph, interrupt_before=interrupt_before, interrupt_after=interrupt_after)
+    return saver.db.debug(saver.run_id(thread_id, checkpoint_ns), lens=view, **kw)
 
 
 def _internal(channel: str) -> bool:

@@ -18,13 +18,16 @@ from __future__ import annotations
 from typing import Any
 
 from smithers_tt.checkpoint import EncodedCheckpoint
-from smithers_tt.errors import ConcurrencyError
+from smithers_tt.errors import ConcurrencyError, InvalidArgument
 from smithers_tt.store._ledger import AttemptEnded, AttemptStarted, Change, RunRow, Write
 from smithers_tt.store._publish import _insert_content, ref_key
 from smithers_tt.store._records import CheckpointRef, Frame
 
-PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued")
+PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued", "breakpoints_set")
 """The frame kinds that say where a run paused, how it went on, and its breakpoints."""
+
+ENDED = ("finished", "failed", "cancelled")
+"""Statuses of a run that no executor takes up again (a breakpoint there means nothing)."""
 
 
 class RunPaused(Change):
@@ -75,6 +78,35 @@ class RunContinued(Change):
         w.db.count(w.sql.hand_back_run, ("queued", self.run_id))
         return Frame(
             self.run_id, frame_no, "run_continued", state="queued", data=self.data,
+            created_at_ms=w.stamp,
+        )  # fmt: skip
+
+
+class BreakpointsSet(Change):
+    """A person changed the run's breakpoints (frame ``breakpoints_set``, data
+    ``{"breakpoints": {"before": [...], "after": [...]}}``), with no fence: it changes no row,
+    only what the run's executor reads before its next pause (in any process).
+
+    Raises (from :meth:`check`, before anything is written):
+        InvalidArgument: the run ended (finished, failed or cancelled): nothing would read
+            them; fork it instead (a fork inherits the breakpoints of its fork point).
+    """
+
+    __slots__ = ("marks", "run_id")
+
+    def __init__(self, run_id: str, marks: dict[str, list[str]]) -> None:
+        self.run_id, self.marks = run_id, marks
+
+    def check(self, run: RunRow) -> None:
+        if run[0] in ENDED:
+            raise InvalidArgument(
+                f"run {self.run_id} is {run[0]}: breakpoints set now would never pause it; "
+                "fork it (the fork inherits the breakpoints) or replay it; nothing was written"
+            )
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        return Frame(
+            self.run_id, frame_no, "breakpoints_set", data={"breakpoints": self.marks},
             created_at_ms=w.stamp,
         )  # fmt: skip
 

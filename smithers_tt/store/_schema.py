@@ -168,6 +168,7 @@ FRAME_KINDS = (
     "run_paused",
     "run_continued",
     "run_released",
+    "breakpoints_set",
 )
 
 frames = Table(

@@ -55,6 +55,7 @@ from smithers_tt.store._ledger import (
 )
 from smithers_tt.store._ledger_pause import (
     PAUSE_KINDS,
+    BreakpointsSet,
     CheckpointEdited,
     EditEnded,
     RunContinued,
@@ -893,11 +894,83 @@ class Store:
 
     def pause_frames(self, run_id: str) -> list[Frame]:
         """The frames that say where a run paused and how it went on (``run_paused``,
-        ``run_continued``) and its breakpoints (frame 0), in order."""
+        ``run_continued``) and its breakpoints (frame 0, ``breakpoints_set``), in order.
+
+        A fork starts with the breakpoints its parent had at the fork point: a frame
+        ``breakpoints_set`` numbered -1 (not stored: read from the parent's history, data
+        ``{"breakpoints": ..., "inherited_from": [parent, frame]}``) comes first when the
+        parent had any (and still exists). What the parent passed and was answered is not
+        inherited.
+        """
         f = S.frames
         stmt = (
             sa.select(f)
             .where(f.c.run_id == run_id, f.c.kind.in_(PAUSE_KINDS))
             .order_by(f.c.frame_no)
         )
-        return [frame_from_row(r) for r in self._read(stmt)]
+        own = [frame_from_row(r) for r in self._read(stmt)]
+        run = self.get_run(run_id)
+        if run.parent_run_id is None or run.parent_frame_no is None:
+            return own
+        try:
+            parent = self.pause_frames(run.parent_run_id)
+        except RunNotFound:  # the parent was deleted: the fork keeps only its own
+            return own
+        marks = [
+            p
+            for p in parent
+            if p.frame_no <= run.parent_frame_no
+            and isinstance(p.data, dict)
+            and "breakpoints" in p.data
+        ]
+        if not marks:
+            return own
+        data = {
+            "breakpoints": marks[-1].data["breakpoints"],
+            "inherited_from": [run.parent_run_id, run.parent_frame_no],
+        }
+        return [Frame(run_id, -1, "breakpoints_set", data=data), *own]
+
+    def set_breakpoints(self, run_id: str, marks: dict[str, list[str]]) -> Frame:
+        """Replace a run's breakpoints (``{"before": [...], "after": [...]}`` node ids) now,
+        with frame ``breakpoints_set``: a queued or paused run uses them when it goes on, a
+        running one at its next node (its executor reads them as it goes).
+
+        Raises:
+            RunNotFound: there is no such run.
+            InvalidArgument: the run ended; nothing was written.
+        """
+
+        def work(conn: Connection, frames: list[Frame]) -> Frame:
+            with driver(conn) as db:
+                (entry,) = write(
+                    db, [Entry(run_id, None, [BreakpointsSet(run_id, marks)])], now_ms()
+                )
+            frames += entry.frames
+            return entry.frames[-1]
+
+        return self._change(work)
+
+    def watch_run(self, run_id: str, after: int) -> tuple[RunRecord, list[Frame]]:
+        """The run, and its ``breakpoints_set`` frames numbered above ``after`` (in order),
+        in one read: what a running executor polls. The run is read first, so every such
+        frame up to its ``clock`` is among them.
+
+        Raises:
+            RunNotFound: there is none.
+        """
+        f = S.frames
+        frames = (
+            sa.select(f)
+            .where(f.c.run_id == run_id, f.c.frame_no > after, f.c.kind == "breakpoints_set")
+            .order_by(f.c.frame_no)
+        )
+
+        def read(conn: Connection) -> tuple[Any, list[Any]]:
+            rows = conn.execute(sa.select(S.runs).where(S.runs.c.run_id == run_id)).all()
+            return rows, conn.execute(frames).all() if rows else []
+
+        rows, found = self.engine.transaction(read, write=False)
+        if not rows:
+            raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+        return _run_from_row(rows[0]), [frame_from_row(r) for r in found]

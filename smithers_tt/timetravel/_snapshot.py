@@ -271,8 +271,8 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         snap.status = frame.state or "interrupted"
     elif kind in ("run_paused", "run_continued", "run_released"):
         snap.status = frame.state or ("paused" if kind == "run_paused" else "queued")
-    elif kind == "cancel_requested":
-        pass
+    elif kind in ("cancel_requested", "breakpoints_set"):
+        pass  # no row changes: a request, and where the run pauses next
     else:
         raise _bad(frame, f"unknown frame kind {kind!r}")
     if len(snap.nodes) + len(snap.attempts) + len(snap.refs) > MAX_SNAPSHOT_ROWS:

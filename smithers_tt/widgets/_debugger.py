@@ -40,7 +40,8 @@ class Debugger(W.VBox):
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
     ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe``, ``.live`` and
     ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) and
-    ``.pause_bar`` (the Paused banner, Continue / Step / Abort, breakpoints) are the parts.
+    ``.pause_bar`` (the Paused banner, Continue / Step / Abort) are the parts; the breakpoint
+    toggles are on the timeline's node rows (``debugger.model.breakpoints``).
     """
 
     def __init__(

@@ -13,6 +13,7 @@ with :meth:`DebuggerModel.on` and redraw from the model when it announces a chan
 ``pending``  an action waits for confirmation (or no longer does)
 ``message``  an action reported what it did, or why it could not
 ``tree``     the fork tree changed
+``breakpoints`` a breakpoint was toggled (``model.breakpoints``)
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ from typing import Any, NamedTuple
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
-from smithers_tt.store import CheckpointRef, Frame, RunRecord, content_sizes
+from smithers_tt.store import PAUSE_KINDS, CheckpointRef, Frame, RunRecord, content_sizes
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot, apply
+from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 from smithers_tt.widgets._lens import ask
 
@@ -192,6 +194,10 @@ def describe_frame(frame: Frame) -> str:
         question = data.get("question")
         asked = "" if question is None else f": {json.dumps(question, ensure_ascii=False)}"
         return f"paused ({data.get('reason')}) {when} {where}{asked}"
+    if kind == "breakpoints_set":
+        marks = data.get("breakpoints") or {}
+        said = [f"{w} {', '.join(marks.get(w) or [])}" for w in ("before", "after") if marks.get(w)]
+        return "breakpoints set: " + ("; ".join(said) if said else "none")
     if kind == "run_continued":
         answer = data.get("answer")
         said = "" if answer is None else f" with {json.dumps(answer, ensure_ascii=False)}"
@@ -313,6 +319,7 @@ class DebuggerModel:
         self.attempt_pair: tuple[str, int, int, int] | None = None
         self.pending = None
         self._default_ref()
+        self.breakpoints = Breakpoints(self)
 
     def _note_frames(self, frames: Iterable[Frame]) -> None:
         """Remember content sizes and node ids the frames mention."""
@@ -737,6 +744,8 @@ class DebuggerModel:
                 events += ["frame", "ref"]
         elif status_changed:
             events.append("frames")
+        if update.reload or any(f.kind in PAUSE_KINDS for f in update.frames or ()):
+            self.breakpoints.load()  # another process (or a continue) changed them
         if events:
             self._emit(*events)
         return bool(events)
@@ -1214,6 +1223,7 @@ class DebuggerModel:
 
     def _do_fork(self, pending: Pending) -> ActionResult:
         child = self.db.fork(pending.run_id, pending.frame_no, **pending.options)
+        self.breakpoints.give_to(child.id)
         self.root, self.tree = tt.fork_tree(self.db.store, self.run_id)
         self._emit("tree")
         return ActionResult(
@@ -1228,6 +1238,7 @@ class DebuggerModel:
 
     def _do_replay(self, pending: Pending) -> ActionResult:
         child = self.db.fork(pending.run_id, pending.frame_no, **pending.options)
+        self.breakpoints.give_to(child.id)
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

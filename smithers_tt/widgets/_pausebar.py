@@ -1,13 +1,13 @@
-"""The debugger's breakpoints: a Paused banner with the question, an answer editor, Continue /
-Step / Abort, and a toggle per node for a breakpoint before it. A pause an integration
+"""The debugger's Paused banner with the question, an answer editor and Continue / Step /
+Abort (the breakpoints themselves are toggled on the timeline's node rows: they are
+``model.breakpoints``, written to the run as they change). A pause an integration
 reports through the debugger's lens (``lens.pause(run_id)``: a LangGraph interrupt) shows
 its banner too, without the controls (it is continued in that framework).
 
 Continuing executes the run here when the debugger has the workflow (in the background
 inside a running loop, as a Jupyter kernel has, so live refresh follows it to its next
-pause); without it, the run is left queued for a worker. Breakpoints toggled on take effect
-at the next Continue or Step (they are recorded with it, in the run's history). Questions and
-answers are untrusted text: everything shown is escaped.
+pause); without it, the run is left queued for a worker. Questions and answers are untrusted
+text: everything shown is escaped.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from smithers_tt.widgets._model import DebuggerModel
 
 
 class PauseBar:
-    """Paused banner, answer editor, Continue / Step / Abort and per-node breakpoints."""
+    """Paused banner, answer editor and Continue / Step / Abort."""
 
     def __init__(self, model: DebuggerModel, on_started: Callable[[], Any] | None = None) -> None:
         self.model = model
@@ -57,7 +57,6 @@ class PauseBar:
         ):
             button.add_class(f"stt-{action}")
             button.on_click(lambda _, a=action: self.go(a))
-        self.breakpoints = W.HBox(layout=W.Layout(flex_flow="row wrap"))
         self.report = W.HTML()
         self.report.add_class("stt-pause-report")
         self.task: asyncio.Task[Any] | None = None
@@ -65,7 +64,6 @@ class PauseBar:
             [
                 self.answer,
                 W.HBox([self.continue_button, self.step_button, self.abort_button]),
-                self.breakpoints,
             ]
         )
         self.widget = W.VBox([self.banner, self.controls, self.report])
@@ -100,19 +98,6 @@ class PauseBar:
             f"<div><b>Paused</b> ({esc(pause.reason)}) {esc(where)} "
             f"<code>{esc(pause.node_id or '')}</code> at frame {pause.frame_no}</div>{question}"
         )
-        marks = pause_history(self.model.db.store.pause_frames(self.model.run_id)).before
-        toggles = []
-        for node_id in self.model.node_ids:
-            toggle = W.ToggleButton(
-                value=node_id in marks,
-                description=f"break before {node_id}",
-                tooltip=f"pause before {node_id} (from the next Continue or Step)",
-                layout=W.Layout(width="auto"),
-            )
-            toggle.add_class("stt-breakpoint")
-            toggle.node_id = node_id  # type: ignore[attr-defined]
-            toggles.append(toggle)
-        self.breakpoints.children = tuple(toggles)
 
     @staticmethod
     def _outside(pause: dict[str, Any]) -> str:
@@ -124,10 +109,6 @@ class PauseBar:
             f"<pre class='stt-question'>{esc(text)}</pre>"
             f"<div class='stt-muted'>{esc(pause.get('hint', ''))}</div>"
         )
-
-    def break_before(self) -> list[str]:
-        """The nodes whose breakpoint toggle is on."""
-        return [t.node_id for t in self.breakpoints.children if t.value]  # type: ignore[attr-defined]
 
     def _say(self, kind: str, text: str) -> None:
         css = {"error": "stt-error", "success": "stt-ok"}.get(kind, "stt-muted")
@@ -143,13 +124,11 @@ class PauseBar:
         except json.JSONDecodeError as error:
             self._say("error", f"The answer is not valid JSON: {error.msg}; nothing was written.")
             return
-        kept = pause_history(m.db.store.pause_frames(m.run_id))
         options: dict[str, Any] = {
             "answer": answer,
             "step": action == "step",
             "abort": action == "abort",
-            "break_before": self.break_before(),
-            "break_after": sorted(kept.after),  # the toggles are only before nodes
+            **m.breakpoints.options(),  # as the timeline's toggles show them
         }
         if action == "abort" or m.workflow is None:
             try:

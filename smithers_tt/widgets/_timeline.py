@@ -3,7 +3,10 @@
 Attempts are bars coloured by state; checkpoint publications are markers by purpose
 (``progress`` circle, ``turn`` diamond, ``schema-correction`` star, ``session`` square);
 retries are marked where the new attempt starts; fork points are dashed lines. Every point
-knows its frame: a click selects it through the controller.
+knows its frame: a click selects it through the controller. Left of frame 0, each node row
+has two breakpoint toggles, before and after the node (a column of its own, filled red when
+set; every task of the run has a row, run or not): a click turns it on or off through
+``model.breakpoints``.
 
 :func:`build_timeline` is pure (a figure dict plus, per trace, the frame of every point);
 :class:`TimelineView` wraps it in a ``FigureWidget``. Past ``AGGREGATE_AT`` frames the
@@ -65,6 +68,7 @@ RUN_KINDS = {
     "reset",
     "run_paused",
     "run_continued",
+    "breakpoints_set",
 }
 
 
@@ -76,6 +80,8 @@ class TimelineData:
     frames_of: list[list[int | None]]
     rows: list[str] = field(default_factory=list)
     aggregated: bool = False
+    toggles: list[tuple[str, str]] = field(default_factory=list)
+    """(node, ``before`` / ``after``) of each point of the breakpoints trace (the last)."""
 
 
 @dataclass
@@ -121,11 +127,16 @@ class _Attempt:
 
 
 class _Rows:
-    def __init__(self, frames: list[Frame], label: Any = node_label) -> None:
+    def __init__(
+        self, frames: list[Frame], label: Any = node_label, nodes: list[str] | None = None
+    ) -> None:
         pairs: dict[tuple[str, int], None] = {}
         for f in frames:
             if f.node_id is not None:
                 pairs.setdefault((f.node_id, f.iteration or 0), None)
+        for node_id in nodes or ():  # tasks that have not run yet: a row for their toggles
+            if not any(n == node_id for n, _ in pairs):
+                pairs[(node_id, 0)] = None
         self.by_iteration = len(pairs) <= MAX_ROWS
         self.labels = ["run"]
         self.index: dict[Any, int] = {}
@@ -209,7 +220,8 @@ def build_timeline(
         return _iso(ms)
 
     base = [f for f in model.frames if f.frame_no < 0]
-    rows = _Rows(model.frames, model.node_label)
+    marks = model.breakpoints if model.breakpoints.enabled else None
+    rows = _Rows(model.frames, model.node_label, model.node_ids if marks else None)
     last = model.last_frame
     aggregated = len(frames) > aggregate_at
     width = max(1, math.ceil(len(frames) / BINS)) if aggregated else 1
@@ -369,6 +381,12 @@ def build_timeline(
         for t in traces
     ]
 
+    gutter = breakpoint_gutter(rows, marks, theme) if marks is not None else None
+    if gutter is not None:
+        traces.append(gutter)
+        data.append({"type": kind, "name": gutter.name, "x": gutter.x, "y": gutter.y,
+                     "hovertext": gutter.text, "hoverinfo": "text", "showlegend": False,
+                     "xaxis": "x2", **gutter.style})  # fmt: skip
     shapes, annotations = _fork_marks(model, theme, at)
     shapes.insert(0, selection_line(at(model.frame_no), theme))
     nrows = len(rows.labels)
@@ -384,6 +402,8 @@ def build_timeline(
         if last < 20:
             xaxis["dtick"] = 1
     xaxis.update({"zeroline": False, "showgrid": True})
+    if gutter is not None:  # the toggles' column, between the row labels and frame 0
+        xaxis["domain"] = [GUTTER + 0.01, 1]
     layout = {
         "height": max(260, min(700, 110 + 26 * nrows)),
         "autosize": True,
@@ -401,7 +421,9 @@ def build_timeline(
             "automargin": True,
             "fixedrange": True,
             "zeroline": False,
+            **({"anchor": "x2"} if gutter is not None else {}),
         },
+        **({"xaxis2": gutter_axis(colours)} if gutter is not None else {}),
         "hovermode": "closest",
         "clickmode": "event",
         "legend": {
@@ -422,8 +444,69 @@ def build_timeline(
         "hoverlabel": colours["hoverlabel"],
     }
     return TimelineData(
-        {"data": data, "layout": layout}, [t.frames for t in traces], rows.labels, aggregated
+        {"data": data, "layout": layout},
+        [t.frames for t in traces],
+        rows.labels,
+        aggregated,
+        gutter.toggles if gutter is not None else [],
     )
+
+
+GUTTER = 0.05
+"""The width of the breakpoint toggles' column (a fraction of the figure)."""
+
+BREAK_ON = "#d62728"
+
+
+@dataclass
+class _Gutter(_Trace):
+    toggles: list[tuple[str, str]] = field(default_factory=list)
+    """(node, ``before`` / ``after``) of each point."""
+
+
+def breakpoint_gutter(rows: _Rows, marks: Any, theme: dict[str, Any]) -> _Gutter:
+    """Two toggles on each node row, before and after the node (filled red when set): a
+    click turns the breakpoint on or off for the node (all its iterations)."""
+    gutter = _Gutter("breakpoints", "marker")
+    colours, symbols = [], []
+    for key, row in rows.index.items():
+        node_id = key[0] if isinstance(key, tuple) else key
+        for x, when in enumerate(("before", "after")):
+            on = marks.is_set(node_id, when)
+            state = "on: click to remove it" if on else "off: click to set it"
+            text = f"<b>break {when} {esc(node_id)}</b><br>{state}"
+            gutter.point(x, row, text, None)
+            gutter.toggles.append((node_id, when))
+            colours.append(BREAK_ON if on else theme["muted"])  # an open circle's ring
+            symbols.append("circle" if on else "circle-open")
+    gutter.style = {
+        "mode": "markers",
+        "marker": {
+            "symbol": symbols,
+            "size": 13,
+            "color": colours,
+            "line": {"width": 1.5, "color": colours},
+        },
+    }  # fmt: skip
+    return gutter
+
+
+def gutter_axis(colours: dict[str, Any]) -> dict[str, Any]:
+    """The toggles' own x axis: "before" and "after" columns, left of the frames."""
+    return {
+        **colours["xaxis"],
+        "domain": [0, GUTTER],
+        "range": [-0.7, 1.7],
+        "tickvals": [0, 1],
+        "ticktext": ["before", "after"],
+        "tickangle": -90,
+        "tickfont": {"size": 10},
+        "automargin": True,
+        "fixedrange": True,
+        "showgrid": False,
+        "zeroline": False,
+        "title": {**colours["xaxis"]["title"], "text": ""},
+    }
 
 
 def _array(values: list[Any]) -> Any:
@@ -553,6 +636,7 @@ class TimelineView:
         model.on("run", self.rebuild)
         model.on("frames", self.rebuild)
         model.on("tree", self.rebuild)
+        model.on("breakpoints", self.rebuild)
         model.on("frame", self.show_selection)
 
     @property
@@ -577,6 +661,10 @@ class TimelineView:
     def on_click(self, trace: Any, points: Any, selector: Any = None) -> None:
         """plotly's click callback: select the frame of the clicked point."""
         if not points.point_inds:
+            return
+        if self.data.toggles and points.trace_index == len(self.data.frames_of) - 1:
+            node_id, when = self.data.toggles[points.point_inds[0]]
+            self.model.breakpoints.toggle(node_id, when)
             return
         frames = self.data.frames_of[points.trace_index]
         frame = frames[points.point_inds[0]]

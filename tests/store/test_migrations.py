@@ -12,7 +12,7 @@ from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, migrate
 from smithers_tt.store import _schema as S
 from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
-from smithers_tt.store._migrate import VERSION_TABLE, migration_names
+from smithers_tt.store._migrate import VERSION_TABLE, migration_names, upgrade
 from smithers_tt.store._schema import metadata
 
 from ._support import count, execute, run_together
@@ -231,6 +231,44 @@ def test_the_checks_of_the_schema_module_are_the_database_s_own(db: st.Database,
         with pytest.raises(sa.exc.IntegrityError), raw.begin() as conn:
             conn.execute(sa.insert(table).values(**values))
     assert count(db, "tt_runs") == len(S.RUN_STATUSES)
+    with raw.connect() as conn:
+        if raw.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+
+
+def test_0010_lets_a_store_of_0009_record_breakpoint_changes_and_keeps_its_rows(
+    db_url: str, raw
+) -> None:
+    # A store at 0009 with a paused run: its frames are refused a 'breakpoints_set' row.
+    with raw.begin() as conn:
+        upgrade(conn, to="0009_rewinds")
+        conn.execute(
+            sa.insert(S.runs).values(
+                run_id="old", workflow="w", status="paused", owner_epoch=2,
+                cancel_requested=False, clock=1, created_at_ms=1, updated_at_ms=1,
+            )
+        )  # fmt: skip
+        conn.execute(
+            sa.insert(S.frames),
+            [
+                {"run_id": "old", "frame_no": 0, "kind": "run_created", "created_at_ms": 1,
+                 "data_json": '{"breakpoints":{"after":[],"before":["a"]}}'},
+                {"run_id": "old", "frame_no": 1, "kind": "run_paused", "created_at_ms": 1,
+                 "data_json": '{"reason":"breakpoint","when":"before"}', "node_id": "a"},
+            ],
+        )  # fmt: skip
+    late = {"run_id": "old", "frame_no": 2, "kind": "breakpoints_set", "created_at_ms": 1}
+    with pytest.raises(sa.exc.IntegrityError), raw.begin() as conn:
+        conn.execute(sa.insert(S.frames).values(**late))
+    with st.connect(db_url) as db:  # migrates to 0010
+        assert version_rows(raw) == [KNOWN[-1]] and KNOWN[-1] == "0010_breakpoints"
+        assert [f.kind for f in db.store.frames("old")] == ["run_created", "run_paused"]
+        db.set_breakpoints("old", break_before=["b"], break_after=["a"])
+        frames = db.store.pause_frames("old")
+        assert [(f.frame_no, f.kind) for f in frames] == [
+            (0, "run_created"), (1, "run_paused"), (2, "breakpoints_set")
+        ]  # fmt: skip
+        assert frames[-1].data == {"breakpoints": {"before": ["b"], "after": ["a"]}}
     with raw.connect() as conn:
         if raw.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"

@@ -1,8 +1,9 @@
 """A breakpoint driven from start to end in a real browser (JupyterLab 4, Debian's chromium,
 Playwright), as a person does: the run is paused by its agent's question; the Paused banner
-shows the question as text; the person toggles a breakpoint before the next node, types an
-answer and clicks Continue; the run goes on live to the breakpoint; Continue again, and it
-finishes. The outcome is checked in the database from this process.
+shows the question as text; the person clicks the *before* toggle on the timeline row of a
+node that has not run yet (it turns red), types an answer and clicks Continue; the run goes
+on live to that breakpoint; Continue again, and it finishes. The outcome is checked in the
+database from this process; ``artifacts/pauses-timeline.png`` is the page at the breakpoint.
 
 Skips (or, with ``SMITHERS_TT_REQUIRE_BROWSER=1``, fails) as ``test_browser.py`` does.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,11 +83,23 @@ def test_a_breakpoint_from_start_to_end_in_jupyterlab(tmp_path: Path) -> None:
             assert "while running" in banner.inner_text()
             assert "<img src=x onerror=" in banner.inner_text()  # the question, as text
             assert out.locator(".stt-paused img").count() == 0
-            out.locator("button.stt-breakpoint", has_text="break before check").click()
+            assert _toggle_colour(page, "before check") != BREAK_ON_RGB
+            _click_toggle(page, "before check")  # on the timeline row of a node not run yet
+            page.wait_for_function(
+                f"() => ({TOGGLE_JS})('before check')?.fill === '{BREAK_ON_RGB}'",
+                timeout=TIMEOUT_MS,
+            )  # drawn set (filled red) once the kernel wrote it
             out.locator(".stt-answer textarea").fill('"teal"')
             out.locator("button.stt-continue").click()
             # live: the run goes on in the kernel's background, to the breakpoint
-            out.locator(".stt-paused", has_text="(breakpoint) before").wait_for(state="visible")
+            banner = out.locator(".stt-paused", has_text="(breakpoint) before")
+            banner.wait_for(state="visible")
+            assert "check" in banner.inner_text()
+            assert _toggle_colour(page, "before check") == BREAK_ON_RGB  # still set
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "pauses-timeline.png"), full_page=True)
+            figure = out.locator(".js-plotly-plot").last
+            figure.screenshot(path=str(ARTIFACTS / "pauses-timeline-figure.png"))
             out.locator("button.stt-continue").click()
             out.locator(".stt-pause-report", has_text="finished").wait_for(state="attached")
             page.wait_for_function(
@@ -106,3 +120,37 @@ def test_a_breakpoint_from_start_to_end_in_jupyterlab(tmp_path: Path) -> None:
         assert run.status == "finished" and run.output["write"] == {"text": "teal"}
         paused_at = [(f.data["reason"], f.node_id) for f in run.frames() if f.kind == "run_paused"]
         assert paused_at == [("ask", "pick"), ("breakpoint", "check")]
+        (marked,) = [f.data for f in run.frames() if f.kind == "breakpoints_set"]
+        assert marked == {"breakpoints": {"before": ["check"], "after": []}}
+
+
+BREAK_ON_RGB = "rgb(214, 39, 40)"  # _timeline.BREAK_ON as the browser reports it
+
+TOGGLE_JS = """(label) => {
+  const gd = [...document.querySelectorAll('.stt-debugger .js-plotly-plot')].pop();
+  const k = gd && gd.data ? gd.data.findIndex(t => t.name === 'breakpoints') : -1;
+  if (k < 0) return null;  // between two draws of the figure
+  const i = gd.data[k].hovertext.findIndex(t => t.includes('break ' + label + '<'));
+  const trace = gd.querySelectorAll('.scatterlayer .trace')[k];
+  const path = trace && i >= 0 ? trace.querySelectorAll('.points path')[i] : null;
+  if (!path) return null;
+  const box = path.getBoundingClientRect();
+  return {x: box.x + box.width / 2, y: box.y + box.height / 2, fill: path.style.fill};
+}"""
+
+
+def _toggle(page: Any, label: str) -> dict[str, Any]:
+    """Where the timeline draws a breakpoint toggle, and its colour (once it is drawn)."""
+    page.wait_for_function(f"() => ({TOGGLE_JS})({label!r}) !== null", timeout=TIMEOUT_MS)
+    return page.evaluate(f"({TOGGLE_JS})({label!r})")
+
+
+def _toggle_colour(page: Any, label: str) -> str:
+    return _toggle(page, label)["fill"]
+
+
+def _click_toggle(page: Any, label: str) -> None:
+    """Click a breakpoint toggle of the timeline by its coordinates (as a person does)."""
+    spot = _toggle(page, label)
+    page.mouse.move(spot["x"], spot["y"])
+    page.mouse.click(spot["x"], spot["y"])

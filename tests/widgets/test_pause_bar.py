@@ -1,5 +1,6 @@
 """The debugger's breakpoints without a browser: the Paused banner (escaped question), the
-answer editor, Continue / Step / Abort and the per-node breakpoint toggles, on both backends."""
+answer editor, Continue / Step / Abort and the breakpoint toggles on the timeline's node rows
+(before and after each node), on both backends."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 
 import smithers_tt as st
 from smithers_tt.widgets import Debugger
+from smithers_tt.widgets._timeline import BREAK_ON
 
 from ._support import HOSTILE, SCRIPT
 
@@ -62,30 +64,88 @@ def test_an_answer_that_is_not_json_writes_nothing(db: st.Database) -> None:
     assert db.get_run(run.id).record.clock == clock and db.get_run(run.id).status == "paused"
 
 
-def test_step_runs_one_node_and_a_toggled_breakpoint_pauses_before_a_node(
+def _toggle(dbg: Debugger, node_id: str, when: str) -> None:
+    """Click the timeline row's toggle (as a person's click on the marker does)."""
+    dbg.timeline.click("breakpoints", dbg.timeline.data.toggles.index((node_id, when)))
+
+
+def _shown_on(dbg: Debugger) -> set[tuple[str, str]]:
+    """The toggles the timeline draws as set (filled red)."""
+    trace = next(t for t in dbg.timeline.figure.data if t.name == "breakpoints")
+    return {
+        toggle
+        for toggle, colour in zip(dbg.timeline.data.toggles, trace.marker.color, strict=True)
+        if colour == BREAK_ON
+    }
+
+
+def test_step_runs_one_node_and_a_timeline_toggle_pauses_before_a_node(
     db: st.Database,
 ) -> None:
     calls: list[str] = []
     wf = _flow(calls)
     run = db.run(wf)
-    bar = Debugger(db, run.id, workflow=wf, live=False).pause_bar
-    toggles = {t.node_id: t for t in bar.breakpoints.children}
-    assert sorted(toggles) == ["check", "pick", "write"]
+    dbg = Debugger(db, run.id, workflow=wf, live=False)
+    bar = dbg.pause_bar
+    # every node has its row, with a toggle before and after it, even those not run yet
+    assert sorted(dbg.timeline.data.toggles) == [
+        (node, when) for node in ("check", "pick", "write") for when in ("after", "before")
+    ]
+    assert _shown_on(dbg) == set()
     bar.answer.value = '"red"'
     bar.step_button.click()  # pick finishes with the answer, then the run pauses again
     pause = bar.pause
     assert (pause.reason, pause.node_id) == ("step", "pick") and calls == ["pick", "pick"]
     assert "(step) after" in bar.banner.value
-    toggles = {t.node_id: t for t in bar.breakpoints.children}
-    toggles["check"].value = True
+    _toggle(dbg, "check", "before")
+    assert _shown_on(dbg) == {("check", "before")}
+    assert db.store.pause_frames(run.id)[-1].kind == "breakpoints_set"  # written at once
     bar.answer.value = ""
     bar.continue_button.click()
     pause = bar.pause
     assert (pause.reason, pause.when, pause.node_id) == ("breakpoint", "before", "check")
     assert calls == ["pick", "pick", "write"]
-    assert {t.node_id: t.value for t in bar.breakpoints.children}["check"] is True
+    assert _shown_on(dbg) == {("check", "before")}
+    _toggle(dbg, "check", "before")  # off again, and on after it
+    _toggle(dbg, "check", "after")
+    assert _shown_on(dbg) == {("check", "after")}
+    bar.continue_button.click()
+    pause = bar.pause
+    assert (pause.reason, pause.when, pause.node_id) == ("breakpoint", "after", "check")
     bar.continue_button.click()
     assert db.get_run(run.id).status == "finished"
+    assert calls == ["pick", "pick", "write", "check"]
+
+
+def test_a_toggle_on_an_ended_run_is_held_for_the_replay_started_from_the_debugger(
+    db: st.Database,
+) -> None:
+    calls: list[str] = []
+    wf = _flow(calls)
+    run = db.resume(db.run(wf).id, wf, answer="teal")
+    assert run.status == "finished"
+    dbg = Debugger(db, run.id, workflow=wf, live=False)
+    clock = db.get_run(run.id).record.clock
+    _toggle(dbg, "write", "before")
+    assert _shown_on(dbg) == {("write", "before")}
+    assert "kept here for a Fork or Replay" in dbg.model.message.text
+    assert db.get_run(run.id).record.clock == clock  # an ended run is not written to
+    pick_done = next(
+        f.frame_no
+        for f in run.frames()
+        if f.kind == "node_state" and f.node_id == "pick" and f.state == "finished"
+    )
+    dbg.model.select_frame(pick_done)
+    dbg.model.request_replay()
+    result = dbg.model.confirm()
+    assert result is not None and result.ok, result
+    child = db.get_run(result.run_id)
+    assert child.status == "paused"
+    assert (child.pause.reason, child.pause.when, child.pause.node_id) == (
+        "breakpoint",
+        "before",
+        "write",
+    )
 
 
 def test_abort_cancels_and_without_a_workflow_continue_queues(db: st.Database) -> None:
@@ -121,3 +181,27 @@ def test_continue_inside_a_running_loop_goes_on_in_the_background(db: st.Databas
     record = db.get_run(run.id).record
     assert record.status == "finished" and dbg.model.last_frame == record.clock
     assert "finished" in dbg.pause_bar.report.value
+
+
+def test_a_fork_started_from_the_debugger_gets_the_breakpoints_it_shows(db: st.Database) -> None:
+    wf = _flow([])
+    run = db.run(wf, break_after=["pick"])
+    dbg = Debugger(db, run.id, workflow=wf, live=False)
+    _toggle(dbg, "write", "before")  # written at the run's newest frame
+    _toggle(dbg, "pick", "after")  # and the breakpoint after pick removed
+    assert _shown_on(dbg) == {("write", "before")}
+    dbg.model.select_frame(0)  # a fork there inherits frame 0's breakpoints: after pick
+    dbg.model.request_fork()
+    result = dbg.model.confirm()
+    assert result is not None and result.ok, result
+    fork = db.store.pause_frames(result.run_id)
+    assert fork[0].data["breakpoints"] == {"before": [], "after": ["pick"]}  # inherited
+    assert fork[-1].data == {"breakpoints": {"before": ["write"], "after": []}}  # given
+    child = db.resume(result.run_id, wf)
+    assert child.pause.reason == "ask"  # the fork's pick asks again (answers are not inherited)
+    child = db.resume(child.id, wf, answer="teal")
+    assert (child.pause.reason, child.pause.when, child.pause.node_id) == (
+        "breakpoint",
+        "before",
+        "write",
+    )

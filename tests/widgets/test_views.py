@@ -116,8 +116,11 @@ def test_time_on_hover_durations_and_a_time_axis(db: st.Database) -> None:
     dbg.timeline.time_axis.value = True
     layout = dbg.timeline.figure.layout
     assert layout.xaxis.type == "date"
-    xs = [x for tr in dbg.timeline.figure.data for x in tr.x if x is not None]
+    frames = [tr for tr in dbg.timeline.figure.data if tr.name != "breakpoints"]
+    xs = [x for tr in frames for x in tr.x if x is not None]
     assert all(isinstance(x, str) and re.match(r"\d{4}-\d\d-\d\d \d\d:", x) for x in xs)
+    (gutter,) = [tr for tr in dbg.timeline.figure.data if tr.name == "breakpoints"]
+    assert gutter.xaxis == "x2" and set(gutter.x) == {0, 1}  # the toggles keep their column
     dbg.timeline.click("checkpoint: progress", 1)  # a point still selects its frame
     progress = [f for f in run.frames() if f.kind == "checkpoint" and f.purpose == "progress"]
     assert dbg.model.frame_no == progress[1].frame_no

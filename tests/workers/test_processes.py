@@ -592,3 +592,37 @@ def test_a_worker_paused_past_the_stale_timeout_is_fenced_out_after_it_continues
         assert workers["paused"].runs == []
     finally:
         db.close()
+
+
+# --- breakpoints changed while a worker process executes the run ---------------------------
+
+
+def test_a_breakpoint_set_while_a_worker_process_runs_the_run_pauses_it_there(
+    db_url: str, fleet_factory: Callable[[str, float], Fleet]
+) -> None:
+    db = st.connect(db_url)
+    try:
+        wf = logged()
+        run = db.submit(wf, {"topic": "bees"})  # no breakpoint when it was submitted
+        fleet = fleet_factory(db_url, 0.5)
+        proc = fleet.start("bp-0")
+
+        def started() -> bool:
+            return any(f.kind == "attempt_started" for f in db.get_run(run.id).frames())
+
+        _wait(started, 120, "the worker to start the run", [proc])
+        assert db.get_run(run.id).status == "running"
+        db.set_breakpoints(run.id, break_before=["review"])  # from this process, meanwhile
+        _wait(lambda: db.get_run(run.id).status == "paused", 120, "the pause", [proc])
+        paused = db.get_run(run.id)
+        assert (paused.pause.reason, paused.pause.when) == ("breakpoint", "before")
+        assert paused.pause.node_id == "review"
+        states = {n.node_id: n.state for n in paused.nodes()}
+        assert states["write"] == "finished" and states.get("review") != "finished"
+        db.continue_run(run.id)  # queued again: the same worker claims it and finishes
+        _wait(lambda: db.get_run(run.id).status == "finished", 120, "the end", [proc])
+        assert fleet.stop(proc) == 0, proc.stderr()
+        done = db.get_run(run.id)
+        assert [f.node_id for f in done.frames() if f.kind == "run_paused"] == ["review"]
+    finally:
+        db.close()
