@@ -1420,9 +1420,10 @@ _TOUCHED_AT_MOST = 5_000
 
 _STATUS_KINDS = frozenset(
     ("run_claimed", "run_finished", "run_failed", "run_cancelled", "run_paused",
-     "run_continued", "run_released", "cancel_requested")
+     "run_continued", "run_released", "cancel_requested", "breakpoints_set")
 )  # fmt: skip
-"""Frame kinds that change only the run's status (compared on its own)."""
+"""Frame kinds that change no node, attempt or ref (only the run's status, compared on its
+own, or nothing a snapshot holds)."""
 
 
 def _differing(x: dict[Any, Any], y: dict[Any, Any]) -> set[Any]:
