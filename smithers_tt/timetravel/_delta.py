@@ -49,7 +49,7 @@ _RUN = (
     "run_paused", "run_continued", "run_released", "reset",
 )  # fmt: skip
 """Frames that set the run's status (what :func:`apply` does with them)."""
-_ENDING = ("run_created", "forked", "run_finished", "run_failed", "run_cancelled")
+_ENDING = ("run_created", "forked", "run_finished", "run_failed", "run_cancelled", "reset")
 """Frames that set (or, for ``run_created``, start) the run's output and error."""
 _REFUSED = ("reset", "forked", "run_created")
 """Frames above a cut that send it to the full path."""

@@ -3,7 +3,9 @@
 Every operation reads the run's frames, folds them into the snapshot it needs, checks that
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
-rows. A crash in the middle leaves the transaction uncommitted: the run is untouched.
+rows. A rewind of the last few frames of a long history, and its undo, read and change only
+what those frames touched instead (:mod:`._delta`). A crash in the middle leaves the
+transaction uncommitted: the run is untouched.
 """
 
 from __future__ import annotations

@@ -333,6 +333,7 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         snap.attempts = {k: v for k, v in snap.attempts.items() if k[0] not in gone}
         snap.refs = {k: v for k, v in snap.refs.items() if k[0] not in gone}
         snap.status = frame.state or "interrupted"
+        snap.output = snap.error = None  # as the reset left the run row: no ending
     elif kind in ("run_paused", "run_continued", "run_released"):
         snap.status = frame.state or ("paused" if kind == "run_paused" else "queued")
     elif kind == "cancel_requested":
