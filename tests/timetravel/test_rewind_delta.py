@@ -12,9 +12,11 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt import GenerateRequest, GenerateResult, Loop, Retry, Workflow
+from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
 from smithers_tt.store import _schema as S
 from smithers_tt.timetravel import _delta
 from tests.engine._workflows import ScriptedAgent, state
+from tests.timetravel._support import dump, execute
 
 SEEDS = range(6)
 
@@ -136,3 +138,62 @@ def test_rewind_and_undo_leave_what_a_full_replace_leaves(
         db.undo_rewind(run_id)
         assert deltas == ([True, False] if set_based else []), (cut, clock)
     assert db.resume(run_id, wf).status == "finished"
+
+
+def _set_based(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every cut goes the set-based way when it can; the list says, per rewind or undo,
+    whether it did."""
+    monkeypatch.setattr(_delta, "SHARE", 1)
+    taken: list[bool] = []
+    real = _delta.tail_of
+
+    def spy(*args: Any) -> Any:
+        tail = real(*args)
+        taken.append(tail is not None)
+        return tail
+
+    monkeypatch.setattr(_delta, "tail_of", spy)
+    return taken
+
+
+def _last_attempt(db: st.Database, run_id: str) -> tuple[int, int]:
+    """The frame that starts the run's last attempt and a cut between its start and end."""
+    frames = db.get_run(run_id).frames()
+    start = max(f.frame_no for f in frames if f.kind == "attempt_started")
+    end = min(f.frame_no for f in frames if f.kind == "attempt_finished" and f.frame_no > start)
+    return start, end - 1
+
+
+def test_a_rewind_that_reads_a_corrupt_frame_refuses_and_changes_nothing(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = _set_based(monkeypatch)
+    db, run_id = demo.db, demo.run.id
+    start, cut = _last_attempt(db, run_id)
+    execute(db, "UPDATE tt_frames SET data_json = '[1]' WHERE run_id = :r AND frame_no = :n",
+            r=run_id, n=start)  # fmt: skip
+    before = dump(db)
+    with pytest.raises(SnapshotInvalid, match="nothing was changed"):
+        db.rewind(run_id, cut, confirm=True)  # the attempt it puts back starts there
+    assert dump(db) == before
+    assert taken == [True]
+
+
+def test_an_undo_whose_frames_name_missing_content_refuses_and_changes_nothing(
+    demo: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    taken = _set_based(monkeypatch)
+    db, run_id = demo.db, demo.run.id
+    cut, _ = _last_attempt(db, run_id)  # its checkpoints go, and come back with the undo
+    gone = [f.content_hash for f in db.get_run(run_id).frames()[cut + 1 :] if f.content_hash]
+    db.rewind(run_id, cut, confirm=True)
+    in_use = {r.content_hash for r in db.get_run(run_id).checkpoints()}
+    gone = [h for h in gone if h not in in_use][:1]
+    assert gone
+    execute(db, "DELETE FROM tt_checkpoint_contents WHERE content_hash = :h", h=gone[0])
+    before = dump(db)
+    with pytest.raises(CheckpointMissing, match="nothing was changed") as error:
+        db.undo_rewind(run_id)
+    assert error.value.details["missing"] == gone
+    assert dump(db) == before
+    assert taken == [True, True]
