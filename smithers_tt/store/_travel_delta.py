@@ -72,16 +72,17 @@ class DeltaStatements:
         run_id: str,
         upto: int,
         *,
+        after: int | None,
         attempts: Sequence[AttemptKey],
         nodes: Sequence[NodeKey],
         kinds: Sequence[str],
-        limit: int | None,
     ) -> list[Frame]:
-        """The newest frames at or below ``upto`` (newest first, at most ``limit``) that are
-        attempt frames of ``attempts``, node frames of ``nodes`` or of one of ``kinds``.
+        """The frames above ``after`` (any, when ``None``) and at or below ``upto``, newest
+        first, that are attempt frames of ``attempts``, node frames of ``nodes`` or of one of
+        ``kinds`` (never checkpoints).
 
-        The search walks the run's frames down from ``upto`` and stops after ``limit``
-        matches: it costs the distance to the frames it finds.
+        One forward range scan of the run's frames in that window (a forward scan costs
+        about half a backward one on SQLite); the few frames it finds are ordered here.
         """
         f = S.frames
         who = [f.c.node_id, f.c.iteration]
@@ -96,14 +97,15 @@ class DeltaStatements:
             clauses.append(f.c.kind.in_(sorted(kinds)))
         if not clauses:
             return []
-        stmt = (
-            sa.select(f)
-            .where(f.c.run_id == run_id, f.c.frame_no <= upto, sa.or_(*clauses))
-            .order_by(f.c.frame_no.desc())
+        # Checkpoints (most frames) fail the first, cheapest test.
+        stmt = sa.select(f).where(
+            f.c.run_id == run_id, f.c.frame_no <= upto, f.c.kind != "checkpoint", sa.or_(*clauses)
         )
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        return _frames(self._conn, run_id, stmt)
+        if after is not None:
+            stmt = stmt.where(f.c.frame_no > after)
+        found = _frames(self._conn, run_id, stmt)
+        found.sort(key=lambda frame: frame.frame_no, reverse=True)
+        return found
 
     def run_ending(self, run_id: str) -> tuple[str, str | None, str | None]:
         """The run row's ``(status, output_json, error)`` as stored."""

@@ -39,6 +39,10 @@ frames long (below that the full fold costs about the same and checks every fram
 MOST_FRAMES = 5_000
 """The most frames above the cut the set-based path takes away or puts back at once."""
 
+WINDOWS = (64, 4_096, None)
+"""How far below the cut each step of the backward search looks (the last: to the run's
+first frame); most rows are decided by the frames just below the cut."""
+
 MOST_ROWS = 200
 """The most nodes and attempts those frames may touch (each is a condition of the search)."""
 
@@ -138,21 +142,23 @@ def at_cut(tx: Travel, run_id: str, cut: int, tail: Tail) -> Snapshot:
     nodes = set(tail.nodes)
     status = ending = tail.run_level
     found: list[Frame] = []
-    upto, limit = cut, 16
-    while attempts or nodes or status or ending:
+    upto = cut
+    for window in WINDOWS:
+        if not (attempts or nodes or status or ending):
+            break
         kinds = set(_RUN if status else ()) | set(_ENDING if ending else ())
         if attempts or nodes:
             kinds.add("reset")
+        after = None if window is None else upto - window
         batch = tx.frames_back(
-            run_id, upto, attempts=sorted(attempts), nodes=sorted(nodes), kinds=sorted(kinds),
-            limit=limit,
+            run_id, upto, after=after, attempts=sorted(attempts), nodes=sorted(nodes),
+            kinds=sorted(kinds),
         )  # fmt: skip
         for f in batch:
             status, ending = _decide(f, found, attempts, nodes, status, ending)
-        if limit is None or len(batch) < limit:
+        if after is None:
             break
-        upto = batch[-1].frame_no - 1
-        limit = limit * 16 if limit < 4096 else None
+        upto = after
     snap = Snapshot(run_id, -1)
     for f in reversed(found):
         apply(snap, f)
