@@ -70,7 +70,11 @@ def _measure(label: str, url: str, frames: int, goals_s: tuple[float, float]) ->
     for (name, action), goal_s in zip(
         (
             ("fork near the end", lambda: db.fork(run_id, frames - 5)),
-            ("rewind to the middle", lambda: db.rewind(run_id, frames // 2, confirm=True)),
+            # The fork above was made near the end: its fork point goes (force).
+            (
+                "rewind to the middle",
+                lambda: db.rewind(run_id, frames // 2, confirm=True, force=True),
+            ),
         ),
         goals_s,
         strict=True,

@@ -107,14 +107,6 @@ class DeltaStatements:
         found.sort(key=lambda frame: frame.frame_no, reverse=True)
         return found
 
-    def run_ending(self, run_id: str) -> tuple[str, str | None, str | None]:
-        """The run row's ``(status, output_json, error)`` as stored."""
-        r = S.runs
-        row = self._conn.execute(
-            sa.select(r.c.status, r.c.output_json, r.c.error).where(r.c.run_id == run_id)
-        ).one()
-        return row[0], row[1], row[2]
-
     def write_delta(
         self,
         run_id: str,
