@@ -3,8 +3,11 @@
 Run: ``./dev bench timetravel`` (``SMITHERS_TT_BENCH_QUICK=1`` for a smoke run).
 
 * rewind to the middle and fork near the end of a run holding 100,000 checkpoint refs
-  (155,000 frames of :func:`large_run`), on SQLite and PostgreSQL (goal: under 2 s on SQLite,
-  under 5 s on PostgreSQL), with the number of SQL statements each took;
+  (155,000 frames of :func:`large_run`), on SQLite and PostgreSQL (goals: fork under 2 s on
+  SQLite and 5 s on PostgreSQL, rewind under 1 s and 2 s), with the number of SQL statements
+  each took;
+* a rewind of the last 5 frames and its undo at 1,000, 10,000 and 100,000 refs (goal: at
+  100,000 at most 1.3x the cost at 1,000);
 * fork at frame 1,995 of a 2,000-frame run vs DBOS ``fork_workflow`` at step 1,995 of a
   2,000-step workflow (each step returns a state of the size our checkpoints have), on each
   backend in one run (goal: ours at least 20x faster). DBOS's time is the

@@ -4,11 +4,13 @@ The live tables are the projection of the run's history at its clock. Taking awa
 back) the frames above a cut changes only the rows those frames touched, so the set-based
 path here reads just those k frames (by number), then, for the nodes and attempts they touch
 and for the run's ending, the newest frames at or below the cut that decide what those rows
-were at the cut (a backward search that stops as soon as each row is decided), folds them
+were at the cut (a search down from the cut, in widening windows, that stops as soon as
+each row is decided: it reads as far down as the oldest deciding frame), folds them
 with the very same :func:`~smithers_tt.timetravel._snapshot.apply`, and writes only those rows:
 
 * a rewind deletes the refs published above the cut and the attempts started above it, puts
-  the touched attempts and nodes back as they were at the cut, and sets the run row;
+  the touched attempts and nodes back as they were at the cut, and sets the run row (its
+  stored output and error stay when no frame above the cut set them);
 * an undo folds the frames it put back on top of the touched rows at the cut (the run row is
   the one the rewind kept).
 
