@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import Frame, frame_from_row, select_frames
+from smithers_tt.store._records import stored_json
 from smithers_tt.store._travel_bulk import corrupt_frame
 from smithers_tt.store._travel_write import insert_rows
 
@@ -106,6 +107,49 @@ class DeltaStatements:
         found = _frames(self._conn, run_id, stmt)
         found.sort(key=lambda frame: frame.frame_no, reverse=True)
         return found
+
+    def live_by_key(
+        self, run_id: str, nodes: Sequence[NodeKey], attempts: Sequence[AttemptKey]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The run's live rows of these keys, by primary key: nodes as ``(node_id,
+        iteration, state, last_attempt, output)`` (the output parsed), attempts as
+        ``(node_id, iteration, attempt, state, resumed_from, error, error_code,
+        discard_resume, started_at_ms, finished_at_ms)`` (``resumed_from`` a 5-tuple or
+        ``None``): the fields of the fold's node and attempt views.
+
+        Raises:
+            StoreCorrupt: a stored output is not JSON.
+        """
+        conn = self._conn
+        n, a = S.nodes, S.attempts
+        found_nodes: list[tuple[Any, ...]] = []
+        found_attempts: list[tuple[Any, ...]] = []
+        for start in range(0, len(nodes), 200):
+            for row in conn.execute(
+                sa.select(
+                    n.c.node_id, n.c.iteration, n.c.state, n.c.last_attempt, n.c.output_json
+                ).where(
+                    n.c.run_id == run_id,
+                    _keys([n.c.node_id, n.c.iteration], nodes[start : start + 200]),
+                )
+            ):
+                where = f"tt_nodes.output_json of {row[0]!r} in run {run_id!r}"
+                found_nodes.append((*row[:4], stored_json(row[4], where)))
+        resumed = [a.c.resumed_run_id, a.c.resumed_node_id, a.c.resumed_iteration,
+                   a.c.resumed_attempt, a.c.resumed_sequence]  # fmt: skip
+        for start in range(0, len(attempts), 200):
+            for row in conn.execute(
+                sa.select(
+                    a.c.node_id, a.c.iteration, a.c.attempt, a.c.state, *resumed, a.c.error,
+                    a.c.error_code, a.c.discard_resume, a.c.started_at_ms, a.c.finished_at_ms,
+                ).where(
+                    a.c.run_id == run_id,
+                    _keys([a.c.node_id, a.c.iteration, a.c.attempt], attempts[start : start + 200]),
+                )
+            ):  # fmt: skip
+                src = None if row[4] is None else tuple(row[4:9])
+                found_attempts.append((*row[:4], src, row[9], row[10], bool(row[11]), *row[12:]))
+        return found_nodes, found_attempts
 
     def write_delta(
         self,

@@ -11,8 +11,9 @@ with the very same :func:`~smithers_tt.timetravel._snapshot.apply`, and writes o
 * a rewind deletes the refs published above the cut and the attempts started above it, puts
   the touched attempts and nodes back as they were at the cut, and sets the run row (its
   stored output and error stay when no frame above the cut set them);
-* an undo folds the frames it put back on top of the touched rows at the cut (the run row is
-  the one the rewind kept).
+* an undo folds the frames it put back on top of the touched rows as the live tables hold
+  them (the rewind it undoes left them as the cut shows them, and nothing changed since: the
+  run is still at the cut), read by key: no search; the run row is the one the rewind kept.
 
 It answers only where that is exactly the full replace (:func:`replace_live_state` of the
 fold): not when the frames include a ``reset`` (it brings back rows no frame above the cut
@@ -32,7 +33,15 @@ from smithers_tt.errors import SnapshotInvalid
 from smithers_tt.store import Frame, Travel
 from smithers_tt.timetravel import _snapshot
 from smithers_tt.timetravel._materialize import check_contents, live_rows
-from smithers_tt.timetravel._snapshot import AttemptKeyT, NodeKey, RefKey, Snapshot, apply
+from smithers_tt.timetravel._snapshot import (
+    AttemptKeyT,
+    AttemptView,
+    NodeKey,
+    NodeView,
+    RefKey,
+    Snapshot,
+    apply,
+)
 
 SHARE = 8
 """The set-based path takes k frames away only from a history at least this many times k
@@ -242,13 +251,19 @@ def rewound(tx: Travel, run_id: str, cut: int, tail: Tail) -> Delta:
 
 def undone(tx: Travel, run_id: str, cut: int, tail: Tail) -> Delta:
     """The rows an undo writes once the frames ``tail`` are back above ``cut``: the touched
-    rows at the cut with those frames folded on top.
+    rows as the live tables hold them (the rewind left them as frame ``cut`` shows them)
+    with those frames folded on top.
 
     Raises:
         SnapshotInvalid, CheckpointMissing: a frame put back is corrupt, or names content
             that is not stored or is too large (nothing was changed).
     """
-    snap = at_cut(tx, run_id, cut, tail)
+    snap = Snapshot(run_id, cut)
+    nodes, attempts = tx.live_by_key(
+        run_id, sorted(tail.nodes), sorted(tail.attempts - tail.started)
+    )
+    snap.nodes = {(row[0], row[1]): NodeView(*row) for row in nodes}
+    snap.attempts = {tuple(row[:3]): AttemptView(*row) for row in attempts}  # type: ignore[misc]
     delta = Delta(snap, tail)
     for f in tail.frames:
         apply(snap, f)
