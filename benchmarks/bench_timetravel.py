@@ -167,7 +167,7 @@ def _last_k(label: str, connect: Callable[[], Iterator[str]], sizes: tuple[int, 
                 f"{undo_s * 1000:.1f}",
                 f"{ratio[0]:.2f}x / {ratio[1]:.2f}x",
                 f"<= {LAST_K_GOAL:g}x" if last else "",
-                verdict(max(ratio) <= LAST_K_GOAL) if last else "",
+                " / ".join(verdict(r <= LAST_K_GOAL) for r in ratio) if last else "",
             ]
         )
     return rows
