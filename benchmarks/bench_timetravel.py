@@ -3,8 +3,11 @@
 Run: ``./dev bench timetravel`` (``SMITHERS_TT_BENCH_QUICK=1`` for a smoke run).
 
 * rewind to the middle and fork near the end of a run holding 100,000 checkpoint refs
-  (155,000 frames of :func:`large_run`), on SQLite and PostgreSQL (goal: under 2 s on SQLite,
-  under 5 s on PostgreSQL), with the number of SQL statements each took;
+  (155,000 frames of :func:`large_run`), on SQLite and PostgreSQL (goals: fork under 2 s on
+  SQLite and 5 s on PostgreSQL, rewind under 1 s and 2 s), with the number of SQL statements
+  each took;
+* a rewind of the last 5 frames and its undo at 1,000, 10,000 and 100,000 refs (goal: at
+  100,000 at most 1.3x the cost at 1,000);
 * fork at frame 1,995 of a 2,000-frame run vs DBOS ``fork_workflow`` at step 1,995 of a
   2,000-step workflow (each step returns a state of the size our checkpoints have), on each
   backend in one run (goal: ours at least 20x faster). DBOS's time is the
@@ -56,7 +59,8 @@ LARGE_FRAMES = 155_000
 are checkpoints; the rest start, end and retry attempts and record node states)."""
 
 
-def _measure(label: str, url: str, frames: int, goal_s: float) -> list[list[object]]:
+def _measure(label: str, url: str, frames: int, goals_s: tuple[float, float]) -> list[list[object]]:
+    """Fork near the end and rewind to the middle (goals in seconds, in that order)."""
     db = st.connect(url)
     started = time.perf_counter()
     run_id = large_run(db, frames, payload_bytes=120)
@@ -66,9 +70,17 @@ def _measure(label: str, url: str, frames: int, goal_s: float) -> list[list[obje
         raise AssertionError(f"the large run holds {refs} refs, fewer than {REFS}")
     counter = _count_statements(db)
     rows = []
-    for name, action in (
-        ("fork near the end", lambda: db.fork(run_id, frames - 5)),
-        ("rewind to the middle", lambda: db.rewind(run_id, frames // 2, confirm=True)),
+    for (name, action), goal_s in zip(
+        (
+            ("fork near the end", lambda: db.fork(run_id, frames - 5)),
+            # The fork above was made near the end: its fork point goes (force).
+            (
+                "rewind to the middle",
+                lambda: db.rewind(run_id, frames // 2, confirm=True, force=True),
+            ),
+        ),
+        goals_s,
+        strict=True,
     ):
         counter[0] = 0
         t0 = time.perf_counter()
@@ -105,6 +117,72 @@ def _storage(frames: int) -> list[object]:
         db.close()
     ratio = frame_rows / max(1, naive)
     return ["200 nodes", frames, frame_rows, live, naive, f"{ratio:.4f}", verdict(ratio < 0.05)]
+
+
+# --- rewind of the last frames, at three sizes --------------------------------------------
+
+LAST_K = 5
+"""Frames taken away by the small rewind (and put back by its undo)."""
+
+SIZES = (1_550, 15_500, LARGE_FRAMES)
+"""Frames of the three :func:`large_run` sizes: about 1,000, 10,000 and 100,000 refs."""
+
+LAST_K_GOAL = 1.3
+"""The last-5 rewind (and its undo) at 100,000 refs costs at most this times its cost at
+1,000 refs: it changes what 5 frames touched, whatever the run's size."""
+
+REPEATS = 5
+
+
+def _last_k(label: str, connect: Callable[[], Iterator[str]], sizes: tuple[int, ...]) -> list:
+    """Median seconds of a rewind of the last :data:`LAST_K` frames and of its undo, at each
+    size (one run of each size, rewound and undone :data:`REPEATS` times)."""
+    found = []
+    for frames in sizes:
+        with connect() as url:
+            db = st.connect(url)
+            run_id = large_run(db, frames, payload_bytes=120)
+            refs = len(db.get_run(run_id).checkpoints())
+            rewinds, undos = [], []
+            for _ in range(REPEATS):
+                t0 = time.perf_counter()
+                db.rewind(run_id, frames - LAST_K, confirm=True)
+                t1 = time.perf_counter()
+                db.undo_rewind(run_id)
+                rewinds.append(t1 - t0)
+                undos.append(time.perf_counter() - t1)
+            db.close()
+        found.append((frames, refs, statistics.median(rewinds), statistics.median(undos)))
+    rows = []
+    base = found[0]
+    for frames, refs, rewind_s, undo_s in found:
+        ratio = (rewind_s / base[2], undo_s / base[3])
+        last = frames == found[-1][0] and len(found) > 1
+        rows.append(
+            [
+                label,
+                frames,
+                refs,
+                f"{rewind_s * 1000:.1f}",
+                f"{undo_s * 1000:.1f}",
+                f"{ratio[0]:.2f}x / {ratio[1]:.2f}x",
+                f"<= {LAST_K_GOAL:g}x" if last else "",
+                " / ".join(verdict(r <= LAST_K_GOAL) for r in ratio) if last else "",
+            ]
+        )
+    return rows
+
+
+@contextmanager
+def _sqlite_url() -> Iterator[str]:
+    with scratch_dir() as folder:
+        yield f"sqlite:///{folder / 'last.db'}"
+
+
+@contextmanager
+def _pg_url() -> Iterator[str]:
+    with fresh_pg_database("ttlast") as url:
+        yield sqlalchemy_url(url)
 
 
 # --- fork vs DBOS fork_workflow ------------------------------------------------------------
@@ -211,14 +289,24 @@ def main() -> None:
     frames = scaled(LARGE_FRAMES, 8_000)
     rows = []
     with scratch_dir() as folder:
-        rows += _measure("SQLite", f"sqlite:///{folder / 'tt.db'}", frames, 2.0)
+        rows += _measure("SQLite", f"sqlite:///{folder / 'tt.db'}", frames, (2.0, 1.0))
     if pg_available() is None:
         with fresh_pg_database("timetravel") as url:
-            rows += _measure("PostgreSQL", sqlalchemy_url(url), frames, 5.0)
+            rows += _measure("PostgreSQL", sqlalchemy_url(url), frames, (5.0, 2.0))
     print_table(
         "Rewind and fork of a large run",
         ["backend", "operation", "refs", "seconds", "statements", "goal", "result"],
         rows,
+    )
+
+    sizes = tuple(scaled(n, n // 10) for n in SIZES)
+    last = _last_k("SQLite", _sqlite_url, sizes)
+    if pg_available() is None:
+        last += _last_k("PostgreSQL", _pg_url, sizes)
+    print_table(
+        f"Rewind of the last {LAST_K} frames and its undo (median of {REPEATS}), by run size",
+        ["backend", "frames", "refs", "rewind ms", "undo ms", "vs smallest", "goal", "result"],
+        last,
     )
 
     steps = scaled(2_000, 400)

@@ -178,11 +178,12 @@ class HistoryEnded(Restated):
 
 class Rewound(Change):
     """The run's history goes back to frame ``clock``: its later frames are deleted, its
-    clock is set to ``clock`` with this ending, every owner is fenced with a new epoch, and
-    cancel request and lease are cleared (the live state is the caller's projection, written
-    before). Frameless: the audit row records the rewind."""
+    clock is set to ``clock`` with this ending (with ``kept_ending``, the stored output and
+    error stay), every owner is fenced with a new epoch, and cancel request and lease are
+    cleared (the live state is the caller's projection, written before). Frameless: the audit
+    row records the rewind."""
 
-    __slots__ = ("clock", "conn", "error", "output", "run_id", "status")
+    __slots__ = ("clock", "conn", "error", "kept_ending", "output", "run_id", "status")
 
     ticks = 0
 
@@ -195,18 +196,22 @@ class Rewound(Change):
         status: str,
         output: Any,
         error: str | None,
+        kept_ending: bool = False,
     ) -> None:
         self.conn, self.run_id, self.clock = conn, run_id, clock
         self.status, self.output, self.error = status, output, error
+        self.kept_ending = kept_ending
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         run_id, conn = self.run_id, self.conn
         f = S.frames
         keep(conn, run_id, self.clock, w.stamp)
         conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
-        # A run's output maps task ids to outputs: one level that is not theirs.
-        output_json = json_or_none(self.output, wrapping=1)
-        set_history_end(conn, run_id, self.clock, self.status, output_json, self.error, w.stamp)
+        if self.kept_ending:  # no frame above the clock set them: they stay as stored
+            output_json, error = S.runs.c.output_json, S.runs.c.error
+        else:  # a run's output maps task ids to outputs: one level that is not theirs
+            output_json, error = json_or_none(self.output, wrapping=1), self.error
+        set_history_end(conn, run_id, self.clock, self.status, output_json, error, w.stamp)
 
 
 def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:

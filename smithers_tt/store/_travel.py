@@ -35,6 +35,7 @@ from smithers_tt.store._ledger_travel import (
 )
 from smithers_tt.store._records import Frame, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, dialect_of
+from smithers_tt.store._travel_delta import DeltaStatements
 from smithers_tt.store._travel_write import LiveWrites
 
 T = TypeVar("T")
@@ -82,12 +83,13 @@ _EDGE = (
 )
 
 
-class Travel(BulkReads, LiveWrites):
+class Travel(BulkReads, LiveWrites, DeltaStatements):
     """The statements of one time-travel transaction (see :func:`travel`).
 
     Reads of frames and refs come from :class:`~._travel_bulk.BulkReads`, bulk writes of live
-    state and frames from :class:`~._travel_write.LiveWrites`; the run row is read and
-    changed here.
+    state and frames from :class:`~._travel_write.LiveWrites`, reads and writes by key of a
+    rewind that changes only what it touches from :class:`~._travel_delta.DeltaStatements`;
+    the run row is read and changed here.
     """
 
     def __init__(self, conn: Connection) -> None:
@@ -127,12 +129,23 @@ class Travel(BulkReads, LiveWrites):
         )
 
     def rewind_run(
-        self, run_id: str, *, clock: int, status: str, output: Any, error: str | None
+        self,
+        run_id: str,
+        *,
+        clock: int,
+        status: str,
+        output: Any = None,
+        error: str | None = None,
+        kept_ending: bool = False,
     ) -> None:
         """Delete the run's frames above ``clock`` and put the run row back to ``clock`` with
-        this ending, fencing every owner with a new epoch and clearing cancel request and
-        lease, through the ledger (the end of a rewind; see :class:`~._ledger_travel.Rewound`)."""
-        change = Rewound(self._conn, run_id, clock=clock, status=status, output=output, error=error)
+        this ending (with ``kept_ending``, its stored output and error stay), fencing every
+        owner with a new epoch and clearing cancel request and lease, through the ledger (the
+        end of a rewind; see :class:`~._ledger_travel.Rewound`)."""
+        change = Rewound(
+            self._conn, run_id, clock=clock, status=status, output=output, error=error,
+            kept_ending=kept_ending,
+        )  # fmt: skip
         with driver(self._conn) as db:
             write(db, [Entry(run_id, None, [change])], now_ms())
 

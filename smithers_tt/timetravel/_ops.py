@@ -3,7 +3,9 @@
 Every operation reads the run's frames, folds them into the snapshot it needs, checks that
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
-rows. A crash in the middle leaves the transaction uncommitted: the run is untouched.
+rows. A rewind of the last few frames of a long history, and its undo, read and change only
+what those frames touched instead (:mod:`._delta`). A crash in the middle leaves the
+transaction uncommitted: the run is untouched.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from smithers_tt.store import (
     now_ms,
     travel,
 )
+from smithers_tt.timetravel import _delta
 from smithers_tt.timetravel._bulk import refs_from_rows, state_at
 from smithers_tt.timetravel._materialize import (
     check_contents,
     replace_live_state,
     write_base_frames,
 )
-from smithers_tt.timetravel._snapshot import AttemptView, Snapshot, fold
+from smithers_tt.timetravel._snapshot import AttemptView, LaterSnapshot, Snapshot, fold
 
 T = TypeVar("T")
 
@@ -258,9 +261,26 @@ def rewind(
         store,
         lease,
         lambda: _transaction(
-            store, lambda tx, exact: _rewind(tx, run_id, frame_no, lease, exact, reason, force)
+            store,
+            lambda tx, exact: _rewind(
+                tx, run_id, frame_no, lease, exact, reason, force, later=_later(store)
+            ),
         ),
     )
+
+
+def _later(store: Store) -> Callable[[str, int], Snapshot]:
+    """A snapshot of a run at a frame that reads its frames on first access, in a
+    transaction of its own (a :class:`LaterSnapshot`)."""
+
+    def snapshot(run_id: str, frame_no: int) -> Snapshot:
+        return LaterSnapshot(
+            run_id,
+            frame_no,
+            lambda: travel(store.engine, lambda tx: snapshot_at(tx, run_id, frame_no), write=False),
+        )
+
+    return snapshot
 
 
 def _leased(store: Store, lease: Lease, operation: Callable[[], T]) -> T:
@@ -304,9 +324,32 @@ def _rewind(
     exact: bool,
     reason: str | None = None,
     force: bool = False,
+    later: Callable[[str, int], Snapshot] | None = None,
 ) -> Snapshot:
-    """Rewind inside the transaction: see :func:`rewind`."""
+    """Rewind inside the transaction: see :func:`rewind`.
+
+    When the frames above ``frame_no`` are few next to the history (and ``later`` builds the
+    snapshot to return), only the rows they touched change (:mod:`._delta`); the snapshot
+    returned is then read from the frames on first access, by ``later``.
+    """
     run = _check_lease(tx, lease)
+    tail = None if exact or later is None else _delta.tail_of(tx, run_id, frame_no, run.clock)
+    if tail is not None and later is not None:
+        if not force:
+            _refuse_cut_forks(tx, run_id, frame_no)
+        delta = _delta.rewound(tx, run_id, frame_no, tail)
+        _delta.write(tx, run_id, frame_no, delta, rewind=True)
+        end = delta.snap if tail.run_level else None
+        tx.rewind_run(
+            run_id,
+            clock=frame_no,
+            status=_live_status(run.status if end is None else end.status),
+            output=None if end is None else end.output,
+            error=None if end is None else end.error,
+            kept_ending=end is None,
+        )
+        tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
+        return later(run_id, frame_no)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     if not force:
         _refuse_cut_forks(tx, run_id, frame_no)
@@ -358,20 +401,36 @@ def undo_rewind(
                 run_id=run_id,
             )
         tx.undo_rewind(kept, _live_status(kept.status))
+        tail = None if exact else _delta.tail_of(tx, run_id, kept.to_frame, kept.from_clock)
+        if tail is not None:  # only what the frames put back touched changes
+            _delta.write(
+                tx,
+                run_id,
+                kept.to_frame,
+                _delta.undone(tx, run_id, kept.to_frame, tail),
+                rewind=False,
+            )
+            _audit_undo(tx, run_id, kept, reason)
+            return later(run_id, kept.from_clock)
         snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)
         check_contents(tx, snap)
         replace_live_state(tx, snap, run_id)
         _load_refs(tx, snap)
-        tx.audit(
-            run_id,
-            "undo_rewind",
-            kept.from_clock,
-            _actor(),
-            {"from_frame": kept.to_frame, **_why(reason)},
-        )
+        _audit_undo(tx, run_id, kept, reason)
         return snap
 
+    later = _later(store)
     return _leased(store, lease, lambda: _transaction(store, work))
+
+
+def _audit_undo(tx: Travel, run_id: str, kept: Any, reason: str | None) -> None:
+    tx.audit(
+        run_id,
+        "undo_rewind",
+        kept.from_clock,
+        _actor(),
+        {"from_frame": kept.to_frame, **_why(reason)},
+    )
 
 
 def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: bool) -> set[str]:

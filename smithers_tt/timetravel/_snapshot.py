@@ -10,7 +10,7 @@ they refer to.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
@@ -132,6 +132,67 @@ def _set_refs(self: Snapshot, refs: dict[RefKey, CheckpointRef]) -> None:
 # ``refs`` stays a dataclass field (constructor, ``replace``, ``==`` and ``repr`` see it), read
 # and written through a property so that :meth:`Snapshot.defer_refs` can fill it on demand.
 Snapshot.refs = property(_get_refs, _set_refs)  # type: ignore[assignment]
+
+
+_DEFERRED = ("status", "input", "output", "error", "nodes", "attempts", "refs")
+"""What a :class:`LaterSnapshot` reads on first access (all but its run and frame)."""
+
+
+class LaterSnapshot(Snapshot):
+    """A snapshot whose content (status, input, output, error, nodes, attempts, refs) is
+    ``build()``'s, called on first access only; equal to the :class:`Snapshot` it builds.
+
+    A rewind that changed only what its frames touched returns one: ``build`` reads the
+    frames up to :attr:`frame_no` (which only a later rewind below it removes) in a
+    transaction of its own, so a caller that never looks pays nothing.
+    """
+
+    def __init__(self, run_id: str, frame_no: int, build: Callable[[], Snapshot]) -> None:
+        super().__init__(run_id, frame_no)
+        self.__dict__["_build_state"] = build
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Snapshot):
+            return NotImplemented
+        return all(
+            getattr(self, f.name) == getattr(other, f.name) for f in fields(Snapshot) if f.compare
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _later(self: LaterSnapshot) -> dict[str, Any]:
+    """The snapshot's values, after running its pending ``build``."""
+    values = self.__dict__
+    build = values.get("_build_state")
+    if build is not None:
+        values["_build_state"] = None
+        full = build()
+        for name in _DEFERRED:
+            values["_" + name] = getattr(full, name)
+        values["_build_refs"] = None
+    return values
+
+
+def _read_later(name: str) -> property:
+    slot = "_" + name
+
+    def get(self: LaterSnapshot) -> Any:
+        _later(self)
+        return _get_refs(self) if slot == "_refs" else self.__dict__[slot]
+
+    def set_(self: LaterSnapshot, value: Any) -> None:
+        _later(self)
+        if slot == "_refs":
+            _set_refs(self, value)
+        else:
+            self.__dict__[slot] = value
+
+    return property(get, set_)
+
+
+for _name in _DEFERRED:
+    setattr(LaterSnapshot, _name, _read_later(_name))
 
 
 def _bad(frame: Frame, why: str) -> SnapshotInvalid:
@@ -269,6 +330,7 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         snap.attempts = {k: v for k, v in snap.attempts.items() if k[0] not in gone}
         snap.refs = {k: v for k, v in snap.refs.items() if k[0] not in gone}
         snap.status = frame.state or "interrupted"
+        snap.output = snap.error = None  # as the reset left the run row: no ending
     elif kind in ("run_paused", "run_continued", "run_released"):
         snap.status = frame.state or ("paused" if kind == "run_paused" else "queued")
     elif kind in ("cancel_requested", "breakpoints_set"):

@@ -335,6 +335,14 @@ def test_a_reset_drops_the_named_nodes_with_their_attempts_and_refs():
     assert fold("r", frames({"kind": "reset", "state": "queued"})).status == "queued"
 
 
+def test_a_reset_clears_the_runs_output_and_error_as_the_live_run_row_does():
+    ended = {"kind": "run_finished", "state": "finished", "data": {"output": {"a": 1}}}
+    before = fold("r", frames(ended))
+    assert (before.status, before.output) == ("finished", {"a": 1})
+    s = fold("r", frames(ended, {"kind": "reset", "data": {"nodes": ["a"]}}))
+    assert (s.status, s.output, s.error) == ("interrupted", None, None)
+
+
 # --- refusals ----------------------------------------------------------------------------------
 
 
