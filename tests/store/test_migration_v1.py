@@ -79,9 +79,30 @@ def test_upgrade_of_a_v1_store_applies_the_revisions_after_v1_and_loses_nothing(
     finally:
         db.close()
     expected = EXPECTED["describe"][_backend(v1_url)]
+    expected = {**expected, "runs": _with_todays_fold(expected["runs"])}
     for part in ("runs", "contents", "lineage", "langgraph"):
         assert found[part] == expected[part], part
     assert len(found["runs"]) == 11 and found["langgraph"][v1_support.THREADS[0]]
+
+
+def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
+    """What 0.1 showed, with the one fold fix made since: after a reset frame, until the run
+    ends again, a snapshot has no run output or error (the reset cleared them from the run
+    row; 0.1's fold kept showing the ending the run no longer had). Nothing stored differs:
+    frames, records and payloads are compared as 0.1 wrote them."""
+    fixed = {}
+    for run_id, run in runs.items():
+        cleared, snapshots = False, dict(run["snapshots"])
+        for frame in run["frames"]:
+            if frame["kind"] == "reset":
+                cleared = True
+            elif frame["kind"] in ("run_finished", "run_failed", "run_cancelled"):
+                cleared = False
+            key = str(frame["frame_no"])
+            if cleared and key in snapshots:
+                snapshots[key] = {**snapshots[key], "output": None, "error": None}
+        fixed[run_id] = {**run, "snapshots": snapshots}
+    return fixed
 
 
 def test_upgraded_v1_store_keeps_its_foreign_keys_and_points_each_ref_at_its_frame(
