@@ -27,16 +27,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, NamedTuple
+from typing import Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.store import PAUSE_KINDS, CheckpointRef, Frame, RunRecord, content_sizes
-from smithers_tt.timetravel import Change, ForkEdge, Snapshot, apply
+from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 from smithers_tt.widgets._lens import ask
+from smithers_tt.widgets._scrub import SNAPSHOT_CACHE, FoldCache, newest_refs, trimmed
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +47,6 @@ LIVE_STATUSES = ("running", "queued")
 RefKey = tuple[str, int, int, int]
 AttemptKey = tuple[str, int, int]
 
-_SNAPSHOT_CACHE = 24
-KEYFRAME_EVERY = 250
-"""Frames between the snapshots kept while folding (scrubbing never starts from frame 0), at
-least; further apart as the snapshot grows (see ``KEYFRAME_SPREAD``)."""
-KEYFRAME_SPREAD = 64
-"""A keyframe is a copy of the snapshot's rows: they are kept at least ``rows / SPREAD``
-frames apart, so keeping them costs a bounded number of row copies per folded frame however
-big the snapshot gets (100,000 frames: ~130 copies instead of 400), and a selection folds at
-most that many frames from the nearest."""
 _PAYLOAD_CACHE = 64
 REF_PAGE = 50
 """Checkpoint refs listed per page in the inspector."""
@@ -303,10 +295,8 @@ class DebuggerModel:
         self.frames: list[Frame] = frames
         self.root, self.tree = tt.fork_tree(self.db.store, run_id)
         self._nodes_seen: dict[str, None] = {}
-        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
-        self._keyframes: dict[int, Snapshot] = {}
+        self._fold = FoldCache(run_id, frames, self.load)
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
-        self._indexes: OrderedDict[int, _SnapshotIndex] = OrderedDict()
         self._attempts_cache: OrderedDict[int, tuple[Snapshot, list[Any]]] = OrderedDict()
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
@@ -373,73 +363,12 @@ class DebuggerModel:
     # --- snapshots and content ----------------------------------------------------------
 
     def snapshot_at(self, frame_no: int | None = None) -> Snapshot:
-        """The snapshot of the shown run at a frame (default: the selected one).
-
-        Folded from the nearest earlier snapshot already made: recent ones are cached, and
-        every ``KEYFRAME_EVERY`` frames or more (``KEYFRAME_SPREAD``) a copy is kept, so
-        scrubbing a long run never folds it from the start again.
-        """
+        """The snapshot of the shown run at a frame (default: the selected one), folded from
+        the nearest one kept (:class:`~smithers_tt.widgets._scrub.FoldCache`)."""
         n = self.frame_no if frame_no is None else frame_no
         if not 0 <= n <= self.last_frame:
             raise InvalidArgument(f"run {self.run_id} has frames 0 to {self.last_frame}, not {n}")
-        cached = self._snapshots.get(n)
-        if cached is not None:
-            self._snapshots.move_to_end(n)
-            return cached
-        starts = [k for k in (*self._snapshots, *self._keyframes) if k <= n]
-        if starts:
-            start = max(starts)
-            base: Snapshot | None = self._snapshots.get(start) or self._keyframes[start]
-            assert base is not None
-            snap = _copy(base)
-            first = self._index(start) + 1
-            newest = self._index_of(base).newest
-            if newest is not None:
-                newest = dict(newest)  # the base's own stays as it is
-        else:
-            base = None
-            snap = Snapshot(self.run_id, self.frames[0].frame_no - 1 if self.frames else -1)
-            first = 0
-            newest = {}
-        # While refs are only added (the count says when some were removed, by a reset), the
-        # fold follows each node's newest ref and the keys added since the base, from which
-        # the sorted keys come by a merge: a selection never scans nor sorts every ref.
-        expected, added = len(snap.refs), []
-        since = snap.frame_no  # the newest keyframe (or start) of this fold
-        for f in self.frames[first : self._index(n) + 1]:
-            if f.kind == "checkpoint":
-                key = (f.node_id, f.iteration, f.attempt, f.sequence)
-                if key not in snap.refs:
-                    expected += 1
-                    added.append(key)
-                apply(snap, f)
-                if newest is not None:
-                    _note_newest(newest, key, snap.refs.get(key))
-            else:
-                apply(snap, f)
-            snap.frame_no = no = f.frame_no
-            if (
-                no > 0
-                and no % KEYFRAME_EVERY == 0
-                and no != n
-                and no - since >= snap.size // KEYFRAME_SPREAD
-                and no not in self._keyframes
-            ):
-                since = no
-                kept = self._keyframes[no] = _copy(snap)
-                grew = len(snap.refs) == expected
-                newest = newest if grew else None
-                self._index_as(
-                    kept, None if newest is None else dict(newest), base if grew else None, added
-                )
-                base, expected, added = kept, len(snap.refs), []
-        grew = len(snap.refs) == expected
-        self._index_as(snap, newest if grew else None, base if grew else None, added)
-        snap.loader = self.load
-        self._snapshots[n] = snap
-        while len(self._snapshots) > _SNAPSHOT_CACHE:
-            self._snapshots.popitem(last=False)
-        return snap
+        return self._fold.at(n)
 
     @property
     def snapshot(self) -> Snapshot:
@@ -447,48 +376,12 @@ class DebuggerModel:
         return self.snapshot_at()
 
     def _newest(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
-        """Each node's newest ref in a snapshot, kept while the snapshot is (scrubbing back
-        and forth compares the same snapshots again)."""
-        index = self._index_of(snap)
-        if index.newest is None:
-            index.newest = _newest_refs(snap)
-        return index.newest
+        """Each node's newest ref in a snapshot of the shown run."""
+        return self._fold.newest(snap)
 
     def checkpointed_nodes(self) -> list[str]:
         """Ids of the nodes with a checkpoint visible at the selected frame, sorted."""
         return sorted({node_id for node_id, _ in self._newest(self.snapshot)})
-
-    def sorted_ref_keys(self, snap: Snapshot) -> list[RefKey]:
-        """The keys of a snapshot's refs, sorted: merged from its base's when those are
-        sorted already (the step of a slider), else sorted once."""
-        index = self._index_of(snap)
-        if index.ref_keys is None:
-            before = None if index.base is None else self._index_of(index.base).ref_keys
-            if before is None:
-                index.ref_keys = sorted(snap.refs)
-            else:  # two sorted runs: the sort merges them in one pass
-                index.ref_keys = sorted(before + sorted(index.added))
-        return index.ref_keys
-
-    def _index_of(self, snap: Snapshot) -> _SnapshotIndex:
-        """What is known of a snapshot beyond its rows (made on first use)."""
-        found = self._indexes.get(id(snap))
-        if found is None or found.snap is not snap:
-            found = self._index_as(snap, None, None, [])
-        return found
-
-    def _index_as(
-        self,
-        snap: Snapshot,
-        newest: dict[tuple[str, int], CheckpointRef] | None,
-        base: Snapshot | None,
-        added: list[RefKey],
-    ) -> _SnapshotIndex:
-        index = self._indexes[id(snap)] = _SnapshotIndex(snap, newest, base, added)
-        self._indexes.move_to_end(id(snap))
-        while len(self._indexes) > _SNAPSHOT_CACHE + len(self._keyframes) + 2:
-            self._indexes.popitem(last=False)
-        return index
 
     def other_snapshot(self, run_id: str, frame_no: int) -> Snapshot:
         """A snapshot of another run (for comparisons), cached."""
@@ -653,7 +546,7 @@ class DebuggerModel:
         (else the last page: the newest sequences).
         """
         snap = self.snapshot
-        keys = self.sorted_ref_keys(snap)
+        keys = self._fold.sorted_ref_keys(snap)
         needle = query.strip().lower()
         if needle:
             keys = [k for k in keys if needle in self.ref_label(snap.refs[k]).lower()]
@@ -689,9 +582,7 @@ class DebuggerModel:
     def drop_caches(self) -> None:
         """Let go of the snapshots kept for scrubbing (a 100,000-frame run keeps hundreds of
         MB of them); they are folded again when needed."""
-        self._snapshots.clear()
-        self._keyframes.clear()
-        self._indexes.clear()
+        self._fold.clear()
         self._other_snapshots.clear()
 
     # --- live refresh ------------------------------------------------------------------
@@ -727,8 +618,7 @@ class DebuggerModel:
             events.append("tree")
         if update.reload and update.frames is not None:
             self.frames = update.frames
-            self._snapshots.clear()
-            self._keyframes.clear()
+            self._fold.reset(self.frames)
             self._note_frames(self.frames)
             self.frame_no = min(self.frame_no, self.last_frame)
             self._default_ref()
@@ -823,7 +713,7 @@ class DebuggerModel:
                 found.setdefault((node_id, iteration), []).append(attempt)
             cached = (snap, [(n, i, sorted(a)) for (n, i), a in sorted(found.items())])
             self._attempts_cache[id(snap)] = cached
-            while len(self._attempts_cache) > _SNAPSHOT_CACHE:
+            while len(self._attempts_cache) > SNAPSHOT_CACHE:
                 self._attempts_cache.popitem(last=False)
         return [row for row in cached[1] if len(row[2]) >= least]
 
@@ -867,8 +757,10 @@ class DebuggerModel:
         else:
             touched = None
             if self.diff_mode == "frames":
-                touched = self._touched(min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no))
-            ta, tb = _trimmed(a, b, self._newest(a), self._newest(b), touched)
+                touched = self._fold.touched(
+                    min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no)
+                )
+            ta, tb = trimmed(a, b, self._newest(a), self._newest(b), touched)
             result = _sections(tt.diff(ta, tb, load=self.load))
             result.conversations = self._conversations(ta, tb)
         result.a = f"run {a.run_id} frame {a.frame_no}"
@@ -877,32 +769,11 @@ class DebuggerModel:
             result.note = "both sides are the same frame; pick another frame to compare with"
         return result
 
-    def _touched(self, after: int, upto: int) -> _Touched | None:
-        """What the frames ``after < frame_no <= upto`` of the shown run change: node ids,
-        attempts and nodes with checkpoints (None when one of them is a kind that changes
-        more, a reset, or when there are too many to be worth it)."""
-        if upto - after > _TOUCHED_AT_MOST:
-            return None
-        nodes: set[str] = set()
-        attempts: set[tuple[Any, ...]] = set()
-        refs: set[tuple[Any, ...]] = set()
-        for f in self.frames[self._index(after) + 1 : self._index(upto) + 1]:
-            kind = f.kind
-            if kind in ("node_state", "cache_hit"):
-                nodes.add(str(f.node_id))
-            elif kind in ("attempt_started", "attempt_finished"):
-                attempts.add((f.node_id, f.iteration, f.attempt))
-            elif kind == "checkpoint":
-                refs.add((f.node_id, f.iteration))
-            elif kind not in _STATUS_KINDS:
-                return None
-        return _Touched(nodes, attempts, refs)
-
     def _conversations(
         self, a: Snapshot, b: Snapshot
     ) -> list[tuple[str, list[tuple[str, ChatMessage]]]]:
         """Transcript diffs of the nodes whose newest checkpoints differ (either side a chat)."""
-        na, nb = _newest_refs(a), _newest_refs(b)
+        na, nb = newest_refs(a), newest_refs(b)
         out = []
         for key in sorted(set(na) | set(nb)):
             sides = [self.load(s[key]).payload if key in s else None for s in (na, nb)]
@@ -1317,118 +1188,10 @@ def _parse_json(text: str, what: str) -> Any:
         ) from None
 
 
-def _copy(snap: Snapshot) -> Snapshot:
-    return replace(snap, nodes=dict(snap.nodes), attempts=dict(snap.attempts), refs=dict(snap.refs))
-
-
 def _check_dense(run_id: str, frames: Sequence[Frame]) -> None:
     if frames and frames[-1].frame_no - frames[0].frame_no != len(frames) - 1:
         tt.fold(run_id, frames)  # raises SnapshotInvalid naming the first gap
         raise InvalidArgument(f"the frames of run {run_id} are not numbered densely")
-
-
-def _note_newest(
-    newest: dict[tuple[str, int], CheckpointRef], key: tuple[Any, ...], ref: CheckpointRef | None
-) -> None:
-    """Update each node's newest ref with the ref just folded in at ``key``."""
-    if ref is None:
-        return
-    found = newest.get(key[:2])
-    if found is None or (found.attempt, found.sequence) <= (key[2], key[3]):
-        newest[key[:2]] = ref
-
-
-def _newest_refs(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
-    newest: dict[tuple[str, int], tuple[tuple[int, int], CheckpointRef]] = {}
-    for (node_id, iteration, attempt, sequence), ref in snap.refs.items():
-        key = (node_id, iteration)
-        found = newest.get(key)
-        if found is None or found[0] < (attempt, sequence):
-            newest[key] = ((attempt, sequence), ref)
-    return {k: v[1] for k, v in newest.items()}
-
-
-def _trimmed(
-    a: Snapshot,
-    b: Snapshot,
-    na: dict[tuple[str, int], CheckpointRef] | None = None,
-    nb: dict[tuple[str, int], CheckpointRef] | None = None,
-    touched: _Touched | None = None,
-) -> tuple[Snapshot, Snapshot]:
-    """The two snapshots with only what :func:`timetravel.diff` can report: each node's
-    newest ref where the two sides differ, the attempts that differ, and every iteration of
-    the nodes whose rows differ (outputs take a node's highest finished iteration). Same
-    result, in one pass over the refs instead of one per node, and a diff of two nearby
-    frames of a 100,000-frame run sorts what changed, not the thousands of rows that did
-    not (folded snapshots share the objects of the rows they did not change). ``touched``,
-    when given, is what the frames between two frames of one run change: only that is
-    compared."""
-    na = _newest_refs(a) if na is None else na
-    nb = _newest_refs(b) if nb is None else nb
-    differ = {
-        k
-        for k in (set(na) | set(nb) if touched is None else touched.refs)
-        if k not in na or k not in nb or na[k].content_hash != nb[k].content_hash
-    }
-
-    def keep(snap: Snapshot, newest: dict[tuple[str, int], CheckpointRef]) -> Snapshot:
-        refs = {
-            (r.node_id, r.iteration, r.attempt, r.sequence): r
-            for r in (newest.get(k) for k in differ)
-            if r is not None
-        }
-        return replace(
-            snap,
-            refs=refs,
-            nodes={k: v for k, v in snap.nodes.items() if k[0] in nodes},
-            attempts={k: snap.attempts[k] for k in attempts if k in snap.attempts},
-        )
-
-    if touched is None:
-        nodes = {k[0] for k in _differing(a.nodes, b.nodes)}
-        attempts = _differing(a.attempts, b.attempts)
-    else:
-        nodes, attempts = touched.nodes, touched.attempts
-    return keep(a, na), keep(b, nb)
-
-
-@dataclass(slots=True)
-class _SnapshotIndex:
-    """What the model knows of one snapshot beyond its rows."""
-
-    snap: Snapshot
-    newest: dict[tuple[str, int], CheckpointRef] | None
-    """Each node's newest ref (None until known)."""
-    base: Snapshot | None
-    """The snapshot this one was folded from, when refs were only added since."""
-    added: list[RefKey]
-    """The ref keys added since ``base``."""
-    ref_keys: list[RefKey] | None = None
-    """The ref keys, sorted (None until asked)."""
-
-
-class _Touched(NamedTuple):
-    """What a range of frames changes (see :meth:`DebuggerModel._touched`)."""
-
-    nodes: set[str]
-    attempts: set[tuple[Any, ...]]
-    refs: set[tuple[Any, ...]]
-
-
-_TOUCHED_AT_MOST = 5_000
-"""Frames between two compared frames beyond which comparing every row is cheaper."""
-
-_STATUS_KINDS = frozenset(
-    ("run_claimed", "run_finished", "run_failed", "run_cancelled", "run_paused",
-     "run_continued", "run_released", "cancel_requested", "breakpoints_set")
-)  # fmt: skip
-"""Frame kinds that change no node, attempt or ref (only the run's status, compared on its
-own, or nothing a snapshot holds)."""
-
-
-def _differing(x: dict[Any, Any], y: dict[Any, Any]) -> set[Any]:
-    """Keys whose values differ between two dicts (the same object counts as equal)."""
-    return {k for k in x.keys() | y.keys() if x.get(k) is not y.get(k) and x.get(k) != y.get(k)}
 
 
 def _sections(d: tt.SnapshotDiff) -> DiffResult:

@@ -355,9 +355,9 @@ def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
     snapshots."""
     import random
 
-    import smithers_tt.widgets._model as model_module
+    import smithers_tt.widgets._scrub as scrub
 
-    monkeypatch.setattr(model_module, "KEYFRAME_EVERY", 7)  # many keyframes in a short run
+    monkeypatch.setattr(scrub, "KEYFRAME_EVERY", 7)  # many keyframes in a short run
     wf, _ = demo_workflow(flaky=True)
     run_id = db.run(wf, {"topic": "bee"}).id
     db.reset(run_id, "research", dependents=True)
