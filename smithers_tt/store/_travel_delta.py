@@ -20,11 +20,14 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import Frame, frame_from_row, select_frames
 from smithers_tt.store._records import stored_json
 from smithers_tt.store._travel_bulk import corrupt_frame
-from smithers_tt.store._travel_write import insert_rows
+from smithers_tt.store._travel_write import chunks, insert_rows
 
 NodeKey = tuple[str, int]
 AttemptKey = tuple[str, int, int]
 RefKey = tuple[str, int, int, int]
+
+_KEYS_PER_STATEMENT = 200
+"""Keys matched by one ``OR`` of equalities (``_keys``)."""
 
 _ATTEMPT_KINDS = ("attempt_started", "attempt_finished")
 _NODE_KINDS = ("node_state", "cache_hit")
@@ -124,27 +127,27 @@ class DeltaStatements:
         n, a = S.nodes, S.attempts
         found_nodes: list[tuple[Any, ...]] = []
         found_attempts: list[tuple[Any, ...]] = []
-        for start in range(0, len(nodes), 200):
+        for part in chunks(nodes, 2, _KEYS_PER_STATEMENT):
             for row in conn.execute(
                 sa.select(
                     n.c.node_id, n.c.iteration, n.c.state, n.c.last_attempt, n.c.output_json
                 ).where(
                     n.c.run_id == run_id,
-                    _keys([n.c.node_id, n.c.iteration], nodes[start : start + 200]),
+                    _keys([n.c.node_id, n.c.iteration], part),
                 )
             ):
                 where = f"tt_nodes.output_json of {row[0]!r} in run {run_id!r}"
                 found_nodes.append((*row[:4], stored_json(row[4], where)))
         resumed = [a.c.resumed_run_id, a.c.resumed_node_id, a.c.resumed_iteration,
                    a.c.resumed_attempt, a.c.resumed_sequence]  # fmt: skip
-        for start in range(0, len(attempts), 200):
+        for part in chunks(attempts, 3, _KEYS_PER_STATEMENT):
             for row in conn.execute(
                 sa.select(
                     a.c.node_id, a.c.iteration, a.c.attempt, a.c.state, *resumed, a.c.error,
                     a.c.error_code, a.c.discard_resume, a.c.started_at_ms, a.c.finished_at_ms,
                 ).where(
                     a.c.run_id == run_id,
-                    _keys([a.c.node_id, a.c.iteration, a.c.attempt], attempts[start : start + 200]),
+                    _keys([a.c.node_id, a.c.iteration, a.c.attempt], part),
                 )
             ):  # fmt: skip
                 src = None if row[4] is None else tuple(row[4:9])
@@ -220,13 +223,13 @@ class DeltaStatements:
         a = S.attempts
         keys = [(row["node_id"], row["iteration"], row["attempt"]) for row in rows]
         present: set[tuple[Any, ...]] = set()
-        for start in range(0, len(keys), 200):
+        for part in chunks(keys, 3, _KEYS_PER_STATEMENT):
             present.update(
                 tuple(k)
                 for k in conn.execute(
                     sa.select(a.c.node_id, a.c.iteration, a.c.attempt).where(
                         a.c.run_id == run_id,
-                        _keys([a.c.node_id, a.c.iteration, a.c.attempt], keys[start : start + 200]),
+                        _keys([a.c.node_id, a.c.iteration, a.c.attempt], part),
                     )
                 )
             )

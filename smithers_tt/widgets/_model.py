@@ -37,7 +37,7 @@ from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 from smithers_tt.widgets._lens import ask
-from smithers_tt.widgets._scrub import SNAPSHOT_CACHE, FoldCache, newest_refs, trimmed
+from smithers_tt.widgets._scrub import FoldCache, newest_refs, trimmed
 
 log = logging.getLogger(__name__)
 
@@ -297,7 +297,6 @@ class DebuggerModel:
         self._nodes_seen: dict[str, None] = {}
         self._fold = FoldCache(run_id, frames, self.load)
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
-        self._attempts_cache: OrderedDict[int, tuple[Snapshot, list[Any]]] = OrderedDict()
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
@@ -705,17 +704,8 @@ class DebuggerModel:
     def attempts_with_history(self, least: int = 1) -> list[tuple[str, int, list[int]]]:
         """Nodes (and iterations) with at least ``least`` attempts at the selected frame, and
         their attempt numbers."""
-        snap = self.snapshot
-        cached = self._attempts_cache.get(id(snap))
-        if cached is None or cached[0] is not snap:
-            found: dict[tuple[str, int], list[int]] = {}
-            for node_id, iteration, attempt in snap.attempts:
-                found.setdefault((node_id, iteration), []).append(attempt)
-            cached = (snap, [(n, i, sorted(a)) for (n, i), a in sorted(found.items())])
-            self._attempts_cache[id(snap)] = cached
-            while len(self._attempts_cache) > SNAPSHOT_CACHE:
-                self._attempts_cache.popitem(last=False)
-        return [row for row in cached[1] if len(row[2]) >= least]
+        rows = self._fold.attempts_by_node(self.snapshot)
+        return [row for row in rows if len(row[2]) >= least]
 
     def default_attempt_pair(self) -> tuple[str, int, int, int] | None:
         """The last two attempts of the selected frame's node, else of any node with two."""
