@@ -263,6 +263,8 @@ class Database:
             if fence is None:  # aborted
                 return self.get_run(run_id)
         else:
+            if record.inherits:  # a fork by reference gets its own live state first
+                await asyncio.to_thread(tt.materialize, self.store, run_id)
             fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
         if record.cancel_requested:
             await asyncio.to_thread(self.store.cancel_run, run_id)
@@ -375,6 +377,8 @@ class Database:
         if record.status == "running" and alive:
             self.store.request_cancel(run_id)
         else:
+            if record.inherits:  # a fork by reference: its in-progress attempts end too
+                tt.materialize(self.store, run_id)
             self.store.cancel_run(run_id)
 
     # --- time travel ---------------------------------------------------------------------

@@ -6,8 +6,15 @@ from typing import TYPE_CHECKING, Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.engine import Pause, pause_history
-from smithers_tt.store import AttemptRecord, CheckpointRef, Frame, NodeRecord, RunRecord
-from smithers_tt.timetravel import Snapshot, run_html
+from smithers_tt.store import (
+    AttemptKey,
+    AttemptRecord,
+    CheckpointRef,
+    Frame,
+    NodeRecord,
+    RunRecord,
+)
+from smithers_tt.timetravel import Snapshot, live_rows, run_html
 
 if TYPE_CHECKING:
     from smithers_tt.database import Database
@@ -58,16 +65,35 @@ class Run:
         self.record = self.db.store.get_run(self.id)
         return self
 
+    def _inherited(self) -> Snapshot | None:
+        """The newest snapshot of a fork by reference, whose nodes, attempts and refs are
+        read from its parent's history (it has no live rows until it is materialised)."""
+        return self.snapshot() if self.record.inherits else None
+
     def nodes(self) -> list[NodeRecord]:
         """Every node (task iteration) with its state, last attempt and output."""
-        return self.db.store.list_nodes(self.id)
+        snap = self._inherited()
+        if snap is None:
+            return self.db.store.list_nodes(self.id)
+        return [
+            NodeRecord(self.id, n.node_id, n.iteration, n.state, n.last_attempt, n.output)
+            for _, n in sorted(snap.nodes.items())
+        ]
 
     def attempts(self, node_id: str | None = None) -> list[AttemptRecord]:
         """Every attempt, optionally of one node."""
-        return self.db.store.list_attempts(self.id, node_id)
+        snap = self._inherited()
+        if snap is None:
+            return self.db.store.list_attempts(self.id, node_id)
+        _, rows = live_rows(snap, self.id)
+        found = [_attempt(r) for r in rows if node_id is None or r["node_id"] == node_id]
+        return sorted(found, key=lambda a: (a.key.node_id, a.key.iteration, a.key.attempt))
 
     def checkpoints(self, node_id: str | None = None) -> list[CheckpointRef]:
         """Every checkpoint ref of the run (or of one node), in key order."""
+        snap = self._inherited()
+        if snap is not None:
+            return [ref for key, ref in sorted(snap.refs.items()) if node_id in (None, key[0])]
         refs: list[CheckpointRef] = []
         cursor = None
         while True:
@@ -79,7 +105,11 @@ class Run:
 
     def checkpoint(self, node_id: str, iteration: int = 0) -> AgentCheckpoint | None:
         """The newest checkpoint of a node, verified, or None."""
-        ref = self.db.store.newest_ref(self.id, node_id, iteration)
+        snap = self._inherited()
+        if snap is None:
+            ref = self.db.store.newest_ref(self.id, node_id, iteration)
+        else:
+            ref = snap.newest_ref(node_id, iteration)
         return None if ref is None else self.db.store.load(ref)
 
     def snapshot(self, frame_no: int | None = None) -> Snapshot:
@@ -96,3 +126,28 @@ class Run:
 
     def __repr__(self) -> str:
         return f"<Run {self.id} {self.record.workflow!r} {self.status}>"
+
+
+def _attempt(row: dict[str, Any]) -> AttemptRecord:
+    """An attempt record from a :func:`~smithers_tt.timetravel.live_rows` row."""
+    source = row["resumed_run_id"]
+    return AttemptRecord(
+        AttemptKey(row["run_id"], row["node_id"], row["iteration"], row["attempt"]),
+        row["state"],
+        row["owner_epoch"],
+        row["next_sequence"],
+        row["discard_resume"],
+        row["error"],
+        row["error_code"],
+        None
+        if source is None
+        else (
+            source,
+            row["resumed_node_id"],
+            row["resumed_iteration"],
+            row["resumed_attempt"],
+            row["resumed_sequence"],
+        ),
+        row["started_at_ms"],
+        row["finished_at_ms"],
+    )

@@ -81,7 +81,11 @@ from smithers_tt.store._records import (
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
 from smithers_tt.store._travel_bulk import StoredRefs
-from smithers_tt.store._travel_prune import count_kept_for_forks, prune_page
+from smithers_tt.store._travel_prune import (
+    count_kept_for_forks,
+    inheriting_forks_of_old,
+    prune_page,
+)
 from smithers_tt.store._travel_write import Refold
 
 __all__ = [
@@ -149,6 +153,7 @@ __all__ = [
     "describe_tables",
     "display_url",
     "driver",
+    "inheriting_forks_of_old",
     "langgraph_run_id",
     "list_workers",
     "migrate",

@@ -102,7 +102,7 @@ class Statements:
         )
         self.lock_run = q(
             # The suffix is a constant of the dialect, not data.
-            "SELECT status, owner_epoch, owner_id, cancel_requested FROM tt_runs "  # noqa: S608
+            "SELECT status, owner_epoch, owner_id, cancel_requested, inherits FROM tt_runs "  # noqa: S608
             "WHERE run_id = ?" + dialect.row_lock
         )
         self.open_attempts = q(

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import EncodedCheckpoint
-from smithers_tt.errors import RunNotFound
+from smithers_tt.errors import InvalidArgument, RunNotFound
 from smithers_tt.store import _schema as S
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._frames import Frame
@@ -286,8 +286,22 @@ class LangGraphWrite:
                 sa.select(t.c.run_id).where(t.c.thread_id == str(thread_id))
             ).scalars()
         )
+        r = S.runs
         for part in self._sql.chunks(run_ids):
-            self.conn.execute(S.runs.delete().where(S.runs.c.run_id.in_(list(part))))
+            forks = self.conn.execute(
+                sa.select(r.c.run_id, r.c.parent_run_id)
+                .where(r.c.parent_run_id.in_(list(part)), r.c.inherits.is_(True))
+                .limit(5)
+            ).all()
+            if forks:
+                shown = ", ".join(f"{child} (of {parent})" for child, parent in forks)
+                raise InvalidArgument(
+                    f"thread {thread_id!r} has runs forked by reference that read its history: "
+                    f"{shown}. Materialise them first (smithers_tt.timetravel.materialize) or "
+                    "delete them; nothing was deleted"
+                )
+        for part in self._sql.chunks(run_ids):
+            self.conn.execute(r.delete().where(r.c.run_id.in_(list(part))))
         return run_ids
 
     def delete_checkpoints(self, keys: Sequence[tuple[str, str]]) -> None:

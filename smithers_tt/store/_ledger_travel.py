@@ -116,16 +116,21 @@ def fork_row(
     )  # fmt: skip
 
 
-def end_fork(conn: Connection, child_id: str, output: Any, error: str | None) -> None:
-    """Give a fork that keeps its parent's ending the parent's output and error."""
-    if output is None and error is None:
+def end_fork(
+    conn: Connection, child_id: str, output: Any, error: str | None, *, inherits: bool = False
+) -> None:
+    """Give a fork that keeps its parent's ending the parent's output and error; mark a fork
+    by reference (``inherits``: its history before frame 0 is read from its parent)."""
+    if output is None and error is None and not inherits:
         return
     r = S.runs
     conn.execute(
         r.update()
         .where(r.c.run_id == child_id)
         # A run's output maps task ids to outputs: one level that is not theirs.
-        .values(output_json=json_or_none(output, wrapping=1), error=error)
+        .values(
+            output_json=json_or_none(output, wrapping=1), error=error, inherits=inherits or None
+        )
     )
 
 

@@ -128,6 +128,10 @@ class RunRecord:
     clock: int = 0
     graph: dict[str, list[str]] | None = None
     """Task ids and the tasks each needs, as defined when the run was created."""
+    inherits: bool = False
+    """A fork by reference not materialised yet: its history before frame 0 is its parent's up
+    to ``parent_frame_no``, and it has no live nodes, attempts or refs of its own (read its
+    state from a snapshot; resuming it materialises it)."""
 
 
 @dataclass(frozen=True, slots=True)

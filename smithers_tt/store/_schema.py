@@ -20,6 +20,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 metadata = MetaData()
@@ -64,6 +65,7 @@ runs = Table(
     Column("max_checkpoint_bytes", Integer, nullable=True),
     Column("clock", BigInteger, nullable=False),
     Column("graph_json", Text, nullable=True),
+    Column("inherits", Boolean, nullable=True),
     Column("lease_owner", String(200), nullable=True),
     Column("lease_until_ms", BigInteger, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
@@ -72,6 +74,10 @@ runs = Table(
     CheckConstraint("owner_epoch >= 0", name="tt_runs_epoch"),
 )
 Index("tt_runs_parent", runs.c.parent_run_id)
+"""``inherits`` is true on a fork made by reference that has not been materialised: its
+history before frame 0 is its parent's up to ``parent_frame_no`` (read there, never copied)
+and it has no live nodes, attempts or refs of its own yet (see
+:mod:`smithers_tt.timetravel._inherit`)."""
 Index("tt_runs_status_idx", runs.c.status, runs.c.run_id)
 
 NODE_STATES = ("pending", "running", "finished", "failed", "cancelled", "skipped", "cached")
@@ -196,6 +202,34 @@ frames = Table(
 """``size_bytes`` is a checkpoint frame's content size (``data`` ``{"size": n}``: such a frame
 stores ``data_json`` NULL and ``size_bytes`` n; readers give back ``{"size": n}``)."""
 Index("tt_frames_content", frames.c.content_hash)
+
+RUN_LEVEL_KINDS = (
+    "run_created",
+    "run_claimed",
+    "run_finished",
+    "run_failed",
+    "run_cancelled",
+    "forked",
+    "reset",
+    "run_paused",
+    "run_continued",
+    "run_released",
+)
+"""Frame kinds that change the run's status, output or error: a partial index lists them, so
+"the run's state at frame N" is one index probe however long the history (a run has a few
+of them, against one checkpoint frame per publish, which the index leaves out)."""
+
+RUN_LEVEL_WHERE = text(_in("kind", RUN_LEVEL_KINDS))
+"""The index's predicate, as literal SQL: a query uses a partial index only when its own WHERE
+holds the same terms (SQLite matches them literally)."""
+
+Index(
+    "tt_frames_run_level",
+    frames.c.run_id,
+    frames.c.frame_no,
+    sqlite_where=RUN_LEVEL_WHERE,
+    postgresql_where=RUN_LEVEL_WHERE,
+)
 
 cache = Table(
     "tt_cache",

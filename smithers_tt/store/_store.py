@@ -116,6 +116,7 @@ def _run_from_row(row: Any) -> RunRecord:
         row.updated_at_ms,
         row.clock,
         stored_json(row.graph_json, f"tt_runs.graph_json of run {row.run_id!r}"),
+        bool(row.inherits),
     )
 
 
@@ -407,6 +408,12 @@ class Store:
                 if row[0] in _TERMINAL_RUN:
                     raise InvalidArgument(
                         f"run {run_id} is {row[0]}; only unfinished runs are claimed"
+                    )
+                if row[4]:
+                    raise InvalidArgument(
+                        f"run {run_id} is a fork by reference that reads its parent's "
+                        "history and has no live state yet; resume it with db.resume (which "
+                        "materialises it first) or call smithers_tt.timetravel.materialize"
                     )
                 if row[0] == "paused":
                     raise InvalidArgument(

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.store import _schema as S
 from smithers_tt.store._driver import driver
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._frames import frame_from_row, select_frames
 from smithers_tt.store._ledger import Entry, write
 from smithers_tt.store._ledger_travel import (
     AttemptRow,
@@ -60,6 +61,24 @@ class RunState:
     clock: int
     max_checkpoint_bytes: int | None
     graph_json: str | None
+    input_json: str | None
+    parent_run_id: str | None
+    parent_frame_no: int | None
+    inherits: bool | None
+
+    @property
+    def input(self) -> Any:
+        """The run's input (as its ``run_created`` or ``forked`` frame holds it)."""
+        return stored_json(self.input_json, f"tt_runs.input_json of run {self.run_id!r}")
+
+    @property
+    def base(self) -> tuple[str, int] | None:
+        """``(parent_run_id, parent_frame_no)`` of a fork by reference not materialised: its
+        history before frame 0 is its parent's up to that frame. ``None`` for a run whose
+        history is all its own (a fork that restates its parent in base frames included)."""
+        if not self.inherits or self.parent_run_id is None or self.parent_frame_no is None:
+            return None
+        return self.parent_run_id, self.parent_frame_no
 
     @property
     def graph(self) -> dict[str, list[str]] | None:
@@ -109,6 +128,40 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
             stmt = stmt.with_for_update()
         row = self._conn.execute(stmt).one_or_none()
         return None if row is None else RunState(*row)
+
+    def run_level_frame(self, run_id: str, frame_no: int) -> Frame | None:
+        """The newest frame at or below ``frame_no`` that set the run's status, output or
+        error (one probe of the partial index ``tt_frames_run_level``), or ``None``."""
+        f = S.frames
+        row = self._conn.execute(
+            select_frames(run_id, None, frame_no)
+            .where(S.RUN_LEVEL_WHERE)
+            .order_by(None)
+            .order_by(f.c.frame_no.desc())
+            .limit(1)
+        ).one_or_none()
+        return None if row is None else frame_from_row(row)
+
+    def set_inherits(self, run_id: str, inherits: bool) -> None:
+        """Mark the run as reading its history before frame 0 from its parent (or not)."""
+        r = S.runs
+        self._conn.execute(r.update().where(r.c.run_id == run_id).values(inherits=inherits or None))
+
+    def delete_frames_below(self, run_id: str, frame_no: int) -> None:
+        """Delete the run's frames numbered below ``frame_no`` (a fork's base frames, about to
+        be restated); the run's clock does not change."""
+        f = S.frames
+        self._conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no < frame_no))
+
+    def inheriting_children(self, run_ids: Sequence[str]) -> list[str]:
+        """Runs forked by reference (not materialised) from any of ``run_ids``, by id."""
+        r = S.runs
+        rows = self._conn.execute(
+            sa.select(r.c.run_id)
+            .where(r.c.parent_run_id.in_(run_ids), r.c.inherits.is_(True))
+            .order_by(r.c.run_id)
+        )
+        return [row[0] for row in rows]
 
     def take_lease(self, run_id: str, token: str, until_ms: int) -> None:
         """Write ``token`` as the run's lease holder until ``until_ms``."""
@@ -173,18 +226,21 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
         error: str | None,
         first: Frame,
         project: Callable[[], Any],
+        inherits: bool = False,
     ) -> None:
         """Create the run of a fork of ``parent`` at ``parent_frame_no`` through the ledger:
         its row (clock 0, unowned, the parent's workflow, graph and checkpoint ceiling), the
         base frames and live state ``project`` writes, then ``first`` (frame 0), stamped
-        ``first.created_at_ms``."""
+        ``first.created_at_ms``. With ``inherits`` the fork is by reference: its history
+        before frame 0 is read from the parent (``project`` writes only what the fork
+        changes, such as edited checkpoints)."""
         create = fork_row(
             parent, child_id, parent_frame_no, status=status, input=input, output=output,
             error=error,
         )  # fmt: skip
 
         def projection() -> None:
-            end_fork(self._conn, child_id, output, error)
+            end_fork(self._conn, child_id, output, error, inherits=inherits)
             project()
 
         entry = Entry(child_id, None, [Forked(first, projection)], create=create)

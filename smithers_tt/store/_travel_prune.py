@@ -33,7 +33,29 @@ def _old(
     ]
     if keep_forks:
         conditions.append(~sa.exists().where(_CHILD.c.parent_run_id == r.c.run_id))
+    else:  # a fork by reference reads its parent's frames: it is materialised first
+        conditions.append(~sa.exists().where(_inheriting(r)))
     return sa.and_(*conditions)
+
+
+def _inheriting(r: sa.Table) -> sa.ColumnElement[bool]:
+    return sa.and_(_CHILD.c.parent_run_id == r.c.run_id, _CHILD.c.inherits.is_(True))
+
+
+def inheriting_forks_of_old(
+    engine: Engine, *, statuses: Sequence[str], cutoff_ms: int, limit: int = 1000
+) -> list[str]:
+    """Forks by reference (not materialised) whose parent is old by status and age: what
+    a prune that does not keep forks materialises before it deletes their parents."""
+    r = S.runs
+    stmt = (
+        sa.select(_CHILD.c.run_id)
+        .join(r, _inheriting(r))
+        .where(r.c.status.in_(statuses), r.c.updated_at_ms < cutoff_ms)
+        .order_by(_CHILD.c.run_id)
+        .limit(limit)
+    )
+    return engine.transaction(lambda conn: list(conn.execute(stmt).scalars()), write=False)
 
 
 def prune_page(

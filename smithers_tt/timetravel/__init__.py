@@ -1,5 +1,6 @@
 """Time travel: snapshots of any frame, diffs, rewind, fork, reset and the fork tree."""
 
+from smithers_tt.timetravel._at import inherited
 from smithers_tt.timetravel._diff import Change, SnapshotDiff, diff, json_diff
 from smithers_tt.timetravel._html import run_html
 from smithers_tt.timetravel._materialize import live_rows
@@ -7,6 +8,7 @@ from smithers_tt.timetravel._ops import (
     LIVE_OWNER_MS,
     acquire_lease,
     fork,
+    materialize,
     release_lease,
     reset,
     rewind,
@@ -42,8 +44,10 @@ __all__ = [
     "fold",
     "fork",
     "fork_tree",
+    "inherited",
     "json_diff",
     "live_rows",
+    "materialize",
     "prune_runs",
     "release_lease",
     "reset",

@@ -28,6 +28,7 @@ from smithers_tt.errors import (
     NothingToUndo,
     RunNotFound,
     SmithersError,
+    SnapshotInvalid,
 )
 from smithers_tt.store import (
     CheckpointRef,
@@ -41,13 +42,19 @@ from smithers_tt.store import (
     travel,
 )
 from smithers_tt.timetravel import _delta
-from smithers_tt.timetravel._bulk import refs_from_rows, state_at
+from smithers_tt.timetravel._at import (
+    inherited_base,
+    load_refs,
+    reset_by_fork,
+    snapshot_at,
+    state_probe,
+)
 from smithers_tt.timetravel._materialize import (
     check_contents,
     replace_live_state,
     write_base_frames,
 )
-from smithers_tt.timetravel._snapshot import AttemptView, LaterSnapshot, Snapshot, fold
+from smithers_tt.timetravel._snapshot import AttemptView, LaterSnapshot, Snapshot, apply
 
 T = TypeVar("T")
 
@@ -149,57 +156,6 @@ def _check_lease(tx: Travel, lease: Lease) -> RunState:
     return row
 
 
-def snapshot_at(
-    tx: Travel,
-    run_id: str,
-    frame_no: int | None = None,
-    *,
-    refs: bool = True,
-    exact: bool = False,
-) -> Snapshot:
-    """The snapshot of ``run_id`` at ``frame_no`` (default: its newest frame).
-
-    Checkpoint frames are resolved in SQL (see :mod:`smithers_tt.timetravel._bulk`); when
-    that path cannot vouch for the answer, every frame is folded in Python. With
-    ``refs=False`` the refs stay in the database (``snap.stored_refs``) when they can, for
-    rewind and fork to copy them there; ``exact=True`` always folds every frame.
-
-    Raises:
-        FrameNotFound: the run has no such frame.
-        SnapshotInvalid: a frame is corrupt, or the snapshot is larger than allowed.
-    """
-    last = tx.clock(run_id)
-    if last is None:
-        raise RunNotFound(f"no run {run_id!r}")
-    frame_no = last if frame_no is None else frame_no
-    if type(frame_no) is not int or not 0 <= frame_no <= last:
-        raise FrameNotFound(
-            f"run {run_id} has frames 0 to {last}; there is no frame {frame_no!r}",
-            run_id=run_id,
-            frame_no=frame_no,
-        )
-    snap = None if exact else state_at(tx, run_id, frame_no)
-    if snap is None or (refs and not _load_refs(tx, snap)):
-        return fold(run_id, tx.frames(run_id, frame_no), frame_no)
-    return snap
-
-
-def _load_refs(tx: Travel, snap: Snapshot) -> bool:
-    """Read the refs ``snap`` left in the database (now, in this transaction); they become
-    :class:`CheckpointRef` objects only if someone looks at ``snap.refs``. False when a ref
-    key is bound twice (only the full fold can tell which binding is visible)."""
-    stored = snap.stored_refs
-    if stored is None:
-        return True
-    rows = tx.stored_ref_rows(stored)
-    if len({row[:4] for row in rows}) != len(rows):
-        return False
-    run_id = snap.run_id
-    snap.stored_refs = None
-    snap.defer_refs(lambda: refs_from_rows(run_id, rows))
-    return True
-
-
 def _transaction(store: Store, work: Callable[[Travel, bool], T]) -> T:
     """Run ``work(tx, exact=False)`` (set-based) in one transaction; if it raises
     :class:`Refold` (that transaction rolled back, nothing changed), run
@@ -297,11 +253,17 @@ def _leased(store: Store, lease: Lease, operation: Callable[[], T]) -> T:
         raise
 
 
-def _refuse_cut_forks(tx: Travel, run_id: str, frame_no: int) -> None:
-    """Raise :class:`ForkPointRewound` when runs were forked from ``run_id`` above
-    ``frame_no`` (a rewind there would remove their fork point)."""
+def _cut_forks(tx: Travel, run_id: str, frame_no: int, force: bool, exact: bool) -> None:
+    """Before a rewind of ``run_id`` to ``frame_no``: raise :class:`ForkPointRewound` when
+    runs were forked from it above ``frame_no`` (the rewind would remove their fork point);
+    with ``force``, materialise those that read their history from it instead."""
     cut = [row for row in tx.fork_children([run_id]) if (row[2] or 0) > frame_no]
     if not cut:
+        return
+    if force:
+        for child in tx.inheriting_children([run_id]):
+            if any(row[0] == child for row in cut):
+                materialize_in(tx, child, exact=exact)
         return
     names = [row[0] for row in cut]
     shown = ", ".join(f"{row[0]} (at frame {row[2]})" for row in cut[:10])
@@ -333,10 +295,10 @@ def _rewind(
     returned is then read from the frames on first access, by ``later``.
     """
     run = _check_lease(tx, lease)
+    materialize_in(tx, run_id, exact=exact)  # a fork by reference gets its own rows first
     tail = None if exact or later is None else _delta.tail_of(tx, run_id, frame_no, run.clock)
     if tail is not None and later is not None:
-        if not force:
-            _refuse_cut_forks(tx, run_id, frame_no)
+        _cut_forks(tx, run_id, frame_no, force, exact)
         delta = _delta.rewound(tx, run_id, frame_no, tail)
         _delta.write(tx, run_id, frame_no, delta, rewind=True)
         end = delta.snap if tail.run_level else None
@@ -351,11 +313,10 @@ def _rewind(
         tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
         return later(run_id, frame_no)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
-    if not force:
-        _refuse_cut_forks(tx, run_id, frame_no)
+    _cut_forks(tx, run_id, frame_no, force, exact)
     check_contents(tx, snap)
     replace_live_state(tx, snap, run_id)
-    _load_refs(tx, snap)  # what this returns: the refs now live
+    load_refs(tx, snap)  # what this returns: the refs now live
     tx.rewind_run(
         run_id,
         clock=frame_no,
@@ -415,7 +376,7 @@ def undo_rewind(
         snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)
         check_contents(tx, snap)
         replace_live_state(tx, snap, run_id)
-        _load_refs(tx, snap)
+        load_refs(tx, snap)
         _audit_undo(tx, run_id, kept, reason)
         return snap
 
@@ -447,9 +408,11 @@ def _expand(graph: dict[str, list[str]] | None, names: set[str], dependents: boo
     return found
 
 
-def _check_nodes(run: RunState, names: set[str], snap: Snapshot) -> None:
+def _check_nodes(run: RunState, names: set[str], snap: Snapshot | None) -> None:
     graph = run.graph
-    known = set(graph or {}) | {k[0] for k in snap.nodes} | {k[0] for k in snap.attempts}
+    known = set(graph or {})
+    if snap is not None:
+        known |= {k[0] for k in snap.nodes} | {k[0] for k in snap.attempts}
     unknown = sorted(names - known)
     if unknown:
         raise InvalidArgument(f"run {run.run_id} has no task(s) {unknown}; it has {sorted(known)}")
@@ -544,10 +507,14 @@ def fork(
 ) -> str:
     """Create a child run whose frame 0 is the parent's frame ``frame_no``; return its id.
 
-    The child shares content with its parent; metadata is copied in bulk. Nodes in ``reset``
+    The fork is made by reference: it records its parent and frame and copies nothing it
+    inherits (no frame, attempt or ref), so its cost does not grow with the parent's history.
+    Everything that reads it sees the parent's history up to ``frame_no`` (see
+    :mod:`._at`); resuming it, resetting or rewinding it, or removing the frames it reads
+    from its parent gives it its own copy first (:func:`materialize`). Nodes in ``reset``
     (and, with ``dependents``, the tasks that need them) start fresh; ``input`` replaces the
     run input; ``checkpoints`` gives a node an edited checkpoint to resume from (the node and
-    its dependents run again).
+    its dependents run again): only those are written.
     """
     checkpoints = dict(checkpoints or {})
     override_input = input is not None
@@ -558,26 +525,30 @@ def fork(
         parent = tx.run_state(run_id)
         if parent is None:
             raise RunNotFound(f"no run {run_id!r}")
-        snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
         named = set(reset) | set(checkpoints)
-        _check_nodes(parent, named, snap)
         graph = parent.graph
+        # The parent's snapshot is read only when an edit needs it (the format of the node's
+        # newest checkpoint) or a named node is not in the workflow graph.
+        snap = None
+        if checkpoints or not named <= set(graph or {}):
+            snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
+        state = state_probe(tx, parent, _frame_of(parent, frame_no))
+        _check_nodes(parent, named, snap)
         gone = _expand(graph, named, dependents)
         child_id = new_run_id()
-        base = _without(snap, gone)
-        base.run_id = child_id
+        edits = Snapshot(child_id, -1)
         limit = size_limit(parent.max_checkpoint_bytes)
         for node_id, checkpoint in sorted(checkpoints.items()):
-            _edit(tx, base, node_id, checkpoint, limit, allow_new_format, snap)
-        check_contents(tx, base)
+            assert snap is not None
+            _edit(tx, edits, node_id, checkpoint, limit, allow_new_format, snap)
         status = (
-            snap.status if snap.status in ("finished", "failed") and not gone else ("interrupted")
+            state.status if state.status in ("finished", "failed") and not gone else "interrupted"
         )
-        child_input = input if override_input else snap.input
+        child_input = input if override_input else state.input
         # A child that keeps its parent's ending (nothing reset) keeps its output and error too.
-        ended = status == snap.status
-        output = snap.output if ended else None
-        error = snap.error if ended else None
+        ended = status == state.status
+        output = state.output if ended else None
+        error = state.error if ended else None
         stamp = now_ms()
         tx.fork_run(
             parent,
@@ -603,11 +574,9 @@ def fork(
                     "edited": sorted(checkpoints),
                 },
             ),
-            # The base frames first: the live refs are copied from them.
-            project=lambda: (
-                write_base_frames(tx, base, child_id),
-                replace_live_state(tx, base, child_id, refs_from_base=True),
-            ),
+            # Only the edited checkpoints (with their attempts) become frames of the fork.
+            project=lambda: write_base_frames(tx, edits, child_id) if edits.refs else 0,
+            inherits=True,
         )
         tx.audit(
             run_id,
@@ -619,6 +588,63 @@ def fork(
         return child_id
 
     return _transaction(store, work)
+
+
+def _frame_of(run: RunState, frame_no: Any) -> int:
+    if type(frame_no) is not int or not 0 <= frame_no <= run.clock:
+        raise FrameNotFound(
+            f"run {run.run_id} has frames 0 to {run.clock}; there is no frame {frame_no!r}",
+            run_id=run.run_id,
+            frame_no=frame_no,
+        )
+    return frame_no
+
+
+def materialize(store: Store, run_id: str) -> bool:
+    """Give a fork by reference its own copy of what it inherits, in one transaction: base
+    frames that restate its parent's state at the fork frame (as forks made before forks by
+    reference have) and its live nodes, attempts and refs. From then on it reads nothing
+    from its parent. Returns False (and changes nothing) for a run that has its own history
+    already.
+
+    Resuming, resetting or rewinding a fork by reference calls this first, and so does
+    removing the frames it reads (deleting, pruning or rewinding its parent below the fork).
+    """
+    return _transaction(store, lambda tx, exact: materialize_in(tx, run_id, exact=exact))
+
+
+def materialize_in(tx: Travel, run_id: str, *, exact: bool = False) -> bool:
+    """:func:`materialize` inside the transaction ``tx`` (the run row is locked)."""
+    run = tx.run_state(run_id, lock=True)
+    if run is None:
+        raise RunNotFound(f"no run {run_id!r}")
+    if run.base is None:
+        return False
+    frames = tx.frames(run_id)
+    start = inherited_base(tx, run, reset_by_fork(frames), exact=exact, refs=False)
+    for frame in frames:  # the edited checkpoints, restated with the rest below
+        if frame.frame_no < 0:
+            apply(start, frame)
+    changing = [f for f in frames if f.frame_no > 0 and f.kind not in _NO_ROWS]
+    if changing:  # a fork by reference is claimed, reset or rewound only once materialised
+        raise SnapshotInvalid(
+            f"run {run_id} reads its parent's history but frame {changing[0].frame_no} "
+            f"({changing[0].kind}) changed its live state; the store is inconsistent"
+        )
+    tx.delete_frames_below(run_id, 0)
+    write_base_frames(tx, start, run_id)
+    check_contents(tx, start)
+    replace_live_state(tx, start, run_id, refs_from_base=True)
+    tx.set_inherits(run_id, False)
+    return True
+
+
+_NO_ROWS = frozenset(
+    {"cancel_requested", "breakpoints_set", "run_cancelled", "run_released", "run_paused",
+     "run_continued"}
+)  # fmt: skip
+"""Frames that change no live node, attempt or ref (what a fork by reference may have after
+frame 0 before it is materialised)."""
 
 
 def reset(
@@ -639,6 +665,7 @@ def reset(
 
     def work(tx: Travel) -> list[str]:
         run = _check_lease(tx, lease)
+        materialize_in(tx, run_id)  # a fork by reference gets its own rows first
         snap = snapshot_at(tx, run_id, refs=False)
         _check_nodes(run, {node_id}, snap)
         gone = sorted(_expand(run.graph, {node_id}, dependents))

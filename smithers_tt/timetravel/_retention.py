@@ -8,8 +8,9 @@ entry, still pin it, which :func:`smithers_tt.store.collect_garbage` decides aft
 
 With ``keep_forks`` (the default) a run is deleted only once no run forked from it remains, so
 a kept fork keeps its whole ancestry (and its lineage in the fork tree); without it, old runs go
-whatever descends from them, and their forks stay whole on their own (every run's history is
-self-contained: its base frames restate the state it was forked from and pin that content).
+whatever descends from them, and their forks stay whole on their own: a fork made by reference
+is materialised first (base frames that restate the state it was forked from, and pin that
+content), and a parent with such a fork is never deleted before that.
 
 Work is done in pages of runs, one transaction each, so a prune of millions of runs never
 holds one long transaction; every deleted run leaves a ``prune`` row in the audit table.
@@ -28,9 +29,11 @@ from smithers_tt.store import (
     check_limit,
     collect_garbage,
     count_kept_for_forks,
+    inheriting_forks_of_old,
     now_ms,
     prune_page,
 )
+from smithers_tt.timetravel._ops import materialize
 
 TERMINAL = ("finished", "failed", "cancelled")
 """Statuses of runs that ended: the only ones retention ever deletes."""
@@ -46,6 +49,8 @@ class PruneReport:
 
     cutoff_ms: int | None = None
     runs_deleted: int = 0
+    forks_materialised: int = 0
+    """Forks by reference given their own history first (their parents went)."""
     deleted: list[str] = field(default_factory=list)
     kept_for_forks: int = 0
     pages: int = 0
@@ -102,6 +107,12 @@ def prune_runs(
     check_limit(page_size)
     cutoff = now_ms() - older_than_ms
     report = PruneReport(cutoff_ms=cutoff)
+    while not keep_forks:  # forks that read an old parent's frames get their own first
+        forks = inheriting_forks_of_old(store.engine, statuses=TERMINAL, cutoff_ms=cutoff)
+        if not forks:
+            break
+        for child in forks:
+            report.forks_materialised += materialize(store, child)
     while True:  # passes: each can turn parents of deleted forks into leaves
         deleted_in_pass = 0
         after: str | None = None

@@ -1,10 +1,10 @@
 """Snapshots: the exact state a frame makes visible, rebuilt by folding the run's frames.
 
 A run's frames are its history; folding them in order up to frame N gives the nodes,
-attempts, outputs and checkpoint refs visible at N. A forked run starts with *base frames*
-(numbered below 0) that restate its parent's state at the fork point, so every run's history
-is self-contained: deleting a parent never breaks a child, and base frames pin the content
-they refer to.
+attempts, outputs and checkpoint refs visible at N. A fork made by reference reads its history
+before frame 0 from its parent (:mod:`._at`); a materialised fork (and every fork made before
+forks by reference) starts with *base frames* (numbered below 0) that restate its parent's
+state at the fork point, so its history is self-contained.
 """
 
 from __future__ import annotations
@@ -344,13 +344,21 @@ def apply(snap: Snapshot, frame: Frame) -> None:
         )
 
 
-def fold(run_id: str, frames: Iterable[Frame], upto: int | None = None) -> Snapshot:
-    """The snapshot at frame ``upto`` (default: the last frame) from a run's frames in order.
+def fold(
+    run_id: str,
+    frames: Iterable[Frame],
+    upto: int | None = None,
+    *,
+    base: Snapshot | None = None,
+) -> Snapshot:
+    """The snapshot at frame ``upto`` (default: the last frame) from a run's frames in order,
+    folded on ``base`` (what a fork by reference inherits; it is changed in place) or on
+    nothing.
 
     Raises:
         SnapshotInvalid: a frame is malformed, or the snapshot is larger than allowed.
     """
-    snap = Snapshot(run_id, -1)
+    snap = Snapshot(run_id, -1) if base is None else base
     previous: int | None = None
     for frame in frames:
         if upto is not None and frame.frame_no > upto:

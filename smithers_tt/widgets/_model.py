@@ -244,6 +244,8 @@ class Update:
     frames: list[Frame] | None = None
     reload: bool = False
     tree: tuple[str, list[ForkEdge]] | None = None
+    base: Snapshot | None = None
+    """With ``reload``: what the run inherits, if it is a fork by reference."""
 
 
 # --- the controller ------------------------------------------------------------------------
@@ -290,12 +292,15 @@ class DebuggerModel:
         record = self.db.store.get_run(run_id)  # RunNotFound before anything changes
         self.run_id = record.run_id
         self.record = record
+        # What a fork by reference inherits, read before its frames: if it is materialised
+        # in between, its new base frames restate that same state (folding them changes none).
+        base = tt.inherited(self.db.store, run_id)
         frames = load_frames(self.db, run_id)
         _check_dense(run_id, frames)
         self.frames: list[Frame] = frames
         self.root, self.tree = tt.fork_tree(self.db.store, run_id)
         self._nodes_seen: dict[str, None] = {}
-        self._fold = FoldCache(run_id, frames, self.load)
+        self._fold = FoldCache(run_id, frames, self.load, base)
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
         self._note_frames(self.frames)
         self.frame_no = self.last_frame
@@ -598,11 +603,15 @@ class DebuggerModel:
             return Update(record)
         tree = tt.fork_tree(self.db.store, self.run_id)
         if record.clock < known:
-            return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree)
+            return self._reload(record, tree)
         new = load_frames(self.db, self.run_id, after=known - 1)  # the newest known one again
         if new[:1] != self.frames[-1:]:  # history was rewritten under us (rewound, resumed)
-            return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree)
+            return self._reload(record, tree)
         return Update(record, new[1:], tree=tree)
+
+    def _reload(self, record: RunRecord, tree: Any) -> Update:
+        base = tt.inherited(self.db.store, self.run_id)  # before the frames: see _load_run
+        return Update(record, load_frames(self.db, self.run_id), reload=True, tree=tree, base=base)
 
     def apply_update(self, update: Update) -> bool:
         """Apply a fetched update (in the thread that owns the widgets); True if it changed
@@ -617,7 +626,7 @@ class DebuggerModel:
             events.append("tree")
         if update.reload and update.frames is not None:
             self.frames = update.frames
-            self._fold.reset(self.frames)
+            self._fold.reset(self.frames, update.base)
             self._note_frames(self.frames)
             self.frame_no = min(self.frame_no, self.last_frame)
             self._default_ref()

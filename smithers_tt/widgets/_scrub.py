@@ -38,14 +38,21 @@ class FoldCache:
     """The snapshots of ``frames`` (one run's, dense; the list may grow at its end)."""
 
     def __init__(
-        self, run_id: str, frames: list[Frame], loader: Callable[[CheckpointRef], AgentCheckpoint]
+        self,
+        run_id: str,
+        frames: list[Frame],
+        loader: Callable[[CheckpointRef], AgentCheckpoint],
+        base: Snapshot | None = None,
     ) -> None:
         self.run_id, self.loader = run_id, loader
-        self.reset(frames)
+        self.reset(frames, base)
 
-    def reset(self, frames: list[Frame]) -> None:
-        """Start again on ``frames`` (the run's history was rewritten)."""
-        self.frames = frames
+    def reset(self, frames: list[Frame], base: Snapshot | None = None) -> None:
+        """Start again on ``frames`` (the run's history was rewritten), folded on ``base``
+        (what a fork by reference inherits, :func:`smithers_tt.timetravel.inherited`) or on
+        nothing."""
+        self.frames, self.base = frames, base
+        self._base_newest = None if base is None else newest_refs(base)
         self.clear()
 
     def clear(self) -> None:
@@ -75,9 +82,13 @@ class FoldCache:
                 newest = dict(newest)  # the base's own stays as it is
         else:
             base = None
-            snap = Snapshot(self.run_id, self.frames[0].frame_no - 1 if self.frames else -1)
+            before = self.frames[0].frame_no - 1 if self.frames else -1
+            if self.base is None:
+                snap, newest = Snapshot(self.run_id, before), {}
+            else:
+                snap, newest = copy_rows(self.base), dict(self._base_newest or {})
+                snap.frame_no = before
             first = 0
-            newest = {}
         # While refs are only added (the count says when some were removed, by a reset), the
         # fold follows each node's newest ref and the keys added since the base, from which
         # the sorted keys come by a merge: a selection never scans nor sorts every ref.

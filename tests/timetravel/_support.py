@@ -11,7 +11,7 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.engine import GenerateRequest, Workflow
-from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store import Frame
 from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_row
 from smithers_tt.store._records import now_ms
@@ -38,24 +38,13 @@ def snapshot_view(snap: Snapshot) -> dict[str, Any]:
 
 
 def live_view(db: st.Database, run_id: str) -> dict[str, Any]:
-    """The run's live nodes, attempts and refs, read through the store API."""
-    store = db.store
-    refs: dict[tuple[str, int, int, int], CheckpointRef] = {}
-    cursor = None
-    while True:
-        page = store.list_refs(run_id, limit=1000, cursor=cursor)
-        for r in page.items:
-            refs[(r.node_id, r.iteration, r.attempt, r.sequence)] = dataclasses.replace(
-                r, run_id=""
-            )
-        if page.next_cursor is None:
-            break
-        cursor = page.next_cursor
+    """The run's live nodes, attempts and refs, read through the run API: the store's live
+    tables, or for a fork by reference not materialised yet, what it inherits."""
+    run = db.get_run(run_id)
     return {
-        "status": store.get_run(run_id).status,
+        "status": run.status,
         "nodes": {
-            (n.node_id, n.iteration): (n.state, n.last_attempt, n.output)
-            for n in store.list_nodes(run_id)
+            (n.node_id, n.iteration): (n.state, n.last_attempt, n.output) for n in run.nodes()
         },
         "attempts": {
             (a.key.node_id, a.key.iteration, a.key.attempt): (
@@ -65,9 +54,12 @@ def live_view(db: st.Database, run_id: str) -> dict[str, Any]:
                 a.error_code,
                 a.discard_resume,
             )
-            for a in store.list_attempts(run_id)
+            for a in run.attempts()
         },
-        "refs": refs,
+        "refs": {
+            (r.node_id, r.iteration, r.attempt, r.sequence): dataclasses.replace(r, run_id="")
+            for r in run.checkpoints()
+        },
     }
 
 

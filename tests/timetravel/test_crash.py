@@ -1,5 +1,6 @@
-"""kill -9 in the middle of a rewind or a fork: afterwards it either happened whole or not at
-all, and the run can be rewound again once the dead holder's lease has expired."""
+"""kill -9 in the middle of a rewind, a fork, the materialisation of a fork by reference or an
+undo: afterwards it either happened whole or not at all, and the run can be rewound again once
+the dead holder's lease has expired."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.errors import LeaseBusy
+from smithers_tt.timetravel import materialize
 from tests.timetravel._support import (
     build_bulk_run,
     compact_snapshot,
@@ -34,19 +36,23 @@ CHILD = textwrap.dedent(
 
     url, op, run_id, frame_no, lease_ms = sys.argv[1:]
     _ops.LEASE_MS = int(lease_ms)
-    real = _ops.snapshot_at
+    # what each operation calls first inside its transaction
+    name = {"fork": "state_probe", "materialize": "inherited_base"}.get(op, "snapshot_at")
+    real = getattr(_ops, name)
 
-    def snapshot_at(*args, **kwargs):
+    def spy(*args, **kwargs):
         print("working", flush=True)  # inside the operation's transaction now
         return real(*args, **kwargs)
 
-    _ops.snapshot_at = snapshot_at
+    setattr(_ops, name, spy)
     db = st.connect(url)
     print("ready", flush=True)
     if op == "rewind":
         db.rewind(run_id, int(frame_no), confirm=True)
     elif op == "undo":
         db.undo_rewind(run_id)
+    elif op == "materialize":
+        _ops.materialize(db.store, run_id)
     else:
         db.fork(run_id, int(frame_no))
     print("done", flush=True)
@@ -114,16 +120,29 @@ def test_rewind_and_fork_happen_whole_or_not_at_all_when_killed_with_sigkill(
     finished = _kill_during(tmp_path, db_url, "fork", run_id, target, "working", delay)
     children = [r for r in db.runs(limit=1000) if r.record.parent_run_id == run_id]
     assert len(children) <= 1 and (len(children) == 1 or not finished)
-    if children:  # the fork happened: all of it
-        frames = len(at.nodes) + len(at.attempts) + len(at.refs) + 1
-        expected = compact_snapshot(at, clock=0, frames=(frames, 0))
-        assert compact_state(db, children[0].id) == dict(expected, status="interrupted")
     forks = count(db, "tt_audit", "run_id = :r AND operation = 'fork'", r=run_id)
     assert forks == len(children)
+    if children:  # the fork happened: all of it (its frame 0; it reads the rest from run_id)
+        assert count(db, "tt_frames", "run_id = :r", r=children[0].id) == 1
     for table in ("tt_frames", "tt_attempts", "tt_checkpoint_refs", "tt_nodes"):
         orphans = count(db, table, "run_id NOT IN (SELECT run_id FROM tt_runs)")
         assert orphans == 0, f"{table}: rows of a half-made fork (delay {delay:.2f} s)"
     assert compact_state(db, run_id) == before  # a fork never changes its parent
+    child = children[0].id if children else db.fork(run_id, target).id
+    assert db.snapshot(child, 0).refs.keys() == at.refs.keys()
+
+    # Its materialisation (its own copy of all it inherits) killed at a random moment.
+    copied = len(at.nodes) + len(at.attempts) + len(at.refs) + 1
+    whole = dict(compact_snapshot(at, clock=0, frames=(copied, 0)), status="interrupted")
+    inheriting = compact_state(db, child)
+    delay = rng.uniform(0.0, 1.5)
+    finished = _kill_during(tmp_path, db_url, "materialize", child, 0, "working", delay)
+    state = compact_state(db, child)
+    assert state in (inheriting, whole), f"half a materialisation (delay {delay:.2f} s)"
+    assert db.store.get_run(child).inherits == (state == inheriting)
+    assert state == whole or not finished
+    materialize(db.store, child)  # done now if the kill came first
+    assert compact_state(db, child) == whole
 
     # A rewind killed at a random moment inside its transaction (or just after it).
     after = compact_snapshot(at, clock=target, frames=(target + 1, target))

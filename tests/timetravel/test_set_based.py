@@ -14,7 +14,7 @@ from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import SnapshotInvalid
 from smithers_tt.store import Travel, travel
-from smithers_tt.timetravel import _bulk, _ops
+from smithers_tt.timetravel import _at, _bulk, _ops, materialize
 from smithers_tt.timetravel._snapshot import Snapshot, fold
 from tests.timetravel._support import dump, execute, live_view, restored_view
 from tests.timetravel.conftest import Demo, fresh_workflow
@@ -24,6 +24,10 @@ def _both(db: st.Database, run_id: str, n: int) -> tuple[Snapshot | None, Snapsh
     """(set-based state with refs left in SQL or None, snapshot_at, full fold) at frame n."""
 
     def read(tx: Travel) -> tuple[Any, ...]:
+        run = tx.run_state(run_id)
+        if run is not None and run.base is not None:  # a fork by reference: no set-based path
+            full = _at.fold_inherited(tx, run, tx.frames(run_id, n), n, exact=True)
+            return None, _ops.snapshot_at(tx, run_id, n), full
         quick = _bulk.state_at(tx, run_id, n)
         return quick, _ops.snapshot_at(tx, run_id, n), fold(run_id, tx.frames(run_id, n))
 
@@ -50,8 +54,9 @@ def test_set_based_snapshots_equal_the_full_fold_at_every_frame(demo: Demo) -> N
         clock = db.store.get_run(run_id).clock
         for n in range(clock + 1):
             quick, snap, full = _both(db, run_id, n)
-            assert quick is not None, (run_id, n)  # the set-based path answered ...
-            assert quick.stored_refs.count == len(full.refs)
+            if not db.store.get_run(run_id).inherits:
+                assert quick is not None, (run_id, n)  # the set-based path answered ...
+                assert quick.stored_refs.count == len(full.refs)
             assert snap == full, (run_id, n)  # ... exactly as the fold does
             assert snap.refs == full.refs and snap.attempts == full.attempts
 
@@ -113,13 +118,17 @@ def test_a_ref_key_bound_twice_is_decided_by_the_fold_in_rewind_fork_and_snapsho
         return real(*args, **kwargs)
 
     monkeypatch.setattr(_ops, "snapshot_at", spy)
+    monkeypatch.setattr(_at, "snapshot_at", spy)
     quick, snap, full = _both(db, run.id, n)
     assert quick is not None  # the frames look fine one by one ...
     assert snap == full  # ... but the refs come from the fold: the last binding wins
     assert full.refs[key].content_hash != run.snapshot(n - 1).refs[key].content_hash
 
     tries.clear()
-    child = db.fork(run.id, n)  # the set-based copy meets the duplicate: refold, whole
+    child = db.fork(run.id, n)  # by reference: nothing read, nothing copied
+    assert tries == []
+    # its own copy: the set-based copy meets the duplicate, and it is refolded, whole
+    assert materialize(db.store, child.id)
     assert tries == [False, True]
     assert child.snapshot(0).refs[key].content_hash == full.refs[key].content_hash
     tries.clear()
@@ -160,10 +169,15 @@ def test_unusual_checkpoint_frame_data_goes_to_the_fold(demo: Demo, data: str) -
         with pytest.raises(SnapshotInvalid, match="nothing was changed"):
             db.rewind(run.id, n, confirm=True)
         with pytest.raises(SnapshotInvalid):
-            db.fork(run.id, n)
-        with pytest.raises(SnapshotInvalid):
             run.snapshot(n)
         assert dump(db) == before
+        child = db.fork(run.id, n)  # by reference: it reads nothing, so it is made ...
+        forked = dump(db)
+        with pytest.raises(SnapshotInvalid):
+            child.snapshot(0)  # ... and inherits the corruption, which reading meets
+        with pytest.raises(SnapshotInvalid):
+            materialize(db.store, child.id)
+        assert dump(db) == forked
     else:  # readable JSON the set-based path does not interpret: the fold answers
         quick, snap, full = _both(db, run.id, n)
         assert quick is None
