@@ -366,6 +366,11 @@ class DebuggerModel:
 
     # --- snapshots and content ----------------------------------------------------------
 
+    @property
+    def inherited(self) -> Snapshot | None:
+        """What the shown run reads from its parent (a fork by reference), or None."""
+        return self._fold.base
+
     def snapshot_at(self, frame_no: int | None = None) -> Snapshot:
         """The snapshot of the shown run at a frame (default: the selected one), folded from
         the nearest one kept (:class:`~smithers_tt.widgets._scrub.FoldCache`)."""
@@ -595,14 +600,15 @@ class DebuggerModel:
         """Read what changed since the last load (safe to call from a worker thread)."""
         record = self.db.store.get_run(self.run_id)
         known = self.last_frame
-        if (record.clock, record.status, record.owner_epoch) == (
+        if (record.clock, record.status, record.owner_epoch, record.inherits) == (
             known,
             self.record.status,
             self.record.owner_epoch,
+            self.record.inherits,
         ):  # a rewind (and a resume after it) gives the run a new epoch
             return Update(record)
         tree = tt.fork_tree(self.db.store, self.run_id)
-        if record.clock < known:
+        if record.clock < known or record.inherits != self.record.inherits:  # materialised
             return self._reload(record, tree)
         new = load_frames(self.db, self.run_id, after=known - 1)  # the newest known one again
         if new[:1] != self.frames[-1:]:  # history was rewritten under us (rewound, resumed)
@@ -625,10 +631,11 @@ class DebuggerModel:
             self.root, self.tree = update.tree
             events.append("tree")
         if update.reload and update.frames is not None:
+            following = self.frame_no == self.last_frame
             self.frames = update.frames
             self._fold.reset(self.frames, update.base)
             self._note_frames(self.frames)
-            self.frame_no = min(self.frame_no, self.last_frame)
+            self.frame_no = self.last_frame if following else min(self.frame_no, self.last_frame)
             self._default_ref()
             events = ["run", "tree", "frame", "ref", "diff"]
         elif update.frames:

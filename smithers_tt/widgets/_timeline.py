@@ -228,20 +228,36 @@ def build_timeline(
     run_id = model.run_id
 
     attempts: dict[tuple[str, int, int], _Attempt] = {}
-    for f in base:  # the parent's history a fork starts from
-        if f.kind == "attempt_started" and f.node_id is not None:
-            data = f.data if isinstance(f.data, dict) else {}
-            attempts[(f.node_id, f.iteration or 0, f.attempt or 0)] = _Attempt(
-                f.node_id,
-                f.iteration or 0,
-                f.attempt or 0,
-                -1.0,
-                0.0,
-                f.state or "finished",
-                data.get("error"),
-                data.get("resumed_from"),
-                inherited=True,
+    # the parent's history a fork starts from: its base frames, or what it reads by reference
+    inherited = [
+        (f.node_id, f.iteration or 0, f.attempt or 0, f.state or "finished", f.data)
+        for f in base
+        if f.kind == "attempt_started" and f.node_id is not None
+    ]
+    if model.inherited is not None:
+        inherited += [
+            (
+                a.node_id,
+                a.iteration,
+                a.attempt,
+                a.state,
+                {"error": a.error, "resumed_from": a.resumed_from},
             )
+            for a in model.inherited.attempts.values()
+        ]
+    for node_id, iteration, attempt, state, data in inherited:
+        data = data if isinstance(data, dict) else {}
+        attempts[(node_id, iteration, attempt)] = _Attempt(
+            node_id,
+            iteration,
+            attempt,
+            -1.0,
+            0.0,
+            state,
+            data.get("error"),
+            data.get("resumed_from"),
+            inherited=True,
+        )
     checkpoints = {p: _Trace(f"checkpoint: {p}", "marker") for p in PURPOSE_SYMBOLS}
     node_events = _Trace("node state", "marker")
     run_events = _Trace("run", "marker")

@@ -88,8 +88,10 @@ def test_upgrade_of_a_v1_store_applies_the_revisions_after_v1_and_loses_nothing(
 def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
     """What 0.1 showed, with the one fold fix made since: after a reset frame, until the run
     ends again, a snapshot has no run output or error (the reset cleared them from the run
-    row; 0.1's fold kept showing the ending the run no longer had). Nothing stored differs:
-    frames, records and payloads are compared as 0.1 wrote them."""
+    row; 0.1's fold kept showing the ending the run no longer had). Records gained one field
+    since, ``inherits``: False for every run of 0.1 (its forks restate their parent in base
+    frames). Nothing stored differs: frames, records and payloads are compared as 0.1 wrote
+    them."""
     fixed = {}
     for run_id, run in runs.items():
         cleared, snapshots = False, dict(run["snapshots"])
@@ -102,6 +104,8 @@ def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
             if cleared and key in snapshots:
                 snapshots[key] = {**snapshots[key], "output": None, "error": None}
         fixed[run_id] = {**run, "snapshots": snapshots}
+        if "record" in run:
+            fixed[run_id]["record"] = {**run["record"], "inherits": False}
     return fixed
 
 

@@ -45,8 +45,9 @@ class History:
         self._folds: dict[int, tt.Snapshot] = {}
 
     def at(self, n: int) -> tt.Snapshot:
-        if n not in self._folds:
-            self._folds[n] = tt.fold(self.run_id, self.frames, upto=n)
+        if n not in self._folds:  # a fork by reference folds on what it inherits
+            base = tt.inherited(self.db.store, self.run_id)
+            self._folds[n] = tt.fold(self.run_id, self.frames, upto=n, base=base)
         return self._folds[n]
 
     def numbers(self, *kinds: str) -> list[int]:
@@ -61,12 +62,16 @@ class History:
             own = [k for k in snap.refs if k[:2] == (frame.node_id, frame.iteration or 0)]
             if own:
                 return max(own, key=lambda k: (k[2], k[3]))
-        published = [  # the newest by time; of two in the same millisecond, the later frame
-            (snap.refs[_key(f)].created_at_ms, f.frame_no, _key(f))
-            for f in self.frames
-            if f.frame_no <= n and f.kind == "checkpoint" and _key(f) in snap.refs
+        # the newest by time; of two in the same millisecond, the later frame (refs a fork by
+        # reference inherits come before its own frames, in their parent's publication order)
+        own = {
+            _key(f): f.frame_no for f in self.frames if f.frame_no <= n and f.kind == "checkpoint"
+        }
+        published = [
+            (ref.created_at_ms, own.get(key, -1), i, key)
+            for i, (key, ref) in enumerate(snap.refs.items())
         ]
-        return max(published)[2] if published else None
+        return max(published)[3] if published else None
 
 
 def assert_shows(model: DebuggerModel, history: History, n: int) -> None:
@@ -146,7 +151,8 @@ def test_a_fork_shows_its_inherited_checkpoints_from_frame_0(db: st.Database) ->
     fork_at = History(db, parent).numbers("checkpoint")[4]
     child = db.fork(parent, fork_at, reset=["write"]).id
     history = History(db, child)
-    assert history.frames[0].frame_no < 0  # base frames restate the parent
+    assert history.frames[0].frame_no == 0  # by reference: the parent's history is read there
+    assert db.get_run(child).record.inherits
     model = DebuggerModel(db, child)
     assert model.visible_frames == [f for f in history.frames if f.frame_no >= 0]
     for n in _orders(history.last, seed=3):
