@@ -231,6 +231,23 @@ Index(
     postgresql_where=RUN_LEVEL_WHERE,
 )
 
+NODE_LEVEL_KINDS = ("attempt_started", "attempt_finished", "node_state", "cache_hit")
+"""Frame kinds that change a node or an attempt (all but checkpoints): a partial index lists
+them by node, so what a node or attempt was at frame N is read from that node's own frames (a
+few per attempt), however long the history; checkpoint frames, one per publish, are left out."""
+
+NODE_LEVEL_WHERE = text(_in("kind", NODE_LEVEL_KINDS))
+
+Index(
+    "tt_frames_node_level",
+    frames.c.run_id,
+    frames.c.node_id,
+    frames.c.iteration,
+    frames.c.frame_no,
+    sqlite_where=NODE_LEVEL_WHERE,
+    postgresql_where=NODE_LEVEL_WHERE,
+)
+
 cache = Table(
     "tt_cache",
     metadata,

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store import _schema as S
 from smithers_tt.store._driver import driver
 from smithers_tt.store._engine import Engine
@@ -35,7 +36,7 @@ from smithers_tt.store._ledger_travel import (
     newest_rewind,
 )
 from smithers_tt.store._records import Frame, now_ms, stored_json
-from smithers_tt.store._travel_bulk import BulkReads, dialect_of
+from smithers_tt.store._travel_bulk import BulkReads, corrupt_frame, dialect_of
 from smithers_tt.store._travel_delta import DeltaStatements
 from smithers_tt.store._travel_write import LiveWrites
 
@@ -129,18 +130,29 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
         row = self._conn.execute(stmt).one_or_none()
         return None if row is None else RunState(*row)
 
-    def run_level_frame(self, run_id: str, frame_no: int) -> Frame | None:
+    def run_level_frame(
+        self, run_id: str, frame_no: int, kinds: Sequence[str] | None = None
+    ) -> Frame | None:
         """The newest frame at or below ``frame_no`` that set the run's status, output or
-        error (one probe of the partial index ``tt_frames_run_level``), or ``None``."""
+        error (of ``kinds``, a subset of ``RUN_LEVEL_KINDS``, when given): one probe of the
+        partial index ``tt_frames_run_level``, however long the history. ``None`` if none.
+
+        Raises:
+            SnapshotInvalid: the frame's data is not JSON at all.
+        """
         f = S.frames
+        stmt = select_frames(run_id, None, frame_no).where(S.RUN_LEVEL_WHERE)
+        if kinds is not None:
+            stmt = stmt.where(f.c.kind.in_(sorted(kinds)))
         row = self._conn.execute(
-            select_frames(run_id, None, frame_no)
-            .where(S.RUN_LEVEL_WHERE)
-            .order_by(None)
-            .order_by(f.c.frame_no.desc())
-            .limit(1)
+            stmt.order_by(None).order_by(f.c.frame_no.desc()).limit(1)
         ).one_or_none()
-        return None if row is None else frame_from_row(row)
+        if row is None:
+            return None
+        try:
+            return frame_from_row(row)
+        except StoreCorrupt as error:
+            raise corrupt_frame(run_id, row.frame_no, row.kind, error.__cause__) from error
 
     def set_inherits(self, run_id: str, inherits: bool) -> None:
         """Mark the run as reading its history before frame 0 from its parent (or not)."""

@@ -29,9 +29,6 @@ RefKey = tuple[str, int, int, int]
 _KEYS_PER_STATEMENT = 200
 """Keys matched by one ``OR`` of equalities (``_keys``)."""
 
-_ATTEMPT_KINDS = ("attempt_started", "attempt_finished")
-_NODE_KINDS = ("node_state", "cache_hit")
-
 
 def _frames(conn: Connection, run_id: str, stmt: sa.Select) -> list[Frame]:
     frames = []
@@ -71,44 +68,32 @@ class DeltaStatements:
         """
         return _frames(self._conn, run_id, select_frames(run_id, after=after))
 
-    def frames_back(
-        self,
-        run_id: str,
-        upto: int,
-        *,
-        after: int | None,
-        attempts: Sequence[AttemptKey],
-        nodes: Sequence[NodeKey],
-        kinds: Sequence[str],
-    ) -> list[Frame]:
-        """The frames above ``after`` (any, when ``None``) and at or below ``upto``, newest
-        first, that are attempt frames of ``attempts``, node frames of ``nodes`` or of one of
-        ``kinds`` (never checkpoints).
+    def node_history(self, run_id: str, upto: int, pairs: Sequence[NodeKey]) -> list[Frame]:
+        """Every frame at or below ``upto`` that changed a node or an attempt of the
+        ``(node_id, iteration)`` pairs, and every ``reset`` at or below ``upto``, in frame
+        order: what those nodes and attempts were at ``upto`` folds from them alone.
 
-        One forward range scan of the run's frames in that window (a forward scan costs
-        about half a backward one on SQLite); the few frames it finds are ordered here.
+        Reads the partial indexes ``tt_frames_node_level`` (one range per pair: a few frames
+        per attempt) and ``tt_frames_run_level`` (resets are rare), never the checkpoints.
+
+        Raises:
+            SnapshotInvalid: a frame's data is not JSON at all.
         """
         f = S.frames
-        who = [f.c.node_id, f.c.iteration]
-        clauses = []
-        if attempts:
-            clauses.append(
-                sa.and_(f.c.kind.in_(_ATTEMPT_KINDS), _keys([*who, f.c.attempt], sorted(attempts)))
-            )
-        if nodes:
-            clauses.append(sa.and_(f.c.kind.in_(_NODE_KINDS), _keys(who, sorted(nodes))))
-        if kinds:
-            clauses.append(f.c.kind.in_(sorted(kinds)))
-        if not clauses:
-            return []
-        # Checkpoints (most frames) fail the first, cheapest test.
-        stmt = sa.select(f).where(
-            f.c.run_id == run_id, f.c.frame_no <= upto, f.c.kind != "checkpoint", sa.or_(*clauses)
+        found = _frames(
+            self._conn,
+            run_id,
+            select_frames(run_id, upto=upto).where(S.RUN_LEVEL_WHERE, f.c.kind == "reset"),
         )
-        if after is not None:
-            stmt = stmt.where(f.c.frame_no > after)
-        found = _frames(self._conn, run_id, stmt)
-        found.sort(key=lambda frame: frame.frame_no, reverse=True)
+        for node_id, iteration in sorted(set(pairs)):
+            found += _frames(
+                self._conn,
+                run_id,
+                select_frames(run_id, upto=upto).where(
+                    S.NODE_LEVEL_WHERE, f.c.node_id == node_id, f.c.iteration == iteration
+                ),
+            )
+        found.sort(key=lambda frame: frame.frame_no)
         return found
 
     def live_by_key(

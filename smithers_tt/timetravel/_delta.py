@@ -3,10 +3,11 @@
 The live tables are the projection of the run's history at its clock. Taking away (or putting
 back) the frames above a cut changes only the rows those frames touched, so the set-based
 path here reads just those k frames (by number), then, for the nodes and attempts they touch
-and for the run's ending, the newest frames at or below the cut that decide what those rows
-were at the cut (a search down from the cut, in widening windows, that stops as soon as
-each row is decided: it reads as far down as the oldest deciding frame), folds them
-with the very same :func:`~smithers_tt.timetravel._snapshot.apply`, and writes only those rows:
+and for the run's ending, the frames at or below the cut that decide what those rows were at
+the cut (the touched nodes' own frames and the resets, read by node from a partial index, and
+one index probe each for the run's status and ending: none of it grows with the history),
+folds them with the very same :func:`~smithers_tt.timetravel._snapshot.apply`, and writes
+only those rows:
 
 * a rewind deletes the refs published above the cut and the attempts started above it, puts
   the touched attempts and nodes back as they were at the cut, and sets the run row (its
@@ -50,12 +51,8 @@ frames long (below that the full fold costs about the same and checks every fram
 MOST_FRAMES = 5_000
 """The most frames above the cut the set-based path takes away or puts back at once."""
 
-WINDOWS = (64, 4_096, None)
-"""How far below the cut each step of the backward search looks (the last: to the run's
-first frame); most rows are decided by the frames just below the cut."""
-
 MOST_ROWS = 200
-"""The most nodes and attempts those frames may touch (each is a condition of the search)."""
+"""The most nodes and attempts those frames may touch (each is one index range to read)."""
 
 _ATTEMPT = ("attempt_started", "attempt_finished", "checkpoint")
 _NODE = ("node_state", "cache_hit")
@@ -131,88 +128,38 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> Tail | None:
     return tail
 
 
-def _decides_node(f: Frame) -> bool:
-    """The node frame sets the whole node, whatever it was before (see :func:`apply`)."""
-    data = f.data
-    return f.attempt is not None and isinstance(data, dict) and data.get("output") is not None
-
-
 def at_cut(tx: Travel, run_id: str, cut: int, tail: Tail) -> Snapshot:
     """The touched nodes and attempts (those that exist) and, when frames above the cut set
     it, the run's ending, as frame ``cut`` shows them.
 
-    The newest frames at or below the cut that decide them are searched for downwards (the
-    search stops once each is decided: its start for an attempt, a frame that sets the whole
-    node for a node, a reset of its node for either, the newest frame that sets it for the
-    run's ending), then folded in order.
+    Folded with :func:`apply` from what decides them: every frame at or below the cut of the
+    touched nodes' own ``(node_id, iteration)`` (read by node from a partial index: a few
+    per attempt) and every reset, and for the run the newest frame that set its status and
+    the newest that set its ending (one index probe each). Those frames are the full fold's,
+    restricted to these rows: nothing else changes them.
 
     Raises:
         SnapshotInvalid: a frame read is corrupt (nothing was changed).
     """
     attempts = tail.attempts - tail.started
-    nodes = set(tail.nodes)
-    status = ending = tail.run_level
-    found: list[Frame] = []
-    upto = cut
-    for window in WINDOWS:
-        if not (attempts or nodes or status or ending):
-            break
-        kinds = set(_RUN if status else ()) | set(_ENDING if ending else ())
-        if attempts or nodes:
-            kinds.add("reset")
-        after = None if window is None else upto - window
-        batch = tx.frames_back(
-            run_id, upto, after=after, attempts=sorted(attempts), nodes=sorted(nodes),
-            kinds=sorted(kinds),
-        )  # fmt: skip
-        for f in batch:
-            status, ending = _decide(f, found, attempts, nodes, status, ending)
-        if after is None:
-            break
-        upto = after
+    pairs = {k[:2] for k in tail.nodes} | {k[:2] for k in attempts}
+    found = [
+        f
+        for f in tx.node_history(run_id, cut, sorted(pairs))
+        if f.kind == "reset"
+        or ((f.node_id, f.iteration) in tail.nodes and f.kind in _NODE)
+        or ((f.node_id, f.iteration, f.attempt) in attempts and f.kind in _ATTEMPT)
+    ]
+    if tail.run_level:  # the run's status and ending: one index probe each
+        for kinds in (None, _ENDING):
+            f = tx.run_level_frame(run_id, cut, kinds)
+            if f is not None:
+                found.append(f)
     snap = Snapshot(run_id, -1)
-    for f in reversed(found):
+    for f in sorted({f.frame_no: f for f in found}.values(), key=lambda f: f.frame_no):
         apply(snap, f)
     snap.frame_no = cut
     return snap
-
-
-def _decide(
-    f: Frame,
-    found: list[Frame],
-    attempts: set[AttemptKeyT],
-    nodes: set[NodeKey],
-    status: bool,
-    ending: bool,
-) -> tuple[bool, bool]:
-    """Keep ``f`` (a frame of the backward search, newest first) if it decides something
-    still open, and close what it decides; return whether the status and the ending are
-    still open."""
-    kind = f.kind
-    if kind in _NODE:
-        key = (f.node_id, f.iteration)
-        if key in nodes:
-            found.append(f)
-            if _decides_node(f):
-                nodes.discard(key)
-        return status, ending
-    if kind in _ATTEMPT:
-        key3 = (f.node_id, f.iteration, f.attempt)
-        if key3 in attempts:
-            found.append(f)
-            if kind == "attempt_started":
-                attempts.discard(key3)
-        return status, ending
-    keys = kind == "reset" and (attempts or nodes)
-    if not (keys or (status and kind in _RUN) or (ending and kind in _ENDING)):
-        return status, ending
-    found.append(f)
-    if kind == "reset":
-        data = f.data if isinstance(f.data, dict) else {}  # apply names a bad one
-        gone = set(data.get("nodes") or []) if isinstance(data.get("nodes"), list) else set()
-        attempts.difference_update({a for a in attempts if a[0] in gone})
-        nodes.difference_update({n for n in nodes if n[0] in gone})
-    return status and kind not in _RUN, ending and kind not in _ENDING
 
 
 @dataclass
