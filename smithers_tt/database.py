@@ -365,6 +365,14 @@ class Database:
         await executor.execute()
         return Run(self, await asyncio.to_thread(self.store.get_run, fence.run_id))
 
+    def materialize(self, run_id: str) -> bool:
+        """Give a fork by reference its own copy of what it inherits (base frames and live
+        rows), so it reads nothing from its parent any more; False (nothing changed) for a
+        run with a history of its own. Resuming, cancelling, resetting or rewinding a fork,
+        and removing what it reads, do this first anyway; see
+        :func:`smithers_tt.timetravel.materialize`."""
+        return tt.materialize(self.store, check_id(run_id, "run_id"))
+
     def cancel(self, run_id: str) -> None:
         """Cancel a run. A running run's owner cancels its agents, gives them a short grace to
         publish a final checkpoint, then fences every later write; a run nobody executes

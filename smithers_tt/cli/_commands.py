@@ -348,6 +348,34 @@ def undo_rewind(ctx: Context, run_id: str, force: bool) -> None:
     )
 
 
+@cli.command()
+@click.argument("run_id")
+@pass_ctx
+@handle_errors
+def materialize(ctx: Context, run_id: str) -> None:
+    """Give a fork its own copy of the history it reads from its parent.
+
+    A fork is made by reference: it copies nothing from its parent. Resuming, cancelling,
+    resetting or rewinding it gives it its own copy first, and so does rewinding or pruning
+    its parent; this does it now (before deleting a LangGraph thread a fork reads, say). A
+    run with its own history already is left as it is.
+
+    \b
+    Example:
+      smithers-tt materialize RUN
+    """
+    with progress_bar("copying what the fork inherits", unit=""):
+        done = ctx.db.materialize(run_id)
+    if ctx.as_json:
+        emit_json({"run_id": run_id, "materialized": done})
+        return
+    ctx.out.line(
+        f"{run_id} now has its own copy of the history it inherited"
+        if done
+        else f"{run_id} has a history of its own already; nothing was changed"
+    )
+
+
 def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
     edits: dict[str, AgentCheckpoint] = {}
     for pair in pairs:

@@ -79,6 +79,19 @@ def test_cli_rewind_refuses_without_yes_and_rewinds_with_it(demo_db: str) -> Non
     assert run_json(demo_db, "resume", run_id)["status"] == "finished"  # type: ignore[index]
 
 
+def test_cli_materialize_gives_a_fork_its_own_history_once(demo_db: str) -> None:
+    run_id = next(iter(demo_runs(demo_db)))
+    child = run_json(demo_db, "fork", run_id, "9", "--reset", "write")["run_id"]  # type: ignore[index]
+    before = run_json(demo_db, "show", child, "--frame", "0")
+    code, out = run(demo_db, "materialize", child)
+    assert code == 0 and "own copy" in out and "Traceback" not in out
+    assert run_json(demo_db, "show", child, "--frame", "0") == before  # reads the same
+    again = run_json(demo_db, "materialize", child)
+    assert again == {"run_id": child, "materialized": False}
+    code, out = run(demo_db, "materialize", "no-such-run")
+    assert code == 1 and "no-such-run" in out and "Traceback" not in out
+
+
 def test_cli_fork_replay_reset_cancel_and_gc(demo_db: str) -> None:
     run_id = next(iter(demo_runs(demo_db)))
     child = run_json(demo_db, "fork", run_id, "9", "--reset", "write")
