@@ -60,7 +60,8 @@ are checkpoints; the rest start, end and retry attempts and record node states).
 
 
 def _measure(label: str, url: str, frames: int, goals_s: tuple[float, float]) -> list[list[object]]:
-    """Fork near the end and rewind to the middle (goals in seconds, in that order)."""
+    """Fork near the end, materialise that fork, and rewind to the middle (goals in seconds
+    for the fork and the rewind)."""
     db = st.connect(url)
     started = time.perf_counter()
     run_id = large_run(db, frames, payload_bytes=120)
@@ -70,17 +71,19 @@ def _measure(label: str, url: str, frames: int, goals_s: tuple[float, float]) ->
         raise AssertionError(f"the large run holds {refs} refs, fewer than {REFS}")
     counter = _count_statements(db)
     rows = []
-    for (name, action), goal_s in zip(
+    forked: list[str] = []
+    for name, action, goal_s in (
+        ("fork near the end", lambda: forked.append(db.fork(run_id, frames - 5).id), goals_s[0]),
+        # A fork by reference copies nothing; this is what its first resume (or a rewind of
+        # its parent below its fork point) pays once: its own copy of all it inherits.
+        ("materialise that fork", lambda: db.materialize(forked[0]), None),
+        # The fork above has its own history now: the rewind is measured alone (force: its
+        # fork point goes).
         (
-            ("fork near the end", lambda: db.fork(run_id, frames - 5)),
-            # The fork above was made near the end: its fork point goes (force).
-            (
-                "rewind to the middle",
-                lambda: db.rewind(run_id, frames // 2, confirm=True, force=True),
-            ),
+            "rewind to the middle",
+            lambda: db.rewind(run_id, frames // 2, confirm=True, force=True),
+            goals_s[1],
         ),
-        goals_s,
-        strict=True,
     ):
         counter[0] = 0
         t0 = time.perf_counter()
@@ -93,8 +96,8 @@ def _measure(label: str, url: str, frames: int, goals_s: tuple[float, float]) ->
                 refs,
                 f"{seconds:.2f}",
                 counter[0],
-                f"< {goal_s:g}",
-                verdict(seconds < goal_s),
+                "" if goal_s is None else f"< {goal_s:g}",
+                "" if goal_s is None else verdict(seconds < goal_s),
             ]
         )
     rows.append([label, f"(built {frames} frames in {build:.1f} s)", "", "", "", "", ""])

@@ -35,7 +35,15 @@ from typing import Any
 
 from smithers_tt._extras import require_extra
 from smithers_tt.errors import LineageError, LineageUnavailable, StoreNotFound
-from smithers_tt.lineage._views import CONTENTS_TABLE, DATA_TABLE, MIRRORED, VIEWS, raw_columns
+from smithers_tt.lineage._inherited import TABLES as INHERITED
+from smithers_tt.lineage._views import (
+    CONTENTS_TABLE,
+    DATA_TABLE,
+    MIRRORED,
+    VIEWS,
+    arrow_type,
+    raw_columns,
+)
 from smithers_tt.store import (
     Engine,
     PostgresAccess,
@@ -236,11 +244,16 @@ def create_source_views(con: Any, source: Callable[[str], str]) -> None:
 
 
 def create_raw_views(con: Any, tables_from: str, data_from: str) -> None:
-    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes."""
+    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes.
+    The tables forks by reference would have rows in also read ``inherited``
+    (:mod:`smithers_tt.lineage._inherited`: what those forks inherit, as rows)."""
     con.execute("CREATE SCHEMA raw")
     for table in MIRRORED:
         name = ident(table.name)
-        con.execute(f"CREATE VIEW raw.{name} AS SELECT * FROM {tables_from}.{name}")  # noqa: S608
+        rows = f"SELECT * FROM {tables_from}.{name}"  # noqa: S608
+        if table.name in INHERITED:
+            rows += f" UNION ALL SELECT * FROM inherited.{name}"  # noqa: S608
+        con.execute(f"CREATE VIEW raw.{name} AS {rows}")
     con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS SELECT * FROM {data_from}.{DATA_TABLE}")  # noqa: S608
 
 
@@ -319,18 +332,6 @@ def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None =
     _finish_snapshot(con, scratch, "source")
 
 
-def _arrow_type(duck: str) -> Any:
-    import pyarrow as pa
-
-    return {
-        "BOOLEAN": pa.bool_(),
-        "BIGINT": pa.int64(),
-        "INTEGER": pa.int32(),
-        "VARCHAR": pa.string(),
-        "BLOB": pa.binary(),
-    }[duck]
-
-
 def _insert_batch(
     con: Any, table: str, names: list[str], types: list[Any], rows: list[Any]
 ) -> None:
@@ -365,7 +366,7 @@ def snapshot_with_arrow(
     jobs.append((DATA_TABLE, CONTENTS_TABLE, data_spec, _DATA_FETCH_ROWS))
     with read_tables(engine) as reader:
         for name, table, spec, fetch in jobs:
-            types = [_arrow_type(t) for _, t in spec]
+            types = [arrow_type(t) for _, t in spec]
             names = [n for n, _ in spec]
             pending: list[Any] = []
             pending_bytes = 0

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
+from smithers_tt.lineage._inherited import add_inherited
 from smithers_tt.lineage._views import BY_NAME, VIEWS
 from smithers_tt.store import Progress
 
@@ -139,6 +140,7 @@ class Lineage:
         batch_rows: int,
         progress: Progress | None,
     ) -> tuple[str, bool]:
+        add_inherited(self._con, db)  # what forks by reference inherit, as rows
         if reader != "arrow":
             try:
                 source, self.extension = C.attach_store(self._con, db.engine)

@@ -13,6 +13,7 @@ view really has, so the documentation cannot drift from the SQL.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from smithers_tt.store import TableInfo, describe_tables
 
@@ -45,6 +46,19 @@ DUCKDB_TYPES = {
     "text": "VARCHAR",
 }
 """The DuckDB type of each column type family of the store (SQLite and PostgreSQL alike)."""
+
+
+def arrow_type(duck: str) -> Any:
+    """The Arrow type of a DuckDB column type of :data:`DUCKDB_TYPES` (pyarrow needed)."""
+    import pyarrow as pa
+
+    return {
+        "BOOLEAN": pa.bool_(),
+        "BIGINT": pa.int64(),
+        "INTEGER": pa.int32(),
+        "VARCHAR": pa.string(),
+        "BLOB": pa.binary(),
+    }[duck]
 
 
 def raw_columns(table: TableInfo) -> list[tuple[str, str]]:

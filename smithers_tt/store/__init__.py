@@ -27,7 +27,7 @@ from smithers_tt.store._describe import (
 from smithers_tt.store._dialect import Dialect
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
-from smithers_tt.store._frames import Frame
+from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
 from smithers_tt.store._langgraph import LangGraphStore
 from smithers_tt.store._langgraph_read import LangGraphDocument, LangGraphRead
 from smithers_tt.store._langgraph_sql import (
@@ -145,6 +145,7 @@ __all__ = [
     "check_limit",
     "check_shape",
     "check_store_shape",
+    "checkpoint_frame",
     "claim_next",
     "collect_garbage",
     "content_sizes",
@@ -153,6 +154,7 @@ __all__ = [
     "describe_tables",
     "display_url",
     "driver",
+    "frame_row",
     "inheriting_forks_of_old",
     "langgraph_run_id",
     "list_workers",

@@ -165,6 +165,14 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
         f = S.frames
         self._conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no < frame_no))
 
+    def inheriting_runs(self) -> list[str]:
+        """Every fork by reference not materialised yet, by id."""
+        r = S.runs
+        rows = self._conn.execute(
+            sa.select(r.c.run_id).where(r.c.inherits.is_(True)).order_by(r.c.run_id)
+        )
+        return [row[0] for row in rows]
+
     def inheriting_children(self, run_ids: Sequence[str]) -> list[str]:
         """Runs forked by reference (not materialised) from any of ``run_ids``, by id."""
         r = S.runs

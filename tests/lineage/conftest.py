@@ -17,7 +17,7 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.lineage import Lineage
-from smithers_tt.store import CheckpointRef
+from smithers_tt.store import AttemptRecord, CheckpointRef, NodeRecord
 from tests.conftest import PG_URL, require_pg
 
 TOPIC = {"topic": "bee"}
@@ -38,7 +38,7 @@ class Scenario:
     original: str  # retries (flaky researcher) and a schema correction (first draft)
     twin: str  # the same input again: every checkpoint shares content with ``original``
     child: str  # forked from ``original`` after research, ``write`` reset, resumed
-    grandchild: str  # forked from ``child`` at its last frame, nothing reset
+    grandchild: str  # forked from ``child`` at its last frame, nothing reset, by reference
     reset_run: str  # another input; ``review`` reset after it finished, resumed
 
     @property
@@ -54,15 +54,17 @@ class Scenario:
             cursor = page.next_cursor
 
     def refs(self, run_id: str) -> list[CheckpointRef]:
-        """Every checkpoint ref of a run through the store's paginated listing."""
-        out: list[CheckpointRef] = []
-        cursor = None
-        while True:
-            page = self.db.store.list_refs(run_id, limit=100, cursor=cursor)
-            out += page.items
-            if page.next_cursor is None:
-                return out
-            cursor = page.next_cursor
+        """Every checkpoint ref of a run through the run API (a fork by reference's are
+        what it inherits)."""
+        return self.db.get_run(run_id).checkpoints()
+
+    def nodes(self, run_id: str) -> list[NodeRecord]:
+        """Every node of a run through the run API."""
+        return self.db.get_run(run_id).nodes()
+
+    def attempts(self, run_id: str) -> list[AttemptRecord]:
+        """Every attempt of a run through the run API."""
+        return self.db.get_run(run_id).attempts()
 
 
 def _first_frame(db: st.Database, run_id: str, kind: str, node_id: str, state: str) -> int:
@@ -83,6 +85,7 @@ def build(db: st.Database) -> Scenario:
     assert child.status == "finished", child.error
     last = db.store.get_run(child.id).clock
     grandchild = db.fork(child.id, last)
+    assert grandchild.record.inherits  # a fork by reference: the views show what it inherits
     other = db.run(fresh_workflow(), OTHER_TOPIC)
     assert db.reset(other.id, "review") == ["review"]
     other = db.resume(other.id, fresh_workflow())

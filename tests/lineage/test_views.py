@@ -60,7 +60,7 @@ def test_runs_match_the_store(scenario: Scenario, lin: Lineage) -> None:
     assert [r["run_id"] for r in rows] == scenario.run_ids
     for row in rows:
         run = store.get_run(row["run_id"])
-        attempts = store.list_attempts(run.run_id)
+        attempts = scenario.attempts(run.run_id)
         public = [f for f in store.frames(run.run_id) if f.frame_no >= 0]
         assert row == row | {
             "workflow": run.workflow,
@@ -74,7 +74,7 @@ def test_runs_match_the_store(scenario: Scenario, lin: Lineage) -> None:
             "heartbeat_at_ms": run.heartbeat_at_ms,
             "created_at_ms": run.created_at_ms,
             "updated_at_ms": run.updated_at_ms,
-            "node_count": len(store.list_nodes(run.run_id)),
+            "node_count": len(scenario.nodes(run.run_id)),
             "attempt_count": len(attempts),
             "failed_attempt_count": sum(a.state == "failed" for a in attempts),
             "ref_count": len(scenario.refs(run.run_id)),
@@ -94,7 +94,7 @@ def test_runs_show_retries_forks_and_resets(scenario: Scenario, lin: Lineage) ->
 def test_nodes_match_the_store(scenario: Scenario, lin: Lineage) -> None:
     for run_id in scenario.run_ids:
         got = records(lin.nodes(run_id))
-        want = scenario.db.store.list_nodes(run_id)
+        want = scenario.nodes(run_id)
         assert [(r["node_id"], r["iteration"], r["state"], r["last_attempt"]) for r in got] == [
             (n.node_id, n.iteration, n.state, n.last_attempt) for n in want
         ]
@@ -105,10 +105,10 @@ def test_nodes_match_the_store(scenario: Scenario, lin: Lineage) -> None:
 
 def test_attempts_match_the_store(scenario: Scenario, lin: Lineage) -> None:
     every = lin.attempts()
-    assert len(every) == sum(len(scenario.db.store.list_attempts(r)) for r in scenario.run_ids)
+    assert len(every) == sum(len(scenario.attempts(r)) for r in scenario.run_ids)
     for run_id in scenario.run_ids:
         got = records(lin.attempts(run_id))
-        want = scenario.db.store.list_attempts(run_id)
+        want = scenario.attempts(run_id)
         assert len(got) == len(want)
         for row, attempt in zip(got, want, strict=True):
             resumed = tuple(
