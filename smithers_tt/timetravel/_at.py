@@ -13,6 +13,7 @@ from its parent any more.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from smithers_tt.errors import FrameNotFound, RunNotFound
 from smithers_tt.store import Frame, RunState, Store, Travel, travel
@@ -46,7 +47,7 @@ def snapshot_at(
     run = tx.run_state(run_id)
     if run is None:
         raise RunNotFound(f"no run {run_id!r}")
-    frame_no = _checked(run, frame_no)
+    frame_no = checked_frame(run, frame_no)
     if run.base is not None:
         return fold_inherited(tx, run, tx.frames(run_id, frame_no), frame_no, exact=exact)
     snap = None if exact else state_at(tx, run_id, frame_no)
@@ -55,7 +56,12 @@ def snapshot_at(
     return snap
 
 
-def _checked(run: RunState, frame_no: int | None) -> int:
+def checked_frame(run: RunState, frame_no: Any) -> int:
+    """``frame_no`` (default: the run's newest), if the run has such a frame.
+
+    Raises:
+        FrameNotFound: it has not.
+    """
     last = run.clock
     frame_no = last if frame_no is None else frame_no
     if type(frame_no) is not int or not 0 <= frame_no <= last:
@@ -140,7 +146,7 @@ def inherited_base(
     parent = tx.run_state(parent_id)
     if parent is None:  # deletion materialises forks first: a store changed behind our back
         raise RunNotFound(f"run {run.run_id} reads its history from run {parent_id}, which is gone")
-    at = _checked(parent, at)
+    at = checked_frame(parent, at)
     if parent.base is not None:
         frames = tx.frames(parent_id, at)
         snap = fold_inherited(tx, parent, frames, at, exact=exact, depth=depth + 1)

@@ -22,7 +22,6 @@ from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import (
     ConfirmationRequired,
     ForkPointRewound,
-    FrameNotFound,
     InvalidArgument,
     LeaseBusy,
     NothingToUndo,
@@ -43,6 +42,7 @@ from smithers_tt.store import (
 )
 from smithers_tt.timetravel import _delta
 from smithers_tt.timetravel._at import (
+    checked_frame,
     inherited_base,
     load_refs,
     reset_by_fork,
@@ -532,7 +532,7 @@ def fork(
         snap = None
         if checkpoints or not named <= set(graph or {}):
             snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
-        state = state_probe(tx, parent, _frame_of(parent, frame_no))
+        state = state_probe(tx, parent, checked_frame(parent, frame_no))
         _check_nodes(parent, named, snap)
         gone = _expand(graph, named, dependents)
         child_id = new_run_id()
@@ -588,16 +588,6 @@ def fork(
         return child_id
 
     return _transaction(store, work)
-
-
-def _frame_of(run: RunState, frame_no: Any) -> int:
-    if type(frame_no) is not int or not 0 <= frame_no <= run.clock:
-        raise FrameNotFound(
-            f"run {run.run_id} has frames 0 to {run.clock}; there is no frame {frame_no!r}",
-            run_id=run.run_id,
-            frame_no=frame_no,
-        )
-    return frame_no
 
 
 def materialize(store: Store, run_id: str) -> bool:
