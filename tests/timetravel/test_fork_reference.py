@@ -47,6 +47,7 @@ def test_a_fork_writes_one_frame_and_no_live_rows_yet_reads_as_its_parent(demo: 
     assert without_status(live_view(db, child.id)) == without_status(expected)
     assert child.checkpoint("research").payload == run.snapshot(at).payload("research")
     assert (_rows(db, run.id), snapshot_view(run.snapshot())) == (parent_rows, parent_view)
+    assert db.verify().ok
 
 
 def test_resuming_a_fork_materialises_it_and_runs_only_what_is_left(demo: Demo) -> None:
