@@ -202,6 +202,27 @@ def test_delete_thread_lets_garbage_collection_free_its_content(db: st.Database)
         db.get_run(saver.run_id("d"))
 
 
+def test_delete_thread_refuses_while_a_fork_reads_it_by_reference(db: st.Database) -> None:
+    saver = SmithersSaver(db)
+    app = _graph(2).compile(checkpointer=saver)
+    app.invoke({"topic": "fork me", "notes": [], "count": 0}, {"configurable": {"thread_id": "f"}})
+    run_id = saver.run_id("f")
+    child = db.fork(run_id, db.get_run(run_id).record.clock)
+    snapshot = child.snapshot()
+    assert snapshot.refs  # it inherits the thread's checkpoints, copying none
+
+    with pytest.raises(InvalidArgument, match=child.id):
+        saver.delete_thread("f")
+    assert saver.get_tuple({"configurable": {"thread_id": "f"}}) is not None  # nothing went
+
+    assert db.materialize(child.id)
+    saver.delete_thread("f")
+    db.collect_garbage()
+    assert child.snapshot() == snapshot  # its own copy, and the content it pins
+    for ref in child.snapshot().refs.values():
+        db.store.load(ref)
+
+
 def test_values_that_are_not_json_go_through_msgpack_never_pickle(db: st.Database) -> None:
     from langchain_core.messages import AIMessage, HumanMessage
 
