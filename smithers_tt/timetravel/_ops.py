@@ -522,7 +522,9 @@ def fork(
         canonical_bytes(input)  # strict JSON, or CheckpointInvalid naming the path
 
     def work(tx: Travel, exact: bool) -> str:
-        parent = tx.run_state(run_id)
+        # Locked until the fork commits: a rewind of the parent (which locks it too) either
+        # sees this fork, or has rewound before the fork frame is checked.
+        parent = tx.run_state(run_id, lock=True)
         if parent is None:
             raise RunNotFound(f"no run {run_id!r}")
         named = set(reset) | set(checkpoints)

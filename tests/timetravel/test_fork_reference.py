@@ -4,13 +4,17 @@ copy (materialised) before anything changes its live state or removes what it re
 
 from __future__ import annotations
 
+import threading
+import time
+from typing import Any
+
 import pytest
 
 import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import ForkPointRewound, InvalidArgument
-from smithers_tt.timetravel import materialize
+from smithers_tt.timetravel import _ops, materialize
 from smithers_tt.widgets import DebuggerModel
 from tests.timetravel._support import (
     count,
@@ -166,3 +170,31 @@ def test_the_debugger_scrubs_a_fork_by_reference_as_it_reads_from_the_database(
     assert model.last_frame == clock
     for n in range(clock + 1):
         assert snapshot_view(model.snapshot_at(n)) == snapshot_view(db.snapshot(child.id, n))
+
+
+def test_a_fork_racing_a_forced_rewind_of_its_parent_stays_readable(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, run = demo.db, demo.run
+    at = demo.frame("node_state", "write", state="finished")
+    expected = snapshot_view(run.snapshot(at))
+    inside, made = threading.Event(), []
+    real = _ops.state_probe
+
+    def slow_probe(*args: Any, **kwargs: Any) -> Any:
+        inside.set()  # the fork has read its parent, inside its transaction
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_ops, "state_probe", slow_probe)
+    forking = threading.Thread(target=lambda: made.append(db.fork(run.id, at).id))
+    forking.start()
+    assert inside.wait(10)
+    # The parent is rewound below the fork frame while the fork is being made: it waits for
+    # the fork, sees it, and gives it its own copy first.
+    db.rewind(run.id, at - 3, confirm=True, force=True)
+    forking.join()
+
+    (child,) = made
+    assert not db.get_run(child).record.inherits
+    assert dict(snapshot_view(db.snapshot(child, 0)), status="?") == dict(expected, status="?")
