@@ -87,6 +87,9 @@ def prune_page(
         ids = list(conn.execute(scan).scalars())
         if not ids:
             return [], None
+        # Lock them first: a fork being made holds its parent's row until it commits, so the
+        # delete below (a new statement: it sees that fork) keeps a parent a fork now reads.
+        conn.execute(sa.select(r.c.run_id).where(r.c.run_id.in_(ids)).with_for_update())
         gone = conn.execute(
             r.delete()
             .where(r.c.run_id.in_(ids), old)

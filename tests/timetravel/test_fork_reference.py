@@ -198,3 +198,32 @@ def test_a_fork_racing_a_forced_rewind_of_its_parent_stays_readable(
     (child,) = made
     assert not db.get_run(child).record.inherits
     assert dict(snapshot_view(db.snapshot(child, 0)), status="?") == dict(expected, status="?")
+
+
+def test_a_fork_racing_a_prune_of_its_parent_keeps_what_it_reads(
+    demo: Demo, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, run = demo.db, demo.run
+    at = demo.frame("attempt_started", "write")
+    expected = snapshot_view(run.snapshot(at))
+    inside, made = threading.Event(), []
+    real = _ops.state_probe
+
+    def slow_probe(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_ops, "state_probe", slow_probe)
+    forking = threading.Thread(target=lambda: made.append(db.fork(run.id, at).id))
+    forking.start()
+    assert inside.wait(10)
+    # The parent ended long enough ago for this prune, which keeps no forks: it waits for the
+    # fork being made, and then keeps the parent the fork reads.
+    st.timetravel.prune_runs(db.store, older_than_ms=0, keep_forks=False)
+    forking.join()
+
+    (child,) = made
+    assert db.get_run(child).status == "interrupted"
+    assert dict(snapshot_view(db.snapshot(child, 0)), status="?") == dict(expected, status="?")
+    assert db.resume(child, fresh_workflow()[0]).status == "finished"
