@@ -288,6 +288,11 @@ class LangGraphWrite:
         )
         r = S.runs
         for part in self._sql.chunks(run_ids):
+            # Locked first: a fork being made holds its parent's row until it commits, and
+            # the check below (a new statement) then sees it.
+            self.conn.execute(
+                sa.select(r.c.run_id).where(r.c.run_id.in_(list(part))).with_for_update()
+            )
             forks = self.conn.execute(
                 sa.select(r.c.run_id, r.c.parent_run_id)
                 .where(r.c.parent_run_id.in_(list(part)), r.c.inherits.is_(True))
