@@ -33,6 +33,8 @@ from smithers_tt.widgets._bulk import paused_gc
 
 RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]
+Rows = tuple[dict[Any, Any], ...]
+"""Nodes, attempts, refs and each node's newest ref, as dicts."""
 
 MARK_EVERY = 16_384
 """Logged assignments between the copies of the rows a segment keeps (a 100,000-frame run
@@ -183,7 +185,7 @@ class FoldCache:
     def _rebuild(self, n: int) -> tuple[Snapshot, dict[NodeKey, CheckpointRef], _Segment]:
         """The snapshot at frame ``n`` (folded already) from its segment's logs."""
         segment = self._segments[bisect.bisect_right(self._firsts, n) - 1]
-        nodes, attempts, refs, newest = segment.rows_at(n)
+        nodes, attempts, refs, newest = segment.rows_at(n, self._near(segment, n))
         status, input_, output, error = self._scalars[bisect.bisect_right(self._scalars_at, n) - 1]
         snap = replace(
             segment.start,
@@ -198,6 +200,20 @@ class FoldCache:
             loader=self.loader,
         )
         return snap, newest, segment
+
+    def _near(self, segment: _Segment, n: int) -> tuple[int, Rows] | None:
+        """The rows of the newest snapshot kept at or before frame ``n`` in ``segment`` (the
+        previous frame when stepping), to rebuild from instead of a copy further back."""
+        found = max((k for k in self._snapshots if segment.first <= k <= n), default=None)
+        if found is None:
+            return None
+        snap = self._snapshots[found]
+        index = self._indexes.get(id(snap))
+        if index is None or index.snap is not snap or index.segment is not segment:
+            return None
+        if index.newest is None:
+            return None
+        return found, (snap.nodes, snap.attempts, snap.refs, index.newest)
 
     # --- what is known of a snapshot beyond its rows ----------------------------------------
 
@@ -384,7 +400,7 @@ class _Segment:
     newest: _Log = field(default_factory=_Log)
     lengths: array[int] = field(default_factory=lambda: array("q"))
     """The four logs' lengths after each frame, frame ``first`` first."""
-    marks: list[tuple[int, tuple[dict[Any, Any], ...]]] = field(default_factory=list)
+    marks: list[tuple[int, Rows]] = field(default_factory=list)
     """Copies of the four row dicts (nodes, attempts, refs, newest) after some frames: a
     snapshot is rebuilt from the nearest one before it and at most ``MARK_EVERY`` logged
     assignments."""
@@ -401,12 +417,17 @@ class _Segment:
         self.marks.append((frame_no, tuple(dict(r) for r in rows)))
         self.next_mark += MARK_EVERY
 
-    def rows_at(self, n: int) -> list[dict[Any, Any]]:
+    def rows_at(self, n: int, near: tuple[int, Rows] | None = None) -> list[dict[Any, Any]]:
         """The four row dicts after frame ``n``: the nearest copy kept before it (or the
-        start) with the logged assignments since made again (a key set again keeps its
-        place and takes the later value, as in the dict the fold set them in)."""
+        start, or the rows ``near`` gives after an earlier frame of the segment, if nearer)
+        with the logged assignments since made again (a key set again keeps its place and
+        takes the later value, as in the dict the fold set them in)."""
         counts = self._counts(n)
-        kept, done = self._kept_before(self._mark_before(n))
+        found = self._mark_before(n)
+        if near is not None and (found < 0 or near[0] > self.marks[found][0]):
+            kept, done = near[1], self._counts(near[0])
+        else:
+            kept, done = self._kept_before(found)
         logs = (self.nodes, self.attempts, self.refs, self.newest)
         out = []
         for rows, log, start, stop in zip(kept, logs, done, counts, strict=True):
@@ -429,7 +450,7 @@ class _Segment:
         """The index of the last copy kept at or before frame ``n`` (-1: the start)."""
         return bisect.bisect_right(self.marks, n, key=lambda m: m[0]) - 1
 
-    def _kept_before(self, found: int) -> tuple[tuple[dict[Any, Any], ...], Sequence[int]]:
+    def _kept_before(self, found: int) -> tuple[Rows, Sequence[int]]:
         """The rows of copy ``found`` (-1: the start) and the logs' lengths there."""
         if found < 0:
             start = self.start
