@@ -20,9 +20,10 @@ the row objects they did not change, which is what lets a comparison skip them b
 from __future__ import annotations
 
 import bisect
+import heapq
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -166,7 +167,7 @@ class FoldCache:
             loader=None,
             stored_refs=None,
         )
-        segment = _Segment(first, start, dict(newest))
+        segment = _Segment(first, start, dict(newest), next_mark=MARK_EVERY)
         work = replace(start, nodes=_Logged(start.nodes, segment.nodes),
                        attempts=_Logged(start.attempts, segment.attempts),
                        refs=_Logged(start.refs, segment.refs))  # fmt: skip
@@ -225,7 +226,7 @@ class FoldCache:
             index.newest = newest_refs(snap)
         return index.newest
 
-    def sorted_ref_keys(self, snap: Snapshot) -> list[RefKey]:
+    def sorted_ref_keys(self, snap: Snapshot) -> Sequence[RefKey]:
         """The keys of a snapshot's refs, sorted: merged from those of the nearest copy of the
         rows kept before it (sorted once) and the keys added since, else sorted once."""
         index = self._index_of(snap)
@@ -404,7 +405,7 @@ class _Segment:
     """Copies of the four row dicts (nodes, attempts, refs, newest) after some frames: a
     snapshot is rebuilt from the nearest one before it and at most ``MARK_EVERY`` logged
     assignments."""
-    next_mark: int = MARK_EVERY
+    next_mark: int = 0
     _sorted: dict[int, list[RefKey]] = field(default_factory=dict)
     """The sorted ref keys of each copy kept (-1: of the start), once asked."""
 
@@ -436,11 +437,12 @@ class _Segment:
             out.append(rows)
         return out
 
-    def sorted_keys_at(self, n: int) -> list[RefKey]:
+    def sorted_keys_at(self, n: int) -> Sequence[RefKey]:
         """The keys of the refs after frame ``n``, sorted: those of the nearest copy kept
-        before it (sorted once) merged with the keys added since."""
+        before it (sorted once) and the keys added since, as one :class:`SortedUnion`."""
         found = self._mark_before(n)
-        return self._merged(found, self._counts(n)[2])
+        base, new = self._since(found, self._counts(n)[2])
+        return SortedUnion(base, new) if new else base
 
     def _counts(self, n: int) -> array[int]:
         at = 4 * (n - self.first)
@@ -458,20 +460,98 @@ class _Segment:
         kept_at, kept = self.marks[found]
         return kept, self._counts(kept_at)
 
-    def _merged(self, found: int, stop: int) -> list[RefKey]:
-        """The sorted ref keys of copy ``found`` with those logged up to ``stop`` added."""
+    def _since(self, found: int, stop: int) -> tuple[list[RefKey], list[RefKey]]:
+        """The sorted ref keys of copy ``found`` (-1: the start), and those logged since, up
+        to ``stop``, that it does not hold (sorted)."""
         kept, done = self._kept_before(found)
         base = self._sorted.get(found)
         if base is None:
-            base = (
-                sorted(kept[2])
-                if found < 0
-                else self._merged(found - 1, done[2])  # the copy before, and what came since
-            )
+            if found < 0:
+                base = sorted(kept[2])
+            else:  # the copy before, and what came since: two sorted runs, one merge
+                before, new = self._since(found - 1, done[2])
+                base = sorted(before + new)
             self._sorted[found] = base
         refs = kept[2]
-        new = [k for k in set(self.refs.keys[done[2] : stop]) if k not in refs]
-        return sorted(base + sorted(new)) if new else base  # two sorted runs: one merge
+        return base, sorted(k for k in set(self.refs.keys[done[2] : stop]) if k not in refs)
+
+
+class SortedUnion(Sequence[Any]):
+    """Two sorted lists of distinct items (none in both) as one sorted sequence, without
+    merging them: its length, an item, a slice and a search cost a few bisections, so a page
+    of the 64,000 sorted ref keys of a snapshot costs what the page holds."""
+
+    def __init__(self, base: list[Any], extra: list[Any]) -> None:
+        self.base, self.extra = base, extra
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.extra)
+
+    def _split(self, pos: int) -> tuple[int, int]:
+        """How many items of ``base`` and of ``extra`` come before position ``pos``."""
+        base, extra = self.base, self.extra
+        lo, hi = max(0, pos - len(base)), min(pos, len(extra))
+        while lo < hi:  # the fewest of extra such that the next of extra follows base's last
+            j = (lo + hi) // 2
+            if extra[j] < base[pos - j - 1]:
+                lo = j + 1
+            else:
+                hi = j
+        return pos - lo, lo
+
+    def _take(self, start: int, count: int) -> list[Any]:
+        i, j = self._split(start)
+        base, extra, out = self.base, self.extra, []
+        while len(out) < count and (i < len(base) or j < len(extra)):
+            if j >= len(extra) or (i < len(base) and base[i] < extra[j]):
+                out.append(base[i])
+                i += 1
+            else:
+                out.append(extra[j])
+                j += 1
+        return out
+
+    def __getitem__(self, at: Any) -> Any:
+        if isinstance(at, slice):
+            start, stop, step = at.indices(len(self))
+            if step != 1:
+                return list(self)[at]
+            return self._take(start, max(0, stop - start))
+        size = len(self)
+        pos = at + size if at < 0 else at
+        if not 0 <= pos < size:
+            raise IndexError("SortedUnion index out of range")
+        return self._take(pos, 1)[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        return heapq.merge(self.base, self.extra)
+
+    def __contains__(self, item: object) -> bool:
+        return any(_holds(items, item) for items in (self.base, self.extra))
+
+    def index(self, item: Any, start: int = 0, stop: int | None = None) -> int:
+        """The position of ``item`` (ValueError when it is not there)."""
+        if item not in self:
+            raise ValueError(f"{item!r} is not in the sequence")
+        pos = bisect.bisect_left(self.base, item) + bisect.bisect_left(self.extra, item)
+        if pos < start or (stop is not None and pos >= stop):
+            raise ValueError(f"{item!r} is not in the sequence")
+        return pos
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, SortedUnion)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SortedUnion({list(self)!r})"
+
+
+def _holds(items: list[Any], item: Any) -> bool:
+    at = bisect.bisect_left(items, item)
+    return at < len(items) and items[at] == item
 
 
 @dataclass(slots=True)
@@ -483,7 +563,7 @@ class _SnapshotIndex:
     """Each node's newest ref (None until known)."""
     segment: _Segment | None
     """The segment it was rebuilt from (None: a snapshot from elsewhere)."""
-    ref_keys: list[RefKey] | None = None
+    ref_keys: Sequence[RefKey] | None = None
     """The ref keys, sorted (None until asked)."""
     attempts: list[tuple[str, int, list[int]]] | None = None
     """Each node (and iteration) with its attempt numbers, sorted (None until asked)."""

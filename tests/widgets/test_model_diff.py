@@ -358,6 +358,7 @@ def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
     import smithers_tt.widgets._scrub as scrub
 
     monkeypatch.setattr(scrub, "SNAPSHOT_CACHE", 2)  # snapshots rebuilt, not cached
+    monkeypatch.setattr(scrub, "MARK_EVERY", 7)  # many copies of the rows in a short run
     wf, _ = demo_workflow(flaky=True)
     run_id = db.run(wf, {"topic": "bee"}).id
     db.reset(run_id, "research", dependents=True)
