@@ -591,8 +591,8 @@ class DebuggerModel:
         self._emit("run", "tree", "frame", "ref", "diff", "pending")
 
     def drop_caches(self) -> None:
-        """Let go of the snapshots kept for scrubbing (a 100,000-frame run keeps hundreds of
-        MB of them); they are folded again when needed."""
+        """Let go of the snapshots kept for scrubbing and of the fold they are rebuilt from
+        (tens of MB for a 100,000-frame run); it is folded again when needed."""
         self._fold.clear()
         self._other_snapshots.clear()
 

@@ -7,14 +7,17 @@ assignment: the nodes, attempts and refs each frame sets are appended to three l
 every snapshot, and each frame records how long the logs were after it. The snapshot at frame
 ``n`` is then its segment's start rows updated with the first entries of each log: exactly the
 dicts the fold made (a key set again keeps its place and takes the later value), with the same
-row objects, in a few milliseconds, and no fold from a keyframe. A reset removes rows, which a
-log cannot say: it starts a new segment whose start rows are a copy of the rows after it.
+row objects, in a few milliseconds and without folding again. It starts from the nearest
+copy of the rows kept every ``MARK_EVERY`` assignments (or a nearer snapshot still cached). A
+reset removes rows, which a log cannot express, so it starts a new segment whose start rows
+are a copy of the rows after it.
 
 Each node's newest ref follows the fold the same way (a fourth log), so a selection never
-scans every ref for it; the sorted ref keys of a snapshot are its segment's keys, sorted once,
-filtered. A diff of two frames compares only what the frames between them changed
-(:meth:`FoldCache.touched`, :func:`trimmed`). Snapshots are never changed once made: they share
-the row objects they did not change, which is what lets a comparison skip them by identity.
+scans every ref for it. The sorted ref keys of a snapshot are those of the nearest copy (sorted
+once) and the keys added since, as one :class:`SortedUnion`. A diff of two frames compares
+only what the frames between them changed (:meth:`FoldCache.touched`, :func:`trimmed`).
+Snapshots are never changed once made: they share the row objects they did not change, which
+is what lets a comparison skip them by identity.
 """
 
 from __future__ import annotations
