@@ -9,6 +9,7 @@ matching frames as a list; picking a row selects its frame everywhere.
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from dataclasses import dataclass
@@ -227,10 +228,8 @@ class FrameTable:
         self.show()
 
     def _page_of(self, frame_no: int) -> int:
-        frames = self.matches.frames
-        if frame_no in frames:
-            return frames.index(frame_no) // PAGE
-        return 0
+        at = _position(self.matches.frames, frame_no)
+        return 0 if at is None else at // PAGE
 
     @property
     def pages(self) -> int:
@@ -253,7 +252,7 @@ class FrameTable:
             self.rows.value = m.frame_no if m.frame_no in shown else None
         finally:
             self._updating = False
-        total = len(m.visible_frames)
+        total = m.last_frame + 1 - m.first_frame  # frames are numbered densely
         text = f"{len(self.matches.frames)} of {total} frames · page {self.page + 1}/{self.pages}"
         if not self.matches.complete:
             text += (
@@ -269,9 +268,9 @@ class FrameTable:
             self.model.select_frame(change["new"])
 
     def _follow(self) -> None:
-        frames = self.matches.frames
-        if self.model.frame_no in frames:
-            page = frames.index(self.model.frame_no) // PAGE
+        at = _position(self.matches.frames, self.model.frame_no)
+        if at is not None:
+            page = at // PAGE
             if page != self.page:
                 self.page = page
                 self.show()
@@ -282,3 +281,9 @@ class FrameTable:
             self.rows.value = self.model.frame_no if self.model.frame_no in values else None
         finally:
             self._updating = False
+
+
+def _position(frames: list[int], frame_no: int) -> int | None:
+    """Where ``frame_no`` is in ``frames`` (frame numbers in order), or None."""
+    at = bisect.bisect_left(frames, frame_no)
+    return at if at < len(frames) and frames[at] == frame_no else None

@@ -8,6 +8,7 @@ budget with a "show more" button for large payloads. All text is escaped.
 from __future__ import annotations
 
 from collections import OrderedDict
+from operator import itemgetter
 from typing import Any
 
 import ipywidgets as W
@@ -176,11 +177,11 @@ class Inspector:
         snap = m.snapshot
         if not snap.nodes and not snap.attempts:
             return '<div class="stt-muted">no node has started at this frame</div>'
-        keys = sorted(set(snap.nodes) | {(n, i) for n, i, _ in snap.attempts})
+        keys = sorted(set(snap.nodes).union(map(_node_of, snap.attempts)))
         shown = set(keys[:200])  # badges for the rows shown only: the table costs what it shows
         attempts: dict[tuple[str, int], list[str]] = {}
         for (node_id, iteration, attempt), view in sorted(
-            item for item in snap.attempts.items() if item[0][:2] in shown
+            (key, snap.attempts[key]) for key in snap.attempts if key[:2] in shown
         ):
             text = f"#{attempt} {badge(view.state)}"
             if view.error:
@@ -293,3 +294,7 @@ class Inspector:
         """Render a larger part of the payload."""
         self.budget *= 4
         self.update_payload()
+
+
+_node_of = itemgetter(0, 1)
+"""The node and iteration of an attempt key."""

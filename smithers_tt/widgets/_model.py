@@ -35,6 +35,7 @@ from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.store import PAUSE_KINDS, CheckpointRef, Frame, RunRecord, content_sizes
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
+from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 from smithers_tt.widgets._lens import ask
 from smithers_tt.widgets._scrub import FoldCache, newest_refs, trimmed
@@ -137,7 +138,8 @@ class DiffResult:
 
 def load_frames(db: Any, run_id: str, after: int | None = None) -> list[Frame]:
     """A run's frames in order, base frames (below 0) included; only ``> after`` if given."""
-    return db.store.frames(run_id, after=after)
+    with paused_gc():
+        return db.store.frames(run_id, after=after)
 
 
 def describe_frame(frame: Frame) -> str:
@@ -589,8 +591,8 @@ class DebuggerModel:
         self._emit("run", "tree", "frame", "ref", "diff", "pending")
 
     def drop_caches(self) -> None:
-        """Let go of the snapshots kept for scrubbing (a 100,000-frame run keeps hundreds of
-        MB of them); they are folded again when needed."""
+        """Let go of the snapshots kept for scrubbing and of the fold they are rebuilt from
+        (tens of MB for a 100,000-frame run); it is folded again when needed."""
         self._fold.clear()
         self._other_snapshots.clear()
 

