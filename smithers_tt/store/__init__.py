@@ -78,6 +78,7 @@ from smithers_tt.store._records import (
     new_run_id,
     now_ms,
 )
+from smithers_tt.store._schema import RUN_LEVEL_KINDS
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
 from smithers_tt.store._travel_bulk import StoredRefs
@@ -95,6 +96,7 @@ __all__ = [
     "LANGGRAPH_WORKFLOW",
     "MAX_PAGE_SIZE",
     "PAUSE_KINDS",
+    "RUN_LEVEL_KINDS",
     "AttemptEnded",
     "AttemptKey",
     "AttemptRecord",

@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smithers_tt.errors import SnapshotInvalid
-from smithers_tt.store import Frame, Travel
+from smithers_tt.store import RUN_LEVEL_KINDS, Frame, Travel
 from smithers_tt.timetravel import _snapshot
 from smithers_tt.timetravel._materialize import check_contents, live_rows
 from smithers_tt.timetravel._snapshot import (
@@ -56,11 +56,9 @@ MOST_ROWS = 200
 
 _ATTEMPT = ("attempt_started", "attempt_finished", "checkpoint")
 _NODE = ("node_state", "cache_hit")
-_RUN = (
-    "run_created", "forked", "run_claimed", "run_finished", "run_failed", "run_cancelled",
-    "run_paused", "run_continued", "run_released", "reset",
-)  # fmt: skip
-"""Frames that set the run's status (what :func:`apply` does with them)."""
+_RUN = frozenset(RUN_LEVEL_KINDS)
+"""Frames that set the run's status (what :func:`apply` does with them): the store's partial
+index ``tt_frames_run_level`` lists the same kinds."""
 _ENDING = ("run_created", "forked", "run_finished", "run_failed", "run_cancelled", "reset")
 """Frames that set (or, for ``run_created``, start) the run's output and error."""
 _REFUSED = ("reset", "forked", "run_created")

@@ -261,8 +261,9 @@ def _cut_forks(tx: Travel, run_id: str, frame_no: int, force: bool, exact: bool)
     if not cut:
         return
     if force:
+        names = {row[0] for row in cut}
         for child in tx.inheriting_children([run_id]):
-            if any(row[0] == child for row in cut):
+            if child in names:
                 materialize_in(tx, child, exact=exact)
         return
     names = [row[0] for row in cut]

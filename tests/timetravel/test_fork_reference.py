@@ -172,24 +172,34 @@ def test_the_debugger_scrubs_a_fork_by_reference_as_it_reads_from_the_database(
         assert snapshot_view(model.snapshot_at(n)) == snapshot_view(db.snapshot(child.id, n))
 
 
+def _fork_held_open(
+    db: st.Database, run_id: str, at: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[threading.Thread, list[str]]:
+    """Start forking ``run_id`` at ``at`` in a thread and return once the fork has read its
+    parent, inside its transaction, which stays open half a second more; the thread appends
+    the child's id to the list."""
+    inside, made = threading.Event(), []
+    real = _ops.state_probe
+
+    def slow_probe(*args: Any, **kwargs: Any) -> Any:
+        inside.set()
+        time.sleep(0.5)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(_ops, "state_probe", slow_probe)
+    forking = threading.Thread(target=lambda: made.append(db.fork(run_id, at).id))
+    forking.start()
+    assert inside.wait(10)
+    return forking, made
+
+
 def test_a_fork_racing_a_forced_rewind_of_its_parent_stays_readable(
     demo: Demo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db, run = demo.db, demo.run
     at = demo.frame("node_state", "write", state="finished")
     expected = snapshot_view(run.snapshot(at))
-    inside, made = threading.Event(), []
-    real = _ops.state_probe
-
-    def slow_probe(*args: Any, **kwargs: Any) -> Any:
-        inside.set()  # the fork has read its parent, inside its transaction
-        time.sleep(0.5)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_ops, "state_probe", slow_probe)
-    forking = threading.Thread(target=lambda: made.append(db.fork(run.id, at).id))
-    forking.start()
-    assert inside.wait(10)
+    forking, made = _fork_held_open(db, run.id, at, monkeypatch)
     # The parent is rewound below the fork frame while the fork is being made: it waits for
     # the fork, sees it, and gives it its own copy first.
     db.rewind(run.id, at - 3, confirm=True, force=True)
@@ -206,18 +216,7 @@ def test_a_fork_racing_a_prune_of_its_parent_keeps_what_it_reads(
     db, run = demo.db, demo.run
     at = demo.frame("attempt_started", "write")
     expected = snapshot_view(run.snapshot(at))
-    inside, made = threading.Event(), []
-    real = _ops.state_probe
-
-    def slow_probe(*args: Any, **kwargs: Any) -> Any:
-        inside.set()
-        time.sleep(0.5)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(_ops, "state_probe", slow_probe)
-    forking = threading.Thread(target=lambda: made.append(db.fork(run.id, at).id))
-    forking.start()
-    assert inside.wait(10)
+    forking, made = _fork_held_open(db, run.id, at, monkeypatch)
     # The parent ended long enough ago for this prune, which keeps no forks: it waits for the
     # fork being made, and then keeps the parent the fork reads.
     st.timetravel.prune_runs(db.store, older_than_ms=0, keep_forks=False)
