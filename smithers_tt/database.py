@@ -466,7 +466,7 @@ class Database:
             allow_new_format=allow_new_format,
             reason=reason,
         )
-        return self.get_run(child)
+        return Run(self, child)
 
     def replay(self, run_id: str, frame_no: int, wf: Workflow, **fork_options: Any) -> Run:
         """Fork at ``frame_no`` and execute the child with ``wf``; completed nodes are kept,

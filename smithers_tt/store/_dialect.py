@@ -26,6 +26,8 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
+from smithers_tt.store import _schema as S
+
 T = TypeVar("T")
 
 
@@ -85,6 +87,27 @@ def wrap_driver_error(
     )
 
 
+RUN_STATE_COLUMNS = (
+    "run_id",
+    "workflow",
+    "workflow_hash",
+    "status",
+    "owner_id",
+    "owner_epoch",
+    "heartbeat_at_ms",
+    "lease_owner",
+    "lease_until_ms",
+    "clock",
+    "max_checkpoint_bytes",
+    "graph_json",
+    "input_json",
+    "parent_run_id",
+    "parent_frame_no",
+    "inherits",
+)
+"""The columns of ``tt_runs`` time travel reads (``_travel.RunState``, in its order)."""
+
+
 class Statements:
     """The hot path's statements (publish, and the ledger's projections), written once as
     driver SQL with bound parameters in the dialect's placeholder style.
@@ -114,11 +137,27 @@ class Statements:
             "WHERE run_id = ? AND state = 'running' ORDER BY node_id, iteration"
         )
         self.insert_run = q(
+            # The columns of _ledger.NewRun, in its order, then the clock and the stamps.
             "INSERT INTO tt_runs (run_id, workflow, workflow_hash, status, input_json, "
-            "output_json, error, owner_epoch, owner_id, heartbeat_at_ms, cancel_requested, "
-            "parent_run_id, parent_frame_no, max_checkpoint_bytes, graph_json, clock, "
-            "created_at_ms, updated_at_ms) "
-            "VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "owner_epoch, owner_id, heartbeat_at_ms, cancel_requested, parent_run_id, "
+            "parent_frame_no, max_checkpoint_bytes, graph_json, output_json, error, inherits, "
+            "clock, created_at_ms, updated_at_ms) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        self.run_state = q(
+            # Column names and the suffix are constants, not data.
+            f"SELECT {', '.join(RUN_STATE_COLUMNS)} FROM tt_runs WHERE run_id = ?"  # noqa: S608
+            + dialect.row_lock
+        )
+        self.run_level_frame = q(
+            # The partial index's own predicate, literally: only then is it used.
+            f"SELECT {', '.join(S.frames.c.keys())} FROM tt_frames "  # noqa: S608
+            f"WHERE run_id = ? AND frame_no <= ? AND {S.RUN_LEVEL_WHERE.text} "
+            "ORDER BY frame_no DESC LIMIT 1"
+        )
+        self.insert_audit = q(
+            "INSERT INTO tt_audit (audit_id, run_id, operation, frame_no, actor, detail_json, "
+            "created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?)"
         )
         self.claim_run = q(
             "UPDATE tt_runs SET owner_epoch = ?, status = 'running', owner_id = ?, "

@@ -27,7 +27,7 @@ from smithers_tt.store._langgraph_sql import (
     LangGraphSql,
     langgraph_run_id,
 )
-from smithers_tt.store._ledger import Change, Entry, write
+from smithers_tt.store._ledger import Change, Entry, NewRun, write
 from smithers_tt.store._ledger_langgraph import (
     DocumentPut,
     FrameCopied,
@@ -245,7 +245,7 @@ class LangGraphWrite:
                 NodeOpened(run_id, LANGGRAPH_VALUE_NODE, AGENT),
                 *changes,
             ),
-            create=(
+            create=NewRun(
                 run_id,
                 LANGGRAPH_WORKFLOW,
                 None,  # workflow_hash

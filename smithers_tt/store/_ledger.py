@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, NamedTuple
 
 from smithers_tt.checkpoint import canonical_bytes
@@ -62,6 +63,8 @@ from smithers_tt.store._records import (
     AttemptRecord,
     Fence,
     Frame,
+    RunRecord,
+    run_from_row,
 )
 
 Step = tuple[str, Any]
@@ -106,6 +109,40 @@ RunRow = tuple[Any, ...]
 """A :class:`RunClock` as the driver returns it."""
 
 
+class NewRun(NamedTuple):
+    """The row of a run :func:`write` inserts (:attr:`Entry.create`): the values of
+    :attr:`Statements.insert_run` but the clock and the stamps, which :func:`write` adds."""
+
+    run_id: str
+    workflow: str
+    workflow_hash: str | None
+    status: str
+    input_json: str | None
+    owner_epoch: int
+    owner_id: str | None
+    heartbeat_at_ms: int | None
+    cancel_requested: bool
+    parent_run_id: str | None
+    parent_frame_no: int | None
+    max_checkpoint_bytes: int | None
+    graph_json: str | None
+    output_json: str | None = None
+    error: str | None = None
+    inherits: bool | None = None
+    """True on a fork by reference (see ``tt_runs.inherits``)."""
+
+    def record(self, entry: Entry, stamp: int) -> RunRecord:
+        """The run as it reads back once ``entry`` (which created it) was written at
+        ``stamp``: what :meth:`Store.get_run` would return, without reading it."""
+        row = SimpleNamespace(
+            **self._asdict(),
+            clock=len(entry.frames) - 1,
+            created_at_ms=stamp,
+            updated_at_ms=stamp,
+        )
+        return run_from_row(row)
+
+
 class Write:
     """One :func:`write` in progress: what its changes' projections use."""
 
@@ -135,6 +172,10 @@ class Change:
     """Frames this change adds to the history: 1, or 0 for a frameless change (whose
     :meth:`apply` returns None)."""
 
+    executes = True
+    """Whether :meth:`apply` runs statements itself (False: it only defers rows with
+    :meth:`Write.defer`, so a new run's row may be inserted in the frames' round trip)."""
+
     def early(self, w: Write) -> Step | None:
         """A statement that does not depend on the clock, sent with the clock's advance."""
         return None
@@ -155,8 +196,8 @@ class Entry:
     run_id: str
     fence: Fence | None
     changes: Sequence[Change]
-    create: tuple[Any, ...] | None = None
-    """Values of :attr:`Statements.insert_run` without ``clock``: the run is inserted."""
+    create: NewRun | None = None
+    """The run is inserted with this row (its clock starts at 0)."""
     frames: list[Frame] = field(default_factory=list)
     """Filled by :func:`write`: the frames of ``changes``, in order."""
 
@@ -190,9 +231,14 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
         row_of[run_id] = row
         next_no[run_id] = row[2] - ticks[run_id] + 1
     early = {id(change): rows[i] for change, i in wanted}
+    created: list[tuple[Any, ...]] = []  # rows of new runs inserted with the frames
     for entry in entries:
         if entry.create is not None:
-            db.count(sql.insert_run, (*entry.create, _ticks(entry) - 1, stamp, stamp))
+            row = (*entry.create, _ticks(entry) - 1, stamp, stamp)
+            if any(change.executes for change in entry.changes):
+                db.count(sql.insert_run, row)  # before the projections that need it
+            else:
+                created.append(row)
             no = 0
         else:
             row = row_of[entry.run_id]
@@ -208,7 +254,8 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
             if change.ticks:
                 frames.append(frame)  # type: ignore[arg-type]  # not None: it ticks
                 no += 1
-    final: list[tuple[str, Any, bool]] = [(s, r, True) for s, r in w.deferred.items()]
+    final: list[tuple[str, Any, bool]] = [(sql.insert_run, created, True)] if created else []
+    final += [(s, r, True) for s, r in w.deferred.items()]
     frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
     if frame_rows:
         final.append((sql.insert_frame, frame_rows, True))
@@ -284,6 +331,8 @@ class Note(Change):
     """A frame with no projection (the run's row is all it changes: its clock)."""
 
     __slots__ = ("fields", "kind", "run_id")
+
+    executes = False
 
     def __init__(self, run_id: str, kind: str, **fields: Any) -> None:
         self.run_id, self.kind, self.fields = run_id, kind, fields

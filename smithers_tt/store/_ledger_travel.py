@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import _schema as S
-from smithers_tt.store._ledger import Change, Write, json_or_none
+from smithers_tt.store._ledger import Change, NewRun, Write, json_or_none
 from smithers_tt.store._records import Frame
 
 AttemptRow = tuple[str, int, int, str]
@@ -81,17 +81,29 @@ class NodesReset(Change):
 class Forked(Change):
     """Frame 0 of a fork (``frame``, a ``forked`` frame): its projection writes the base
     frames (numbered below 0) that restate the parent's snapshot and the live state they
-    fold to (``project``, set-based). The run row is the entry's ``create``."""
+    fold to (``project``, set-based; ``None`` for a fork by reference that changes nothing
+    of what it inherits), and the audit row ``audit`` (values of
+    :attr:`Statements.insert_audit`), which goes with the frame's insert. The run row is the
+    entry's ``create``."""
 
-    __slots__ = ("frame", "project")
+    __slots__ = ("audit", "executes", "frame", "project")
 
-    def __init__(self, frame: Frame, project: Callable[[], Any]) -> None:
-        self.frame, self.project = frame, project
+    def __init__(
+        self,
+        frame: Frame,
+        project: Callable[[], Any] | None,
+        audit: tuple[Any, ...] | None = None,
+    ) -> None:
+        self.frame, self.project, self.audit = frame, project, audit
+        self.executes = project is not None
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         if frame_no != self.frame.frame_no:
             raise InvalidArgument(f"a fork's first frame is 0, not {self.frame.frame_no}")
-        self.project()
+        if self.project is not None:
+            self.project()
+        if self.audit is not None:
+            w.defer(w.sql.insert_audit, self.audit)
         return self.frame
 
 
@@ -104,34 +116,20 @@ def fork_row(
     input: Any,
     output: Any,
     error: str | None,
-) -> tuple[Any, ...]:
+    inherits: bool,
+) -> NewRun:
     """The ``create`` of a fork's :class:`~smithers_tt.store._ledger.Entry`: the run row of a
     fork of ``parent`` (a run state) at ``parent_frame_no``: unowned, the parent's workflow,
-    graph and checkpoint ceiling. Output and error are set by the forked frame's projection
-    (:func:`end_fork`), as the run row's insert has no place for them."""
-    return (
+    graph and checkpoint ceiling; ``output`` and ``error`` are those of a fork that keeps its
+    parent's ending; ``inherits`` marks a fork by reference (its history before frame 0 is
+    read from its parent)."""
+    return NewRun(
         child_id, parent.workflow, parent.workflow_hash, status, json_or_none(input),
         0, None, None, False, parent.run_id, parent_frame_no, parent.max_checkpoint_bytes,
         parent.graph_json,
-    )  # fmt: skip
-
-
-def end_fork(
-    conn: Connection, child_id: str, output: Any, error: str | None, *, inherits: bool = False
-) -> None:
-    """Give a fork that keeps its parent's ending the parent's output and error; mark a fork
-    by reference (``inherits``: its history before frame 0 is read from its parent)."""
-    if output is None and error is None and not inherits:
-        return
-    r = S.runs
-    conn.execute(
-        r.update()
-        .where(r.c.run_id == child_id)
         # A run's output maps task ids to outputs: one level that is not theirs.
-        .values(
-            output_json=json_or_none(output, wrapping=1), error=error, inherits=inherits or None
-        )
-    )
+        output_json=json_or_none(output, wrapping=1), error=error, inherits=inherits or None,
+    )  # fmt: skip
 
 
 class Restated(Change):

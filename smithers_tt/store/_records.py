@@ -243,3 +243,28 @@ class Frame:
             self.agent_id,
             self.created_at_ms,
         )
+
+
+def run_from_row(row: Any) -> RunRecord:
+    """A ``tt_runs`` row (anything with its columns as attributes) as a :class:`RunRecord`."""
+    return RunRecord(
+        row.run_id,
+        row.workflow,
+        row.workflow_hash,
+        row.status,
+        stored_json(row.input_json, f"tt_runs.input_json of run {row.run_id!r}"),
+        stored_json(row.output_json, f"tt_runs.output_json of run {row.run_id!r}"),
+        row.error,
+        row.owner_epoch,
+        row.owner_id,
+        row.heartbeat_at_ms,
+        bool(row.cancel_requested),
+        row.parent_run_id,
+        row.parent_frame_no,
+        row.max_checkpoint_bytes,
+        row.created_at_ms,
+        row.updated_at_ms,
+        row.clock,
+        stored_json(row.graph_json, f"tt_runs.graph_json of run {row.run_id!r}"),
+        bool(row.inherits),
+    )

@@ -41,6 +41,7 @@ from smithers_tt.store._ledger import (
     CancelRequested,
     Change,
     Entry,
+    NewRun,
     NodeCancelled,
     NodeSet,
     Note,
@@ -82,6 +83,7 @@ from smithers_tt.store._records import (
     encode_cursor,
     new_run_id,
     now_ms,
+    run_from_row,
     stored_json,
 )
 
@@ -94,30 +96,6 @@ HISTORY_SCAN_BOUND = 1000
 """How many refs of a node a resume scan looks at before raising HistoryExhausted."""
 
 _TERMINAL_RUN = ("finished", "failed", "cancelled")
-
-
-def _run_from_row(row: Any) -> RunRecord:
-    return RunRecord(
-        row.run_id,
-        row.workflow,
-        row.workflow_hash,
-        row.status,
-        stored_json(row.input_json, f"tt_runs.input_json of run {row.run_id!r}"),
-        stored_json(row.output_json, f"tt_runs.output_json of run {row.run_id!r}"),
-        row.error,
-        row.owner_epoch,
-        row.owner_id,
-        row.heartbeat_at_ms,
-        bool(row.cancel_requested),
-        row.parent_run_id,
-        row.parent_frame_no,
-        row.max_checkpoint_bytes,
-        row.created_at_ms,
-        row.updated_at_ms,
-        row.clock,
-        stored_json(row.graph_json, f"tt_runs.graph_json of run {row.run_id!r}"),
-        bool(row.inherits),
-    )
 
 
 def _attempt_from_row(row: Any) -> AttemptRecord:
@@ -340,7 +318,7 @@ class Store:
         run_id = new_run_id() if run_id is None else check_id(run_id, "run_id")
         stamp = now_ms()
         epoch = 1 if status == "running" else 0
-        row = (
+        row = NewRun(
             run_id,
             workflow,
             workflow_hash,
@@ -359,8 +337,9 @@ class Store:
         if breakpoints:
             data["breakpoints"] = breakpoints
         created = Note(run_id, "run_created", state=status, data=data)
-        self._write(lambda db: [Entry(run_id, None, [created], create=row)], stamp)
-        return self.get_run(run_id), Fence(run_id, epoch)
+        entry = Entry(run_id, None, [created], create=row)
+        self._write(lambda db: [entry], stamp)
+        return row.record(entry, stamp), Fence(run_id, epoch)
 
     def get_run(self, run_id: str) -> RunRecord:
         """The run with this id.
@@ -371,7 +350,7 @@ class Store:
         rows = self._read(sa.select(S.runs).where(S.runs.c.run_id == run_id))
         if not rows:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-        return _run_from_row(rows[0])
+        return run_from_row(rows[0])
 
     def list_runs(
         self, *, limit: int = 100, cursor: str | None = None, status: str | None = None
@@ -386,7 +365,7 @@ class Store:
             (after,) = decode_cursor("runs", cursor, (str,))
             stmt = stmt.where(r.c.run_id > after)
         rows = self._read(stmt)
-        items = [_run_from_row(row) for row in rows[:limit]]
+        items = [run_from_row(row) for row in rows[:limit]]
         more = len(rows) > limit
         return Page(items, encode_cursor("runs", [items[-1].run_id]) if more else None)
 
@@ -980,4 +959,4 @@ class Store:
         rows, found = self.engine.transaction(read, write=False)
         if not rows:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-        return _run_from_row(rows[0]), [frame_from_row(r) for r in found]
+        return run_from_row(rows[0]), [frame_from_row(r) for r in found]

@@ -20,6 +20,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store import _schema as S
+from smithers_tt.store._dialect import RUN_STATE_COLUMNS
 from smithers_tt.store._driver import driver
 from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_from_row, select_frames
@@ -31,14 +32,13 @@ from smithers_tt.store._ledger_travel import (
     NodesReset,
     RewindUndone,
     Rewound,
-    end_fork,
     fork_row,
     newest_rewind,
 )
-from smithers_tt.store._records import Frame, now_ms, stored_json
+from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, corrupt_frame, dialect_of
 from smithers_tt.store._travel_delta import DeltaStatements
-from smithers_tt.store._travel_write import LiveWrites
+from smithers_tt.store._travel_write import AUDIT_COLUMNS, LiveWrites, audit_row
 
 T = TypeVar("T")
 
@@ -91,7 +91,9 @@ class RunState:
         return stored_json(self.graph_json, f"tt_runs.graph_json of run {self.run_id!r}")
 
 
-_RUN_STATE = tuple(S.runs.c[name] for name in RunState.__dataclass_fields__)
+if tuple(RunState.__dataclass_fields__) != RUN_STATE_COLUMNS:  # Statements.run_state's
+    raise RuntimeError("smithers_tt.store._travel.RunState is out of step with _dialect")
+_RUN_STATE = tuple(S.runs.c[name] for name in RUN_STATE_COLUMNS)
 
 _EDGE = (
     S.runs.c.run_id,
@@ -130,6 +132,25 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
         row = self._conn.execute(stmt).one_or_none()
         return None if row is None else RunState(*row)
 
+    def run_state_at(self, run_id: str, frame_no: int) -> tuple[RunState | None, Frame | None]:
+        """The run row, held (``FOR UPDATE``) until the end, and the newest frame at or below
+        ``frame_no`` that set its status, output or error (as :meth:`run_level_frame`): both
+        in one round trip on PostgreSQL. ``(None, None)`` when there is no such run.
+
+        Raises:
+            SnapshotInvalid: the frame's data is not JSON at all.
+        """
+        with driver(self._conn) as db:
+            run, frame = db.together(
+                [
+                    (db.sql.run_state, (run_id,), False),
+                    (db.sql.run_level_frame, (run_id, frame_no), False),
+                ]
+            )
+        if run is None:
+            return None, None
+        return RunState(*run), None if frame is None else _run_level(run_id, frame)
+
     def run_level_frame(
         self, run_id: str, frame_no: int, kinds: Sequence[str] | None = None
     ) -> Frame | None:
@@ -147,12 +168,7 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
         row = self._conn.execute(
             stmt.order_by(None).order_by(f.c.frame_no.desc()).limit(1)
         ).one_or_none()
-        if row is None:
-            return None
-        try:
-            return frame_from_row(row)
-        except StoreCorrupt as error:
-            raise corrupt_frame(run_id, row.frame_no, row.kind, error.__cause__) from error
+        return None if row is None else _run_level(run_id, row)
 
     def set_inherits(self, run_id: str, inherits: bool) -> None:
         """Mark the run as reading its history before frame 0 from its parent (or not)."""
@@ -245,27 +261,29 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
         output: Any,
         error: str | None,
         first: Frame,
-        project: Callable[[], Any],
+        project: Callable[[], Any] | None,
+        actor: str | None,
+        detail: dict[str, Any],
         inherits: bool = False,
-    ) -> None:
+    ) -> RunRecord:
         """Create the run of a fork of ``parent`` at ``parent_frame_no`` through the ledger:
         its row (clock 0, unowned, the parent's workflow, graph and checkpoint ceiling), the
-        base frames and live state ``project`` writes, then ``first`` (frame 0), stamped
-        ``first.created_at_ms``. With ``inherits`` the fork is by reference: its history
+        base frames and live state ``project`` writes (if any), then ``first`` (frame 0),
+        stamped ``first.created_at_ms``, with the parent's audit row of the fork (by
+        ``actor``, with ``detail``). With ``inherits`` the fork is by reference: its history
         before frame 0 is read from the parent (``project`` writes only what the fork
-        changes, such as edited checkpoints)."""
+        changes, such as edited checkpoints). Returns the child's run as it now reads."""
         create = fork_row(
             parent, child_id, parent_frame_no, status=status, input=input, output=output,
-            error=error,
+            error=error, inherits=inherits,
         )  # fmt: skip
-
-        def projection() -> None:
-            end_fork(self._conn, child_id, output, error, inherits=inherits)
-            project()
-
-        entry = Entry(child_id, None, [Forked(first, projection)], create=create)
+        stamp = first.created_at_ms
+        audit = audit_row(parent.run_id, "fork", parent_frame_no, actor, detail, stamp)
+        forked = Forked(first, project, tuple(audit[name] for name in AUDIT_COLUMNS))
+        entry = Entry(child_id, None, [forked], create=create)
         with driver(self._conn) as db:
-            write(db, [entry], first.created_at_ms)
+            write(db, [entry], stamp)
+        return create.record(entry, stamp)
 
     def reset_nodes(self, run_id: str, node_id: str, nodes: Sequence[str]) -> list[AttemptRow]:
         """Reset ``nodes`` (named after ``node_id``, the one asked for) through the ledger:
@@ -304,6 +322,15 @@ class Travel(BulkReads, LiveWrites, DeltaStatements):
             sa.select(*_EDGE).where(r.c.parent_run_id.in_(run_ids)).order_by(r.c.run_id)
         ).all()
         return [tuple(row) for row in rows]  # type: ignore[misc]
+
+
+def _run_level(run_id: str, row: Any) -> Frame:
+    """A run-level frame read by :meth:`Travel.run_level_frame`, or :class:`SnapshotInvalid`
+    naming it if its data is not JSON."""
+    try:
+        return frame_from_row(row)
+    except StoreCorrupt as error:
+        raise corrupt_frame(run_id, row[1], row[2], error.__cause__) from error
 
 
 def travel(

@@ -56,6 +56,18 @@ def insert_tuples(
         dialect_of(conn).insert_tuples(conn, table, names, rows)
 
 
+AUDIT_COLUMNS = (
+    "audit_id",
+    "run_id",
+    "operation",
+    "frame_no",
+    "actor",
+    "detail_json",
+    "created_at_ms",
+)
+"""The columns of an :func:`audit_row`, in the order :attr:`Statements.insert_audit` takes."""
+
+
 def audit_row(
     run_id: str,
     operation: str,

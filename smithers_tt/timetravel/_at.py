@@ -168,12 +168,12 @@ def inherited_base(
     )
 
 
-def state_probe(tx: Travel, run: RunState, frame_no: int) -> Snapshot:
+def run_level_state(run: RunState, frame_no: int, frame: Frame | None) -> Snapshot:
     """The run's status, input, output and error at ``frame_no`` (no nodes, attempts or
-    refs): one index probe for the newest frame that changed them, whatever the history's
-    length. Equal to those fields of the full snapshot."""
+    refs), from ``frame``, the newest frame at or below it that changed them (one index
+    probe, whatever the history's length: :meth:`Travel.run_state_at`). Equal to those
+    fields of the full snapshot."""
     snap = Snapshot(run.run_id, frame_no, input=run.input)
-    frame = tx.run_level_frame(run.run_id, frame_no)
     if frame is not None:
         apply(snap, frame)
     snap.frame_no = frame_no

@@ -33,6 +33,7 @@ from smithers_tt.store import (
     CheckpointRef,
     Frame,
     Refold,
+    RunRecord,
     RunState,
     Store,
     Travel,
@@ -46,8 +47,8 @@ from smithers_tt.timetravel._at import (
     inherited_base,
     load_refs,
     reset_by_fork,
+    run_level_state,
     snapshot_at,
-    state_probe,
 )
 from smithers_tt.timetravel._materialize import (
     check_contents,
@@ -57,6 +58,9 @@ from smithers_tt.timetravel._materialize import (
 from smithers_tt.timetravel._snapshot import AttemptView, LaterSnapshot, Snapshot, apply
 
 T = TypeVar("T")
+
+MAX_FRAME_NO = 2**63 - 1
+"""Above every frame number (the largest integer the frame tables hold)."""
 
 LEASE_MS = 60_000
 """How long a time-travel lease holds if its holder dies without releasing it."""
@@ -156,13 +160,14 @@ def _check_lease(tx: Travel, lease: Lease) -> RunState:
     return row
 
 
-def _transaction(store: Store, work: Callable[[Travel, bool], T]) -> T:
+def _transaction(store: Store, work: Callable[[Travel, bool], T], *, roomy: bool = True) -> T:
     """Run ``work(tx, exact=False)`` (set-based) in one transaction; if it raises
     :class:`Refold` (that transaction rolled back, nothing changed), run
-    ``work(tx, exact=True)`` (full fold) in a new one."""
+    ``work(tx, exact=True)`` (full fold) in a new one. ``roomy``: with the larger memory a
+    rewind or copy of a long history needs (see :func:`travel`)."""
 
     def attempt(exact: bool) -> T:
-        return travel(store.engine, lambda tx: work(tx, exact), roomy_memory=True)
+        return travel(store.engine, lambda tx: work(tx, exact), roomy_memory=roomy)
 
     try:
         return attempt(False)
@@ -505,8 +510,9 @@ def fork(
     dependents: bool = True,
     allow_new_format: bool = False,
     reason: str | None = None,
-) -> str:
-    """Create a child run whose frame 0 is the parent's frame ``frame_no``; return its id.
+) -> RunRecord:
+    """Create a child run whose frame 0 is the parent's frame ``frame_no``; return it (as
+    :meth:`Store.get_run` would read it).
 
     The fork is made by reference: it records its parent and frame and copies nothing it
     inherits (no frame, attempt or ref), so its cost does not grow with the parent's history.
@@ -522,12 +528,13 @@ def fork(
     if override_input:
         canonical_bytes(input)  # strict JSON, or CheckpointInvalid naming the path
 
-    def work(tx: Travel, exact: bool) -> str:
+    def work(tx: Travel, exact: bool) -> RunRecord:
         # Locked until the fork commits: a rewind of the parent (which locks it too) either
         # sees this fork, or has rewound before the fork frame is checked.
-        parent = tx.run_state(run_id, lock=True)
+        parent, probed = tx.run_state_at(run_id, _probe_no(frame_no))
         if parent is None:
             raise RunNotFound(f"no run {run_id!r}")
+        at = checked_frame(parent, frame_no)
         named = set(reset) | set(checkpoints)
         graph = parent.graph
         # The parent's snapshot is read only when an edit needs it (the format of the node's
@@ -535,7 +542,7 @@ def fork(
         snap = None
         if checkpoints or not named <= set(graph or {}):
             snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
-        state = state_probe(tx, parent, checked_frame(parent, frame_no))
+        state = run_level_state(parent, at, probed)
         _check_nodes(parent, named, snap)
         gone = _expand(graph, named, dependents)
         child_id = new_run_id()
@@ -553,7 +560,7 @@ def fork(
         output = state.output if ended else None
         error = state.error if ended else None
         stamp = now_ms()
-        tx.fork_run(
+        return tx.fork_run(
             parent,
             child_id,
             frame_no,
@@ -578,19 +585,23 @@ def fork(
                 },
             ),
             # Only the edited checkpoints (with their attempts) become frames of the fork.
-            project=lambda: write_base_frames(tx, edits, child_id) if edits.refs else 0,
+            project=(lambda: write_base_frames(tx, edits, child_id)) if edits.refs else None,
+            actor=_actor(),
+            detail={"child": child_id, "reset": sorted(gone), **_why(reason)},
             inherits=True,
         )
-        tx.audit(
-            run_id,
-            "fork",
-            frame_no,
-            _actor(),
-            {"child": child_id, "reset": sorted(gone), **_why(reason)},
-        )
-        return child_id
 
-    return _transaction(store, work)
+    # Only an edit reads the parent's snapshot: a plain fork needs no more memory.
+    return _transaction(store, work, roomy=bool(checkpoints))
+
+
+def _probe_no(frame_no: Any) -> int:
+    """The frame number to probe the run-level frames at before ``frame_no`` is checked
+    against the run (:func:`checked_frame` then refuses whatever is not a frame of it):
+    the newest for ``None``, none for what is not a frame number the database can hold."""
+    if frame_no is None:
+        return MAX_FRAME_NO
+    return frame_no if type(frame_no) is int and 0 <= frame_no <= MAX_FRAME_NO else -1
 
 
 def materialize(store: Store, run_id: str) -> bool:

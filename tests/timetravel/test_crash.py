@@ -37,7 +37,7 @@ CHILD = textwrap.dedent(
     url, op, run_id, frame_no, lease_ms = sys.argv[1:]
     _ops.LEASE_MS = int(lease_ms)
     # what each operation calls first inside its transaction
-    name = {"fork": "state_probe", "materialize": "inherited_base"}.get(op, "snapshot_at")
+    name = {"fork": "run_level_state", "materialize": "inherited_base"}.get(op, "snapshot_at")
     real = getattr(_ops, name)
 
     def spy(*args, **kwargs):

@@ -179,14 +179,14 @@ def _fork_held_open(
     parent, inside its transaction, which stays open half a second more; the thread appends
     the child's id to the list."""
     inside, made = threading.Event(), []
-    real = _ops.state_probe
+    real = _ops.run_level_state
 
     def slow_probe(*args: Any, **kwargs: Any) -> Any:
         inside.set()
         time.sleep(0.5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_ops, "state_probe", slow_probe)
+    monkeypatch.setattr(_ops, "run_level_state", slow_probe)
     forking = threading.Thread(target=lambda: made.append(db.fork(run_id, at).id))
     forking.start()
     assert inside.wait(10)
