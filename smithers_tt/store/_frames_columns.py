@@ -58,5 +58,5 @@ def frame_rows(
     make = FrameRow._make
     stmt = select_frames(run_id, after, upto)
     return engine.transaction(
-        lambda conn: [make(frame_fields(r)) for r in conn.execute(stmt)], write=False
+        lambda conn: [make(frame_fields(r)) for r in conn.execute(stmt).fetchall()], write=False
     )

@@ -268,17 +268,26 @@ def build_timeline(
 
     def marker(trace_key: str, trace: _Trace, f: FrameRow, row: int) -> None:
         if aggregated:
-            bins.setdefault((trace_key, row, f.frame_no // width), []).append(f)
+            bin_of((trace_key, row, f.frame_no // width), []).append(f)
         else:
             trace.point(at(f.frame_no), row, _frame_text(f, t0), f.frame_no)
 
+    bin_of = bins.setdefault
     by_purpose = {p: (f"cp:{p}", t) for p, t in checkpoints.items()}
-    row_of = rows.of
+    index, by_iteration = rows.index, rows.by_iteration
     for f in frames:
         kind = f.kind
-        row = row_of(f.node_id, f.iteration)
+        node_id = f.node_id
+        if node_id is None:
+            row = 0
+        else:  # rows.of, inline: a long run has a hundred thousand frames
+            row = index.get((node_id, f.iteration or 0) if by_iteration else node_id, 0)
         if kind == "checkpoint":
-            marker(*by_purpose.get(f.purpose, by_purpose["progress"]), f, row)
+            trace_key, trace = by_purpose.get(f.purpose) or by_purpose["progress"]
+            if aggregated:
+                bin_of((trace_key, row, f.frame_no // width), []).append(f)
+            else:
+                marker(trace_key, trace, f, row)
         elif kind == "attempt_started" and f.node_id is not None:
             data = f.data if isinstance(f.data, dict) else {}
             key = (f.node_id, f.iteration or 0, f.attempt or 0)
