@@ -2,9 +2,11 @@
 
 A selection in the debugger must cost what it shows, not the run's length, and holding a
 100,000-frame run must not cost the memory of hundreds of snapshot copies. So the frames are
-folded once, lazily (only as far as a selection asks), through row dicts that remember every
-assignment: the nodes, attempts and refs each frame sets are appended to three logs shared by
-every snapshot, and each frame records how long the logs were after it. The snapshot at frame
+folded once, lazily (only as far as a selection asks), remembering every assignment: the
+node, attempt or ref each frame sets (one row per frame of those kinds) is appended to one of
+three logs shared by every snapshot, and each frame records how long the logs were after it.
+The frames may be the store's rows (:class:`smithers_tt.store.FrameRow`): the fold reads their
+fields only. The snapshot at frame
 ``n`` is then its segment's start rows updated with the first entries of each log: exactly the
 dicts the fold made (a key set again keeps its place and takes the later value), with the same
 row objects, in a few milliseconds and without folding again. It starts from the nearest
@@ -130,14 +132,19 @@ class FoldCache:
                 rows = len(nodes) + len(attempts) + len(refs)
             apply(snap, f)
             if kind == "checkpoint":
-                key4 = (f.node_id, f.iteration, f.attempt, f.sequence)
+                attempt, sequence = f.attempt, f.sequence
+                key4 = (f.node_id, f.iteration, attempt, sequence)
                 ref = refs[key4]
                 rk(key4)
                 rv(ref)
                 cr += 1
-                key = key4[:2]
+                key = (f.node_id, f.iteration)
                 found = newest.get(key)
-                if found is None or (found.attempt, found.sequence) <= key4[2:]:
+                if (
+                    found is None
+                    or found.attempt < attempt
+                    or (found.attempt == attempt and found.sequence <= sequence)
+                ):
                     newest[key] = ref
                     wk(key)
                     wv(ref)
