@@ -5,14 +5,13 @@ A selection in the debugger must cost what it shows, not the run's length, and h
 folded once, lazily (only as far as a selection asks), remembering every assignment: the
 node, attempt or ref each frame sets (one row per frame of those kinds) is appended to one of
 three logs shared by every snapshot, and each frame records how long the logs were after it.
-The frames may be the store's rows (:class:`smithers_tt.store.FrameRow`): the fold reads their
-fields only. The snapshot at frame
-``n`` is then its segment's start rows updated with the first entries of each log: exactly the
-dicts the fold made (a key set again keeps its place and takes the later value), with the same
-row objects, in a few milliseconds and without folding again. It starts from the nearest
-copy of the rows kept every ``MARK_EVERY`` assignments (or a nearer snapshot still cached). A
-reset removes rows, which a log cannot express, so it starts a new segment whose start rows
-are a copy of the rows after it.
+The frames may be the store's rows (:class:`smithers_tt.store.FrameRow`): the fold reads
+their fields only. The snapshot at frame ``n`` is then its segment's start rows updated with
+the first entries of each log: exactly the dicts the fold made (a key set again keeps its
+place and takes the later value), with the same row objects, in a few milliseconds and
+without folding again. It starts from the nearest copy of the rows kept every ``MARK_EVERY``
+assignments (or a nearer snapshot still cached). A reset removes rows, which a log cannot
+express, so it starts a new segment whose start rows are a copy of the rows after it.
 
 Each node's newest ref follows the fold the same way (a fourth log), so a selection never
 scans every ref for it. The sorted ref keys of a snapshot are those of the nearest copy (sorted
