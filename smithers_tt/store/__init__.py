@@ -28,6 +28,7 @@ from smithers_tt.store._dialect import Dialect
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
 from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
+from smithers_tt.store._frames_columns import FrameRow, frame_rows
 from smithers_tt.store._langgraph import LangGraphStore
 from smithers_tt.store._langgraph_read import LangGraphDocument, LangGraphRead
 from smithers_tt.store._langgraph_sql import (
@@ -112,6 +113,7 @@ __all__ = [
     "Fence",
     "ForkEdgeRow",
     "Frame",
+    "FrameRow",
     "GcReport",
     "LangGraphDocument",
     "LangGraphIndexQuery",
@@ -157,6 +159,7 @@ __all__ = [
     "display_url",
     "driver",
     "frame_row",
+    "frame_rows",
     "inheriting_forks_of_old",
     "langgraph_run_id",
     "list_workers",

@@ -25,6 +25,7 @@ __all__ = [
     "FRAME_DATA_WRAPPING",
     "Frame",
     "checkpoint_frame",
+    "frame_fields",
     "frame_from_row",
     "frame_row",
     "select_frames",
@@ -65,11 +66,16 @@ def frame_from_row(row: Any) -> Frame:
     Positional: a run of 10,000 frames is read in a fraction of the time that named access
     to each column takes, which is what lets the debugger open such a run in under a second.
     """
-    t = tuple(row)
+    return Frame(*frame_fields(tuple(row)))
+
+
+def frame_fields(t: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The values of :class:`Frame`'s fields, in its order, from a row of ``tt_frames`` as a
+    tuple (``data_json`` parsed, ``size_bytes`` folded into ``data``)."""
     data = t[13]
     if data is not None:
         data = stored_json(data, lambda: f"tt_frames.data_json of frame {t[1]} of run {t[0]!r}")
-    return Frame(*t[:13], frame_data(t[2], data, t[15]), t[14])
+    return (*t[:13], frame_data(t[2], data, t[15]), t[14])
 
 
 def select_frames(run_id: str, after: int | None = None, upto: int | None = None) -> sa.Select:

@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
-from smithers_tt.store import Frame
+from smithers_tt.store import Frame, FrameRow
 from smithers_tt.widgets._model import DebuggerModel, clock_time, describe_frame, node_label
 
 PAGE = 100
@@ -58,7 +58,7 @@ class FrameSearch:
         nodes: dict[str, None] = {}
         kinds: dict[str, None] = {}
         purposes: dict[str, None] = {}
-        for f in self.model.visible_frames:
+        for f in self.model.visible_rows:
             kinds.setdefault(f.kind, None)
             if f.node_id is not None:
                 nodes.setdefault(f.node_id, None)
@@ -66,7 +66,7 @@ class FrameSearch:
                 purposes.setdefault(f.purpose, None)
         return {"node": list(nodes), "kind": list(kinds), "purpose": list(purposes)}
 
-    def _text(self, f: Frame) -> str:
+    def _text(self, f: FrameRow) -> str:
         found = self._texts.get(f.frame_no)
         if found is None:
             parts = [describe_frame(f), f.kind, f.node_id or "", f.purpose or "", f.state or ""]
@@ -74,7 +74,7 @@ class FrameSearch:
             self._texts[f.frame_no] = found
         return found
 
-    def _payload(self, f: Frame) -> str | None:
+    def _payload(self, f: FrameRow) -> str | None:
         if f.content_hash is None:
             return ""
         return self._payloads.get(f.content_hash)
@@ -93,7 +93,7 @@ class FrameSearch:
         needle = text.strip().lower()
         frames = [
             f
-            for f in self.model.visible_frames
+            for f in self.model.visible_rows
             if (node is None or f.node_id == node)
             and (kind is None or f.kind == kind)
             and (purpose is None or f.purpose == purpose)
@@ -119,7 +119,7 @@ class FrameSearch:
         searched = sum(1 for h in hashes if h in self._payloads)
         return FrameMatches(sorted(seen), searched, len(hashes))
 
-    def _read(self, f: Frame) -> str:
+    def _read(self, f: FrameRow) -> str:
         try:  # verified; not kept as objects
             payload = self.model.db.store.load(f.checkpoint_ref()).payload
         except SmithersError:

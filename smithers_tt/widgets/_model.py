@@ -32,11 +32,20 @@ from typing import Any
 from smithers_tt import timetravel as tt
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
-from smithers_tt.store import PAUSE_KINDS, CheckpointRef, Frame, RunRecord, content_sizes
+from smithers_tt.store import (
+    PAUSE_KINDS,
+    CheckpointRef,
+    Frame,
+    FrameRow,
+    RunRecord,
+    content_sizes,
+    frame_rows,
+)
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
+from smithers_tt.widgets._frames import FrameList
 from smithers_tt.widgets._lens import ask
 from smithers_tt.widgets._scrub import FoldCache, newest_refs, trimmed
 
@@ -136,13 +145,14 @@ class DiffResult:
 # --- reading -------------------------------------------------------------------------------
 
 
-def load_frames(db: Any, run_id: str, after: int | None = None) -> list[Frame]:
-    """A run's frames in order, base frames (below 0) included; only ``> after`` if given."""
+def load_frames(db: Any, run_id: str, after: int | None = None) -> list[FrameRow]:
+    """A run's frames in order as rows, base frames (below 0) included; only ``> after`` if
+    given."""
     with paused_gc():
-        return db.store.frames(run_id, after=after)
+        return frame_rows(db.store.engine, run_id, after=after)
 
 
-def describe_frame(frame: Frame) -> str:
+def describe_frame(frame: Frame | FrameRow) -> str:
     """One line of plain text (not escaped) saying what a frame changed."""
     kind = frame.kind
     data = frame.data if isinstance(frame.data, dict) else {}
@@ -219,7 +229,7 @@ def duration(ms: int | float | None) -> str:
     return f"{minutes} min {seconds:02d} s"
 
 
-def frame_time(frame: Frame) -> str:
+def frame_time(frame: Frame | FrameRow) -> str:
     """When a frame was committed (wall clock, for people; frames are ordered by number)."""
     return f"at {clock_time(frame.created_at_ms)}"
 
@@ -243,7 +253,7 @@ class Update:
     """What one poll of the database found (read in a worker thread, applied in the loop)."""
 
     record: RunRecord
-    frames: list[Frame] | None = None
+    frames: list[FrameRow] | None = None
     reload: bool = False
     tree: tuple[str, list[ForkEdge]] | None = None
     base: Snapshot | None = None
@@ -297,14 +307,14 @@ class DebuggerModel:
         # What a fork by reference inherits, read before its frames: if it is materialised
         # in between, its new base frames restate that same state (folding them changes none).
         base = tt.inherited(self.db.store, run_id)
-        frames = load_frames(self.db, run_id)
-        _check_dense(run_id, frames)
-        self.frames: list[Frame] = frames
+        rows = load_frames(self.db, run_id)
+        _check_dense(run_id, rows)
+        self.frames = FrameList(rows)
         self.root, self.tree = tt.fork_tree(self.db.store, run_id)
         self._nodes_seen: dict[str, None] = {}
-        self._fold = FoldCache(run_id, frames, self.load, base)
+        self._fold = FoldCache(run_id, rows, self.load, base)
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
-        self._note_frames(self.frames)
+        self._note_frames(rows)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
         self.ref_pinned = False
@@ -317,7 +327,7 @@ class DebuggerModel:
         self._default_ref()
         self.breakpoints = Breakpoints(self)
 
-    def _note_frames(self, frames: Iterable[Frame]) -> None:
+    def _note_frames(self, frames: Iterable[FrameRow]) -> None:
         """Remember content sizes and node ids the frames mention."""
         for f in frames:
             if f.node_id is not None and f.node_id not in self._nodes_seen:
@@ -335,16 +345,22 @@ class DebuggerModel:
     @property
     def last_frame(self) -> int:
         """The newest frame loaded."""
-        return self.frames[-1].frame_no if self.frames else 0
+        rows = self.frames.rows
+        return rows[-1].frame_no if rows else 0
 
     @property
-    def visible_frames(self) -> list[Frame]:
+    def visible_frames(self) -> FrameList:
         """Frames 0 and later (base frames of a fork restate its parent and are not shown)."""
-        start = self._index(0)
-        return self.frames[start:]
+        return FrameList(self.visible_rows)
+
+    @property
+    def visible_rows(self) -> list[FrameRow]:
+        """The rows of :attr:`visible_frames` (what walks the whole history reads)."""
+        return self.frames.rows[self._index(0) :]
 
     def _index(self, frame_no: int) -> int:
-        return frame_no - self.frames[0].frame_no if self.frames else 0
+        rows = self.frames.rows
+        return frame_no - rows[0].frame_no if rows else 0
 
     def frame(self, frame_no: int | None = None) -> Frame:
         """The frame ``frame_no`` (default: the selected one)."""
@@ -486,7 +502,7 @@ class DebuggerModel:
         self, direction: int, kinds: Sequence[str] = ("attempt_started", "attempt_finished")
     ) -> None:
         """Select the next (``direction`` 1) or previous (-1) frame of one of ``kinds``."""
-        frames = self.visible_frames
+        frames = self.visible_rows
         index = self.frame_no  # frame numbers of visible frames start at 0
         rng = range(index + 1, len(frames)) if direction > 0 else range(index - 1, -1, -1)
         for i in rng:
@@ -613,7 +629,7 @@ class DebuggerModel:
         if record.clock < known or record.inherits != self.record.inherits:  # materialised
             return self._reload(record, tree)
         new = load_frames(self.db, self.run_id, after=known - 1)  # the newest known one again
-        if new[:1] != self.frames[-1:]:  # history was rewritten under us (rewound, resumed)
+        if new[:1] != self.frames.rows[-1:]:  # history was rewritten under us (rewound, resumed)
             return self._reload(record, tree)
         return Update(record, new[1:], tree=tree)
 
@@ -634,15 +650,15 @@ class DebuggerModel:
             events.append("tree")
         if update.reload and update.frames is not None:
             following = self.frame_no == self.last_frame
-            self.frames = update.frames
-            self._fold.reset(self.frames, update.base)
-            self._note_frames(self.frames)
+            self.frames = FrameList(update.frames)
+            self._fold.reset(update.frames, update.base)
+            self._note_frames(update.frames)
             self.frame_no = self.last_frame if following else min(self.frame_no, self.last_frame)
             self._default_ref()
             events = ["run", "tree", "frame", "ref", "diff"]
         elif update.frames:
             following = self.frame_no == self.last_frame
-            self.frames.extend(update.frames)
+            self.frames.rows.extend(update.frames)
             self._note_frames(update.frames)
             events.append("frames")
             if following:
@@ -1196,7 +1212,7 @@ def _parse_json(text: str, what: str) -> Any:
         ) from None
 
 
-def _check_dense(run_id: str, frames: Sequence[Frame]) -> None:
+def _check_dense(run_id: str, frames: Sequence[FrameRow]) -> None:
     if frames and frames[-1].frame_no - frames[0].frame_no != len(frames) - 1:
         tt.fold(run_id, frames)  # raises SnapshotInvalid naming the first gap
         raise InvalidArgument(f"the frames of run {run_id} are not numbered densely")

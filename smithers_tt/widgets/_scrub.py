@@ -2,15 +2,16 @@
 
 A selection in the debugger must cost what it shows, not the run's length, and holding a
 100,000-frame run must not cost the memory of hundreds of snapshot copies. So the frames are
-folded once, lazily (only as far as a selection asks), through row dicts that remember every
-assignment: the nodes, attempts and refs each frame sets are appended to three logs shared by
-every snapshot, and each frame records how long the logs were after it. The snapshot at frame
-``n`` is then its segment's start rows updated with the first entries of each log: exactly the
-dicts the fold made (a key set again keeps its place and takes the later value), with the same
-row objects, in a few milliseconds and without folding again. It starts from the nearest
-copy of the rows kept every ``MARK_EVERY`` assignments (or a nearer snapshot still cached). A
-reset removes rows, which a log cannot express, so it starts a new segment whose start rows
-are a copy of the rows after it.
+folded once, lazily (only as far as a selection asks), remembering every assignment: the
+node, attempt or ref each frame sets (one row per frame of those kinds) is appended to one of
+three logs shared by every snapshot, and each frame records how long the logs were after it.
+The frames may be the store's rows (:class:`smithers_tt.store.FrameRow`): the fold reads
+their fields only. The snapshot at frame ``n`` is then its segment's start rows updated with
+the first entries of each log: exactly the dicts the fold made (a key set again keeps its
+place and takes the later value), with the same row objects, in a few milliseconds and
+without folding again. It starts from the nearest copy of the rows kept every ``MARK_EVERY``
+assignments (or a nearer snapshot still cached). A reset removes rows, which a log cannot
+express, so it starts a new segment whose start rows are a copy of the rows after it.
 
 Each node's newest ref follows the fold the same way (a fourth log), so a selection never
 scans every ref for it. The sorted ref keys of a snapshot are those of the nearest copy (sorted
@@ -31,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from smithers_tt.checkpoint import AgentCheckpoint
-from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store import CheckpointRef, Frame, FrameRow
 from smithers_tt.timetravel import Snapshot, apply
 from smithers_tt.widgets._bulk import paused_gc
 
@@ -54,14 +55,14 @@ class FoldCache:
     def __init__(
         self,
         run_id: str,
-        frames: list[Frame],
+        frames: list[FrameRow] | list[Frame],
         loader: Callable[[CheckpointRef], AgentCheckpoint],
         base: Snapshot | None = None,
     ) -> None:
         self.run_id, self.loader = run_id, loader
         self.reset(frames, base)
 
-    def reset(self, frames: list[Frame], base: Snapshot | None = None) -> None:
+    def reset(self, frames: list[FrameRow] | list[Frame], base: Snapshot | None = None) -> None:
         """Start again on ``frames`` (the run's history was rewritten), folded on ``base``
         (what a fork by reference inherits, :func:`smithers_tt.timetravel.inherited`) or on
         nothing."""
@@ -75,7 +76,7 @@ class FoldCache:
         self._segments: list[_Segment] = []
         self._firsts: list[int] = []
         self._work: Snapshot | None = None
-        self._newest: _Logged | None = None
+        self._newest: dict[NodeKey, CheckpointRef] | None = None
         self._done = 0  # frames folded so far (a prefix of self.frames)
         self._scalars: list[tuple[Any, ...]] = []
         self._scalars_at: list[int] = []
@@ -105,41 +106,82 @@ class FoldCache:
     # --- the fold ------------------------------------------------------------------------
 
     def _fold_to(self, count: int) -> None:
-        """Fold the first ``count`` frames (those not folded yet), logging what they set."""
+        """Fold the first ``count`` frames (those not folded yet), logging what they set.
+
+        A frame of one of ``ROW_KINDS`` sets exactly one row, under the key its fields name
+        (what :func:`timetravel.apply` does): that row is logged here, at the cost of two
+        appends, and the logs' lengths are counted in locals. Any other kind sets none (it may
+        change the run's status, input, output or error), or replaces the row dicts (a
+        reset), which starts a new segment; so does one that changed how many rows there are
+        without replacing them (no kind does: a guard).
+        """
         if self._work is None:
             self._begin()
         snap, newest = self._work, self._newest
         assert snap is not None and newest is not None
         segment = self._segments[-1]
         nodes, attempts, refs = snap.nodes, snap.attempts, snap.refs
-        status, input_, output, error = self._scalars[-1]
+        nk, nv, ak, av, rk, rv, wk, wv = segment.appends()
+        cn, ca, cr, cw = segment.counts()
+        lengths, mark = segment.lengths.extend, segment.next_mark
+        f = None
         for f in self.frames[self._done : count]:
+            kind = f.kind
+            if kind not in ROW_KINDS:
+                rows = len(nodes) + len(attempts) + len(refs)
             apply(snap, f)
+            if kind == "checkpoint":
+                attempt, sequence = f.attempt, f.sequence
+                key4 = (f.node_id, f.iteration, attempt, sequence)
+                ref = refs[key4]
+                rk(key4)
+                rv(ref)
+                cr += 1
+                key = (f.node_id, f.iteration)
+                found = newest.get(key)
+                if (
+                    found is None
+                    or found.attempt < attempt
+                    or (found.attempt == attempt and found.sequence <= sequence)
+                ):
+                    newest[key] = ref
+                    wk(key)
+                    wv(ref)
+                    cw += 1
+            elif kind in NODE_KINDS:
+                key = (f.node_id, f.iteration)
+                nk(key)
+                nv(nodes[key])
+                cn += 1
+            elif kind in ATTEMPT_KINDS:
+                key = (f.node_id, f.iteration, f.attempt)
+                ak(key)
+                av(attempts[key])
+                ca += 1
+            else:
+                snap.frame_no = f.frame_no
+                if (
+                    snap.nodes is not nodes
+                    or snap.attempts is not attempts
+                    or snap.refs is not refs
+                    or rows != len(nodes) + len(attempts) + len(refs)
+                ):  # a reset removed rows: what follows starts from a copy of what is left
+                    self._note_scalars(snap)
+                    segment = self._segment(snap, newest_refs(snap), f.frame_no)
+                    snap, newest = self._work, self._newest
+                    assert snap is not None and newest is not None
+                    nodes, attempts, refs = snap.nodes, snap.attempts, snap.refs
+                    nk, nv, ak, av, rk, rv, wk, wv = segment.appends()
+                    cn, ca, cr, cw = segment.counts()
+                    lengths, mark = segment.lengths.extend, segment.next_mark
+                    continue
+                self._note_scalars(snap)  # the run's status, input, output or error may change
+            lengths((cn, ca, cr, cw))
+            if cn + ca + cr + cw >= mark:
+                segment.keep(f.frame_no, nodes, attempts, refs, newest)
+                mark = segment.next_mark
+        if f is not None:
             snap.frame_no = f.frame_no
-            if snap.nodes is nodes and snap.attempts is attempts and snap.refs is refs:
-                if f.kind == "checkpoint":
-                    key = (f.node_id, f.iteration, f.attempt, f.sequence)
-                    _note_newest(newest, key, refs.get(key))
-                counts = (
-                    len(nodes.log_keys), len(attempts.log_keys), len(refs.log_keys),
-                    len(newest.log_keys),
-                )  # fmt: skip
-                segment.lengths.extend(counts)
-                if sum(counts) >= segment.next_mark:
-                    segment.keep(f.frame_no, nodes, attempts, refs, newest)
-            else:  # a reset removed rows: what follows starts from a copy of what is left
-                segment = self._segment(snap, newest_refs(snap), f.frame_no)
-                snap, newest = self._work, self._newest
-                assert snap is not None and newest is not None
-                nodes, attempts, refs = snap.nodes, snap.attempts, snap.refs
-            if (
-                snap.status is not status
-                or snap.output is not output
-                or snap.error is not error
-                or snap.input is not input_
-            ):
-                self._note_scalars(snap)
-                status, input_, output, error = self._scalars[-1]
         self._done = max(self._done, min(count, len(self.frames)))
 
     def _begin(self) -> None:
@@ -171,12 +213,11 @@ class FoldCache:
             stored_refs=None,
         )
         segment = _Segment(first, start, dict(newest), next_mark=MARK_EVERY)
-        work = replace(start, nodes=_Logged(start.nodes, segment.nodes),
-                       attempts=_Logged(start.attempts, segment.attempts),
-                       refs=_Logged(start.refs, segment.refs))  # fmt: skip
-        self._work, self._newest = work, _Logged(newest, segment.newest)
+        work = replace(start, nodes=dict(start.nodes), attempts=dict(start.attempts),
+                       refs=dict(start.refs))  # fmt: skip
+        self._work, self._newest = work, dict(newest)
         if not first_frame:  # the reset frame itself: its rows are the start rows
-            segment.mark(work.nodes, work.attempts, work.refs, self._newest)
+            segment.lengths.extend((0, 0, 0, 0))
         self._segments.append(segment)
         self._firsts.append(first)
         return segment
@@ -292,17 +333,6 @@ class FoldCache:
         return Touched(nodes, attempts, refs)
 
 
-def _note_newest(
-    newest: dict[tuple[str, int], CheckpointRef], key: tuple[Any, ...], ref: CheckpointRef | None
-) -> None:
-    """Update each node's newest ref with the ref just folded in at ``key``."""
-    if ref is None:
-        return
-    found = newest.get(key[:2])
-    if found is None or (found.attempt, found.sequence) <= (key[2], key[3]):
-        newest[key[:2]] = ref
-
-
 def newest_refs(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
     newest: dict[tuple[str, int], tuple[tuple[int, int], CheckpointRef]] = {}
     for (node_id, iteration, attempt, sequence), ref in snap.refs.items():
@@ -373,21 +403,6 @@ class _Log:
         return zip(self.keys[start:stop], self.values[start:stop], strict=True)
 
 
-class _Logged(dict):  # type: ignore[type-arg]
-    """Row dicts of the fold: every assignment is also appended to a :class:`_Log`."""
-
-    __slots__ = ("log_keys", "log_values")
-
-    def __init__(self, rows: dict[Any, Any], log: _Log) -> None:
-        super().__init__(rows)
-        self.log_keys, self.log_values = log.keys, log.values
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        self.log_keys.append(key)
-        self.log_values.append(value)
-        dict.__setitem__(self, key, value)
-
-
 @dataclass(slots=True)
 class _Segment:
     """Frames ``first`` and later up to the next reset: the rows they start from and what
@@ -412,9 +427,14 @@ class _Segment:
     _sorted: dict[int, list[RefKey]] = field(default_factory=dict)
     """The sorted ref keys of each copy kept (-1: of the start), once asked."""
 
-    def mark(self, *rows: Any) -> None:
-        """Record the logs' lengths after a frame (the rows the fold sets, and the newest)."""
-        self.lengths.extend([len(r.log_keys) for r in rows])
+    def appends(self) -> tuple[Callable[[Any], None], ...]:
+        """The append methods of the logs' keys and values: nodes, attempts, refs, newest."""
+        logs = (self.nodes, self.attempts, self.refs, self.newest)
+        return tuple(m for log in logs for m in (log.keys.append, log.values.append))
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """The four logs' lengths now."""
+        return len(self.nodes), len(self.attempts), len(self.refs), len(self.newest)
 
     def keep(self, frame_no: int, *rows: dict[Any, Any]) -> None:
         """Keep a copy of the row dicts as they are after frame ``frame_no``."""
@@ -579,6 +599,13 @@ class Touched(NamedTuple):
     attempts: set[tuple[Any, ...]]
     refs: set[tuple[Any, ...]]
 
+
+NODE_KINDS = frozenset(("node_state", "cache_hit"))
+"""Frame kinds that set one node row."""
+ATTEMPT_KINDS = frozenset(("attempt_started", "attempt_finished"))
+"""Frame kinds that set one attempt row."""
+ROW_KINDS = NODE_KINDS | ATTEMPT_KINDS | {"checkpoint"}
+"""Frame kinds that set one row (a checkpoint frame sets a ref)."""
 
 TOUCHED_AT_MOST = 5_000
 """Frames between two compared frames beyond which comparing every row is cheaper."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from smithers_tt.store import Frame
+from smithers_tt.store import FrameRow
 
 try:  # optional: speeds up figures of long runs
     import numpy as np
@@ -129,7 +129,7 @@ class _Attempt:
 
 class _Rows:
     def __init__(
-        self, frames: list[Frame], label: Any = node_label, nodes: list[str] | None = None
+        self, frames: list[FrameRow], label: Any = node_label, nodes: list[str] | None = None
     ) -> None:
         pairs: dict[tuple[str, int], None] = {}
         for f in frames:
@@ -154,7 +154,7 @@ class _Rows:
         return self.index.get(key, 0)
 
 
-def _frame_text(f: Frame, t0: int | None = None) -> str:
+def _frame_text(f: FrameRow, t0: int | None = None) -> str:
     when = clock_time(f.created_at_ms)
     if t0 is not None and f.created_at_ms is not None:
         when += f" (+{duration(max(0, f.created_at_ms - t0))})"
@@ -208,7 +208,7 @@ def build_timeline(
     still selects its frame).
     """
     theme = theme or LIGHT
-    frames = model.visible_frames
+    frames = model.visible_rows
     t0 = frames[0].created_at_ms if frames else None
     times = {f.frame_no: f.created_at_ms for f in frames} if time_axis else {}
 
@@ -220,9 +220,10 @@ def build_timeline(
         ms = times.get(n) or t0 or 0
         return _iso(ms)
 
-    base = [f for f in model.frames if f.frame_no < 0]
+    every = model.frames.rows
+    base = every[: len(every) - len(frames)]  # a fork's base frames, below 0
     marks = model.breakpoints if model.breakpoints.enabled else None
-    rows = _Rows(model.frames, model.node_label, model.node_ids if marks else None)
+    rows = _Rows(every, model.node_label, model.node_ids if marks else None)
     last = model.last_frame
     aggregated = len(frames) > aggregate_at
     width = max(1, math.ceil(len(frames) / BINS)) if aggregated else 1
@@ -263,22 +264,32 @@ def build_timeline(
     node_events = _Trace("node state", "marker")
     run_events = _Trace("run", "marker")
     retries = _Trace("retry", "marker")
-    bins: dict[tuple[str, int, int], list[Frame]] = {}
+    bins: dict[tuple[str, int, int], list[FrameRow]] = {}
 
-    def marker(trace_key: str, trace: _Trace, f: Frame, row: int) -> None:
+    def marker(trace_key: str, trace: _Trace, f: FrameRow, row: int) -> None:
         if aggregated:
-            bins.setdefault((trace_key, row, f.frame_no // width), []).append(f)
+            bin_of((trace_key, row, f.frame_no // width), []).append(f)
         else:
             trace.point(at(f.frame_no), row, _frame_text(f, t0), f.frame_no)
 
+    bin_of = bins.setdefault
+    by_purpose = {p: (f"cp:{p}", t) for p, t in checkpoints.items()}
+    index, by_iteration = rows.index, rows.by_iteration
     for f in frames:
         kind = f.kind
-        row = rows.of(f.node_id, f.iteration)
-        data = f.data if isinstance(f.data, dict) else {}
+        node_id = f.node_id
+        if node_id is None:
+            row = 0
+        else:  # rows.of, inline: a long run has a hundred thousand frames
+            row = index.get((node_id, f.iteration or 0) if by_iteration else node_id, 0)
         if kind == "checkpoint":
-            purpose = f.purpose if f.purpose in checkpoints else "progress"
-            marker(f"cp:{purpose}", checkpoints[purpose], f, row)
+            trace_key, trace = by_purpose.get(f.purpose) or by_purpose["progress"]
+            if aggregated:
+                bin_of((trace_key, row, f.frame_no // width), []).append(f)
+            else:
+                marker(trace_key, trace, f, row)
         elif kind == "attempt_started" and f.node_id is not None:
+            data = f.data if isinstance(f.data, dict) else {}
             key = (f.node_id, f.iteration or 0, f.attempt or 0)
             attempts[key] = _Attempt(
                 f.node_id,
@@ -291,14 +302,18 @@ def build_timeline(
             if (f.attempt or 0) > 1:
                 marker("retry", retries, f, row)
         elif kind == "attempt_finished" and f.node_id is not None:
+            data = f.data if isinstance(f.data, dict) else {}
             key = (f.node_id, f.iteration or 0, f.attempt or 0)
-            a = attempts.setdefault(key, _Attempt(key[0], key[1], key[2], float(f.frame_no)))
+            a = attempts.get(key)
+            if a is None:
+                a = attempts[key] = _Attempt(key[0], key[1], key[2], float(f.frame_no))
             a.end, a.state, a.error = float(f.frame_no), f.state or "finished", data.get("error")
             a.end_ms = f.created_at_ms
         elif kind in ("node_state", "cache_hit"):
             marker("node", node_events, f, row)
         elif kind in RUN_KINDS or f.node_id is None:
             if kind == "reset":
+                data = f.data if isinstance(f.data, dict) else {}
                 gone = set(data.get("nodes") or [])
                 for a in attempts.values():
                     if a.node_id in gone and a.end is None:

@@ -146,6 +146,36 @@ def test_a_long_run_folds_the_same_across_keyframes_in_any_order(db: st.Database
         assert_shows(model, history, n)
 
 
+def test_a_run_reset_in_place_shows_each_frames_own_state_across_copies_and_segments(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model reads the frames as rows and folds them lazily, logging what each frame
+    sets; a reset in the history starts a new segment, and copies of the rows are kept every
+    few assignments here. Whatever order frames are selected in, each one shows the snapshot
+    the store folds to there, and the frames it lists are the store's."""
+    import smithers_tt.widgets._scrub as scrub
+
+    monkeypatch.setattr(scrub, "SNAPSHOT_CACHE", 2)  # snapshots rebuilt, not cached
+    monkeypatch.setattr(scrub, "MARK_EVERY", 5)
+    wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    db.reset(run_id, "research", dependents=True)
+    db.resume(run_id, wf)
+    history = History(db, run_id)
+    assert [f.kind for f in history.frames].count("reset") == 1
+    model = DebuggerModel(db, run_id)
+    assert model.frames == history.frames and model.visible_frames == history.frames
+    assert all(type(f) is Frame for f in model.frames)
+    assert_shows(model, history, history.last)  # the newest frame, folded first
+    for n in _orders(history.last, seed=8):
+        model.select_frame(n)
+        assert_shows(model, history, n)
+    model.drop_caches()  # folded again, from a frame in the middle first
+    for n in random.Random(9).sample(range(history.last + 1), history.last + 1):
+        model.select_frame(n)
+        assert_shows(model, history, n)
+
+
 def test_a_fork_shows_its_inherited_checkpoints_from_frame_0(db: st.Database) -> None:
     parent = _flaky_run(db)
     fork_at = History(db, parent).numbers("checkpoint")[4]
