@@ -44,9 +44,9 @@ def lives(store: Store) -> Lives:
     _, fence = store.create_run("wf", {"q": 1}, run_id="finished")
     first = store.start_attempt(fence, "n", 1, node_state="running").key
     encoded = checkpoint(1).encode()
-    store.publish(fence, first, encoded, purpose="turn", agent_id="agent")
+    ref = store.publish(fence, first, encoded, purpose="turn", agent_id="agent")
     store.finish_attempt(fence, first, "failed", error="boom", error_code="E1", discard_resume=True)
-    second = store.start_attempt(fence, "n", 1).key
+    second = store.start_attempt(fence, "n", 1, resumed_from=ref).key
     store.finish_attempt(fence, second, "finished", node_state="finished", output={"answer": 42})
     store.set_node(fence, "m", 0, "running")
     store.request_cancel("finished")
@@ -100,7 +100,15 @@ def test_every_change_commits_the_frame_that_records_it(store: Store, lives: Liv
             state="failed",
             data={"discard_resume": True, "error": "boom", "error_code": "E1"},
         ),
-        f(5, "attempt_started", "n", 1, 2, state="in_progress"),
+        f(
+            5,
+            "attempt_started",
+            "n",
+            1,
+            2,
+            state="in_progress",
+            data={"resumed_from": ["finished", "n", 1, 1, 0]},
+        ),
         f(6, "attempt_finished", "n", 1, 2, state="finished", data=ended),
         f(7, "node_state", "n", 1, 2, state="finished", data={"output": {"answer": 42}}),
         f(8, "node_state", "m", 0, state="running"),
@@ -249,3 +257,18 @@ def test_ending_an_attempt_twice_raises_fence_lost_naming_it_and_writes_nothing(
     record = store.get_attempt(attempt)
     assert (record.state, record.error) == ("failed", "first")
     assert store.list_nodes(fence.run_id) == []
+
+
+def test_start_attempt_returns_the_attempt_as_stored(store: Store, fence: Fence) -> None:
+    first = store.start_attempt(fence, "n", 2)
+    ref = store.publish(fence, first.key, checkpoint(1))
+    store.finish_attempt(fence, first.key, "failed")
+
+    second = store.start_attempt(fence, "n", 2, resumed_from=ref)
+
+    assert second == store.get_attempt(second.key)
+    assert (second.key.attempt, second.state, second.owner_epoch) == (2, "in_progress", fence.epoch)
+    assert (second.next_sequence, second.discard_resume, second.error) == (0, False, None)
+    assert second.resumed_from == (fence.run_id, "n", 2, 1, 0)
+    assert second.started_at_ms >= first.started_at_ms > 0
+    assert second.finished_at_ms is None
