@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 import smithers_tt as st
-from smithers_tt.errors import AttemptNotFound, CheckpointInvalid, FenceLost
+from smithers_tt.errors import AttemptNotFound, CheckpointInvalid, FenceLost, StoreCorrupt
 from smithers_tt.store import AttemptKey, Fence, Frame, Store, release_run
+from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
 from smithers_tt.store._records import now_ms
+from smithers_tt.store._schema import frames as frames_table
 from smithers_tt.timetravel import fold
 
-from ._support import checkpoint, count
+from ._support import checkpoint, count, execute
 
 
 def _frames(store: Store, run_id: str) -> list[Frame]:
@@ -57,6 +59,7 @@ def lives(store: Store) -> Lives:
     _, doomed = store.create_run("wf", run_id="cancelled")
     open_key = store.start_attempt(doomed, "m").key
     store.set_node(doomed, "m", 0, "running", output={"partial": True}, last_attempt=1)
+    store.set_node(doomed, "k", 0, "running")
     assert open_key.attempt == 1
     store.cancel_run("cancelled")
 
@@ -126,10 +129,12 @@ def test_every_change_commits_the_frame_that_records_it(store: Store, lives: Liv
         c(0, "run_created", state="running", data={"input": None, "workflow": "wf"}),
         c(1, "attempt_started", "m", 0, 1, state="in_progress"),
         c(2, "node_state", "m", 0, 1, state="running", data={"output": {"partial": True}}),
-        c(3, "attempt_finished", "m", 0, 1, state="cancelled"),
+        c(3, "node_state", "k", 0, state="running"),
+        c(4, "attempt_finished", "m", 0, 1, state="cancelled"),
+        c(5, "node_state", "k", 0, state="cancelled"),
         # the cancel keeps the node's output, and its frame says so (as the live row does)
-        c(4, "node_state", "m", 0, 1, state="cancelled", data={"output": {"partial": True}}),
-        c(5, "run_cancelled", state="cancelled"),
+        c(6, "node_state", "m", 0, 1, state="cancelled", data={"output": {"partial": True}}),
+        c(7, "run_cancelled", state="cancelled"),
     ]
 
     def r(no: int, kind: str, *key: Any, **fields: Any) -> Frame:
@@ -180,8 +185,12 @@ def test_the_history_folds_to_what_the_live_tables_hold(
     )
     cancelled = store.get_run(lives.cancelled)
     assert (cancelled.status, cancelled.cancel_requested) == ("cancelled", True)
-    (node,) = store.list_nodes(lives.cancelled)
-    assert (node.state, node.last_attempt, node.output) == ("cancelled", 1, {"partial": True})
+    assert [
+        (n.node_id, n.state, n.last_attempt, n.output) for n in store.list_nodes("cancelled")
+    ] == [
+        ("k", "cancelled", None, None),
+        ("m", "cancelled", 1, {"partial": True}),
+    ]
     assert store.get_run(lives.released).status == "queued"
 
 
@@ -272,3 +281,42 @@ def test_start_attempt_returns_the_attempt_as_stored(store: Store, fence: Fence)
     assert second.resumed_from == (fence.run_id, "n", 2, 1, 0)
     assert second.started_at_ms >= first.started_at_ms > 0
     assert second.finished_at_ms is None
+
+
+def test_cancelling_a_run_whose_running_node_has_a_damaged_output_names_the_row(
+    db: st.Database, store: Store, fence: Fence
+) -> None:
+    store.set_node(fence, "m", 4, "running", output={"partial": 1})
+    execute(db, "UPDATE tt_nodes SET output_json = '{damaged' WHERE node_id = 'm'")
+    clock = store.get_run(fence.run_id).clock
+
+    with pytest.raises(StoreCorrupt) as damaged:
+        store.cancel_run(fence.run_id)
+
+    where = f"tt_nodes.output_json of node 'm' (iteration 4) of run {fence.run_id!r}"
+    assert str(damaged.value).startswith(f"{where} is damaged: it is not JSON")
+    assert store.get_run(fence.run_id).status == "running"
+    assert store.get_run(fence.run_id).clock == clock
+
+
+def test_a_checkpoint_frame_reads_back_with_all_its_data_or_none(
+    store: Store, fence: Fence, attempt: AttemptKey
+) -> None:
+    """A checkpoint frame keeps its data whole when it holds more than the content's size
+    (an edited checkpoint), and reads back without data when it was written without (a
+    LangGraph document's frame)."""
+    ref = store.publish(fence, attempt, checkpoint(1))
+    clock = store.get_run(fence.run_id).clock
+    size = checkpoint(1).encode().size
+
+    def frame(n: int, data: Any) -> Frame:
+        return Frame(
+            fence.run_id, clock + 1 + n, "checkpoint", "node", 0, 1, n + 1, None,
+            ref.content_hash, "test", 1, "progress", None, data, 7,
+        )  # fmt: skip
+
+    written = [frame(0, {"size": size, "edited": True}), frame(1, None), frame(2, {"size": size})]
+    rows = [dict(zip(FRAME_COLUMNS, frame_values(f), strict=True)) for f in written]
+    store.engine.transaction(lambda conn: conn.execute(frames_table.insert(), rows))
+
+    assert store.frames(fence.run_id, after=clock) == written

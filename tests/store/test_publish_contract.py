@@ -207,3 +207,20 @@ def test_a_publish_whose_content_keeps_vanishing_raises_a_retryable_error_and_wr
     ref = store.publish(fence, attempt, encoded)  # the retry the error asks for
     assert (ref.sequence, refs_of(db, fence.run_id)) == (0, [ref])
     assert store.load(ref) == checkpoint("elusive")
+
+
+def test_a_publish_after_a_takeover_says_who_owns_the_run_now(
+    store: Store, fence: Fence, attempt: AttemptKey, history
+) -> None:
+    newer = store.claim_run(fence.run_id, "other")
+    before = history(fence.run_id)
+
+    with pytest.raises(FenceLost) as lost:
+        store.publish(fence, attempt, checkpoint(1))
+
+    assert str(lost.value) == (
+        f"run {fence.run_id} is running under epoch {newer.epoch}; epoch {fence.epoch} lost "
+        "ownership and wrote nothing"
+    )
+    assert lost.value.details == {"run_id": fence.run_id, "epoch": fence.epoch}
+    assert history(fence.run_id) == before
