@@ -27,7 +27,7 @@ from smithers_tt.store._schema import refs as refs_table
 
 from ._support import checkpoint, count, refs_of
 
-LIMIT = 30.0
+LIMIT = 10.0
 """A bound on every wait, so a broken committer fails the test instead of hanging it."""
 
 

@@ -9,9 +9,16 @@ import dataclasses
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 import smithers_tt as st
-from smithers_tt.errors import AttemptNotFound, CheckpointInvalid, FenceLost, StoreCorrupt
+from smithers_tt.errors import (
+    AttemptNotFound,
+    CheckpointInvalid,
+    FenceLost,
+    RunNotFound,
+    StoreCorrupt,
+)
 from smithers_tt.store import AttemptKey, Fence, Frame, Store, release_run
 from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
 from smithers_tt.store._records import now_ms
@@ -320,3 +327,45 @@ def test_a_checkpoint_frame_reads_back_with_all_its_data_or_none(
     store.engine.transaction(lambda conn: conn.execute(frames_table.insert(), rows))
 
     assert store.frames(fence.run_id, after=clock) == written
+
+
+def test_a_write_to_a_run_that_does_not_exist_raises_run_not_found(
+    db: st.Database, store: Store
+) -> None:
+    with pytest.raises(RunNotFound) as missing:
+        store.set_node(Fence("ghost", 1), "n", 0, "running")
+
+    assert str(missing.value) == "no run 'ghost'; list runs with `smithers-tt runs`"
+    assert count(db, "tt_nodes") == 0
+
+
+def query(db: st.Database, sql: str, **params: Any) -> list[tuple[Any, ...]]:
+    """Rows of raw SQL, as tuples."""
+    return db.engine.transaction(
+        lambda conn: [tuple(r) for r in conn.execute(sa.text(sql), params)], write=False
+    )
+
+
+def test_the_tables_hold_what_the_schema_documents_for_sql_readers(
+    db: st.Database, store: Store, fence: Fence, attempt: AttemptKey
+) -> None:
+    """What SQL readers (the lineage views, ad-hoc queries) see: a checkpoint frame's size in
+    ``size_bytes`` with ``data_json`` NULL, other data as JSON, and SQL NULL (not JSON null)
+    where there is no data, output or error."""
+    encoded = checkpoint(1).encode()
+    store.publish(fence, attempt, encoded)
+    store.set_node(fence, "n", 0, "running")
+    store.finish_run(fence, "finished")
+
+    rows = query(
+        db,
+        "SELECT kind, data_json, size_bytes FROM tt_frames WHERE run_id = :r ORDER BY frame_no",
+        r=fence.run_id,
+    )
+    assert rows[2:] == [
+        ("checkpoint", None, encoded.size),
+        ("node_state", None, None),
+        ("run_finished", '{"error":null,"output":null}', None),
+    ]
+    assert query(db, "SELECT output_json FROM tt_nodes") == [(None,)]
+    assert query(db, "SELECT output_json, error FROM tt_runs") == [(None, None)]

@@ -20,6 +20,7 @@ from smithers_tt.errors import (
     TransientStoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Frame, Store
+from smithers_tt.store._publish import PublishUnit
 
 from ._support import checkpoint, count, execute, refs_of
 
@@ -224,3 +225,41 @@ def test_a_publish_after_a_takeover_says_who_owns_the_run_now(
     )
     assert lost.value.details == {"run_id": fence.run_id, "epoch": fence.epoch}
     assert history(fence.run_id) == before
+
+
+def test_a_batch_of_publishes_into_two_runs_numbers_each_run_s_frames_densely_after_its_clock(
+    store: Store, fence: Fence
+) -> None:
+    """Several publishes into one run committed together (as the group committer does) tick
+    its clock once each: the frames follow the clock densely in queue order, the clock ends
+    at the last of them, and the next write follows on."""
+    _, other = store.create_run("wf")
+    a = store.start_attempt(fence, "a").key
+    b = store.start_attempt(fence, "b").key
+    c = store.start_attempt(other, "c").key
+    clocks = {r: store.get_run(r).clock for r in (fence.run_id, other.run_id)}
+    before = store.commit_batches
+    units = [
+        PublishUnit(fence, a, checkpoint("a0").encode(), "progress", None),
+        PublishUnit(other, c, checkpoint("c0").encode(), "progress", None),
+        PublishUnit(fence, b, checkpoint("b0").encode(), "progress", None),
+        PublishUnit(fence, a, checkpoint("a1").encode(), "progress", None),
+    ]
+    store._committer._commit(units)
+
+    assert [u.error for u in units] == [None] * 4
+    assert store.commit_batches == before + 1
+    mine = store.frames(fence.run_id, after=clocks[fence.run_id])
+    assert [(f.frame_no, f.node_id, f.sequence) for f in mine] == [
+        (clocks[fence.run_id] + 1, "a", 0),
+        (clocks[fence.run_id] + 2, "b", 0),
+        (clocks[fence.run_id] + 3, "a", 1),
+    ]
+    assert [u.frame for u in (units[0], units[2], units[3])] == mine
+    assert store.get_run(fence.run_id).clock == clocks[fence.run_id] + 3
+    (theirs,) = store.frames(other.run_id, after=clocks[other.run_id])
+    assert (theirs.frame_no, units[1].frame) == (clocks[other.run_id] + 1, theirs)
+    assert store.get_run(other.run_id).clock == clocks[other.run_id] + 1
+    after = store.publish(fence, b, checkpoint("b1"))
+    assert store.frames(fence.run_id)[-1].frame_no == clocks[fence.run_id] + 4
+    assert after.sequence == 1
