@@ -148,9 +148,10 @@ def test_a_publish_over_damaged_stored_content_raises_checkpoint_corrupt_and_wri
         store.publish(fence, attempt, encoded)
 
     assert corrupt.value.details == {"content_hash": encoded.content_hash}
-    message = str(corrupt.value)
-    assert f"stored content {encoded.content_hash[:12]} differs from the bytes" in message
-    assert "run verify() and restore the database from a backup" in message
+    assert str(corrupt.value) == (
+        f"stored content {encoded.content_hash[:12]} differs from the bytes that hash to it; "
+        "run verify() and restore the database from a backup"
+    )
     assert history(fence.run_id) == before
     assert store.get_attempt(attempt).next_sequence == 1
 
