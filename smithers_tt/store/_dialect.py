@@ -250,7 +250,8 @@ class Statements:
             "updated_at_ms = excluded.updated_at_ms"
         )
         self.node_state = q(
-            "UPDATE tt_nodes SET state = ? WHERE run_id = ? AND node_id = ? AND iteration = ?"
+            "UPDATE tt_nodes SET state = ? WHERE run_id = ? AND node_id = ? AND iteration = ? "
+            "RETURNING output_json"
         )
 
         # --- LangGraph saver ---

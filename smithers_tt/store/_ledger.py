@@ -65,6 +65,7 @@ from smithers_tt.store._records import (
     Frame,
     RunRecord,
     run_from_row,
+    stored_json,
 )
 
 Step = tuple[str, Any]
@@ -513,7 +514,8 @@ class NodeSet(Change):
 
 
 class NodeCancelled(Change):
-    """A running node becomes ``cancelled`` (its output and last attempt stay)."""
+    """A running node becomes ``cancelled`` (its output and last attempt stay, and its frame
+    records the output, as a ``node_state`` frame that changes the state must)."""
 
     __slots__ = ("iteration", "last_attempt", "node_id", "run_id")
 
@@ -522,10 +524,18 @@ class NodeCancelled(Change):
         self.iteration, self.last_attempt = iteration, last_attempt
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
-        w.db.count(w.sql.node_state, ("cancelled", self.run_id, self.node_id, self.iteration))
+        row = w.db.one(w.sql.node_state, ("cancelled", self.run_id, self.node_id, self.iteration))
+        output = stored_json(
+            row and row[0],
+            lambda: (
+                f"tt_nodes.output_json of node {self.node_id!r} (iteration "
+                f"{self.iteration}) of run {self.run_id!r}"
+            ),
+        )
         return Frame(
             self.run_id, frame_no, "node_state", self.node_id, self.iteration,
             self.last_attempt, state="cancelled", created_at_ms=w.stamp,
+            data=None if output is None else {"output": output},
         )  # fmt: skip
 
 
