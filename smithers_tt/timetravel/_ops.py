@@ -51,6 +51,7 @@ from smithers_tt.timetravel._at import (
 )
 from smithers_tt.timetravel._materialize import (
     check_contents,
+    cut_live_state,
     replace_live_state,
     write_base_frames,
 )
@@ -316,8 +317,8 @@ def _rewind(
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     _cut_forks(tx, run_id, frame_no, force, exact)
     check_contents(tx, snap)
-    replace_live_state(tx, snap, run_id)
-    load_refs(tx, snap)  # what this returns: the refs now live
+    if not cut_live_state(tx, snap, run_id, run.clock):
+        replace_live_state(tx, snap, run_id)
     tx.rewind_run(
         run_id,
         clock=frame_no,
@@ -326,6 +327,9 @@ def _rewind(
         error=snap.error,
     )
     tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
+    if later is not None and snap.stored_refs is not None:
+        return later(run_id, frame_no)  # its refs are read only if someone looks
+    load_refs(tx, snap)  # what this returns: the refs now live
     return snap
 
 

@@ -1,0 +1,155 @@
+"""The statements of a rewind that keeps what stays: the live rows at or below the cut are
+left where they are, only what the frames above it added goes.
+
+A rewind to the middle of a long run used to delete every live ref and attempt and copy the
+refs visible at the cut back from their frames (100,000 deleted, 50,000 copied for a
+100,000-ref run). Without a ``reset`` above the cut, the live refs that point at a frame at
+or below the cut *are* the refs visible there (refs are immutable and only a reset removes
+them), so here the refs above the cut are deleted, the attempts started above it go, and
+the rest is checked against the history instead of rewritten: one aggregate join says
+whether the refs left are exactly the visible ones, each with stored content within the
+ceiling (what the copy's join checked). Anything else raises :class:`Refold`: the caller
+redoes the rewind with the full fold and full replace, so the rows it leaves are always
+those.
+
+What the rows become is decided in :mod:`smithers_tt.timetravel` (the fold); rows come down
+as dicts of column values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES
+from smithers_tt.store import _schema as S
+from smithers_tt.store._travel_bulk import StoredRefs, run_sql
+from smithers_tt.store._travel_delta import DeltaStatements
+from smithers_tt.store._travel_write import Refold, insert_rows
+
+_UNCOMPARED = {
+    "tt_attempts": frozenset({"run_id", "owner_epoch"}),
+    "tt_nodes": frozenset({"run_id", "updated_at_ms"}),
+}
+"""Columns a kept row is not rewritten for: the run (the same), the epoch an attempt was
+written under (a full replace writes 0; every owner is fenced by the run's new epoch) and
+the time a node row was written."""
+
+_NODE_LEVEL = S.NODE_LEVEL_WHERE.text
+"""Written as the partial index ``tt_frames_node_level`` has it (SQLite matches it
+literally)."""
+
+_ATTEMPTS_STARTED_ABOVE = (
+    "DELETE FROM tt_attempts WHERE run_id = :run AND EXISTS (SELECT 1 FROM tt_frames "  # noqa: S608
+    f"WHERE run_id = :run AND {_NODE_LEVEL} AND kind = 'attempt_started' "
+    "AND node_id = tt_attempts.node_id AND iteration = tt_attempts.iteration "
+    "AND attempt = tt_attempts.attempt AND frame_no > :cut)"
+)
+"""The attempts started above the cut: with no reset above it, none of them is visible at
+the cut (an attempt number is reused only after a reset). Their refs go with them."""
+
+_NODES_NOT_AT_CUT = (
+    "DELETE FROM tt_nodes WHERE run_id = :run AND NOT EXISTS (SELECT 1 FROM tt_frames "  # noqa: S608
+    f"WHERE run_id = :run AND {_NODE_LEVEL} AND kind IN ('node_state', 'cache_hit') "
+    "AND node_id = tt_nodes.node_id AND iteration = tt_nodes.iteration AND frame_no <= :cut)"
+)
+"""The nodes no frame at or below the cut sets: none of them is visible there."""
+
+
+class CutStatements(DeltaStatements):
+    """The statements of a rewind that keeps the rows at or below its cut (mixed into
+    :class:`~._travel.Travel`)."""
+
+    def reset_after(self, run_id: str, frame_no: int) -> bool:
+        """Whether a ``reset`` frame of the run lies above ``frame_no`` (one probe of the
+        partial index ``tt_frames_run_level``; the frame itself is not read)."""
+        f = S.frames
+        stmt = (
+            sa.select(sa.literal(1))
+            .where(f.c.run_id == run_id, f.c.frame_no > frame_no, S.RUN_LEVEL_WHERE)
+            .where(f.c.kind == "reset")
+            .limit(1)
+        )
+        return self._conn.execute(stmt).first() is not None
+
+    def cut_live_state(
+        self,
+        stored: StoredRefs,
+        nodes: Sequence[dict[str, Any]],
+        attempts: Sequence[dict[str, Any]],
+    ) -> None:
+        """Put the live state of ``stored.run_id`` back to frame ``stored.frame_no`` (the
+        cut), no ``reset`` frame lying above it: the refs pointing at a frame above the cut
+        go and the refs left are checked to be exactly the visible ones; the attempts and
+        nodes that first appear above the cut go (one statement each, read by node from the
+        partial index ``tt_frames_node_level``); then the run's attempts and nodes are made
+        ``attempts`` and ``nodes`` (rows of ``tt_attempts`` and ``tt_nodes``, the state at
+        the cut), writing only the rows that differ.
+
+        Raises:
+            Refold: the refs left are not exactly ``stored``'s, each with stored content
+                within the ceiling: the caller rolls back and rewinds with the full fold.
+        """
+        conn, run_id, cut = self._conn, stored.run_id, stored.frame_no
+        r = S.refs
+        conn.execute(r.delete().where(r.c.run_id == run_id, r.c.frame_no > cut))
+        if not self._refs_are(stored):
+            raise Refold("the live refs are not those the history shows at the cut")
+        params = {"run": run_id, "cut": cut}
+        run_sql(conn, _ATTEMPTS_STARTED_ABOVE, params)
+        self._sync(S.attempts, run_id, attempts, _UNCOMPARED["tt_attempts"])
+        run_sql(conn, _NODES_NOT_AT_CUT, params)
+        self._sync(S.nodes, run_id, nodes, _UNCOMPARED["tt_nodes"])
+
+    def _refs_are(self, stored: StoredRefs) -> bool:
+        """Whether the run's live refs are exactly the refs ``stored`` describes: as many as
+        there are visible checkpoint frames, and each of those frames has the live ref of
+        its key pointing at it and its content stored within the ceiling (a ref key is
+        unique, so no two frames share one)."""
+        conn, run_id = self._conn, stored.run_id
+        r = S.refs
+        live = conn.execute(sa.select(sa.func.count()).where(r.c.run_id == run_id)).scalar_one()
+        if live != stored.count:
+            return False
+        where, params = stored.where()
+        # Driven by the visible frames (the planner's estimate of them is sound), each
+        # probing its ref by key and its content by hash.
+        visible, pointed, whole = run_sql(
+            conn,
+            "SELECT count(*), count(r.frame_no), count(c.content_hash) FROM tt_frames f "  # noqa: S608
+            "LEFT JOIN tt_checkpoint_refs r ON r.run_id = f.run_id AND r.node_id = f.node_id "
+            "AND r.iteration = f.iteration AND r.attempt = f.attempt "
+            "AND r.sequence = f.sequence AND r.frame_no = f.frame_no "
+            "LEFT JOIN tt_checkpoint_contents c ON c.content_hash = f.content_hash "
+            f"AND c.size_bytes <= :max_bytes WHERE {where}",
+            dict(params, max_bytes=MAX_CHECKPOINT_BYTES),
+        ).one()
+        return visible == pointed == whole == live
+
+    def _sync(
+        self,
+        table: sa.Table,
+        run_id: str,
+        rows: Sequence[dict[str, Any]],
+        uncompared: frozenset[str],
+    ) -> None:
+        """Make the run's rows of ``table`` exactly ``rows``, by primary key: rows that are
+        not among them are deleted, missing ones inserted, and those whose columns (but
+        ``uncompared``) differ written over."""
+        conn = self._conn
+        key = [c.name for c in table.primary_key.columns if c.name != "run_id"]
+        names = key + [c.name for c in table.c if c.name not in uncompared and c.name not in key]
+        stmt = sa.select(*(table.c[x] for x in names)).where(table.c.run_id == run_id)
+        live = {tuple(row[: len(key)]): tuple(row) for row in conn.execute(stmt)}
+        wanted = {tuple(row[x] for x in key): row for row in rows}
+        columns = [table.c[x] for x in key]
+        self._delete(table, run_id, columns, [k for k in live if k not in wanted])
+        insert_rows(conn, table, [row for k, row in wanted.items() if k not in live])
+        changed = [
+            row
+            for k, row in wanted.items()
+            if k in live and live[k] != tuple(row[x] for x in names)
+        ]
+        self._overwrite(table, changed)  # in place: an attempt's refs stay
