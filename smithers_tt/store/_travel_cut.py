@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES
 from smithers_tt.store import _schema as S
-from smithers_tt.store._travel_bulk import StoredRefs, run_sql
+from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
 from smithers_tt.store._travel_delta import DeltaStatements
 from smithers_tt.store._travel_write import Refold, insert_rows
 
@@ -36,26 +36,6 @@ _UNCOMPARED = {
 """Columns a kept row is not rewritten for: the run (the same), the epoch an attempt was
 written under (a full replace writes 0; every owner is fenced by the run's new epoch) and
 the time a node row was written."""
-
-_NODE_LEVEL = S.NODE_LEVEL_WHERE.text
-"""Written as the partial index ``tt_frames_node_level`` has it (SQLite matches it
-literally)."""
-
-_ATTEMPTS_STARTED_ABOVE = (
-    "DELETE FROM tt_attempts WHERE run_id = :run AND EXISTS (SELECT 1 FROM tt_frames "  # noqa: S608
-    f"WHERE run_id = :run AND {_NODE_LEVEL} AND kind = 'attempt_started' "
-    "AND node_id = tt_attempts.node_id AND iteration = tt_attempts.iteration "
-    "AND attempt = tt_attempts.attempt AND frame_no > :cut)"
-)
-"""The attempts started above the cut: with no reset above it, none of them is visible at
-the cut (an attempt number is reused only after a reset). Their refs go with them."""
-
-_NODES_NOT_AT_CUT = (
-    "DELETE FROM tt_nodes WHERE run_id = :run AND NOT EXISTS (SELECT 1 FROM tt_frames "  # noqa: S608
-    f"WHERE run_id = :run AND {_NODE_LEVEL} AND kind IN ('node_state', 'cache_hit') "
-    "AND node_id = tt_nodes.node_id AND iteration = tt_nodes.iteration AND frame_no <= :cut)"
-)
-"""The nodes no frame at or below the cut sets: none of them is visible there."""
 
 
 class CutStatements(DeltaStatements):
@@ -82,11 +62,11 @@ class CutStatements(DeltaStatements):
     ) -> None:
         """Put the live state of ``stored.run_id`` back to frame ``stored.frame_no`` (the
         cut), no ``reset`` frame lying above it: the refs pointing at a frame above the cut
-        go and the refs left are checked to be exactly the visible ones; the attempts and
-        nodes that first appear above the cut go (one statement each, read by node from the
-        partial index ``tt_frames_node_level``); then the run's attempts and nodes are made
-        ``attempts`` and ``nodes`` (rows of ``tt_attempts`` and ``tt_nodes``, the state at
-        the cut), writing only the rows that differ.
+        go and the refs left are checked to be exactly the visible ones; then the run's
+        attempts and nodes are made ``attempts`` and ``nodes`` (rows of ``tt_attempts`` and
+        ``tt_nodes``, the state at the cut) by primary key: those first seen above the cut
+        are deleted (by key, whatever the planner knows of the tables), and only the rows
+        that differ are written.
 
         Raises:
             Refold: the refs left are not exactly ``stored``'s, each with stored content
@@ -97,10 +77,7 @@ class CutStatements(DeltaStatements):
         conn.execute(r.delete().where(r.c.run_id == run_id, r.c.frame_no > cut))
         if not self._refs_are(stored):
             raise Refold("the live refs are not those the history shows at the cut")
-        params = {"run": run_id, "cut": cut}
-        run_sql(conn, _ATTEMPTS_STARTED_ABOVE, params)
         self._sync(S.attempts, run_id, attempts, _UNCOMPARED["tt_attempts"])
-        run_sql(conn, _NODES_NOT_AT_CUT, params)
         self._sync(S.nodes, run_id, nodes, _UNCOMPARED["tt_nodes"])
 
     def _refs_are(self, stored: StoredRefs) -> bool:
@@ -144,8 +121,9 @@ class CutStatements(DeltaStatements):
         stmt = sa.select(*(table.c[x] for x in names)).where(table.c.run_id == run_id)
         live = {tuple(row[: len(key)]): tuple(row) for row in conn.execute(stmt)}
         wanted = {tuple(row[x] for x in key): row for row in rows}
-        columns = [table.c[x] for x in key]
-        self._delete(table, run_id, columns, [k for k in live if k not in wanted])
+        # Those first seen above the cut (an attempt's refs go with it).
+        gone = [k for k in live if k not in wanted]
+        dialect_of(conn).delete_keys(conn, table, run_id, key, gone)
         insert_rows(conn, table, [row for k, row in wanted.items() if k not in live])
         changed = [
             row
