@@ -19,13 +19,14 @@ as dicts of column values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 import sqlalchemy as sa
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES
 from smithers_tt.store import _schema as S
-from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
+from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, plain_rows, run_sql
 from smithers_tt.store._travel_delta import DeltaStatements
 from smithers_tt.store._travel_write import Refold, insert_rows
 
@@ -118,16 +119,20 @@ class CutStatements(DeltaStatements):
         conn = self._conn
         key = [c.name for c in table.primary_key.columns if c.name != "run_id"]
         names = key + [c.name for c in table.c if c.name not in uncompared and c.name not in key]
-        stmt = sa.select(*(table.c[x] for x in names)).where(table.c.run_id == run_id)
-        live = {tuple(row[: len(key)]): tuple(row) for row in conn.execute(stmt)}
-        wanted = {tuple(row[x] for x in key): row for row in rows}
+        width = len(key)
+        live = {
+            row[:width]: row
+            for row in plain_rows(
+                conn,
+                f"SELECT {', '.join(names)} FROM {table.name} WHERE run_id = :run",  # noqa: S608
+                {"run": run_id},
+            )
+        }  # driver values: a bool may come back as 0 or 1, which compares equal to it
+        values = itemgetter(*names)
+        wanted = {values(row)[:width]: row for row in rows}
         # Those first seen above the cut (an attempt's refs go with it).
         gone = [k for k in live if k not in wanted]
         dialect_of(conn).delete_keys(conn, table, run_id, key, gone)
         insert_rows(conn, table, [row for k, row in wanted.items() if k not in live])
-        changed = [
-            row
-            for k, row in wanted.items()
-            if k in live and live[k] != tuple(row[x] for x in names)
-        ]
+        changed = [row for k, row in wanted.items() if k in live and live[k] != values(row)]
         self._overwrite(table, changed)  # in place: an attempt's refs stay
