@@ -4,7 +4,8 @@ Every operation reads the run's frames, folds them into the snapshot it needs, c
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
 rows. A rewind of the last few frames of a long history, and its undo, read and change only
-what those frames touched instead (:mod:`._delta`). A crash in the middle leaves the
+what those frames touched instead (:mod:`._delta`); a rewind further back keeps the live rows
+at or below its cut and takes away the rest (:func:`._materialize.cut_live_state`). A crash in the middle leaves the
 transaction uncommitted: the run is untouched.
 """
 
@@ -293,8 +294,12 @@ def _rewind(
     """Rewind inside the transaction: see :func:`rewind`.
 
     When the frames above ``frame_no`` are few next to the history (and ``later`` builds the
-    snapshot to return), only the rows they touched change (:mod:`._delta`); the snapshot
-    returned is then read from the frames on first access, by ``later``.
+    snapshot to return), only the rows they touched change (:mod:`._delta`). Otherwise the
+    snapshot at ``frame_no`` is folded from the whole history (which checks every frame) and
+    the live rows are put back to it: by taking away what first appears above the cut when
+    no reset lies above it (:func:`cut_live_state`, which checks the rows it keeps), else by
+    a full replace. The snapshot returned is read from the frames on first access, by
+    ``later``, unless only the full fold could tell it.
     """
     run = _check_lease(tx, lease)
     materialize_in(tx, run_id, exact=exact)  # a fork by reference gets its own rows first
