@@ -5,12 +5,12 @@ A rewind to the middle of a long run used to delete every live ref and attempt a
 refs visible at the cut back from their frames (100,000 deleted, 50,000 copied for a
 100,000-ref run). Without a ``reset`` above the cut, the live refs that point at a frame at
 or below the cut *are* the refs visible there (refs are immutable and only a reset removes
-them), so here the refs above the cut are deleted, the attempts started above it go, and
-the rest is checked against the history instead of rewritten: one aggregate join says
-whether the refs left are exactly the visible ones, each with stored content within the
-ceiling (what the copy's join checked). Anything else raises :class:`Refold`: the caller
-redoes the rewind with the full fold and full replace, so the rows it leaves are always
-those.
+them), so here the refs above the cut are deleted and the refs left are checked against
+the history instead of rewritten: one aggregate join says whether they are exactly the
+visible ones, each with stored content within the ceiling (what the copy's join checked).
+If not, :class:`Refold`: the caller redoes the rewind with the full fold and full replace.
+The attempts and nodes first seen above the cut are deleted by key, and of the others only
+those the cut splits (whose rows differ from the fold's) are written.
 
 What the rows become is decided in :mod:`smithers_tt.timetravel` (the fold); rows come down
 as dicts of column values.

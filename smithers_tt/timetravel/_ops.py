@@ -5,8 +5,8 @@ snapshot is whole (all content stored, sizes within the ceiling, every ref owned
 attempt) and only then changes anything, with a bounded number of statements per thousand
 rows. A rewind of the last few frames of a long history, and its undo, read and change only
 what those frames touched instead (:mod:`._delta`); a rewind further back keeps the live rows
-at or below its cut and takes away the rest (:func:`._materialize.cut_live_state`). A crash in the middle leaves the
-transaction uncommitted: the run is untouched.
+at or below its cut and takes away the rest (:func:`._materialize.cut_live_state`). A crash
+in the middle leaves the transaction uncommitted: the run is untouched.
 """
 
 from __future__ import annotations
