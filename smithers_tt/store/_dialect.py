@@ -383,6 +383,28 @@ class Dialect(ABC):
             sent += 1
         return sent
 
+    def delete_keys(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        run_id: str,
+        names: Sequence[str],
+        keys: Sequence[Sequence[Any]],
+    ) -> None:
+        """Delete the rows of ``run_id`` in ``table`` whose columns ``names`` (the rest of
+        its primary key) are one of ``keys``, each found by primary key whatever the
+        planner knows of the table. By default one statement run for every key
+        (``executemany``)."""
+        if not keys:
+            return
+        prep = conn.dialect.identifier_preparer
+        where = " AND ".join(f"{prep.quote(name)} = {self.placeholder}" for name in names)
+        conn.exec_driver_sql(
+            f"DELETE FROM {prep.format_table(table)} "  # noqa: S608 (schema names)
+            f"WHERE run_id = {self.placeholder} AND {where}",
+            [(run_id, *key) for key in keys],
+        )
+
     @staticmethod
     def insert_head(conn: Connection, table: sa.Table, names: Sequence[str]) -> str:
         """``INSERT INTO table (columns) `` with quoted identifiers (from the schema module,

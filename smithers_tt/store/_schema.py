@@ -38,6 +38,12 @@ def _in(column: str, values: tuple[str, ...]) -> str:
     return f"{column} IN ({', '.join(repr(v) for v in values)})"
 
 
+def _any(column: str, values: tuple[str, ...]) -> str:
+    """``column`` is one of ``values``, as a chain of ``OR``s (what a partial index's
+    predicate is on SQLite: an ``IN`` list there costs a temporary table per row written)."""
+    return f"({' OR '.join(f'{column} = {v!r}' for v in values)})"
+
+
 migrations_table = Table(
     "tt_migrations",
     metadata,
@@ -219,16 +225,17 @@ RUN_LEVEL_KINDS = (
 "the run's state at frame N" is one index probe however long the history (a run has a few
 of them, against one checkpoint frame per publish, which the index leaves out)."""
 
-RUN_LEVEL_WHERE = text(_in("kind", RUN_LEVEL_KINDS))
+RUN_LEVEL_WHERE = text(_any("kind", RUN_LEVEL_KINDS))
 """The index's predicate, as literal SQL: a query uses a partial index only when its own WHERE
-holds the same terms (SQLite matches them literally)."""
+holds the same terms (SQLite matches them literally; PostgreSQL, whose index keeps the ``IN``
+list of migration 0011, proves it from this chain)."""
 
 Index(
     "tt_frames_run_level",
     frames.c.run_id,
     frames.c.frame_no,
     sqlite_where=RUN_LEVEL_WHERE,
-    postgresql_where=RUN_LEVEL_WHERE,
+    postgresql_where=text(_in("kind", RUN_LEVEL_KINDS)),
 )
 
 NODE_LEVEL_KINDS = ("attempt_started", "attempt_finished", "node_state", "cache_hit")
@@ -236,7 +243,7 @@ NODE_LEVEL_KINDS = ("attempt_started", "attempt_finished", "node_state", "cache_
 them by node, so what a node or attempt was at frame N is read from that node's own frames (a
 few per attempt), however long the history; checkpoint frames, one per publish, are left out."""
 
-NODE_LEVEL_WHERE = text(_in("kind", NODE_LEVEL_KINDS))
+NODE_LEVEL_WHERE = text(_any("kind", NODE_LEVEL_KINDS))
 
 Index(
     "tt_frames_node_level",
@@ -245,7 +252,7 @@ Index(
     frames.c.iteration,
     frames.c.frame_no,
     sqlite_where=NODE_LEVEL_WHERE,
-    postgresql_where=NODE_LEVEL_WHERE,
+    postgresql_where=text(_in("kind", NODE_LEVEL_KINDS)),
 )
 
 cache = Table(

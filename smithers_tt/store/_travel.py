@@ -37,7 +37,7 @@ from smithers_tt.store._ledger_travel import (
 )
 from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, corrupt_frame, dialect_of
-from smithers_tt.store._travel_delta import DeltaStatements
+from smithers_tt.store._travel_cut import CutStatements
 from smithers_tt.store._travel_write import AUDIT_COLUMNS, LiveWrites, audit_row
 
 T = TypeVar("T")
@@ -105,12 +105,13 @@ _EDGE = (
 )
 
 
-class Travel(BulkReads, LiveWrites, DeltaStatements):
+class Travel(BulkReads, LiveWrites, CutStatements):
     """The statements of one time-travel transaction (see :func:`travel`).
 
     Reads of frames and refs come from :class:`~._travel_bulk.BulkReads`, bulk writes of live
     state and frames from :class:`~._travel_write.LiveWrites`, reads and writes by key of a
-    rewind that changes only what it touches from :class:`~._travel_delta.DeltaStatements`;
+    rewind that changes only what it touches from :class:`~._travel_delta.DeltaStatements`
+    (and, keeping the rows at or below its cut, :class:`~._travel_cut.CutStatements`);
     the run row is read and changed here.
     """
 

@@ -44,6 +44,12 @@ def run_sql(conn: Connection, sql: str, params: dict[str, Any]) -> Any:
     return conn.exec_driver_sql(dialect_of(conn).named(sql), params)
 
 
+def plain_rows(conn: Connection, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """Every row of ``sql`` (see :func:`run_sql`) as the driver's own tuples, taken from its
+    cursor: no per-row object of SQLAlchemy's (a few microseconds each, on 100,000 rows)."""
+    return run_sql(conn, sql, params).cursor.fetchall()
+
+
 @dataclass
 class StoredRefs:
     """The refs visible at ``frame_no`` of ``run_id``, left in its checkpoint frames (what
@@ -152,14 +158,14 @@ class BulkReads:
         Raises:
             SnapshotInvalid: a frame's data is not JSON at all.
         """
-        cursor = run_sql(
+        rows = plain_rows(
             self._conn,
             f"SELECT {_OTHER_COLUMNS} FROM tt_frames WHERE run_id = :run "  # noqa: S608
             "AND frame_no <= :upto AND kind <> 'checkpoint' ORDER BY frame_no",
             {"run": run_id, "upto": upto},
         )
         loads = orjson.loads
-        for row in cursor.fetchall():
+        for row in rows:
             data = row[6]
             if data is not None:
                 try:

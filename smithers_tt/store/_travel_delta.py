@@ -221,31 +221,27 @@ class DeltaStatements:
         fresh = [row for row, key in zip(rows, keys, strict=True) if key not in present]
         kept = [row for row, key in zip(rows, keys, strict=True) if key in present]
         insert_rows(conn, a, fresh)
-        if kept:
-            names = [c for c in kept[0] if c not in ("run_id", "node_id", "iteration", "attempt")]
-            stmt = (
-                a.update()
-                .where(
-                    a.c.run_id == sa.bindparam("k_run"),
-                    a.c.node_id == sa.bindparam("k_node"),
-                    a.c.iteration == sa.bindparam("k_iteration"),
-                    a.c.attempt == sa.bindparam("k_attempt"),
-                )
-                .values({name: sa.bindparam(name) for name in names})
-            )
-            conn.execute(
-                stmt,
-                [
-                    {
-                        "k_run": row["run_id"],
-                        "k_node": row["node_id"],
-                        "k_iteration": row["iteration"],
-                        "k_attempt": row["attempt"],
-                        **{name: row[name] for name in names},
-                    }
-                    for row in kept
-                ],
-            )
+        self._overwrite(a, kept)
+
+    def _overwrite(self, table: sa.Table, rows: Sequence[dict[str, Any]]) -> None:
+        """Write ``rows`` (rows of ``table``, all with the same keys) over the rows of the
+        same primary key, in place (a delete would cascade to rows that refer to them)."""
+        if not rows:
+            return
+        key = [c.name for c in table.primary_key.columns]
+        names = [name for name in rows[0] if name not in key]
+        stmt = (
+            table.update()
+            .where(*(table.c[name] == sa.bindparam(f"k_{name}") for name in key))
+            .values({name: sa.bindparam(name) for name in names})
+        )
+        self._conn.execute(
+            stmt,
+            [
+                {**{f"k_{name}": row[name] for name in key}, **{n: row[n] for n in names}}
+                for row in rows
+            ],
+        )
 
     def _renumber(self, run_id: str, keys: Sequence[AttemptKey]) -> None:
         """Set each attempt's ``next_sequence`` past its highest live ref."""

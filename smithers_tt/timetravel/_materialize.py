@@ -123,6 +123,26 @@ def replace_live_state(
     )
 
 
+def cut_live_state(tx: Travel, snap: Snapshot, run_id: str, clock: int) -> bool:
+    """Put the live state of ``run_id`` (at ``clock``) back to ``snap`` by taking away what
+    the frames above ``snap.frame_no`` added, keeping the rows at or below it; False (and
+    nothing written) where only :func:`replace_live_state` can: refs the fold holds in
+    Python, nothing above the cut (a rewind to the newest frame rebuilds the live state), or
+    a ``reset`` above the cut (it removed rows the cut shows, which only a copy brings back).
+
+    Leaves what :func:`replace_live_state` leaves (see
+    :meth:`Travel.cut_live_state`: what it cannot vouch for raises :class:`Refold`).
+    """
+    stored = snap.stored_refs
+    if stored is None or snap.refs or clock <= snap.frame_no:
+        return False
+    if tx.reset_after(run_id, snap.frame_no):
+        return False
+    nodes, attempts = live_rows(snap, run_id)
+    tx.cut_live_state(stored, nodes, attempts)
+    return True
+
+
 def write_base_frames(tx: Travel, snap: Snapshot, run_id: str) -> int:
     """Write the frames numbered below 0 that restate ``snap`` as the starting history of
     ``run_id`` (frame 0 is the fork's own); return how many base frames there are.

@@ -4,8 +4,9 @@ Every operation reads the run's frames, folds them into the snapshot it needs, c
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
 rows. A rewind of the last few frames of a long history, and its undo, read and change only
-what those frames touched instead (:mod:`._delta`). A crash in the middle leaves the
-transaction uncommitted: the run is untouched.
+what those frames touched instead (:mod:`._delta`); a rewind further back keeps the live rows
+at or below its cut and takes away the rest (:func:`._materialize.cut_live_state`). A crash
+in the middle leaves the transaction uncommitted: the run is untouched.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from smithers_tt.timetravel._at import (
 )
 from smithers_tt.timetravel._materialize import (
     check_contents,
+    cut_live_state,
     replace_live_state,
     write_base_frames,
 )
@@ -297,8 +299,12 @@ def _rewind(
     """Rewind inside the transaction: see :func:`rewind`.
 
     When the frames above ``frame_no`` are few next to the history (and ``later`` builds the
-    snapshot to return), only the rows they touched change (:mod:`._delta`); the snapshot
-    returned is then read from the frames on first access, by ``later``.
+    snapshot to return), only the rows they touched change (:mod:`._delta`). Otherwise the
+    snapshot at ``frame_no`` is folded from the whole history (which checks every frame) and
+    the live rows are put back to it: by taking away what first appears above the cut when
+    no reset lies above it (:func:`cut_live_state`, which checks the rows it keeps), else by
+    a full replace. The snapshot returned is read from the frames on first access, by
+    ``later``, unless only the full fold could tell it.
     """
     run = _check_lease(tx, lease)
     materialize_in(tx, run_id, exact=exact)  # a fork by reference gets its own rows first
@@ -321,8 +327,8 @@ def _rewind(
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     _cut_forks(tx, run_id, frame_no, force, exact)
     check_contents(tx, snap)
-    replace_live_state(tx, snap, run_id)
-    load_refs(tx, snap)  # what this returns: the refs now live
+    if not cut_live_state(tx, snap, run_id, run.clock):
+        replace_live_state(tx, snap, run_id)
     tx.rewind_run(
         run_id,
         clock=frame_no,
@@ -331,6 +337,9 @@ def _rewind(
         error=snap.error,
     )
     tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
+    if later is not None and snap.stored_refs is not None:
+        return later(run_id, frame_no)  # its refs are read only if someone looks
+    load_refs(tx, snap)  # what this returns: the refs now live
     return snap
 
 

@@ -272,3 +272,71 @@ def test_0010_lets_a_store_of_0009_record_breakpoint_changes_and_keeps_its_rows(
     with raw.connect() as conn:
         if raw.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+
+
+def test_0012_writes_the_partial_indexes_of_0011_as_ors_on_sqlite_and_keeps_every_row(
+    db_url: str, raw
+) -> None:
+    # A store at 0011 with a run: its frames of every kind the two partial indexes list.
+    kinds = ["run_created", "attempt_started", "checkpoint", "attempt_finished", "node_state",
+             "run_finished", "reset", "run_claimed"]  # fmt: skip
+    with raw.begin() as conn:
+        upgrade(conn, to="0011_fork_by_reference")
+        conn.execute(
+            sa.insert(S.runs).values(
+                run_id="old", workflow="w", status="finished", owner_epoch=2,
+                cancel_requested=False, clock=len(kinds) - 1, created_at_ms=1, updated_at_ms=1,
+            )
+        )  # fmt: skip
+        conn.execute(
+            sa.insert(S.frames),
+            [
+                {"run_id": "old", "frame_no": no, "kind": kind, "created_at_ms": 1,
+                 "node_id": None if kind.startswith(("run_", "reset")) else "a",
+                 "iteration": 0, "attempt": 1}
+                for no, kind in enumerate(kinds)
+            ],
+        )  # fmt: skip
+    with st.connect(db_url) as db:  # migrates to 0012
+        assert version_rows(raw) == [KNOWN[-1]] and "0012_partial_index_or" in KNOWN
+        assert [f.kind for f in db.store.frames("old")] == kinds
+    with raw.connect() as conn:
+        dialect = raw.dialect.name
+        if dialect == "sqlite":
+            rows = conn.exec_driver_sql(
+                "SELECT name, sql FROM sqlite_master WHERE name LIKE 'tt_frames_%_level'"
+            ).all()
+            assert {name for name, _ in rows} == {"tt_frames_run_level", "tt_frames_node_level"}
+            for name, sql in rows:  # the chain the queries write, not an IN list
+                where = S.RUN_LEVEL_WHERE if "run_level" in name else S.NODE_LEVEL_WHERE
+                assert " IN " not in sql and where.text in sql, sql
+            for where, index in (
+                (f"run_id = 'old' AND frame_no <= 5 AND {S.RUN_LEVEL_WHERE.text}", "run_level"),
+                (f"run_id = 'old' AND node_id = 'a' AND iteration = 0 AND "
+                 f"{S.NODE_LEVEL_WHERE.text}", "node_level"),
+            ):  # fmt: skip
+                plan = conn.exec_driver_sql(
+                    f"EXPLAIN QUERY PLAN SELECT frame_no FROM tt_frames WHERE {where}"  # noqa: S608
+                ).all()
+                assert any(f"tt_frames_{index}" in str(row) for row in plan), plan
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+        else:  # PostgreSQL keeps 0011's indexes
+            defs = (
+                conn.exec_driver_sql(
+                    "SELECT indexdef FROM pg_indexes "
+                    "WHERE indexname IN ('tt_frames_run_level', 'tt_frames_node_level') "
+                    "AND schemaname = current_schema()"
+                )
+                .scalars()
+                .all()
+            )
+            assert len(defs) == 2 and all("ANY" in d for d in defs), defs
+        run_level = [
+            row[0]
+            for row in conn.execute(
+                sa.select(S.frames.c.frame_no)
+                .where(S.frames.c.run_id == "old", S.RUN_LEVEL_WHERE)
+                .order_by(S.frames.c.frame_no)
+            )
+        ]
+        assert run_level == [0, 5, 6, 7]
