@@ -236,7 +236,10 @@ class PostgresDialect(Dialect):
         with extra_needed("PostgreSQL"):  # SQLAlchemy imports psycopg here
             engine = sa.create_engine(
                 url,
-                pool_pre_ping=True,
+                # No ping before each transaction (one round trip each): a connection that
+                # died in the pool fails the transaction's first statement, which
+                # Engine.transaction retries on a new connection (nothing was written yet).
+                pool_pre_ping=False,
                 pool_size=8,
                 max_overflow=24,
                 isolation_level="READ COMMITTED",
