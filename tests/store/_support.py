@@ -13,7 +13,8 @@ from typing import Any
 import sqlalchemy as sa
 
 import smithers_tt as st
-from smithers_tt.store import AttemptKey, CheckpointRef, Fence
+from smithers_tt.store import AttemptKey, CheckpointRef, Fence, Store
+from smithers_tt.store._schema import refs as refs_table
 
 
 def checkpoint(n: Any = 0, *, codec: str = "test", version: int = 1) -> st.AgentCheckpoint:
@@ -112,3 +113,12 @@ def run_together(code: str, argvs: list[list[str]], tmp: Path, timeout: float = 
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+def squat_next_sequence(store: Store, fence: Fence, node_id: str) -> None:
+    """Write, behind the store's back, a ref of attempt 1 of ``node_id`` at sequence 1 (the
+    one the allocator hands out next after one publish): the database then refuses the next
+    publish of that attempt with a duplicate key."""
+    squatter = {"run_id": fence.run_id, "node_id": node_id, "iteration": 0, "attempt": 1}
+    squatter |= {"sequence": 1, "frame_no": store.get_run(fence.run_id).clock}
+    store.engine.transaction(lambda conn: conn.execute(refs_table.insert().values(**squatter)))

@@ -23,9 +23,8 @@ import smithers_tt as st
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import AttemptKey, Fence, Store
 from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content
-from smithers_tt.store._schema import refs as refs_table
 
-from ._support import checkpoint, count, refs_of
+from ._support import checkpoint, count, refs_of, squat_next_sequence
 
 LIMIT = 10.0
 """A bound on every wait, so a broken committer fails the test instead of hanging it."""
@@ -322,9 +321,7 @@ def test_a_publish_the_database_refuses_raises_store_error_with_the_cause_and_wr
     broken = store.start_attempt(fence, "broken").key
     healthy = store.start_attempt(fence, "healthy").key
     store.publish(fence, broken, checkpoint(1))
-    squatter = {"run_id": fence.run_id, "node_id": "broken", "iteration": 0, "attempt": 1}
-    squatter |= {"sequence": 1, "frame_no": store.get_run(fence.run_id).clock}
-    store.engine.transaction(lambda conn: conn.execute(refs_table.insert().values(**squatter)))
+    squat_next_sequence(store, fence, "broken")
     clock = store.get_run(fence.run_id).clock
     refused = checkpoint("refused").encode()
 

@@ -20,9 +20,8 @@ from smithers_tt.errors import (
 )
 from smithers_tt.store import AttemptKey, Fence, Store
 from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content
-from smithers_tt.store._schema import refs as refs_table
 
-from ._support import checkpoint, count, refs_of
+from ._support import checkpoint, count, refs_of, squat_next_sequence
 
 MIB = 1024 * 1024
 
@@ -134,10 +133,7 @@ def test_publish_into_a_healthy_attempt_succeeds_when_its_batch_holds_a_failing_
     broken = store.start_attempt(fence, "broken").key
     healthy = store.start_attempt(fence, "healthy").key
     store.publish(fence, broken, checkpoint(1))
-    # A ref at the very sequence the allocator hands out next, written behind the store's back.
-    squatter = {"run_id": fence.run_id, "node_id": "broken", "iteration": 0, "attempt": 1}
-    squatter |= {"sequence": 1, "frame_no": store.get_run(fence.run_id).clock}
-    store.engine.transaction(lambda conn: conn.execute(refs_table.insert().values(**squatter)))
+    squat_next_sequence(store, fence, "broken")
     units = [
         PublishUnit(fence, broken, checkpoint(2).encode(), "progress", None),
         PublishUnit(fence, healthy, checkpoint(3).encode(), "progress", None),
