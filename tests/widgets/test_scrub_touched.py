@@ -1,0 +1,125 @@
+"""A diff of two nearby frames compares only what the frames between them change
+(``FoldCache.touched``), and only the rows that differ (``trimmed``): what each one reports
+is exactly that, so the diff can skip everything else and still be the full diff."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.timetravel import Snapshot
+from smithers_tt.timetravel._snapshot import AttemptView, NodeView
+from smithers_tt.widgets._scrub import TOUCHED_AT_MOST, FoldCache, Touched, trimmed
+
+RUN = "r"
+
+
+def _frame(no: int, kind: str, node: str | None = None, attempt: int | None = None) -> Frame:
+    checkpoint = kind == "checkpoint"
+    return Frame(
+        RUN,
+        no,
+        kind,
+        node,
+        None if node is None else 0,
+        attempt,
+        0 if checkpoint else None,
+        "finished" if kind in ("node_state", "cache_hit", "attempt_finished") else None,
+        "a" * 64 if checkpoint else None,
+        "json" if checkpoint else None,
+        1 if checkpoint else None,
+        "progress" if checkpoint else None,
+        None,
+        {},
+        no,
+    )
+
+
+HISTORY = [
+    _frame(0, "run_created"),
+    _frame(1, "run_claimed"),
+    _frame(2, "attempt_started", "plan", 1),
+    _frame(3, "checkpoint", "plan", 1),
+    _frame(4, "attempt_finished", "plan", 1),
+    _frame(5, "node_state", "plan", 1),
+    _frame(6, "cache_hit", "draft", 1),
+    _frame(7, "breakpoints_set"),
+    _frame(8, "reset"),
+    _frame(9, "run_finished"),
+]
+
+
+def _cache(frames: list[Frame]) -> FoldCache:
+    def unused(ref: CheckpointRef) -> Any:
+        raise AssertionError("touched reads no payload")
+
+    return FoldCache(RUN, frames, unused)
+
+
+def test_each_range_of_frames_reports_exactly_the_rows_its_frames_set() -> None:
+    cache = _cache(HISTORY)
+    assert cache.touched(1, 2) == Touched(set(), {("plan", 0, 1)}, set())
+    assert cache.touched(2, 3) == Touched(set(), set(), {("plan", 0)})  # not frame 4's attempt
+    assert cache.touched(3, 4) == Touched(set(), {("plan", 0, 1)}, set())
+    assert cache.touched(4, 5) == Touched({"plan"}, set(), set())
+    assert cache.touched(5, 6) == Touched({"draft"}, set(), set())
+    assert cache.touched(0, 7) == Touched({"plan", "draft"}, {("plan", 0, 1)}, {("plan", 0)})
+    assert cache.touched(6, 7) == Touched(set(), set(), set())  # status only: nothing to compare
+    assert cache.touched(3, 3) == Touched(set(), set(), set())
+
+
+def test_a_reset_or_a_fork_between_the_frames_asks_for_the_full_comparison() -> None:
+    cache = _cache(HISTORY)
+    assert cache.touched(7, 8) is None
+    assert cache.touched(0, 9) is None
+    assert cache.touched(8, 9) == Touched(set(), set(), set())
+    forked = _cache([_frame(0, "forked"), _frame(1, "node_state", "plan")])
+    assert forked.touched(-1, 1) is None
+    assert forked.touched(0, 1) == Touched({"plan"}, set(), set())
+
+
+def test_frames_far_apart_are_compared_in_full_and_nearer_ones_are_not() -> None:
+    frames = [_frame(n, "run_claimed") for n in range(2 * TOUCHED_AT_MOST + 2)]
+    cache = _cache(frames)
+    assert cache.touched(0, TOUCHED_AT_MOST) == Touched(set(), set(), set())
+    assert cache.touched(0, TOUCHED_AT_MOST + 1) is None
+    assert cache.touched(5_000, 5_001) == Touched(set(), set(), set())
+    late = TOUCHED_AT_MOST + 1
+    assert cache.touched(late, late + TOUCHED_AT_MOST) == Touched(set(), set(), set())
+
+
+def _ref(node: str, content: str, attempt: int = 1) -> CheckpointRef:
+    return CheckpointRef(RUN, node, 0, attempt, 0, content * 64, "json", 1, "progress", None, 1)
+
+
+def _snap(frame_no: int, refs: list[CheckpointRef], state: str, attempt_state: str) -> Snapshot:
+    return Snapshot(
+        RUN,
+        frame_no,
+        nodes={
+            ("plan", 0): NodeView("plan", 0, state, 1, {"n": 1}),
+            ("draft", 0): NodeView("draft", 0, "finished", 1, {"same": [1, 2]}),
+        },
+        attempts={
+            ("plan", 0, 1): AttemptView("plan", 0, 1, attempt_state),
+            ("draft", 0, 1): AttemptView("draft", 0, 1, "finished", error="same"),
+        },
+        refs={(r.node_id, r.iteration, r.attempt, r.sequence): r for r in refs},
+    )
+
+
+def test_trimmed_keeps_only_rows_that_differ_even_when_equal_rows_are_other_objects() -> None:
+    a = _snap(1, [_ref("plan", "a"), _ref("draft", "c")], "running", "in_progress")
+    b = _snap(2, [_ref("plan", "b", attempt=2), _ref("draft", "c")], "finished", "finished")
+    newest_a = {("plan", 0): a.refs[("plan", 0, 1, 0)], ("draft", 0): a.refs[("draft", 0, 1, 0)]}
+    newest_b = {("plan", 0): b.refs[("plan", 0, 2, 0)], ("draft", 0): b.refs[("draft", 0, 1, 0)]}
+    ta, tb = trimmed(a, b, newest_a, newest_b)
+    # draft's rows are equal on both sides (distinct but equal objects): left out
+    assert set(ta.nodes) == set(tb.nodes) == {("plan", 0)}
+    assert set(ta.attempts) == set(tb.attempts) == {("plan", 0, 1)}
+    assert list(ta.refs) == [("plan", 0, 1, 0)] and list(tb.refs) == [("plan", 0, 2, 0)]
+    assert (ta.frame_no, tb.frame_no) == (1, 2)
+    # given what the frames between them touched, only that is compared
+    only = Touched({"draft"}, set(), set())
+    ta, tb = trimmed(a, b, newest_a, newest_b, only)
+    assert set(ta.nodes) == {("draft", 0)} and not ta.attempts and not ta.refs
