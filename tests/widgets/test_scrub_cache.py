@@ -1,15 +1,28 @@
-"""A diff of two nearby frames compares only what the frames between them change
-(``FoldCache.touched``), and only the rows that differ (``trimmed``): what each one reports
-is exactly that, so the diff can skip everything else and still be the full diff."""
+"""The scrub cache's answers besides the snapshots themselves. A diff of two nearby frames
+compares only what the frames between them change (``FoldCache.touched``), and only the rows
+that differ (``trimmed``): what each one reports is exactly that, so the diff can skip
+everything else and still be the full diff. The sorted ref keys the inspector pages through,
+each node's newest ref and the attempts per node are those of the snapshot, whether the
+cache made it or not."""
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
-from smithers_tt.store import CheckpointRef, Frame
+import smithers_tt as st
+from smithers_tt import timetravel as tt
+from smithers_tt.demo import demo_workflow
+from smithers_tt.store import CheckpointRef, Frame, frame_rows
 from smithers_tt.timetravel import Snapshot
 from smithers_tt.timetravel._snapshot import AttemptView, NodeView
-from smithers_tt.widgets._scrub import TOUCHED_AT_MOST, FoldCache, Touched, trimmed
+from smithers_tt.widgets._scrub import (
+    TOUCHED_AT_MOST,
+    FoldCache,
+    Touched,
+    newest_refs,
+    trimmed,
+)
 
 RUN = "r"
 
@@ -123,3 +136,29 @@ def test_trimmed_keeps_only_rows_that_differ_even_when_equal_rows_are_other_obje
     only = Touched({"draft"}, set(), set())
     ta, tb = trimmed(a, b, newest_a, newest_b, only)
     assert set(ta.nodes) == {("draft", 0)} and not ta.attempts and not ta.refs
+
+
+def _expected_attempts(snap: Snapshot) -> list[tuple[str, int, list[int]]]:
+    found: dict[tuple[str, int], list[int]] = {}
+    for node_id, iteration, attempt in snap.attempts:
+        found.setdefault((node_id, iteration), []).append(attempt)
+    return [(n, i, sorted(a)) for (n, i), a in sorted(found.items())]
+
+
+def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_elsewhere(
+    db: st.Database,
+) -> None:
+    wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    frames = db.store.frames(run_id)
+    cache = FoldCache(run_id, frame_rows(db.store.engine, run_id), db.store.load)
+    order = list(range(len(frames)))
+    random.Random(7).shuffle(order)
+    for n in order:
+        folded = tt.fold(run_id, frames, upto=n)
+        for snap in (cache.at(n), folded):  # the cache's own, and one it never made
+            assert snap == folded
+            assert list(cache.sorted_ref_keys(snap)) == sorted(folded.refs)
+            assert cache.newest(snap) == newest_refs(folded)
+            assert cache.attempts_by_node(snap) == _expected_attempts(folded)
+            assert cache.sorted_ref_keys(snap) is cache.sorted_ref_keys(snap)  # kept
