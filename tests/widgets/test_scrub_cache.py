@@ -10,12 +10,16 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
+
 import smithers_tt as st
+from smithers_tt import AgentCheckpoint
 from smithers_tt import timetravel as tt
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import CheckpointRef, Frame, frame_rows
+from smithers_tt.store import CheckpointRef, Frame, frame_rows, now_ms, write_history
 from smithers_tt.timetravel import Snapshot
 from smithers_tt.timetravel._snapshot import AttemptView, NodeView
+from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._scrub import (
     TOUCHED_AT_MOST,
     FoldCache,
@@ -162,3 +166,80 @@ def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_e
             assert cache.newest(snap) == newest_refs(folded)
             assert cache.attempts_by_node(snap) == _expected_attempts(folded)
             assert cache.sorted_ref_keys(snap) is cache.sorted_ref_keys(snap)  # kept
+
+
+def _late_checkpoints_run(db: st.Database) -> str:
+    """A bulk-written history where an older attempt of a node publishes after a newer one
+    (so not every checkpoint is its node's newest), over enough frames for several copies."""
+    record, _ = db.store.create_run("late", None, graph={"a": [], "b": []})
+    run_id, stamp = record.run_id, now_ms()
+    frames: list[Frame] = []
+    contents = {}
+
+    def add(kind: str, **fields: Any) -> None:
+        frames.append(Frame(run_id, len(frames) + 1, kind, created_at_ms=stamp, **fields))
+
+    def publish(node: str, attempt: int, sequence: int) -> None:
+        encoded = AgentCheckpoint("x.state", 1, {"n": node, "a": attempt, "s": sequence}).encode()
+        contents[encoded.content_hash] = encoded
+        add("checkpoint", node_id=node, iteration=0, attempt=attempt, sequence=sequence,
+            content_hash=encoded.content_hash, codec="x.state", version=1,
+            purpose="progress", data={"size": encoded.size})  # fmt: skip
+
+    for node in ("b", "a"):
+        add("node_state", node_id=node, iteration=0, state="running")
+        for attempt in (1, 2):
+            add("attempt_started", node_id=node, iteration=0, attempt=attempt,
+                state="in_progress")  # fmt: skip
+        for sequence in range(4):
+            publish(node, 2, sequence)
+            publish(node, 1, sequence)  # older attempt, later: not the node's newest
+        for attempt in (1, 2):
+            add("attempt_finished", node_id=node, iteration=0, attempt=attempt,
+                state="finished")  # fmt: skip
+        add("node_state", node_id=node, iteration=0, attempt=2, state="finished")
+    add("run_finished", state="finished", data={"output": None, "error": None})
+    snap = tt.fold(run_id, [Frame(run_id, 0, "run_created", state="running"), *frames])
+    nodes, attempts = tt.live_rows(snap, run_id)
+    write_history(db.engine, run_id, frames, contents.values(), nodes=nodes,
+                  attempts=attempts, refs=snap.refs.values(), status="finished",
+                  output=None)  # fmt: skip
+    return run_id
+
+
+def _reset_run(db: st.Database) -> str:
+    wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    db.reset(run_id, "research", dependents=True)
+    db.resume(run_id, wf)
+    return run_id
+
+
+@pytest.mark.parametrize("mark_every", [2, 5])
+@pytest.mark.parametrize("make", [_late_checkpoints_run, _reset_run])
+def test_sorted_keys_and_pages_hold_across_copies_and_segments_in_any_order(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch, make: Any, mark_every: int
+) -> None:
+    """Copies of the rows every few assignments (a long run's keyframes, made small here),
+    segments after a reset, and checkpoints that are not their node's newest: the inspector's
+    sorted keys and pages at every frame are the fold's, in any order of selection."""
+    import smithers_tt.widgets._scrub as scrub
+
+    monkeypatch.setattr(scrub, "MARK_EVERY", mark_every)
+    monkeypatch.setattr(scrub, "SNAPSHOT_CACHE", 2)  # rebuilt from the copies, not cached
+    run_id = make(db)
+    frames = db.store.frames(run_id)
+    last = frames[-1].frame_no
+    model = DebuggerModel(db, run_id)
+    order = [*range(last, -1, -1), *random.Random(mark_every).sample(range(last + 1), last + 1)]
+    for n in order:
+        folded = tt.fold(run_id, frames, upto=n)
+        model.select_frame(n)
+        snap = model.snapshot
+        assert snap == folded
+        keys = sorted(folded.refs)
+        assert list(model._fold.sorted_ref_keys(snap)) == keys
+        assert model._fold.newest(snap) == newest_refs(folded)
+        pages = [model.ref_page(page=p, size=3) for p in range(max(1, -(-len(keys) // 3)))]
+        assert [k for page in pages for k in page.keys] == keys
+        assert {page.total for page in pages} == {len(keys)}
