@@ -24,7 +24,6 @@ from smithers_tt.widgets._scrub import (
     TOUCHED_AT_MOST,
     FoldCache,
     Touched,
-    newest_refs,
     trimmed,
 )
 
@@ -142,6 +141,16 @@ def test_trimmed_keeps_only_rows_that_differ_even_when_equal_rows_are_other_obje
     assert set(ta.nodes) == {("draft", 0)} and not ta.attempts and not ta.refs
 
 
+def _newest_of_each_node(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
+    """Each node's (and iteration's) ref with the greatest attempt, then sequence."""
+    best: dict[tuple[str, int], CheckpointRef] = {}
+    for ref in snap.refs.values():
+        key = (ref.node_id, ref.iteration)
+        if key not in best or (ref.attempt, ref.sequence) > (best[key].attempt, best[key].sequence):
+            best[key] = ref
+    return best
+
+
 def _expected_attempts(snap: Snapshot) -> list[tuple[str, int, list[int]]]:
     found: dict[tuple[str, int], list[int]] = {}
     for node_id, iteration, attempt in snap.attempts:
@@ -163,7 +172,7 @@ def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_e
         for snap in (cache.at(n), folded):  # the cache's own, and one it never made
             assert snap == folded
             assert list(cache.sorted_ref_keys(snap)) == sorted(folded.refs)
-            assert cache.newest(snap) == newest_refs(folded)
+            assert cache.newest(snap) == _newest_of_each_node(folded)
             assert cache.attempts_by_node(snap) == _expected_attempts(folded)
             assert cache.sorted_ref_keys(snap) is cache.sorted_ref_keys(snap)  # kept
 
@@ -239,7 +248,7 @@ def test_sorted_keys_and_pages_hold_across_copies_and_segments_in_any_order(
         assert snap == folded
         keys = sorted(folded.refs)
         assert list(model._fold.sorted_ref_keys(snap)) == keys
-        assert model._fold.newest(snap) == newest_refs(folded)
+        assert model._fold.newest(snap) == _newest_of_each_node(folded)
         pages = [model.ref_page(page=p, size=3) for p in range(max(1, -(-len(keys) // 3)))]
         assert [k for page in pages for k in page.keys] == keys
         assert {page.total for page in pages} == {len(keys)}
