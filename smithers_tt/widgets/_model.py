@@ -1079,7 +1079,7 @@ class DebuggerModel:
             result = ActionResult(
                 pending.action,
                 False,
-                f"{pending.action.capitalize()} failed unexpectedly: "
+                f"{pending.action.replace('_', ' ').capitalize()} failed unexpectedly: "
                 f"{type(error).__name__}: {error}",
             )
         self.last_result = result
