@@ -169,6 +169,7 @@ def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_e
     random.Random(7).shuffle(order)
     for n in order:
         folded = tt.fold(run_id, frames, upto=n)
+        assert cache.at(n) is cache.at(n)  # kept: selecting it again rebuilds nothing
         for snap in (cache.at(n), folded):  # the cache's own, and one it never made
             assert snap == folded
             assert list(cache.sorted_ref_keys(snap)) == sorted(folded.refs)
