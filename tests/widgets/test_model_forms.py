@@ -17,6 +17,7 @@ from smithers_tt import AgentCheckpoint, CheckpointCapability, CheckpointFormat
 from smithers_tt.demo import demo_workflow
 from smithers_tt.demo.agents import DRAFT, NOTES
 from smithers_tt.engine import pause_history
+from smithers_tt.errors import TransientStoreError
 from smithers_tt.timetravel import Change
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, ActionResult, EditPreview, Message
@@ -651,3 +652,34 @@ def test_a_background_replay_that_crashes_names_the_exception(
     assert model.message == Message(
         "error", f"Replay of run {child} failed: KeyError: 'the lost key'"
     )
+
+
+def test_a_background_replay_cut_off_from_the_database_still_says_why(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_id, wf, _ = _run(db)
+    gone = TransientStoreError("the database stayed unreachable through every retry")
+    model = DebuggerModel(db, run_id, workflow=wf)
+
+    async def cut_off(child_id: str, workflow: Any, **options: Any) -> Any:
+        await asyncio.sleep(0)
+
+        def unreachable(*args: Any, **kwargs: Any) -> Any:
+            raise gone
+
+        monkeypatch.setattr(db.store, "get_run", unreachable)  # the refresh fails as well
+        raise gone
+
+    monkeypatch.setattr(db, "aresume", cut_off)
+
+    async def main() -> str:
+        model.request_replay(reset=["review"])
+        result = model.confirm()
+        assert result is not None and result.ok and model.run_id == result.run_id
+        with pytest.raises(TransientStoreError):
+            await model.background
+        await asyncio.sleep(0)
+        return result.run_id
+
+    child = asyncio.run(main())
+    assert model.message == Message("error", f"Replay of run {child} failed: {gone.message}")
