@@ -486,7 +486,7 @@ def test_a_fork_asked_for_on_another_run_is_dropped_when_the_run_changes(
     assert _run_ids(db) == runs
 
 
-def test_a_fork_the_library_refuses_reports_its_reason(db: st.Database) -> None:
+def test_an_action_the_library_refuses_reports_its_reason(db: st.Database) -> None:
     run_id, _, _ = _run(db)
     model = DebuggerModel(db, run_id)
     frame = model.last_frame
@@ -499,9 +499,15 @@ def test_a_fork_the_library_refuses_reports_its_reason(db: st.Database) -> None:
     assert model.message == Message("error", result.text)
     assert _run_ids(db) == runs
 
+    model.request_undo_rewind()
+    db.undo_rewind(run_id)  # someone else undoes it first: nothing is left to undo
+    reason = _error_of(lambda: db.undo_rewind(run_id))
+    result = model.confirm()
+    assert result == ActionResult("undo_rewind", False, f"Undo rewind failed: {reason}")
 
-def test_an_unexpected_failure_is_reported_not_raised(
-    db: st.Database, monkeypatch: pytest.MonkeyPatch
+
+def test_an_unexpected_failure_is_reported_not_raised_and_its_traceback_logged(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     run_id, _, _ = _run(db)
     model = DebuggerModel(db, run_id)
@@ -517,6 +523,9 @@ def test_an_unexpected_failure_is_reported_not_raised(
         "fork", False, "Fork failed unexpectedly: OSError: the disk is full"
     )
     assert model.message == Message("error", result.text)
+    (logged,) = [r for r in caplog.records if r.name == "smithers_tt.widgets._model"]
+    assert logged.levelname == "ERROR" and logged.getMessage() == "fork failed"
+    assert logged.exc_info is not None and logged.exc_info[0] is OSError  # the traceback
     model.request_undo_rewind()
     result = model.confirm()
     assert result is not None
