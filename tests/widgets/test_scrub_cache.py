@@ -180,7 +180,8 @@ def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_e
 
 def _late_checkpoints_run(db: st.Database) -> str:
     """A bulk-written history where an older attempt of a node publishes after a newer one
-    (so not every checkpoint is its node's newest), over enough frames for several copies."""
+    (so not every checkpoint is its node's newest) and the newest key is bound again with
+    other content, over enough frames for several copies."""
     record, _ = db.store.create_run("late", None, graph={"a": [], "b": []})
     run_id, stamp = record.run_id, now_ms()
     frames: list[Frame] = []
@@ -189,8 +190,9 @@ def _late_checkpoints_run(db: st.Database) -> str:
     def add(kind: str, **fields: Any) -> None:
         frames.append(Frame(run_id, len(frames) + 1, kind, created_at_ms=stamp, **fields))
 
-    def publish(node: str, attempt: int, sequence: int) -> None:
-        encoded = AgentCheckpoint("x.state", 1, {"n": node, "a": attempt, "s": sequence}).encode()
+    def publish(node: str, attempt: int, sequence: int, again: bool = False) -> None:
+        payload = {"n": node, "a": attempt, "s": sequence, "again": again}
+        encoded = AgentCheckpoint("x.state", 1, payload).encode()
         contents[encoded.content_hash] = encoded
         add("checkpoint", node_id=node, iteration=0, attempt=attempt, sequence=sequence,
             content_hash=encoded.content_hash, codec="x.state", version=1,
@@ -204,6 +206,7 @@ def _late_checkpoints_run(db: st.Database) -> str:
         for sequence in range(4):
             publish(node, 2, sequence)
             publish(node, 1, sequence)  # older attempt, later: not the node's newest
+        publish(node, 2, 3, again=True)  # the newest key bound again (an import may do that)
         for attempt in (1, 2):
             add("attempt_finished", node_id=node, iteration=0, attempt=attempt,
                 state="finished")  # fmt: skip
