@@ -11,7 +11,14 @@ from typing import Any
 import pytest
 
 from smithers_tt.store import CheckpointRef, Frame, FrameRow
-from smithers_tt.widgets._model import clock_time, describe_frame, duration, node_label, ref_label
+from smithers_tt.widgets._model import (
+    clock_time,
+    describe_frame,
+    duration,
+    frame_time,
+    node_label,
+    ref_label,
+)
 
 
 def _frame(kind: str, data: Any = None, **fields: Any) -> Frame:
@@ -149,6 +156,7 @@ def test_clock_times_are_local_to_the_millisecond_and_unknown_is_a_question_mark
     assert shown.startswith(f"{local:%Y-%m-%d %H:%M:%S}.448")
     assert shown == f"{local:%Y-%m-%d %H:%M:%S}.448 {local:%Z}".strip()
     assert clock_time(ms - 448).startswith(f"{local:%Y-%m-%d %H:%M:%S}.000")
+    assert frame_time(Frame("r", 1, "run_created", created_at_ms=ms)) == f"at {shown}"
 
 
 def test_nodes_and_refs_are_named_with_iteration_attempt_sequence_and_size() -> None:
