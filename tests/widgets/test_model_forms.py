@@ -270,7 +270,8 @@ def test_replay_is_refused_without_the_workflow_or_with_an_invalid_form(db: st.D
 def test_a_pending_replay_says_it_forks_and_calls_the_agents_again(db: st.Database) -> None:
     run_id, wf, _ = _run(db)
     model = DebuggerModel(db, run_id, workflow=wf)
-    model.message = Message("error", "an older refusal")
+    assert model.request_replay(reset=["nope"]) is None  # refused first
+    assert model.message is not None and model.message.kind == "error"
     heard = Heard(model)
     last = model.last_frame
     pending = model.request_replay(reset=["write"], input_text='{"topic": "ant"}', reason="why")
@@ -282,7 +283,7 @@ def test_a_pending_replay_says_it_forks_and_calls_the_agents_again(db: st.Databa
         "'demo-report' (agents are called again)."
     )
     assert pending.options == {"reset": ["write"], "input": {"topic": "ant"}, "reason": "why"}
-    assert model.message is None  # the older refusal no longer stands
+    assert model.message is None  # the refusal no longer stands
     assert heard.take() == ["pending", "message"]
 
 
