@@ -1004,9 +1004,7 @@ class DebuggerModel:
         try:
             options = self.fork_options(**form)
         except SmithersError as error:
-            self.pending = None
-            self._emit("pending")
-            self._say("error", f"Cannot fork: {error.message}")
+            self._refuse(f"Cannot fork: {error.message}")
             return None
         summary = (
             f"Fork run {self.run_id} at frame {self.frame_no} into a new run: "
@@ -1017,12 +1015,12 @@ class DebuggerModel:
     def request_replay(self, **form: Any) -> Pending | None:
         """Validate the form and ask to replay (fork, then execute) from the selected frame."""
         if self.workflow is None:
-            self._say("error", REPLAY_NEEDS_WORKFLOW)
+            self._refuse(REPLAY_NEEDS_WORKFLOW)
             return None
         try:
             options = self.fork_options(**form)
         except SmithersError as error:
-            self._say("error", f"Cannot replay: {error.message}")
+            self._refuse(f"Cannot replay: {error.message}")
             return None
         summary = (
             f"Replay run {self.run_id} from frame {self.frame_no}: fork it "
@@ -1030,6 +1028,13 @@ class DebuggerModel:
             f"{self.workflow.name!r} (agents are called again)."
         )
         return self._set_pending(Pending("replay", self.run_id, self.frame_no, summary, options))
+
+    def _refuse(self, text: str) -> None:
+        """Say why a request was refused; an action asked for before is no longer pending (a
+        Confirm now must not carry out an earlier, other request)."""
+        self.pending = None
+        self._emit("pending")
+        self._say("error", text)
 
     def _set_pending(self, pending: Pending) -> Pending:
         self.pending = pending

@@ -251,19 +251,24 @@ def test_a_fork_form_that_is_not_valid_is_refused_in_words_naming_where(
 
 def test_replay_is_refused_without_the_workflow_or_with_an_invalid_form(db: st.Database) -> None:
     run_id, wf, agents = _run(db)
+    runs = _run_ids(db)
     model = DebuggerModel(db, run_id)
+    model.request_fork(reset=["write"])
     assert model.request_replay(reset=["write"]) is None
     assert model.pending is None
     assert model.message == Message("error", REPLAY_NEEDS_WORKFLOW)
 
     model = DebuggerModel(db, run_id, workflow=wf)
+    model.request_fork(reset=["write"])  # asked first, then a replay is asked and refused
     heard = Heard(model)
     assert model.request_replay(reset=["nope"]) is None
-    assert model.pending is None
+    assert model.pending is None  # Confirm must not carry out the earlier fork now
     assert model.message == Message(
         "error", f"Cannot replay: run {run_id} has no node(s) ['nope'] to reset"
     )
-    assert heard.take() == ["message"]
+    assert heard.take() == ["pending", "message"]
+    assert model.confirm() is None
+    assert _run_ids(db) == runs  # nothing was forked
     assert agents.writer.calls == 1  # no agent was called again
 
 

@@ -652,7 +652,10 @@ def test_switching_runs_starts_from_the_other_runs_newest_frame(db: st.Database)
     model.pin_ref(True)
     model.set_diff("attempts", compare_frame=2, compare_run=child, attempt_pair=("write", 0, 1, 2))
     model.request_rewind()
-    assert model.request_replay() is None and model.message is not None  # needs a workflow
+    model.select_frame(model.last_frame)
+    assert model.request_rewind() is None and model.message is not None  # nothing to rewind
+    model.select_frame(4)
+    assert model.pending is not None  # the rewind to frame 4 still waits
     events = _recorder(model)
     model.on("pending", lambda: events.append("pending"))
     model.switch_run(parent)  # the run already shown: nothing changes

@@ -1,12 +1,18 @@
-"""A fork whose parent was rewound past the fork point: the fork tree and the run's header say
-where the parent now ends, only while it ends before that frame; once the parent runs on past
-it again, the tree says the frame was rewound away."""
+"""What the debugger shows of a fork. When its parent was rewound past the fork point, the
+fork tree and the run's header say where the parent now ends, only while it ends before that
+frame; once the parent runs on past it again, the tree says the frame was rewound away. The
+checkpoints a fork inherits by reference are listed with their stored sizes."""
 
 from __future__ import annotations
 
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
-from smithers_tt.widgets import Debugger
+from smithers_tt.widgets import Debugger, DebuggerModel
+
+
+def _finished_run(db: st.Database) -> str:
+    wf, _ = demo_workflow()
+    return db.run(wf, {"topic": "bee"}).id
 
 
 def _button(dbg: Debugger, run_id: str) -> str:
@@ -48,3 +54,16 @@ def test_the_fork_tree_and_header_say_where_the_parent_now_ends(db: st.Database)
     assert dbg.model.fork_gap(child) is None
     assert _button(dbg, child).endswith(f"fork @ frame {at} (that frame was rewound away)")
     assert "rewound past" not in dbg.header.value
+
+
+def test_sizes_of_checkpoints_a_fork_inherits_are_read_from_the_store(db: st.Database) -> None:
+    parent = _finished_run(db)
+    child = db.fork(parent, 8).id  # by reference: the parent's frames are not the child's
+    model = DebuggerModel(db, child)
+    inherited = list(model.snapshot_at(0).refs.values())
+    assert inherited
+    expected = {r.content_hash: db.store.load(r).encode().size for r in inherited}
+    assert model.sizes(inherited) == expected
+    assert model.sizes(inherited[:1]) == {
+        inherited[0].content_hash: expected[inherited[0].content_hash]
+    }
