@@ -180,3 +180,51 @@ def test_the_pages_of_checkpoints_list_what_each_frame_shows_in_key_order(
         searched = [k for k in expected if "plan" in labels[k]]
         found = model.ref_page("plan", page=0, size=7)
         assert found.matched == len(searched) and found.keys == searched[:7]
+
+
+def test_which_page_of_checkpoints_the_inspector_opens_on(db: st.Database) -> None:
+    """The page holding the selected ref; with none selected (or it is not among a search's
+    matches) the last page, of the newest sequences, or the first page of a search; a page
+    asked for past the end is the last one; a frame with no checkpoint has one empty page."""
+    model = DebuggerModel(db, large_run(db, 200))
+    model.select_frame(model.last_frame)
+    keys = sorted(model.snapshot.refs)
+    size = 4
+    pages = -(-len(keys) // size)
+    assert pages > 3
+    chosen = model.ref_page(size=size)
+    at = keys.index(model.ref_key)
+    assert (chosen.page, chosen.keys) == (
+        at // size,
+        keys[at // size * size : at // size * size + size],
+    )
+    assert (chosen.pages, chosen.total, chosen.matched, chosen.query) == (
+        pages,
+        len(keys),
+        len(keys),
+        "",
+    )
+
+    model.select_ref(None)  # none selected: the last page, the newest sequences
+    last = model.ref_page(size=size)
+    assert (last.page, last.keys) == (pages - 1, keys[(pages - 1) * size :])
+    assert model.ref_page(page=pages + 5, size=size).page == pages - 1
+    assert model.ref_page(page=-3, size=size).page == 0
+
+    model.select_ref(keys[-1])  # selected, but not among what a search matches
+    node = keys[0][0]
+    matched = [k for k in keys if node in model.ref_label(model.snapshot.refs[k]).lower()]
+    assert keys[-1] not in matched and len(matched) > size
+    found = model.ref_page(node, size=size)
+    assert (found.page, found.keys, found.matched, found.query) == (
+        0,
+        matched[:size],
+        len(matched),
+        node,
+    )
+    assert found.pages == -(-len(matched) // size)
+
+    model.select_frame(0)  # nothing published yet
+    empty = model.ref_page(size=size)
+    assert (empty.keys, empty.total, empty.page, empty.pages) == ([], 0, 0, 1)
+    assert model.ref_page("anything", size=size).pages == 1
