@@ -39,6 +39,7 @@ from smithers_tt.store._ledger_langgraph import (
     ValuePinned,
     WritesPut,
 )
+from smithers_tt.store._ledger_travel import delete_runs
 from smithers_tt.store._records import now_ms
 
 Thread = tuple[str, str]
@@ -306,7 +307,7 @@ class LangGraphWrite:
                     "delete them; nothing was deleted"
                 )
         for part in self._sql.chunks(run_ids):
-            self.conn.execute(r.delete().where(r.c.run_id.in_(list(part))))
+            delete_runs(self.conn, part)
         return run_ids
 
     def delete_checkpoints(self, keys: Sequence[tuple[str, str]]) -> None:

@@ -25,6 +25,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import _schema as S
+from smithers_tt.store._dialect import Dialect
 from smithers_tt.store._ledger import Change, NewRun, Write, json_or_none
 from smithers_tt.store._records import Frame
 
@@ -295,7 +296,34 @@ class RewindUndone(Change):
         set_history_end(  # the stored output text, as it was
             conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error, w.stamp
         )
-        conn.execute(rw.delete().where(rw.c.rewind_id == kept.rewind_id))  # cascades its frames
+        # Its frames first: no foreign key ties them to the rewind (see _schema).
+        conn.execute(rf.delete().where(rf.c.rewind_id == kept.rewind_id))
+        conn.execute(rw.delete().where(rw.c.rewind_id == kept.rewind_id))
+
+
+def delete_runs(
+    conn: Connection,
+    run_ids: Sequence[str],
+    *conditions: sa.ColumnElement[bool],
+    returning: Sequence[sa.ColumnElement[Any]] = (),
+) -> list[sa.Row[Any]]:
+    """Delete the runs ``run_ids`` that meet ``conditions`` (checked by the deleting
+    statement), with everything under them: the rows of every table that cascades from
+    ``tt_runs`` (their rewinds included), and the frames their kept rewinds hold, which no
+    foreign key ties to a run or a rewind (see :mod:`._schema`). The caller holds the run rows
+    locked, so no rewind of them is kept or undone meanwhile. Returns one row per deleted
+    run: its ``run_id``, then the ``returning`` columns of ``tt_runs``."""
+    r, rw, rf = S.runs, S.rewinds, S.rewound_frames
+    ids = list(run_ids)
+    kept = conn.execute(sa.select(rw.c.rewind_id, rw.c.run_id).where(rw.c.run_id.in_(ids))).all()
+    gone = conn.execute(
+        r.delete().where(r.c.run_id.in_(ids), *conditions).returning(r.c.run_id, *returning)
+    ).all()
+    deleted = {row[0] for row in gone}
+    rewinds = [rewind_id for rewind_id, run_id in kept if run_id in deleted]
+    for part in Dialect.chunks(rewinds, 1):
+        conn.execute(rf.delete().where(rf.c.rewind_id.in_(list(part))))
+    return gone
 
 
 def set_history_end(

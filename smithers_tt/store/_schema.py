@@ -339,6 +339,10 @@ lg_checkpoints = Table(
 
 # What a rewind removed, kept for undo_rewind until retention collects it (or the run is
 # deleted): the run row's ending before the rewind, and the frames it deleted, as they were.
+# A kept frame has no foreign key to its rewind (0013): a rewind to the middle of a long run
+# keeps tens of thousands of frames, and the per-row check of one cost PostgreSQL about a
+# third of their move. Whoever deletes a rewind deletes its frames in the same transaction
+# (_ledger_travel.RewindUndone, and delete_runs for runs deleted with their rewinds).
 
 rewinds = Table(
     "tt_rewinds",
@@ -360,7 +364,6 @@ rewound_frames = Table(
     metadata,
     Column("rewind_id", ID, primary_key=True),
     *(Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable) for c in frames.c),
-    ForeignKeyConstraint(["rewind_id"], ["tt_rewinds.rewind_id"], ondelete="CASCADE"),
 )
 """``tt_frames``' columns (``run_id`` and ``frame_no`` in the key after ``rewind_id``)."""
 Index("tt_rewound_frames_content", rewound_frames.c.content_hash)

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._ledger_travel import delete_runs
 from smithers_tt.store._records import now_ms
 from smithers_tt.store._travel_write import audit_row, insert_rows
 
@@ -90,11 +91,12 @@ def prune_page(
         # Lock them first: a fork being made holds its parent's row until it commits, so the
         # delete below (a new statement: it sees that fork) keeps a parent a fork now reads.
         conn.execute(sa.select(r.c.run_id).where(r.c.run_id.in_(ids)).with_for_update())
-        gone = conn.execute(
-            r.delete()
-            .where(r.c.run_id.in_(ids), old)
-            .returning(r.c.run_id, r.c.status, r.c.updated_at_ms, r.c.parent_run_id, r.c.clock)
-        ).all()
+        gone = delete_runs(
+            conn,
+            ids,
+            old,
+            returning=(r.c.status, r.c.updated_at_ms, r.c.parent_run_id, r.c.clock),
+        )
         insert_rows(
             conn,
             S.audit,

@@ -202,6 +202,21 @@ def test_delete_thread_lets_garbage_collection_free_its_content(db: st.Database)
         db.get_run(saver.run_id("d"))
 
 
+def test_delete_thread_deletes_the_frames_its_kept_rewinds_hold(db: st.Database) -> None:
+    saver = SmithersSaver(db)
+    app = _graph(2).compile(checkpointer=saver)
+    app.invoke({"topic": "y" * 400, "notes": [], "count": 0}, {"configurable": {"thread_id": "r"}})
+    run_id = saver.run_id("r")
+    db.rewind(run_id, 2, confirm=True)  # its later frames are kept for undo, pinning content
+    saver.delete_thread("r")
+    with db.engine.connect(write=False) as conn:
+        for table in (S.rewinds, S.rewound_frames):
+            assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one() == 0
+    db.collect_garbage()
+    with db.engine.connect(write=False) as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(S.contents)).scalar_one() == 0
+
+
 def test_delete_thread_refuses_while_a_fork_reads_it_by_reference(db: st.Database) -> None:
     saver = SmithersSaver(db)
     app = _graph(2).compile(checkpointer=saver)

@@ -340,3 +340,48 @@ def test_0012_writes_the_partial_indexes_of_0011_as_ors_on_sqlite_and_keeps_ever
             )
         ]
         assert run_level == [0, 5, 6, 7]
+
+
+def test_0013_drops_the_foreign_key_of_kept_frames_and_keeps_every_rewind_undoable(
+    db_url: str, raw
+) -> None:
+    # A store at 0012 with a finished run rewound to frame 1: frame 2 is kept for undo.
+    with raw.begin() as conn:
+        upgrade(conn, to="0012_partial_index_or")
+        conn.execute(
+            sa.insert(S.runs).values(
+                run_id="old", workflow="w", status="interrupted", owner_epoch=2,
+                cancel_requested=False, clock=1, created_at_ms=1, updated_at_ms=1,
+            )
+        )  # fmt: skip
+        frames = [
+            {"run_id": "old", "frame_no": no, "kind": kind, "created_at_ms": 1, "state": state,
+             "data_json": data}
+            for no, (kind, state, data) in enumerate([
+                ("run_created", "running", None), ("run_claimed", "running", None),
+                ("run_finished", "finished", '{"error":null,"output":{}}'),
+            ])
+        ]  # fmt: skip
+        conn.execute(sa.insert(S.frames), frames[:2])
+        conn.execute(
+            sa.insert(S.rewinds).values(
+                rewind_id="rw", run_id="old", from_clock=2, to_frame=1, status="finished",
+                output_json="{}", error=None, created_at_ms=1,
+            )
+        )  # fmt: skip
+        conn.execute(sa.insert(S.rewound_frames), [dict(frames[2], rewind_id="rw")])
+    assert [fk["referred_table"] for fk in sa.inspect(raw).get_foreign_keys("tt_rewinds")] == [
+        "tt_runs"
+    ]
+    assert sa.inspect(raw).get_foreign_keys("tt_rewound_frames") != []
+    with st.connect(db_url) as db:  # migrates to 0013
+        assert version_rows(raw) == [KNOWN[-1]] and "0013_rewound_frames_unbound" in KNOWN
+        assert sa.inspect(raw).get_foreign_keys("tt_rewound_frames") == []
+        assert count(db, "tt_rewound_frames") == 1
+        db.undo_rewind("old")
+        assert [f.kind for f in db.store.frames("old")] == [f["kind"] for f in frames]
+        assert db.get_run("old").record.status == "finished"
+        assert count(db, "tt_rewound_frames") == 0 and count(db, "tt_rewinds") == 0
+    with raw.connect() as conn:
+        if raw.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"

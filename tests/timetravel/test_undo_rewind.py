@@ -98,3 +98,24 @@ def test_retention_collects_the_kept_rewinds_with_their_run(demo: Demo) -> None:
     assert report.runs_deleted >= 1
     assert count(db, "tt_rewinds") == 0 and count(db, "tt_rewound_frames") == 0
     assert db.verify().ok
+
+
+def test_retention_collects_only_the_kept_frames_of_the_runs_it_deletes(demo: Demo) -> None:
+    db, run = demo.db, demo.run
+    other = db.run(demo.wf, {"topic": "wasp"})
+    frames = other.frames()
+    for kept in (run, other):
+        db.rewind(kept.id, 5, confirm=True)
+    db.resume(run.id, demo.wf)  # finished again (retention takes ended runs); the rewind stays
+    # Kept frames have no foreign key to their rewind: the prune deletes them itself.
+    execute(db, "UPDATE tt_runs SET updated_at_ms = :t WHERE run_id = :r",
+            t=now_ms() - 3 * 86_400_000, r=run.id)  # fmt: skip
+    report = db.gc(datetime.timedelta(days=1), keep_forks=False)
+    assert report.runs_deleted == 1
+    assert count(db, "tt_rewinds", "run_id = :r", r=run.id) == 0
+    assert count(db, "tt_rewound_frames", "run_id = :r", r=run.id) == 0
+    assert count(db, "tt_rewound_frames", "run_id = :r", r=other.id) == len(frames) - 6
+    db.undo_rewind(other.id)
+    assert other.frames() == frames
+    assert count(db, "tt_rewinds") == 0 and count(db, "tt_rewound_frames") == 0
+    assert db.verify().ok
