@@ -64,6 +64,10 @@ def test_sizes_of_checkpoints_a_fork_inherits_are_read_from_the_store(db: st.Dat
     assert inherited
     expected = {r.content_hash: db.store.load(r).encode().size for r in inherited}
     assert model.sizes(inherited) == expected
+    again = DebuggerModel(db, child)  # its payloads shown first, then its sizes asked
+    for ref in inherited:
+        again.load(ref)
+    assert again.sizes(inherited) == expected
     assert model.sizes(inherited[:1]) == {
         inherited[0].content_hash: expected[inherited[0].content_hash]
     }
