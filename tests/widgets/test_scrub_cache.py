@@ -253,6 +253,10 @@ def test_sorted_keys_and_pages_hold_across_copies_and_segments_in_any_order(
         keys = sorted(folded.refs)
         assert list(model._fold.sorted_ref_keys(snap)) == keys
         assert model._fold.newest(snap) == _newest_of_each_node(folded)
+        frame = frames[n - frames[0].frame_no]
+        if frame.kind == "checkpoint":  # the inspector shows what the frame published
+            published = (frame.node_id, frame.iteration, frame.attempt, frame.sequence)
+            assert model.ref_key == published and model.ref == folded.refs[published]
         pages = [model.ref_page(page=p, size=3) for p in range(max(1, -(-len(keys) // 3)))]
         assert [k for page in pages for k in page.keys] == keys
         assert {page.total for page in pages} == {len(keys)}
