@@ -3,6 +3,8 @@ forwards, backwards, jumps, the slider, a click and live refresh; a pinned ref s
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 import smithers_tt as st
@@ -159,7 +161,6 @@ def test_the_pages_of_checkpoints_list_what_each_frame_shows_in_key_order(
     """The inspector's list of refs, page after page, is every ref visible at the frame in
     (node, iteration, attempt, sequence) order, with the selected ref on the page shown first,
     at frames between and on the copies the scrub cache keeps (many, in a short run)."""
-    import random
 
     import smithers_tt.widgets._scrub as scrub
 
@@ -228,3 +229,21 @@ def test_which_page_of_checkpoints_the_inspector_opens_on(db: st.Database) -> No
     empty = model.ref_page(size=size)
     assert (empty.keys, empty.total, empty.page, empty.pages) == ([], 0, 0, 1)
     assert model.ref_page("anything", size=size).pages == 1
+
+
+def test_every_frame_of_a_looping_run_shows_its_own_iterations_checkpoint(
+    db: st.Database,
+) -> None:
+    """A node that runs in loop iterations has a newest checkpoint per iteration: a frame of
+    ``plan[3]`` shows ``plan[3]``'s, not ``plan``'s first iteration's, in any order."""
+    from tests.widgets.test_model_sequences import History, assert_shows
+
+    run_id = large_run(db, 150)
+    history = History(db, run_id)
+    assert any((f.iteration or 0) > 0 for f in history.frames if f.kind == "node_state")
+    model = DebuggerModel(db, run_id)
+    order = list(range(history.last, -1, -1))
+    random.Random(11).shuffle(order)
+    for n in order:
+        model.select_frame(n)
+        assert_shows(model, history, n)
