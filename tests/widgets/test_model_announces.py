@@ -91,9 +91,9 @@ def test_asking_then_cancelling_an_undo_says_so_and_changes_nothing(db: st.Datab
     model.cancel()  # nothing pending: nothing said
     assert heard.take() == []
 
-    plain = model.request_undo_rewind("   ")
-    assert plain is not None and plain.options == {}
-    assert plain.summary.endswith("the run is as it was before it.")
+    for plain in (model.request_undo_rewind("   "), model.request_undo_rewind()):
+        assert plain is not None and plain.options == {}
+        assert plain.summary.endswith("the run is as it was before it.")
 
 
 def test_a_confirmed_undo_redraws_every_view_reports_the_frame_and_audits_the_reason(
