@@ -228,8 +228,25 @@ def _reset_run(db: st.Database) -> str:
     return run_id
 
 
+def _failed_run(db: st.Database) -> str:
+    """A run whose second node fails: every frame from there on carries the run's error."""
+
+    async def fine(request: st.GenerateRequest) -> Any:
+        return {"ok": True}
+
+    async def boom(request: st.GenerateRequest) -> Any:
+        raise RuntimeError("the model said no")
+
+    wf = st.Workflow("fails")
+    wf.task("fine", agent=fine)
+    wf.task("boom", agent=boom, needs=["fine"])
+    run = db.run(wf)
+    assert run.status == "failed" and "the model said no" in (db.snapshot(run.id).error or "")
+    return run.id
+
+
 @pytest.mark.parametrize("mark_every", [2, 5])
-@pytest.mark.parametrize("make", [_late_checkpoints_run, _reset_run])
+@pytest.mark.parametrize("make", [_late_checkpoints_run, _reset_run, _failed_run])
 def test_sorted_keys_and_pages_hold_across_copies_and_segments_in_any_order(
     db: st.Database, monkeypatch: pytest.MonkeyPatch, make: Any, mark_every: int
 ) -> None:
@@ -250,6 +267,11 @@ def test_sorted_keys_and_pages_hold_across_copies_and_segments_in_any_order(
         model.select_frame(n)
         snap = model.snapshot
         assert snap == folded
+        assert (snap.status, snap.error, snap.output) == (
+            folded.status,
+            folded.error,
+            folded.output,
+        )
         keys = sorted(folded.refs)
         assert list(model._fold.sorted_ref_keys(snap)) == keys
         assert model._fold.newest(snap) == _newest_of_each_node(folded)
