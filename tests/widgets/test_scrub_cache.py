@@ -158,11 +158,16 @@ def _expected_attempts(snap: Snapshot) -> list[tuple[str, int, list[int]]]:
     return [(n, i, sorted(a)) for (n, i), a in sorted(found.items())]
 
 
-def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_elsewhere(
-    db: st.Database,
-) -> None:
+def _flaky_run(db: st.Database) -> str:
     wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
-    run_id = db.run(wf, {"topic": "bee"}).id
+    return db.run(wf, {"topic": "bee"}).id
+
+
+@pytest.mark.parametrize("make", ["_flaky_run", "_late_checkpoints_run"])
+def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_elsewhere(
+    db: st.Database, make: str
+) -> None:
+    run_id = globals()[make](db)
     frames = db.store.frames(run_id)
     cache = FoldCache(run_id, frame_rows(db.store.engine, run_id), db.store.load)
     order = list(range(len(frames)))
