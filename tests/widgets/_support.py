@@ -1,4 +1,5 @@
-"""Helpers of the widget tests: a hostile workflow and walkers over a widget tree."""
+"""Helpers of the widget tests: a hostile workflow, walkers over a widget tree, and a
+recorder of what a debugger model announces."""
 
 from __future__ import annotations
 
@@ -68,3 +69,20 @@ def figure_texts(figure: Any) -> list[str]:
     out.extend(str(t) for t in (figure.layout.yaxis.ticktext or ()))
     out.extend(str(a.text) for a in figure.layout.annotations)
     return out
+
+
+EVENTS = ("run", "frames", "frame", "ref", "diff", "pending", "message", "tree", "breakpoints")
+"""Everything a debugger model announces (see :mod:`smithers_tt.widgets._model`)."""
+
+
+class Heard:
+    """Every announcement of a debugger model, in order, until taken."""
+
+    def __init__(self, model: Any) -> None:
+        self.events: list[str] = []
+        for event in EVENTS:
+            model.on(event, lambda e=event: self.events.append(e))
+
+    def take(self) -> list[str]:
+        events, self.events = self.events, []
+        return events

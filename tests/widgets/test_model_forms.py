@@ -22,20 +22,7 @@ from smithers_tt.timetravel import Change
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, ActionResult, EditPreview, Message
 
-EVENTS = ("run", "frames", "frame", "ref", "diff", "pending", "message", "tree", "breakpoints")
-
-
-class Heard:
-    """Every announcement of a model, in order, until taken."""
-
-    def __init__(self, model: DebuggerModel) -> None:
-        self.events: list[str] = []
-        for event in EVENTS:
-            model.on(event, lambda e=event: self.events.append(e))
-
-    def take(self) -> list[str]:
-        events, self.events = self.events, []
-        return events
+from ._support import Heard
 
 
 def _run(db: st.Database, **demo: Any) -> tuple[str, st.Workflow, Any]:
