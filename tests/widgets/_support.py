@@ -3,10 +3,12 @@ recorder of what a debugger model announces."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import ipywidgets as W
+import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint, CheckpointCapability, CheckpointFormat, Retry, Workflow
@@ -86,3 +88,16 @@ class Heard:
     def take(self) -> list[str]:
         events, self.events = self.events, []
         return events
+
+
+def audit(db: st.Database, run_id: str) -> list[tuple[str, int | None, dict[str, Any]]]:
+    """A run's audit rows, oldest first: operation, frame and details (the reason among them)."""
+    with db.engine.sa.connect() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT operation, frame_no, detail_json FROM tt_audit WHERE run_id = :r "
+                "ORDER BY created_at_ms, audit_id"
+            ),
+            {"r": run_id},
+        ).all()
+    return [(r[0], r[1], json.loads(r[2] or "{}")) for r in rows]

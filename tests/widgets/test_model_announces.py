@@ -5,33 +5,17 @@ the only account of what an action did."""
 
 from __future__ import annotations
 
-import json
-
-import sqlalchemy as sa
-
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._model import ActionResult, Message
 
-from ._support import Heard
+from ._support import Heard, audit
 
 
 def _run(db: st.Database) -> str:
     wf, _ = demo_workflow()
     return db.run(wf, {"topic": "bee"}).id
-
-
-def _audit(db: st.Database, run_id: str) -> list[tuple[str, int | None, str | None]]:
-    with db.engine.sa.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT operation, frame_no, detail_json FROM tt_audit WHERE run_id = :r "
-                "ORDER BY created_at_ms, audit_id"
-            ),
-            {"r": run_id},
-        ).all()
-    return [(r[0], r[1], json.loads(r[2] or "{}").get("reason")) for r in rows]
 
 
 def test_steps_move_by_their_sign_and_announce_the_frame_and_its_checkpoint(
@@ -110,7 +94,8 @@ def test_a_confirmed_undo_redraws_every_view_reports_the_frame_and_audits_the_re
     assert {"run", "tree", "frame", "ref", "diff"} <= set(events)
     assert model.frame_no == model.last_frame == last
     assert model.snapshot.status == "finished"
-    assert ("undo_rewind", last, "put it back") in _audit(db, run_id)
+    reasons = [(op, no, detail.get("reason")) for op, no, detail in audit(db, run_id)]
+    assert ("undo_rewind", last, "put it back") in reasons
 
 
 def test_a_confirmed_rewind_redraws_every_view_and_cancelling_one_names_it(

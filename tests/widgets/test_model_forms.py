@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint, CheckpointCapability, CheckpointFormat
@@ -22,7 +21,7 @@ from smithers_tt.timetravel import Change
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, ActionResult, EditPreview, Message
 
-from ._support import Heard
+from ._support import Heard, audit
 
 
 def _run(db: st.Database, **demo: Any) -> tuple[str, st.Workflow, Any]:
@@ -405,18 +404,6 @@ def test_the_editor_holds_the_newest_iterations_checkpoint_as_indented_unescaped
 # --- confirming ------------------------------------------------------------------------------
 
 
-def _audit(db: st.Database, run_id: str) -> list[tuple[str, int | None, dict[str, Any]]]:
-    with db.engine.sa.connect() as conn:
-        rows = conn.execute(
-            sa.text(
-                "SELECT operation, frame_no, detail_json FROM tt_audit WHERE run_id = :r "
-                "ORDER BY created_at_ms, audit_id"
-            ),
-            {"r": run_id},
-        ).all()
-    return [(r[0], r[1], json.loads(r[2] or "{}")) for r in rows]
-
-
 def test_a_confirmed_fork_reports_the_new_run_shows_it_in_the_tree_and_audits_why(
     db: st.Database,
 ) -> None:
@@ -450,7 +437,7 @@ def test_a_confirmed_fork_reports_the_new_run_shows_it_in_the_tree_and_audits_wh
     assert "review" not in {k[0] for k in db.snapshot(child).nodes}  # reset
     assert set(pause_history(db.store.pause_frames(child)).before) == {"review"}
     assert ("fork", frame, {"child": child, "reason": "review again", "reset": ["review"]}) in (
-        _audit(db, run_id)
+        audit(db, run_id)
     )
     assert model.run_id == run_id and model.frame_no == frame  # the person stays put
 
