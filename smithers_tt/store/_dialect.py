@@ -337,6 +337,9 @@ class Dialect(ABC):
     parsed a second time for it. The key written twice goes to the fold as well: SQLite's path
     finds the first, the fold keeps the last (so both backends send it there).
     """
+    code_point_order: str = ""
+    """SQL after a text column in ``ORDER BY`` or a comparison so that it orders as Python
+    sorts text (by code point): SQLite's default already does."""
     ref_created: str
     """SQL: a ref's ``created_at_ms`` from its checkpoint frame ``f``, as ``fold`` takes it
     (``data.created_at_ms`` when present, else the frame's own); ``data`` was checked by

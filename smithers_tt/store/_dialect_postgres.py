@@ -104,6 +104,7 @@ class PostgresDialect(Dialect):
     # skip the content until the reference to it has committed.
     content_lock = " FOR KEY SHARE"
     row_lock = " FOR UPDATE"
+    code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's
 
     def normalize_url(self, url: sa.URL) -> sa.URL:
         if url.drivername != "postgresql+psycopg":

@@ -108,32 +108,46 @@ class DeltaStatements:
         Raises:
             StoreCorrupt: a stored output is not JSON.
         """
-        conn = self._conn
         n, a = S.nodes, S.attempts
         found_nodes: list[tuple[Any, ...]] = []
         found_attempts: list[tuple[Any, ...]] = []
         for part in chunks(nodes, 2, _KEYS_PER_STATEMENT):
+            found_nodes += self.live_rows(run_id, _keys([n.c.node_id, n.c.iteration], part))[0]
+        for part in chunks(attempts, 3, _KEYS_PER_STATEMENT):
+            where = _keys([a.c.node_id, a.c.iteration, a.c.attempt], part)
+            found_attempts += self.live_rows(run_id, None, where)[1]
+        return found_nodes, found_attempts
+
+    def live_rows(
+        self, run_id: str, nodes: Any = None, attempts: Any = None
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The run's live node rows where ``nodes`` holds and attempt rows where ``attempts``
+        holds (conditions on ``tt_nodes`` and ``tt_attempts``; None reads none), as
+        :meth:`live_by_key` gives them.
+
+        Raises:
+            StoreCorrupt: a stored output is not JSON.
+        """
+        conn = self._conn
+        n, a = S.nodes, S.attempts
+        found_nodes: list[tuple[Any, ...]] = []
+        found_attempts: list[tuple[Any, ...]] = []
+        if nodes is not None:
             for row in conn.execute(
                 sa.select(
                     n.c.node_id, n.c.iteration, n.c.state, n.c.last_attempt, n.c.output_json
-                ).where(
-                    n.c.run_id == run_id,
-                    _keys([n.c.node_id, n.c.iteration], part),
-                )
+                ).where(n.c.run_id == run_id, nodes)
             ):
                 where = f"tt_nodes.output_json of {row[0]!r} in run {run_id!r}"
                 found_nodes.append((*row[:4], stored_json(row[4], where)))
         resumed = [a.c.resumed_run_id, a.c.resumed_node_id, a.c.resumed_iteration,
                    a.c.resumed_attempt, a.c.resumed_sequence]  # fmt: skip
-        for part in chunks(attempts, 3, _KEYS_PER_STATEMENT):
+        if attempts is not None:
             for row in conn.execute(
                 sa.select(
                     a.c.node_id, a.c.iteration, a.c.attempt, a.c.state, *resumed, a.c.error,
                     a.c.error_code, a.c.discard_resume, a.c.started_at_ms, a.c.finished_at_ms,
-                ).where(
-                    a.c.run_id == run_id,
-                    _keys([a.c.node_id, a.c.iteration, a.c.attempt], part),
-                )
+                ).where(a.c.run_id == run_id, attempts)
             ):  # fmt: skip
                 src = None if row[4] is None else tuple(row[4:9])
                 found_attempts.append((*row[:4], src, row[9], row[10], bool(row[11]), *row[12:]))

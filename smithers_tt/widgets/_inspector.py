@@ -8,7 +8,6 @@ budget with a "show more" button for large payloads. All text is escaped.
 from __future__ import annotations
 
 from collections import OrderedDict
-from operator import itemgetter
 from typing import Any
 
 import ipywidgets as W
@@ -20,6 +19,9 @@ from smithers_tt.widgets._model import DebuggerModel, frame_time
 
 PAYLOAD_BUDGET = 400
 """JSON values of a payload rendered before "show more"."""
+
+NODE_ROWS = 200
+"""Rows of the nodes table shown (the count of the others follows)."""
 
 
 class Inspector:
@@ -107,12 +109,11 @@ class Inspector:
     def update(self) -> None:
         """Redraw the frame summary, nodes and the list of refs for the selected frame."""
         m = self.model
-        snap = m.snapshot
         frame = m.frame()
         self.summary.value = wrap(
             f"<h4>Frame {frame.frame_no} · run {esc(m.run_id)}</h4>"
             f"<div>{esc(m.frame_title(frame))}</div>"
-            f"<div>{esc(frame_time(frame))} · run status at this frame: {badge(snap.status)}"
+            f"<div>{esc(frame_time(frame))} · run status at this frame: {badge(m.status_at())}"
             "</div>"
         )
         self.nodes.value = wrap(self._nodes_html())
@@ -126,11 +127,11 @@ class Inspector:
         if drawn == self._drawn:
             return  # a frame selection announces "frame" then "ref": draw once
         self._drawn = drawn
-        snap = m.snapshot
         page = m.ref_page(self.search.value, self.page)
-        sizes = m.sizes(snap.refs[k] for k in page.keys)
+        sizes = m.sizes(page.refs)
         options = [
-            (m.ref_label(snap.refs[k], sizes.get(snap.refs[k].content_hash)), k) for k in page.keys
+            (m.ref_label(ref, sizes.get(ref.content_hash)), key)
+            for key, ref in zip(page.keys, page.refs, strict=True)
         ]
         self.page_label.value = (
             f"page {page.page + 1} of {page.pages} · {page.matched} of {page.total} checkpoints"
@@ -174,23 +175,20 @@ class Inspector:
 
     def _nodes_html(self) -> str:
         m = self.model
-        snap = m.snapshot
-        if not snap.nodes and not snap.attempts:
+        table = m.node_table(NODE_ROWS)  # the rows shown only: the table costs what it shows
+        if not table.total:
             return '<div class="stt-muted">no node has started at this frame</div>'
-        keys = sorted(set(snap.nodes).union(map(_node_of, snap.attempts)))
-        shown = set(keys[:200])  # badges for the rows shown only: the table costs what it shows
+        keys = table.keys
         attempts: dict[tuple[str, int], list[str]] = {}
-        for (node_id, iteration, attempt), view in sorted(
-            (key, snap.attempts[key]) for key in snap.attempts if key[:2] in shown
-        ):
+        for (node_id, iteration, attempt), view in sorted(table.attempts.items()):
             text = f"#{attempt} {badge(view.state)}"
             if view.error:
                 short = view.error if len(view.error) <= 160 else view.error[:160] + "…"
                 text += f' <span class="stt-error">{esc(short)}</span>'
             attempts.setdefault((node_id, iteration), []).append(text)
         rows = []
-        for key in keys[:200]:
-            node = snap.nodes.get(key)
+        for key in keys:
+            node = table.nodes.get(key)
             output = ""
             if node is not None and node.output is not None:
                 output = self._output_html(node.output)
@@ -204,8 +202,8 @@ class Inspector:
                 "</tr>"
             )
         more = ""
-        if len(keys) > 200:
-            more = f'<div class="stt-muted">… {len(keys) - 200} more nodes</div>'
+        if table.total > len(keys):
+            more = f'<div class="stt-muted">… {table.total - len(keys)} more nodes</div>'
         return (
             "<table><tr><th>node</th><th>state</th><th>last attempt</th><th>attempts</th>"
             f"<th>output</th></tr>{''.join(rows)}</table>{more}"
@@ -294,7 +292,3 @@ class Inspector:
         """Render a larger part of the payload."""
         self.budget *= 4
         self.update_payload()
-
-
-_node_of = itemgetter(0, 1)
-"""The node and iteration of an attempt key."""

@@ -40,6 +40,7 @@ from smithers_tt.store import (
     RunRecord,
     content_sizes,
     frame_rows,
+    frame_span,
 )
 from smithers_tt.timetravel import Change, ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
@@ -47,7 +48,8 @@ from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._conversation import ChatMessage, find_transcript, transcript_diff
 from smithers_tt.widgets._frames import FrameList
 from smithers_tt.widgets._lens import ask
-from smithers_tt.widgets._scrub import FoldCache, newest_refs, trimmed
+from smithers_tt.widgets._newest import NewestView, NodeTable, node_table
+from smithers_tt.widgets._scrub import FoldCache, Touched, newest_refs, trimmed
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +105,8 @@ class RefPage:
     page: int
     pages: int
     query: str = ""
+    refs: list[CheckpointRef] = field(default_factory=list, compare=False)
+    """The refs of :attr:`keys`, in the same order."""
 
 
 @dataclass(frozen=True)
@@ -145,11 +149,13 @@ class DiffResult:
 # --- reading -------------------------------------------------------------------------------
 
 
-def load_frames(db: Any, run_id: str, after: int | None = None) -> list[FrameRow]:
-    """A run's frames in order as rows, base frames (below 0) included; only ``> after`` if
-    given."""
+def load_frames(
+    db: Any, run_id: str, after: int | None = None, upto: int | None = None
+) -> list[FrameRow]:
+    """A run's frames in order as rows, base frames (below 0) included; only
+    ``after < frame_no <= upto`` if given."""
     with paused_gc():
-        return frame_rows(db.store.engine, run_id, after=after)
+        return frame_rows(db.store.engine, run_id, after=after, upto=upto)
 
 
 def describe_frame(frame: Frame | FrameRow) -> str:
@@ -260,6 +266,29 @@ class Update:
     """With ``reload``: what the run inherits, if it is a fork by reference."""
 
 
+@dataclass
+class _History:
+    """Every frame of the shown run, and their fold."""
+
+    frames: FrameList
+    fold: FoldCache
+
+
+def _key_at_newest(newest: NewestView) -> RefKey | None:
+    """:meth:`DebuggerModel.frame_ref_key` of the newest frame, read from the live tables."""
+    frame = newest.last
+    if frame.kind == "checkpoint" and frame.node_id is not None:
+        key = (frame.node_id, frame.iteration or 0, frame.attempt or 0, frame.sequence or 0)
+        if newest.ref(key) is not None:
+            return key
+    ref = None
+    if frame.node_id is not None:
+        ref = newest.newest_ref((frame.node_id, frame.iteration or 0))
+    if ref is None:
+        ref = newest.newest_ref()
+    return None if ref is None else (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+
+
 # --- the controller ------------------------------------------------------------------------
 
 
@@ -306,15 +335,26 @@ class DebuggerModel:
         self.record = record
         # What a fork by reference inherits, read before its frames: if it is materialised
         # in between, its new base frames restate that same state (folding them changes none).
-        base = tt.inherited(self.db.store, run_id)
-        rows = load_frames(self.db, run_id)
-        _check_dense(run_id, rows)
-        self.frames = FrameList(rows)
+        self._base = tt.inherited(self.db.store, run_id)
+        self._nodes_seen: dict[str, None] | None = {}
+        self._history: _History | None = None
+        self._newest: NewestView | None = None
+        self._stale = False
+        clock = record.clock
+        if (
+            self._base is None
+            and self.lens is None
+            and record.status not in LIVE_STATUSES
+            and frame_span(self.db.store.engine, run_id, clock) == (clock + 1, 0)
+        ):  # nothing inherited, no base frames, none missing, not changing: open on the newest
+            rows = load_frames(self.db, run_id, after=clock - 1)
+            if rows and rows[-1].frame_no == clock:
+                self._newest = NewestView(self.db, run_id, rows[-1], self.load)
+                self._nodes_seen = None  # read when asked
+        if self._newest is None:
+            self._set_history(load_frames(self.db, run_id), self._base)
         self.root, self.tree = tt.fork_tree(self.db.store, run_id)
-        self._nodes_seen: dict[str, None] = {}
-        self._fold = FoldCache(run_id, rows, self.load, base)
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
-        self._note_frames(rows)
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
         self.ref_pinned = False
@@ -327,11 +367,49 @@ class DebuggerModel:
         self._default_ref()
         self.breakpoints = Breakpoints(self)
 
+    def _set_history(self, rows: list[FrameRow], base: Snapshot | None) -> None:
+        """Hold ``rows`` (every frame of the run) and fold them from now on."""
+        _check_dense(self.run_id, rows)
+        self._history = _History(FrameList(rows), FoldCache(self.run_id, rows, self.load, base))
+        self._newest = None
+        self._stale = False
+        self._nodes_seen = {}
+        self._note_frames(rows)
+
+    def _loaded(self) -> _History:
+        """The run's frames and their fold, read now if they were not yet (the newest frame
+        was shown without them: :class:`~smithers_tt.widgets._newest.NewestView`)."""
+        if self._history is None:
+            known = self._last_row()
+            rows = load_frames(self.db, self.run_id, upto=self.last_frame)
+            self._set_history(rows, self._base)
+            # rewritten since the newest frame was read (rewound elsewhere): the next refresh
+            # reads it all again, as for any history rewritten under the debugger
+            self._stale = rows[-1:] != known
+        assert self._history is not None
+        return self._history
+
+    @property
+    def history_loaded(self) -> bool:
+        """Whether the run's frames are read (they are, once anything but its newest frame
+        was asked for)."""
+        return self._history is not None
+
+    @property
+    def frames(self) -> FrameList:
+        """Every frame of the shown run, base frames (below 0) included."""
+        return self._loaded().frames
+
+    @property
+    def _fold(self) -> FoldCache:
+        return self._loaded().fold
+
     def _note_frames(self, frames: Iterable[FrameRow]) -> None:
         """Remember content sizes and node ids the frames mention."""
+        seen = self._seen()
         for f in frames:
-            if f.node_id is not None and f.node_id not in self._nodes_seen:
-                self._nodes_seen[f.node_id] = None
+            if f.node_id is not None and f.node_id not in seen:
+                seen[f.node_id] = None
             if f.kind == "checkpoint" and f.content_hash and isinstance(f.data, dict):
                 size = f.data.get("size")
                 if isinstance(size, int):
@@ -345,8 +423,16 @@ class DebuggerModel:
     @property
     def last_frame(self) -> int:
         """The newest frame loaded."""
+        if self._newest is not None:
+            return self._newest.frame_no
         rows = self.frames.rows
         return rows[-1].frame_no if rows else 0
+
+    def _last_row(self) -> list[FrameRow]:
+        """The newest frame known, as a list of at most one row."""
+        if self._newest is not None:
+            return [self._newest.last]
+        return self.frames.rows[-1:]
 
     @property
     def visible_frames(self) -> FrameList:
@@ -364,7 +450,10 @@ class DebuggerModel:
 
     def frame(self, frame_no: int | None = None) -> Frame:
         """The frame ``frame_no`` (default: the selected one)."""
-        return self.frames[self._index(self.frame_no if frame_no is None else frame_no)]
+        n = self.frame_no if frame_no is None else frame_no
+        if self._newest is not None and n == self._newest.frame_no:
+            return self._newest.last.frame()
+        return self.frames[self._index(n)]
 
     @property
     def live(self) -> bool:
@@ -376,18 +465,24 @@ class DebuggerModel:
         """The fork-tree entry of a run."""
         return next((e for e in self.tree if e.run_id == run_id), None)
 
+    def _seen(self) -> dict[str, None]:
+        if self._nodes_seen is None:
+            assert self._newest is not None
+            self._nodes_seen = dict.fromkeys(self._newest.node_ids())
+        return self._nodes_seen
+
     @property
     def node_ids(self) -> list[str]:
         """Task ids of the run: from its graph, then any other node seen in its frames."""
         names = list(self.record.graph or {})
-        return names + [n for n in self._nodes_seen if n not in names]
+        return names + [n for n in self._seen() if n not in names]
 
     # --- snapshots and content ----------------------------------------------------------
 
     @property
     def inherited(self) -> Snapshot | None:
         """What the shown run reads from its parent (a fork by reference), or None."""
-        return self._fold.base
+        return self._base
 
     def snapshot_at(self, frame_no: int | None = None) -> Snapshot:
         """The snapshot of the shown run at a frame (default: the selected one), folded from
@@ -402,13 +497,27 @@ class DebuggerModel:
         """The snapshot at the selected frame."""
         return self.snapshot_at()
 
-    def _newest(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
+    def _newest_refs(self, snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
         """Each node's newest ref in a snapshot of the shown run."""
         return self._fold.newest(snap)
 
     def checkpointed_nodes(self) -> list[str]:
         """Ids of the nodes with a checkpoint visible at the selected frame, sorted."""
-        return sorted({node_id for node_id, _ in self._newest(self.snapshot)})
+        if self._newest is not None:
+            return self._newest.checkpointed()
+        return sorted({node_id for node_id, _ in self._newest_refs(self.snapshot)})
+
+    def status_at(self) -> str:
+        """The run's status at the selected frame."""
+        if self._newest is not None:
+            return self._newest.status
+        return self.snapshot.status
+
+    def node_table(self, limit: int) -> NodeTable:
+        """The first ``limit`` rows of the nodes table at the selected frame."""
+        if self._newest is not None:
+            return self._newest.node_table(limit)
+        return node_table(self.snapshot, limit)
 
     def other_snapshot(self, run_id: str, frame_no: int) -> Snapshot:
         """A snapshot of another run (for comparisons), cached."""
@@ -490,6 +599,7 @@ class DebuggerModel:
         n = max(self.first_frame, min(int(frame_no), self.last_frame))
         if n == self.frame_no:
             return
+        self._loaded()  # any frame but the newest is folded from the history
         self.frame_no = n
         self._default_ref()
         self._emit("frame", "ref")
@@ -513,6 +623,9 @@ class DebuggerModel:
     def frame_ref_key(self, frame_no: int | None = None) -> RefKey | None:
         """The checkpoint a frame is about: the one it published (a checkpoint frame), else
         the newest of its node, else the newest visible at all (None when none is)."""
+        newest = self._newest
+        if newest is not None and frame_no in (None, newest.frame_no):
+            return _key_at_newest(newest)
         frame = self.frame(frame_no)
         snap = self.snapshot_at(frame.frame_no)
         if frame.kind == "checkpoint" and frame.node_id is not None:
@@ -520,7 +633,7 @@ class DebuggerModel:
             if key in snap.refs:
                 return key
         if frame.node_id is not None:
-            ref = self._newest(snap).get((frame.node_id, frame.iteration or 0))
+            ref = self._newest_refs(snap).get((frame.node_id, frame.iteration or 0))
             if ref is not None:
                 return (ref.node_id, ref.iteration, ref.attempt, ref.sequence)
         if snap.refs:
@@ -542,7 +655,7 @@ class DebuggerModel:
         The choice lasts until another frame is selected, unless it is pinned (``pin=True``,
         or :meth:`pin_ref`): a pinned ref stays selected on every frame until unpinned.
         """
-        if key is not None and tuple(key) not in self.snapshot.refs:
+        if key is not None and self._visible(tuple(key)) is None:
             raise InvalidArgument(f"frame {self.frame_no} shows no checkpoint ref {key}")
         key = None if key is None else (str(key[0]), int(key[1]), int(key[2]), int(key[3]))
         pinned = self.ref_pinned if pin is None else bool(pin and key is not None)
@@ -560,10 +673,16 @@ class DebuggerModel:
             self.ref_key = self.frame_ref_key()
         self._emit("ref")
 
+    def _visible(self, key: tuple[Any, ...]) -> CheckpointRef | None:
+        """The ref of ``key`` visible at the selected frame, or None."""
+        if self._newest is not None and len(key) == 4:
+            return self._newest.ref((str(key[0]), int(key[1]), int(key[2]), int(key[3])))
+        return self.snapshot.refs.get(key)  # type: ignore[call-overload]
+
     @property
     def ref(self) -> CheckpointRef | None:
         """The selected checkpoint ref (None when none is, or a pinned one is not visible)."""
-        return None if self.ref_key is None else self.snapshot.refs.get(self.ref_key)
+        return None if self.ref_key is None else self._visible(self.ref_key)
 
     def ref_page(self, query: str = "", page: int | None = None, size: int = REF_PAGE) -> RefPage:
         """A page of the refs visible at the selected frame, ordered by key (so by sequence
@@ -572,9 +691,11 @@ class DebuggerModel:
         ``page`` counts from 0 and is clamped; None is the page holding the selected ref
         (else the last page: the newest sequences).
         """
+        needle = query.strip().lower()
+        if self._newest is not None and not needle:
+            return self._newest_ref_page(page, size)
         snap = self.snapshot
         keys = self._fold.sorted_ref_keys(snap)
-        needle = query.strip().lower()
         if needle:
             keys = [k for k in keys if needle in self.ref_label(snap.refs[k]).lower()]
         pages = max(1, -(-len(keys) // size))
@@ -586,17 +707,28 @@ class DebuggerModel:
                 page = 0 if needle else pages - 1
         page = max(0, min(int(page), pages - 1))
         chosen = keys[page * size : (page + 1) * size]
-        return RefPage(chosen, len(snap.refs), len(keys), page, pages, query)
+        refs = [snap.refs[k] for k in chosen]
+        return RefPage(chosen, len(snap.refs), len(keys), page, pages, query, refs)
+
+    def _newest_ref_page(self, page: int | None, size: int) -> RefPage:
+        """:meth:`ref_page` at the newest frame, without a query, read a page at a time."""
+        newest = self._newest
+        assert newest is not None
+        total = newest.ref_count()
+        pages = max(1, -(-total // size))
+        if page is None:
+            at = None if self.ref_key is None else newest.rank(self.ref_key)
+            page = pages - 1 if at is None else at // size
+        page = max(0, min(int(page), pages - 1))
+        refs = newest.page(page, size)
+        keys = [(r.node_id, r.iteration, r.attempt, r.sequence) for r in refs]
+        return RefPage(keys, total, total, page, pages, "", refs)
 
     @property
     def ref_hidden(self) -> bool:
         """Whether a pinned ref is not visible at the selected frame (published later, or
         removed)."""
-        return (
-            self.ref_pinned
-            and self.ref_key is not None
-            and self.ref_key not in (self.snapshot.refs)
-        )
+        return self.ref_pinned and self.ref_key is not None and self._visible(self.ref_key) is None
 
     def switch_run(self, run_id: str) -> None:
         """Show another run (from the fork tree); nothing changes if it does not exist."""
@@ -609,7 +741,8 @@ class DebuggerModel:
     def drop_caches(self) -> None:
         """Let go of the snapshots kept for scrubbing and of the fold they are rebuilt from
         (tens of MB for a 100,000-frame run); it is folded again when needed."""
-        self._fold.clear()
+        if self._history is not None:
+            self._history.fold.clear()
         self._other_snapshots.clear()
 
     # --- live refresh ------------------------------------------------------------------
@@ -618,6 +751,8 @@ class DebuggerModel:
         """Read what changed since the last load (safe to call from a worker thread)."""
         record = self.db.store.get_run(self.run_id)
         known = self.last_frame
+        if self._stale:
+            return self._reload(record, tt.fork_tree(self.db.store, self.run_id))
         if (record.clock, record.status, record.owner_epoch, record.inherits) == (
             known,
             self.record.status,
@@ -629,7 +764,7 @@ class DebuggerModel:
         if record.clock < known or record.inherits != self.record.inherits:  # materialised
             return self._reload(record, tree)
         new = load_frames(self.db, self.run_id, after=known - 1)  # the newest known one again
-        if new[:1] != self.frames.rows[-1:]:  # history was rewritten under us (rewound, resumed)
+        if new[:1] != self._last_row():  # history was rewritten under us (rewound, resumed)
             return self._reload(record, tree)
         return Update(record, new[1:], tree=tree)
 
@@ -650,15 +785,14 @@ class DebuggerModel:
             events.append("tree")
         if update.reload and update.frames is not None:
             following = self.frame_no == self.last_frame
-            self.frames = FrameList(update.frames)
-            self._fold.reset(update.frames, update.base)
-            self._note_frames(update.frames)
+            self._base = update.base
+            self._set_history(update.frames, update.base)
             self.frame_no = self.last_frame if following else min(self.frame_no, self.last_frame)
             self._default_ref()
             events = ["run", "tree", "frame", "ref", "diff"]
         elif update.frames:
             following = self.frame_no == self.last_frame
-            self.frames.rows.extend(update.frames)
+            self._loaded().frames.rows.extend(update.frames)  # the run changes: fold it
             self._note_frames(update.frames)
             events.append("frames")
             if following:
@@ -754,6 +888,16 @@ class DebuggerModel:
 
     def diff(self) -> DiffResult:
         """The differences the diff settings ask for (computed here, in Python)."""
+        newest = self._newest
+        if (
+            newest is not None
+            and self.diff_mode == "frames"
+            and self.compare_frame in (None, newest.frame_no - 1)
+            and self.lens is None
+        ):
+            change = newest.last_change()
+            if change is not None:
+                return self._frames_diff(*change)
         if self.diff_mode == "attempts":
             return self._attempt_diff()
         if self.diff_mode == "runs":
@@ -778,15 +922,26 @@ class DebuggerModel:
         sections = ask(self.lens, "diff", a, b)
         if sections is not None:
             result = DiffResult("", "", sections=list(sections))
-        else:
-            touched = None
-            if self.diff_mode == "frames":
-                touched = self._fold.touched(
-                    min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no)
-                )
-            ta, tb = trimmed(a, b, self._newest(a), self._newest(b), touched)
-            result = _sections(tt.diff(ta, tb, load=self.load))
-            result.conversations = self._conversations(ta, tb)
+            return self._labelled(result, a, b)
+        touched = None
+        if self.diff_mode == "frames":
+            touched = self._fold.touched(min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no))
+        return self._frames_diff(a, b, touched, self._newest_refs)
+
+    def _frames_diff(
+        self,
+        a: Snapshot,
+        b: Snapshot,
+        touched: Touched | None,
+        newest: Callable[[Snapshot], dict[tuple[str, int], CheckpointRef]] = newest_refs,
+    ) -> DiffResult:
+        """The diff of two snapshots, of only what ``touched`` names when given."""
+        ta, tb = trimmed(a, b, newest(a), newest(b), touched)
+        result = _sections(tt.diff(ta, tb, load=self.load))
+        result.conversations = self._conversations(ta, tb)
+        return self._labelled(result, a, b)
+
+    def _labelled(self, result: DiffResult, a: Snapshot, b: Snapshot) -> DiffResult:
         result.a = f"run {a.run_id} frame {a.frame_no}"
         result.b = f"run {b.run_id} frame {b.frame_no}"
         if self.diff_mode == "frames" and a.frame_no == b.frame_no:
@@ -972,6 +1127,9 @@ class DebuggerModel:
 
     def newest_ref(self, node_id: str) -> CheckpointRef | None:
         """The newest checkpoint of a node (its newest iteration) at the selected frame."""
+        if self._newest is not None:
+            top = self._newest.top_iteration(node_id)
+            return None if top is None else self._newest.newest_ref((node_id, top))
         snap = self.snapshot
         keys = [k for k in snap.refs if k[0] == node_id]
         if not keys:

@@ -1,0 +1,306 @@
+"""A run's newest state read a page at a time from its live tables, for the debugger to open
+on a long run without reading its history.
+
+The live tables (``tt_nodes``, ``tt_attempts``, ``tt_checkpoint_refs``) are the projection of
+a run's history at its clock: for a run that reads nothing from a parent (not a fork by
+reference), they hold exactly what the fold of every frame makes visible at the newest frame.
+A person looking at that frame sees one page of checkpoint refs and of nodes, so these reads
+return a page (keys in the order Python sorts them: text in code-point order on both
+databases), a count, or one ref; a ref's fields are read from its checkpoint frame as the fold
+takes them (:attr:`Dialect.ref_created`).
+
+:func:`node_frame_rows` reads the frames that decide what some nodes are at a frame (theirs,
+and those of the run as a whole), so that a diff of two nearby frames folds a few nodes, not
+the whole history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+
+from smithers_tt.store import _schema as S
+from smithers_tt.store._engine import Engine
+from smithers_tt.store._frames import frame_fields
+from smithers_tt.store._frames_columns import FrameRow
+from smithers_tt.store._records import CheckpointRef
+from smithers_tt.store._schema import RUN_LEVEL_KINDS
+from smithers_tt.store._travel import Travel
+from smithers_tt.store._travel_bulk import _REF_SELECT, dialect_of, run_sql
+
+__all__ = [
+    "frame_span",
+    "live_checkpointed_nodes",
+    "live_node_keys",
+    "live_node_rows",
+    "live_ref_count",
+    "live_ref_page",
+    "live_ref_rank",
+    "live_refs",
+    "live_top_iteration",
+    "newest_live_ref",
+    "node_frame_rows",
+    "seen_node_ids",
+]
+
+RefKey = tuple[str, int, int, int]
+NodeKey = tuple[str, int]
+
+_LIVE = (
+    "FROM tt_checkpoint_refs r JOIN tt_frames f "
+    "ON f.run_id = r.run_id AND f.frame_no = r.frame_no WHERE r.run_id = :run_id"
+)
+
+
+def _refs_sql(conn: Any, where: str = "", tail: str = "") -> str:
+    return f"{_REF_SELECT}{dialect_of(conn).ref_created} {_LIVE}{where} {tail}"
+
+
+def _order(conn: Any) -> str:
+    """Key order: the node id in code-point order (as Python sorts text), then the numbers."""
+    return (
+        f"ORDER BY r.node_id{dialect_of(conn).code_point_order}, r.iteration, r.attempt, r.sequence"
+    )
+
+
+def _read(engine: Engine, work: Any) -> Any:
+    return engine.transaction(work, write=False)
+
+
+def frame_span(engine: Engine, run_id: str, upto: int) -> tuple[int, int | None]:
+    """How many frames the run has at or below ``upto``, and the lowest frame number."""
+    result: tuple[int, int | None] = _read(
+        engine, lambda conn: Travel(conn).frame_span(run_id, upto)
+    )
+    return result
+
+
+def live_ref_count(engine: Engine, run_id: str) -> int:
+    """How many refs the run has at its newest frame."""
+    return int(
+        _read(
+            engine,
+            lambda conn: run_sql(
+                conn,
+                "SELECT count(*) FROM tt_checkpoint_refs WHERE run_id = :run_id",
+                {"run_id": run_id},
+            ).scalar_one(),
+        )
+    )
+
+
+def live_ref_page(engine: Engine, run_id: str, offset: int, limit: int) -> list[CheckpointRef]:
+    """Refs ``offset`` to ``offset + limit`` (exclusive) of the run's newest state, in key
+    order."""
+
+    def read(conn: Any) -> list[CheckpointRef]:
+        sql = _refs_sql(conn, tail=f"{_order(conn)} LIMIT :limit OFFSET :offset")
+        rows = run_sql(conn, sql, {"run_id": run_id, "limit": limit, "offset": offset})
+        return [CheckpointRef(run_id, *row) for row in rows.fetchall()]
+
+    return list(_read(engine, read))
+
+
+def live_ref_rank(engine: Engine, run_id: str, key: RefKey) -> int | None:
+    """How many refs come before ``key`` in key order, or None when the run has no such
+    ref."""
+
+    def read(conn: Any) -> int | None:
+        params = {"run_id": run_id, "n": key[0], "i": key[1], "a": key[2], "s": key[3]}
+        found = run_sql(
+            conn,
+            "SELECT 1 FROM tt_checkpoint_refs WHERE run_id = :run_id AND node_id = :n "
+            "AND iteration = :i AND attempt = :a AND sequence = :s",
+            params,
+        ).first()
+        if found is None:
+            return None
+        c = dialect_of(conn).code_point_order
+        return int(
+            run_sql(
+                conn,
+                "SELECT count(*) FROM tt_checkpoint_refs r WHERE r.run_id = :run_id AND "  # noqa: S608 (a collation)
+                f"(r.node_id{c} < :n{c} OR (r.node_id = :n AND (r.iteration < :i OR "
+                "(r.iteration = :i AND (r.attempt < :a OR (r.attempt = :a AND "
+                "r.sequence < :s))))))",
+                params,
+            ).scalar_one()
+        )
+
+    result: int | None = _read(engine, read)
+    return result
+
+
+def live_refs(engine: Engine, run_id: str, keys: Sequence[RefKey]) -> dict[RefKey, CheckpointRef]:
+    """The refs of ``keys`` the run has at its newest frame (absent keys are left out)."""
+
+    def read(conn: Any) -> dict[RefKey, CheckpointRef]:
+        found: dict[RefKey, CheckpointRef] = {}
+        for key in dict.fromkeys(keys):
+            where = (
+                " AND r.node_id = :n AND r.iteration = :i AND r.attempt = :a AND r.sequence = :s"
+            )
+            row = run_sql(
+                conn,
+                _refs_sql(conn, where),
+                {"run_id": run_id, "n": key[0], "i": key[1], "a": key[2], "s": key[3]},
+            ).first()
+            if row is not None:
+                found[key] = CheckpointRef(run_id, *row)
+        return found
+
+    return dict(_read(engine, read))
+
+
+def newest_live_ref(
+    engine: Engine, run_id: str, node: NodeKey | None = None
+) -> CheckpointRef | None:
+    """The run's newest ref: of ``node`` (node id, iteration) the highest attempt and
+    sequence; of the whole run, the latest ``created_at_ms`` (the later published of two in
+    the same millisecond)."""
+
+    def read(conn: Any) -> CheckpointRef | None:
+        if node is None:
+            created = dialect_of(conn).ref_created
+            sql = _refs_sql(conn, tail=f"ORDER BY {created} DESC, r.frame_no DESC LIMIT 1")
+            params: dict[str, Any] = {"run_id": run_id}
+        else:
+            sql = _refs_sql(
+                conn,
+                " AND r.node_id = :n AND r.iteration = :i",
+                "ORDER BY r.attempt DESC, r.sequence DESC LIMIT 1",
+            )
+            params = {"run_id": run_id, "n": node[0], "i": node[1]}
+        row = run_sql(conn, sql, params).first()
+        return None if row is None else CheckpointRef(run_id, *row)
+
+    result: CheckpointRef | None = _read(engine, read)
+    return result
+
+
+def _distinct(conn: Any, column: Any, *where: Any) -> list[str]:
+    """The distinct values of a text column where ``where`` holds, one index seek each
+    (a loose scan: a run has a few node ids against thousands of rows naming them)."""
+    found: list[str] = []
+    while True:
+        stmt = sa.select(sa.func.min(column)).where(*where)
+        if found:
+            stmt = stmt.where(column > found[-1])
+        value = conn.execute(stmt).scalar()
+        if value is None:
+            return found
+        found.append(value)
+
+
+def live_checkpointed_nodes(engine: Engine, run_id: str) -> list[str]:
+    """The node ids with a ref at the newest frame, sorted."""
+    r = S.refs
+    return sorted(_read(engine, lambda conn: _distinct(conn, r.c.node_id, r.c.run_id == run_id)))
+
+
+def live_top_iteration(engine: Engine, run_id: str, node_id: str) -> int | None:
+    """The highest iteration of ``node_id`` with a ref at the newest frame, or None."""
+    r = S.refs
+    stmt = sa.select(sa.func.max(r.c.iteration)).where(r.c.run_id == run_id, r.c.node_id == node_id)
+    found: int | None = _read(engine, lambda conn: conn.execute(stmt).scalar())
+    return found
+
+
+def live_node_keys(engine: Engine, run_id: str) -> list[NodeKey]:
+    """Every (node id, iteration) with a node row or an attempt at the newest frame, sorted."""
+    rows = _read(
+        engine,
+        lambda conn: run_sql(
+            conn,
+            "SELECT node_id, iteration FROM tt_nodes WHERE run_id = :run_id UNION "
+            "SELECT node_id, iteration FROM tt_attempts WHERE run_id = :run_id",
+            {"run_id": run_id},
+        ).fetchall(),
+    )
+    return sorted((r[0], r[1]) for r in rows)
+
+
+def live_node_rows(
+    engine: Engine, run_id: str, keys: Sequence[NodeKey]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The node rows and every attempt of the (node id, iteration) ``keys`` at the newest
+    frame, as the fold's node and attempt views hold them (see
+    :meth:`Travel.live_by_key`), in no particular order.
+
+    Raises:
+        StoreCorrupt: a stored output is not JSON.
+    """
+    wanted = set(keys)
+    spans: dict[str, tuple[int, int]] = {}
+    for node_id, iteration in wanted:
+        low, high = spans.get(node_id, (iteration, iteration))
+        spans[node_id] = (min(low, iteration), max(high, iteration))
+    n, a = S.nodes, S.attempts
+
+    def read(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        nodes: list[tuple[Any, ...]] = []
+        attempts: list[tuple[Any, ...]] = []
+        travel = Travel(conn)
+        for node_id, (low, high) in sorted(spans.items()):
+            found = travel.live_rows(
+                run_id,
+                sa.and_(n.c.node_id == node_id, n.c.iteration.between(low, high)),
+                sa.and_(a.c.node_id == node_id, a.c.iteration.between(low, high)),
+            )
+            nodes += [row for row in found[0] if (row[0], row[1]) in wanted]
+            attempts += [row for row in found[1] if (row[0], row[1]) in wanted]
+        return nodes, attempts
+
+    result: tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]] = _read(engine, read)
+    return result
+
+
+def node_frame_rows(
+    engine: Engine, run_id: str, node_ids: Sequence[str], upto: int
+) -> list[FrameRow]:
+    """In order, the frames ``0 <= frame_no <= upto`` that name one of ``node_ids``, name no
+    node, or are of a run-level kind: what the fold of those nodes (and of the run's status)
+    reads.
+
+    Raises:
+        StoreCorrupt: a frame's data is not JSON.
+    """
+    kinds = ", ".join(f"'{k}'" for k in RUN_LEVEL_KINDS)  # constants of the schema
+    names = {f"n{i}": node_id for i, node_id in enumerate(dict.fromkeys(node_ids))}
+    named = f" OR node_id IN ({', '.join(':' + k for k in names)})" if names else ""
+
+    def read(conn: Any) -> list[FrameRow]:
+        rows = run_sql(
+            conn,
+            "SELECT run_id, frame_no, kind, node_id, iteration, attempt, sequence, state, "  # noqa: S608 (constants and placeholders)
+            "content_hash, codec, version, purpose, agent_id, data_json, created_at_ms, "
+            "size_bytes FROM tt_frames WHERE run_id = :run_id AND frame_no >= 0 AND "
+            f"frame_no <= :upto AND (node_id IS NULL OR kind IN ({kinds}){named}) "
+            "ORDER BY frame_no",
+            {"run_id": run_id, "upto": upto, **names},
+        ).fetchall()
+        return [FrameRow._make(frame_fields(tuple(r))) for r in rows]
+
+    return list(_read(engine, read))
+
+
+def seen_node_ids(engine: Engine, run_id: str) -> list[str]:
+    """The node ids the run's frames name, in the order of their first frame (every node's
+    first frame is of a node-level or a run-level kind: a checkpoint comes after its
+    attempt started), read through the two partial indexes that list those frames."""
+    f = S.frames
+
+    def read(conn: Any) -> list[str]:
+        first: dict[str, int] = {}
+        for kinds in (S.NODE_LEVEL_WHERE, S.RUN_LEVEL_WHERE):
+            where = (f.c.run_id == run_id, kinds, f.c.node_id.is_not(None))
+            for node_id in _distinct(conn, f.c.node_id, *where):
+                stmt = sa.select(sa.func.min(f.c.frame_no)).where(*where, f.c.node_id == node_id)
+                frame_no = conn.execute(stmt).scalar_one()
+                first[node_id] = min(frame_no, first.get(node_id, frame_no))
+        return sorted(first, key=first.__getitem__)
+
+    result: list[str] = _read(engine, read)
+    return result

@@ -1,0 +1,188 @@
+"""What the debugger shows at a run's newest frame, read a page at a time, before (and
+without) reading the run's history.
+
+Opening a 100,000-frame run must not fold 100,000 frames to show the newest one: a person
+first sees that frame's inspector (its status, a page of nodes, a page of checkpoint refs,
+one payload) and its diff with the frame before. For a run that reads nothing from a parent,
+the store's live tables hold exactly the newest snapshot, so :class:`NewestView` answers those
+questions from them (:mod:`smithers_tt.store._newest`): a count, a page, one ref. The diff
+folds only the frames of the node the newest frame changed (and the run's own frames), which
+decide everything the diff of two neighbouring frames compares.
+
+The model uses it while the history is not loaded, which is only while the newest frame is
+selected; anything else (another frame, a search, a diff of other frames) loads the history,
+and the answers are the same (tests compare them on every kind of run).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from smithers_tt import timetravel as tt
+from smithers_tt.store import (
+    CheckpointRef,
+    FrameRow,
+    live_checkpointed_nodes,
+    live_node_keys,
+    live_node_rows,
+    live_ref_count,
+    live_ref_page,
+    live_ref_rank,
+    live_refs,
+    live_top_iteration,
+    newest_live_ref,
+    node_frame_rows,
+    seen_node_ids,
+)
+from smithers_tt.timetravel import Snapshot
+from smithers_tt.widgets._scrub import STATUS_KINDS, Touched
+
+RefKey = tuple[str, int, int, int]
+NodeKey = tuple[str, int]
+
+ONE_NODE_KINDS = ("node_state", "cache_hit", "attempt_started", "attempt_finished", "checkpoint")
+"""Kinds of frame that change one node's rows (and nothing of another node)."""
+
+
+class NodeTable:
+    """The first rows of the nodes table: (node, iteration) keys in order, how many there
+    are in all, and the node and attempt views of the keys shown."""
+
+    def __init__(
+        self,
+        keys: list[NodeKey],
+        total: int,
+        nodes: dict[NodeKey, tt.NodeView],
+        attempts: dict[tuple[str, int, int], tt.AttemptView],
+    ) -> None:
+        self.keys, self.total, self.nodes, self.attempts = keys, total, nodes, attempts
+
+
+def node_table(snap: Snapshot, limit: int) -> NodeTable:
+    """The nodes table of a folded snapshot (the rows shown only)."""
+    keys = sorted(set(snap.nodes).union((k[0], k[1]) for k in snap.attempts))
+    shown = set(keys[:limit])
+    attempts = {k: v for k, v in snap.attempts.items() if (k[0], k[1]) in shown}
+    nodes = {k: v for k, v in snap.nodes.items() if k in shown}
+    return NodeTable(keys[:limit], len(keys), nodes, attempts)
+
+
+class NewestView:
+    """The newest frame of a run that reads nothing from a parent, read from the store's
+    live tables (see the module docstring)."""
+
+    def __init__(self, db: Any, run_id: str, last: FrameRow, loader: Callable[..., Any]) -> None:
+        self.engine = db.store.engine
+        self.run_id = run_id
+        self.last = last
+        self.loader = loader
+        self._refs: dict[RefKey, CheckpointRef | None] = {}
+        self._count: int | None = None
+        self._partial: dict[tuple[tuple[str, ...], int], Snapshot] = {}
+        self._checkpointed: list[str] | None = None
+
+    @property
+    def frame_no(self) -> int:
+        """The newest frame's number."""
+        return self.last.frame_no
+
+    # --- refs ----------------------------------------------------------------------------
+
+    def ref_count(self) -> int:
+        """How many refs are visible."""
+        if self._count is None:
+            self._count = live_ref_count(self.engine, self.run_id)
+        return self._count
+
+    def ref(self, key: RefKey) -> CheckpointRef | None:
+        """The visible ref of ``key``, or None."""
+        if key not in self._refs:
+            self._refs[key] = live_refs(self.engine, self.run_id, [key]).get(key)
+        return self._refs[key]
+
+    def rank(self, key: RefKey) -> int | None:
+        """How many visible refs come before ``key`` in key order (None: not visible)."""
+        return live_ref_rank(self.engine, self.run_id, key)
+
+    def page(self, page: int, size: int) -> list[CheckpointRef]:
+        """Page ``page`` (from 0) of the visible refs in key order."""
+        refs = live_ref_page(self.engine, self.run_id, page * size, size)
+        for ref in refs:
+            self._refs[(ref.node_id, ref.iteration, ref.attempt, ref.sequence)] = ref
+        return refs
+
+    def newest_ref(self, node: NodeKey | None = None) -> CheckpointRef | None:
+        """The newest ref of a (node, iteration), or of the whole run."""
+        return newest_live_ref(self.engine, self.run_id, node)
+
+    def checkpointed(self) -> list[str]:
+        """The nodes with a visible ref, sorted."""
+        if self._checkpointed is None:
+            self._checkpointed = live_checkpointed_nodes(self.engine, self.run_id)
+        return self._checkpointed
+
+    def top_iteration(self, node_id: str) -> int | None:
+        """The highest iteration of a node with a visible ref, or None."""
+        return live_top_iteration(self.engine, self.run_id, node_id)
+
+    # --- nodes ---------------------------------------------------------------------------
+
+    def node_table(self, limit: int) -> NodeTable:
+        """The first ``limit`` rows of the nodes table."""
+        keys = live_node_keys(self.engine, self.run_id)
+        nodes, attempts = live_node_rows(self.engine, self.run_id, keys[:limit])
+        return NodeTable(
+            keys[:limit],
+            len(keys),
+            {(r[0], r[1]): tt.NodeView(*r) for r in nodes},
+            {(r[0], r[1], r[2]): tt.AttemptView(*r) for r in sorted(attempts)},
+        )
+
+    def node_ids(self) -> list[str]:
+        """The node ids the run's frames name, in first-seen order."""
+        return seen_node_ids(self.engine, self.run_id)
+
+    # --- partial snapshots -----------------------------------------------------------------
+
+    def partial(self, node_ids: tuple[str, ...], upto: int) -> Snapshot:
+        """The snapshot at frame ``upto`` as far as ``node_ids`` and the run itself go (status,
+        input, output, error): the fold of their frames only."""
+        key = (node_ids, upto)
+        snap = self._partial.get(key)
+        if snap is None:
+            snap = Snapshot(self.run_id, upto, loader=self.loader)
+            for row in node_frame_rows(self.engine, self.run_id, node_ids, upto):
+                tt.apply(snap, row)
+            snap.frame_no = upto
+            self._partial[key] = snap
+        return snap
+
+    @property
+    def status(self) -> str:
+        """The run's status at the newest frame."""
+        return self.partial((), self.frame_no).status
+
+    def last_change(self) -> tuple[Snapshot, Snapshot, Touched | None] | None:
+        """The snapshots before and at the newest frame, for what it changed, and what that is
+        (None: compare the two whole; no answer when the frame is of a kind that changes more
+        than the nodes it names and the run's status)."""
+        f, n = self.last, self.frame_no
+        if n == 0:
+            return None
+        if f.kind in ONE_NODE_KINDS and f.node_id is not None:
+            node = (f.node_id,)
+            if f.kind in ("node_state", "cache_hit"):
+                touched = Touched({f.node_id}, set(), set())
+            elif f.kind == "checkpoint":
+                touched = Touched(set(), set(), {(f.node_id, f.iteration)})
+            else:
+                touched = Touched(set(), {(f.node_id, f.iteration, f.attempt)}, set())
+        elif f.kind in STATUS_KINDS:
+            node, touched = (), Touched(set(), set(), set())
+        elif f.kind == "reset" and isinstance(f.data, dict):
+            # the nodes it names lose their rows: compare those nodes whole
+            node, touched = tuple(map(str, f.data.get("nodes") or ())), None
+        else:
+            return None
+        return self.partial(node, n - 1), self.partial(node, n), touched
