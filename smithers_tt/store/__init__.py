@@ -81,6 +81,14 @@ from smithers_tt.store._records import (
 )
 from smithers_tt.store._schema import RUN_LEVEL_KINDS
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
+from smithers_tt.store._timeline_rows import (
+    FrameBin,
+    attempt_frames,
+    frame_bins,
+    frame_times,
+    node_pairs,
+    numbered_frames,
+)
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
 from smithers_tt.store._travel_bulk import StoredRefs
 from smithers_tt.store._travel_prune import (
@@ -113,6 +121,7 @@ __all__ = [
     "Fence",
     "ForkEdgeRow",
     "Frame",
+    "FrameBin",
     "FrameRow",
     "GcReport",
     "LangGraphDocument",
@@ -144,6 +153,7 @@ __all__ = [
     "TypeFamily",
     "VerifyReport",
     "WorkerRecord",
+    "attempt_frames",
     "cache_lookup",
     "cache_store",
     "check_limit",
@@ -158,14 +168,18 @@ __all__ = [
     "describe_tables",
     "display_url",
     "driver",
+    "frame_bins",
     "frame_row",
     "frame_rows",
+    "frame_times",
     "inheriting_forks_of_old",
     "langgraph_run_id",
     "list_workers",
     "migrate",
     "new_run_id",
+    "node_pairs",
     "now_ms",
+    "numbered_frames",
     "prune_page",
     "read_only_access",
     "read_tables",
