@@ -86,7 +86,7 @@ from smithers_tt.store._timeline_rows import (
     attempt_frames,
     frame_bins,
     frame_times,
-    node_pairs,
+    node_level_pairs,
     numbered_frames,
 )
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
@@ -177,7 +177,7 @@ __all__ = [
     "list_workers",
     "migrate",
     "new_run_id",
-    "node_pairs",
+    "node_level_pairs",
     "now_ms",
     "numbered_frames",
     "prune_page",

@@ -2,16 +2,18 @@
 
 A binned timeline shows one marker per node, kind of frame and bin of frame numbers; reading
 every frame of a 100,000-frame run to count them costs more than the rest of the figure.
-These reads let the database count: :func:`node_pairs` (the timeline's rows),
-:func:`frame_bins` (the markers), and, as full :class:`FrameRow`, only the frames the figure
-shows one by one: :func:`attempt_frames` (the attempt bars), :func:`numbered_frames` (a
-marker that stands for a single frame) and :func:`frame_times` (a time axis). Each is one
-read-only transaction of parameterised SQL, the same on SQLite and PostgreSQL.
+These reads let the database count in one pass (:func:`frame_bins`), say cheaply whether the
+run has more (node, iteration) pairs than rows (:func:`node_level_pairs`), and read as full
+:class:`FrameRow` only what the figure shows one by one: the frames of the attempt bars
+(:func:`attempt_frames`), a marker that stands for a single frame (:func:`numbered_frames`)
+and the times of a time axis (:func:`frame_times`). Each is one read-only transaction of
+parameterised SQL, the same on SQLite and PostgreSQL (a list of frame numbers is written as
+the dialect says, :meth:`Dialect.any_of`), sent to the driver as written: the counts of a
+long run are thousands of rows, which SQLAlchemy's result processing would slow down.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -19,7 +21,7 @@ import sqlalchemy as sa
 
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._frames import frame_fields, select_frames
+from smithers_tt.store._frames import frame_fields
 from smithers_tt.store._frames_columns import FrameRow
 
 __all__ = [
@@ -27,128 +29,141 @@ __all__ = [
     "attempt_frames",
     "frame_bins",
     "frame_times",
-    "node_pairs",
+    "node_level_pairs",
     "numbered_frames",
 ]
 
-_PAIRS = sa.text(
-    "SELECT node_id, COALESCE(iteration, 0) AS iteration, MIN(frame_no) AS first_no "
-    "FROM tt_frames WHERE run_id = :run_id AND frame_no <= :upto AND node_id IS NOT NULL "
-    "GROUP BY node_id, COALESCE(iteration, 0) ORDER BY first_no"
-)
+_COLUMNS = ", ".join(S.frames.c.keys())
+"""Every column of ``tt_frames``, in the order :func:`frame_fields` reads."""
 
 
-def _bins_sql(iteration: str) -> sa.TextClause:
-    # ``iteration`` is one of two constant expressions below, never data.
-    return sa.text(
-        "SELECT kind, purpose, later, node_id, iteration, bin, COUNT(*), MIN(frame_no), "  # noqa: S608
-        "MAX(frame_no) FROM (SELECT kind, purpose, "
-        "CASE WHEN attempt > 1 THEN 1 ELSE 0 END AS later, node_id, "
-        f"{iteration} AS iteration, frame_no / CAST(:width AS BIGINT) AS bin, frame_no "
-        "FROM tt_frames WHERE run_id = :run_id AND frame_no >= 0 AND frame_no <= :upto) b "
-        "GROUP BY kind, purpose, later, node_id, iteration, bin"
+def _bins_sql(iteration: str, times: bool) -> str:
+    # Two constant choices (the iteration column or 0, the times joined or not), never data.
+    # The bin comes first: frames arrive in frame order, so sorting them for the grouping
+    # is cheapest that way.
+    counts = (
+        "SELECT frame_no / CAST(? AS BIGINT) AS bin, kind, purpose, "  # noqa: S608
+        f"CASE WHEN attempt > 1 THEN 1 ELSE 0 END AS later, node_id, {iteration} AS iteration, "
+        "COUNT(*) AS n, MIN(frame_no) AS first_no, MAX(frame_no) AS last_no FROM tt_frames "
+        "WHERE run_id = ? AND frame_no >= 0 AND frame_no <= ? GROUP BY 1, 2, 3, 4, 5, 6"
+    )
+    if not times:
+        return f"SELECT c.*, NULL FROM ({counts}) c"  # noqa: S608
+    return (
+        f"SELECT c.*, f.created_at_ms FROM ({counts}) c JOIN tt_frames f "  # noqa: S608
+        "ON f.run_id = ? AND f.frame_no = c.last_no"
     )
 
 
-_BINS = {True: _bins_sql("COALESCE(iteration, 0)"), False: _bins_sql("0")}
+_BINS = {
+    (by_iteration, times): _bins_sql("COALESCE(iteration, 0)" if by_iteration else "0", times)
+    for by_iteration in (True, False)
+    for times in (True, False)
+}
+
+_NODE_LEVEL_PAIRS = (
+    # The partial index's own predicate, literally: the pairs are read from the index alone.
+    "SELECT DISTINCT node_id, iteration FROM tt_frames "  # noqa: S608
+    f"WHERE run_id = ? AND frame_no <= ? AND {S.NODE_LEVEL_WHERE.text} LIMIT ?"
+)
+_ATTEMPT_FRAMES = (
+    f"SELECT {_COLUMNS} FROM tt_frames WHERE run_id = ? AND frame_no >= 0 "  # noqa: S608
+    f"AND frame_no <= ? AND {S.NODE_LEVEL_WHERE.text} "
+    "AND (kind = 'attempt_started' OR kind = 'attempt_finished') AND node_id IS NOT NULL "
+    "UNION ALL "
+    f"SELECT {_COLUMNS} FROM tt_frames WHERE run_id = ? AND frame_no >= 0 "
+    f"AND frame_no <= ? AND {S.RUN_LEVEL_WHERE.text} AND kind = 'reset' "
+    "ORDER BY frame_no"
+)
 
 
 class FrameBin(NamedTuple):
     """The frames of one bin that agree on everything a timeline marker depends on."""
 
+    bin: int
+    """``frame_no // width``."""
     kind: str
     purpose: str | None
-    later: bool
-    """Whether they belong to a later attempt than the first (``attempt > 1``)."""
+    later: int
+    """1 when they belong to a later attempt than the first (``attempt > 1``), else 0."""
     node_id: str | None
     iteration: int
     """Their iteration (None read as 0), or 0 for all when not counted by iteration."""
-    bin: int
-    """``frame_no // width``."""
     count: int
     first: int
     """The lowest frame number among them."""
     last: int
     """The highest."""
+    last_ms: int | None
+    """``created_at_ms`` of frame ``last`` when asked for, else None."""
 
 
-def node_pairs(engine: Engine, run_id: str, *, upto: int) -> list[tuple[str, int]]:
-    """Every distinct (node, iteration) of the run's frames up to ``upto`` (base frames
-    below 0 included; a None iteration read as 0), in the order of their first frame."""
-    params = {"run_id": run_id, "upto": upto}
-    found = engine.transaction(lambda conn: conn.execute(_PAIRS, params).all(), write=False)
-    return [(node_id, iteration) for node_id, iteration, _ in found]
+def _rows(engine: Engine, sql: str, params: Iterable[object]) -> list[tuple[object, ...]]:
+    stmt, values = engine.backend.sql(sql), tuple(params)
+    return engine.transaction(
+        lambda conn: conn.exec_driver_sql(stmt, values).fetchall(), write=False
+    )
 
 
 def frame_bins(
-    engine: Engine, run_id: str, *, upto: int, width: int, by_iteration: bool
+    engine: Engine, run_id: str, *, upto: int, width: int, by_iteration: bool, times: bool = False
 ) -> list[FrameBin]:
     """Frames 0 to ``upto`` of a run counted per bin of ``width`` frame numbers and per kind,
     purpose, later attempt or not, node and (with ``by_iteration``) iteration, in no
-    particular order."""
-    params = {"run_id": run_id, "upto": upto, "width": max(1, int(width))}
-    stmt = _BINS[bool(by_iteration)]
-    found = engine.transaction(lambda conn: conn.execute(stmt, params).all(), write=False)
-    return [
-        FrameBin(kind, purpose, bool(later), node_id, int(iteration), int(b), int(n), first, last)
-        for kind, purpose, later, node_id, iteration, b, n, first, last in found
-    ]
+    particular order; with ``times``, the time of each group's last frame."""
+    params: list[object] = [max(1, int(width)), run_id, upto]
+    if times:
+        params.append(run_id)
+    found = _rows(engine, _BINS[(bool(by_iteration), bool(times))], params)
+    return list(map(FrameBin._make, found))  # integers from both drivers, as they come
+
+
+def node_level_pairs(
+    engine: Engine, run_id: str, *, upto: int, limit: int
+) -> list[tuple[str, int]]:
+    """Up to ``limit`` distinct (node, iteration) pairs (a None iteration read as 0) of the
+    run's node and attempt frames up to ``upto``: some of the pairs of its frames (all of
+    them unless checkpoints or run frames name others), read from an index."""
+    found = _rows(engine, _NODE_LEVEL_PAIRS, (run_id, upto, int(limit)))
+    return list(dict.fromkeys((str(node), int(it or 0)) for node, it in found))  # type: ignore[call-overload]
 
 
 def attempt_frames(engine: Engine, run_id: str, *, upto: int) -> list[FrameRow]:
     """The frames 0 to ``upto`` that start or end attempts: ``attempt_started`` and
     ``attempt_finished`` frames of a node and every ``reset`` frame, in order (each kind read
     through its partial index)."""
-    f = S.frames
-    visible = select_frames(run_id, after=-1, upto=upto)
-    node_level = visible.where(
-        S.NODE_LEVEL_WHERE,
-        f.c.kind.in_(("attempt_started", "attempt_finished")),
-        f.c.node_id.is_not(None),
-    )
-    resets = visible.where(S.RUN_LEVEL_WHERE, f.c.kind == "reset")
     make = FrameRow._make
-
-    def read(conn: sa.Connection) -> list[FrameRow]:
-        ends = [make(frame_fields(r)) for r in conn.execute(node_level).fetchall()]
-        gone = [make(frame_fields(r)) for r in conn.execute(resets).fetchall()]
-        return list(heapq.merge(ends, gone, key=lambda row: row.frame_no))
-
-    return engine.transaction(read, write=False)
+    found = _rows(engine, _ATTEMPT_FRAMES, (run_id, upto, run_id, upto))
+    return [make(frame_fields(r)) for r in found]
 
 
 def numbered_frames(engine: Engine, run_id: str, frame_nos: Iterable[int]) -> list[FrameRow]:
     """The frames of a run numbered ``frame_nos`` (those that exist), in order."""
-    wanted = sorted(set(frame_nos))
-    if not wanted:
-        return []
     make = FrameRow._make
-    f = S.frames
-
-    def read(conn: sa.Connection) -> list[FrameRow]:
-        out: list[FrameRow] = []
-        for part in engine.backend.chunks(wanted, 1):
-            stmt = select_frames(run_id).where(f.c.frame_no.in_(part))
-            out.extend(make(frame_fields(r)) for r in conn.execute(stmt).fetchall())
-        return sorted(out, key=lambda row: row.frame_no)
-
-    return engine.transaction(read, write=False)
+    found = _numbered(engine, run_id, frame_nos, _COLUMNS)
+    return sorted((make(frame_fields(r)) for r in found), key=lambda row: row.frame_no)
 
 
 def frame_times(engine: Engine, run_id: str, frame_nos: Iterable[int]) -> dict[int, int]:
     """``created_at_ms`` of the frames of a run numbered ``frame_nos`` (those that exist)."""
-    wanted = sorted(set(frame_nos))
-    if not wanted:
-        return {}
-    f = S.frames
+    found = _numbered(engine, run_id, frame_nos, "frame_no, created_at_ms")
+    return {int(n): int(ms) for n, ms in found}  # type: ignore[call-overload]
 
-    def read(conn: sa.Connection) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for part in engine.backend.chunks(wanted, 1):
-            stmt = sa.select(f.c.frame_no, f.c.created_at_ms).where(
-                f.c.run_id == run_id, f.c.frame_no.in_(part)
-            )
-            out.update((int(n), ms) for n, ms in conn.execute(stmt).all())
+
+def _numbered(
+    engine: Engine, run_id: str, frame_nos: Iterable[int], columns: str
+) -> list[tuple[object, ...]]:
+    wanted = sorted({int(n) for n in frame_nos})
+    if not wanted:
+        return []
+    dialect = engine.backend
+    # ``columns`` is one of this module's constants; the numbers are parameters.
+    head = dialect.sql(f"SELECT {columns} FROM tt_frames WHERE run_id = ? AND frame_no ")  # noqa: S608
+
+    def read(conn: sa.Connection) -> list[tuple[object, ...]]:
+        out: list[tuple[object, ...]] = []
+        for condition, values in dialect.any_of(wanted):
+            out.extend(conn.exec_driver_sql(head + condition, (run_id, *values)).fetchall())
         return out
 
     return engine.transaction(read, write=False)

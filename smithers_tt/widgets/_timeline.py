@@ -29,7 +29,7 @@ from smithers_tt.store import (
     frame_bins,
     frame_rows,
     frame_times,
-    node_pairs,
+    node_level_pairs,
     numbered_frames,
 )
 
@@ -136,21 +136,35 @@ class _Attempt:
         return duration(max(0, self.end_ms - self.start_ms))
 
 
+def _with_tasks(
+    pairs: Iterable[tuple[str, int]], nodes: list[str] | None
+) -> dict[tuple[str, int], None]:
+    """The distinct (node, iteration) pairs, then (task, 0) for each task none of them names
+    (a task that has not run yet gets a row for its breakpoint toggles)."""
+    seen: dict[tuple[str, int], None] = dict.fromkeys(pairs)
+    named = {node_id for node_id, _ in seen}
+    for node_id in nodes or ():
+        if node_id not in named:
+            seen[(node_id, 0)] = None
+            named.add(node_id)
+    return seen
+
+
 class _Rows:
-    """The rows of the figure: ``run``, then one per (node, iteration), or one per node when
-    there are more than ``MAX_ROWS`` pairs; ``pairs`` in the order of their first frame."""
+    """The rows of the figure: ``run``, then one per (node, iteration) in the order of
+    ``pairs`` (that of their first frame), or one per node when there are more than
+    ``MAX_ROWS`` of them or ``per_node`` says so."""
 
     def __init__(
         self,
         pairs: Iterable[tuple[str, int]],
         label: Any = node_label,
         nodes: list[str] | None = None,
+        *,
+        per_node: bool = False,
     ) -> None:
-        seen: dict[tuple[str, int], None] = dict.fromkeys(pairs)
-        for node_id in nodes or ():  # tasks that have not run yet: a row for their toggles
-            if not any(n == node_id for n, _ in seen):
-                seen[(node_id, 0)] = None
-        self.by_iteration = len(seen) <= MAX_ROWS
+        seen = _with_tasks(pairs, nodes)
+        self.by_iteration = not per_node and len(seen) <= MAX_ROWS
         self.labels = ["run"]
         self.index: dict[Any, int] = {}
         for node_id, iteration in seen:
@@ -334,11 +348,8 @@ def _gather_rows(
     frames = model.visible_rows
     every = model.frames.rows
     base = every[: len(every) - len(frames)]  # a fork's base frames, below 0
-    rows = _Rows(
-        ((f.node_id, f.iteration or 0) for f in every if f.node_id is not None),
-        model.node_label,
-        nodes,
-    )
+    pairs = ((f.node_id, f.iteration or 0) for f in every if f.node_id is not None)
+    rows = _Rows(pairs, model.node_label, nodes)
     attempts = _inherited(base, model.inherited)
     bins: dict[_BinKey, _Bin] = {}
     for f in frames:
@@ -379,40 +390,56 @@ def _gather_sql(
     reading the run's whole history (what :func:`_gather_rows` gathers, equal)."""
     engine = model.db.store.engine
     run_id, last = model.run_id, model.last_frame
-    rows = _Rows(node_pairs(engine, run_id, upto=last), model.node_label, nodes)
-    attempts = _inherited(frame_rows(engine, run_id, upto=-1), model.inherited)
+    base = frame_rows(engine, run_id, upto=-1)  # a fork's base frames: a few per node
+    # Rows per node for sure when the pairs of the node frames alone are too many: then the
+    # counts need not be split by iteration (a long loop has thousands of iterations).
+    some = node_level_pairs(engine, run_id, upto=last, limit=MAX_ROWS + 1)
+    per_node = len(_with_tasks(some, nodes)) > MAX_ROWS
+    groups = frame_bins(
+        engine, run_id, upto=last, width=width, by_iteration=not per_node, times=time_axis
+    )
+    first: dict[tuple[str, int], int] = {}  # each pair's first frame: the rows' order
+    for f in base:
+        if f.node_id is not None:
+            first.setdefault((f.node_id, 0 if per_node else f.iteration or 0), f.frame_no)
+    for g in groups:
+        if g.node_id is not None and g.first < first.get((g.node_id, g.iteration), g.first + 1):
+            first[(g.node_id, g.iteration)] = g.first
+    rows = _Rows(sorted(first, key=first.__getitem__), model.node_label, nodes, per_node=per_node)
+
+    attempts = _inherited(base, model.inherited)
     tracked = attempt_frames(engine, run_id, upto=last)
     for f in tracked:
         _track(attempts, f)
+
     bins: dict[_BinKey, _Bin] = {}
-    for b in frame_bins(engine, run_id, upto=last, width=width, by_iteration=rows.by_iteration):
-        key = _marker_key(b.kind, b.node_id, b.purpose, b.later)
+    for g in groups:
+        key = _marker_key(g.kind, g.node_id, g.purpose, g.later)
         if key is None:
             continue
-        at = (key, 0 if key == "run" else rows.of(b.node_id, b.iteration), b.bin)
+        at = (key, 0 if key == "run" else rows.of(g.node_id, g.iteration), g.bin)
         found = bins.get(at)
         if found is None:
-            bins[at] = _Bin(b.count, b.first, b.last)
+            bins[at] = _Bin(g.count, g.first, g.last)
         else:
-            found.add(b.count, b.first, b.last)
+            found.add(g.count, g.first, g.last)
     # the frames of single-frame bins, whose own text is shown
     single = {b.first: b for b in bins.values() if b.count == 1}
-    frames = {f.frame_no: f for f in tracked if f.frame_no in single}
-    frames.update(
-        (f.frame_no, f) for f in numbered_frames(engine, run_id, single.keys() - frames.keys())
+    shown = {f.frame_no: f for f in tracked if f.frame_no in single}
+    shown.update(
+        (f.frame_no, f) for f in numbered_frames(engine, run_id, single.keys() - shown.keys())
     )
     for n, b in single.items():
-        b.frame = frames[n]
-    wanted = {0}
-    if time_axis:  # every frame an x of the figure names (others are read when asked)
-        wanted.update((last, min(max(model.frame_no, 0), last)))
-        wanted.update(b.last for b in bins.values())
-        for a in attempts.values():
-            if not a.inherited:
-                wanted.add(int(a.start))
-                if a.end is not None:
-                    wanted.add(int(a.end))
-    times = frame_times(engine, run_id, wanted)
+        b.frame = shown[n]
+
+    times = {g.last: g.last_ms for g in groups if g.last_ms is not None}
+    if time_axis:  # what the bars and markers name is known; others are read when asked
+        times.update((f.frame_no, f.created_at_ms) for f in tracked)
+        times.update((n, f.created_at_ms) for n, f in shown.items())
+        ends = {0, last, min(max(model.frame_no, 0), last)}
+    else:
+        ends = {0}
+    times.update(frame_times(engine, run_id, ends - times.keys()))
     return _Gathered(
         rows, attempts, _sorted_bins(bins), times.get(0), _ReadTimes(engine, run_id, times)
     )

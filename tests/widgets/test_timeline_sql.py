@@ -124,6 +124,22 @@ def test_more_nodes_than_rows(db: st.Database) -> None:
     assert data.rows[1:] == list(nodes)
 
 
+def test_pairs_only_checkpoints_name_still_make_rows_per_node(db: st.Database) -> None:
+    run_id = large_run(db, 240, nodes=("a",))
+    with db.engine.sa.begin() as conn:  # progress checkpoints of iterations no attempt names
+        conn.execute(
+            sa.text(
+                "UPDATE tt_frames SET iteration = frame_no + 1000 "
+                "WHERE run_id = :r AND kind = 'checkpoint' AND purpose = 'progress'"
+            ),
+            {"r": run_id},
+        )
+    frames = _frames(db, run_id)
+    node_level = {(f.node_id, f.iteration) for f in frames if f.kind != "checkpoint" and f.node_id}
+    assert len(node_level) < MAX_ROWS < len({(f.node_id, f.iteration) for f in frames})
+    assert _check(db, run_id).rows == ["run", "a"]
+
+
 def test_purposes_the_figure_does_not_know_are_progress(db: st.Database) -> None:
     run_id = large_run(db, 300)
     with db.engine.sa.begin() as conn:  # as a newer writer may record them
