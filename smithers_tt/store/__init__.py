@@ -82,6 +82,7 @@ from smithers_tt.store._records import (
 from smithers_tt.store._schema import RUN_LEVEL_KINDS
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
 from smithers_tt.store._timeline_rows import (
+    AttemptFrame,
     FrameBin,
     attempt_frames,
     frame_bins,
@@ -107,6 +108,7 @@ __all__ = [
     "PAUSE_KINDS",
     "RUN_LEVEL_KINDS",
     "AttemptEnded",
+    "AttemptFrame",
     "AttemptKey",
     "AttemptRecord",
     "AttemptStarted",

@@ -3,10 +3,11 @@
 A binned timeline shows one marker per node, kind of frame and bin of frame numbers; reading
 every frame of a 100,000-frame run to count them costs more than the rest of the figure.
 These reads let the database count in one pass (:func:`frame_bins`), say cheaply whether the
-run has more (node, iteration) pairs than rows (:func:`node_level_pairs`), and read as full
-:class:`FrameRow` only what the figure shows one by one: the frames of the attempt bars
-(:func:`attempt_frames`), a marker that stands for a single frame (:func:`numbered_frames`)
-and the times of a time axis (:func:`frame_times`). Each is one read-only transaction of
+run has more (node, iteration) pairs than rows (:func:`node_level_pairs`), and read frame by
+frame only what the figure draws one by one: the frames of the attempt bars (the fields that
+matter, :func:`attempt_frames`), a marker that stands for a single frame (a whole
+:class:`FrameRow`, :func:`numbered_frames`) and the times of a time axis
+(:func:`frame_times`). Each is one read-only transaction of
 parameterised SQL, the same on SQLite and PostgreSQL (a list of frame numbers is written as
 the dialect says, :meth:`Dialect.any_of`), sent to the driver as written: the counts of a
 long run are thousands of rows, which SQLAlchemy's result processing would slow down.
@@ -15,7 +16,7 @@ long run are thousands of rows, which SQLAlchemy's result processing would slow 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -23,8 +24,10 @@ from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_fields
 from smithers_tt.store._frames_columns import FrameRow
+from smithers_tt.store._records import stored_json
 
 __all__ = [
+    "AttemptFrame",
     "FrameBin",
     "attempt_frames",
     "frame_bins",
@@ -66,15 +69,31 @@ _NODE_LEVEL_PAIRS = (
     "SELECT DISTINCT node_id, iteration FROM tt_frames "  # noqa: S608
     f"WHERE run_id = ? AND frame_no <= ? AND {S.NODE_LEVEL_WHERE.text} LIMIT ?"
 )
+_ATTEMPT_COLUMNS = "frame_no, kind, node_id, iteration, attempt, state, data_json, created_at_ms"
+"""The columns of :class:`AttemptFrame`, in its order."""
 _ATTEMPT_FRAMES = (
-    f"SELECT {_COLUMNS} FROM tt_frames WHERE run_id = ? AND frame_no >= 0 "  # noqa: S608
+    f"SELECT {_ATTEMPT_COLUMNS} FROM tt_frames WHERE run_id = ? AND frame_no >= 0 "  # noqa: S608
     f"AND frame_no <= ? AND {S.NODE_LEVEL_WHERE.text} "
     "AND (kind = 'attempt_started' OR kind = 'attempt_finished') AND node_id IS NOT NULL "
     "UNION ALL "
-    f"SELECT {_COLUMNS} FROM tt_frames WHERE run_id = ? AND frame_no >= 0 "
+    f"SELECT {_ATTEMPT_COLUMNS} FROM tt_frames WHERE run_id = ? AND frame_no >= 0 "
     f"AND frame_no <= ? AND {S.RUN_LEVEL_WHERE.text} AND kind = 'reset' "
     "ORDER BY frame_no"
 )
+
+
+class AttemptFrame(NamedTuple):
+    """The fields of a frame that starts or ends attempts (those of :class:`FrameRow` by the
+    same names; the content columns, empty on such frames, are not read)."""
+
+    frame_no: int
+    kind: str
+    node_id: str | None
+    iteration: int | None
+    attempt: int | None
+    state: str | None
+    data: Any
+    created_at_ms: int
 
 
 class FrameBin(NamedTuple):
@@ -98,7 +117,7 @@ class FrameBin(NamedTuple):
     """``created_at_ms`` of frame ``last`` when asked for, else None."""
 
 
-def _rows(engine: Engine, sql: str, params: Iterable[object]) -> list[tuple[object, ...]]:
+def _rows(engine: Engine, sql: str, params: Iterable[object]) -> list[Any]:
     stmt, values = engine.backend.sql(sql), tuple(params)
     return engine.transaction(
         lambda conn: conn.exec_driver_sql(stmt, values).fetchall(), write=False
@@ -125,16 +144,26 @@ def node_level_pairs(
     run's node and attempt frames up to ``upto``: some of the pairs of its frames (all of
     them unless checkpoints or run frames name others), read from an index."""
     found = _rows(engine, _NODE_LEVEL_PAIRS, (run_id, upto, int(limit)))
-    return list(dict.fromkeys((str(node), int(it or 0)) for node, it in found))  # type: ignore[call-overload]
+    return list(dict.fromkeys((str(node), int(it or 0)) for node, it in found))
 
 
-def attempt_frames(engine: Engine, run_id: str, *, upto: int) -> list[FrameRow]:
+def attempt_frames(engine: Engine, run_id: str, *, upto: int) -> list[AttemptFrame]:
     """The frames 0 to ``upto`` that start or end attempts: ``attempt_started`` and
     ``attempt_finished`` frames of a node and every ``reset`` frame, in order (each kind read
-    through its partial index)."""
-    make = FrameRow._make
+    through its partial index).
+
+    Raises:
+        StoreCorrupt: a frame's data is not JSON.
+    """
     found = _rows(engine, _ATTEMPT_FRAMES, (run_id, upto, run_id, upto))
-    return [make(frame_fields(r)) for r in found]
+    make = AttemptFrame._make
+    return [make((*r[:6], _data(run_id, r[0], r[6]), r[7])) for r in found]
+
+
+def _data(run_id: str, frame_no: object, text: Any) -> Any:
+    if text is None:
+        return None
+    return stored_json(text, lambda: f"tt_frames.data_json of frame {frame_no} of run {run_id!r}")
 
 
 def numbered_frames(engine: Engine, run_id: str, frame_nos: Iterable[int]) -> list[FrameRow]:
@@ -147,12 +176,10 @@ def numbered_frames(engine: Engine, run_id: str, frame_nos: Iterable[int]) -> li
 def frame_times(engine: Engine, run_id: str, frame_nos: Iterable[int]) -> dict[int, int]:
     """``created_at_ms`` of the frames of a run numbered ``frame_nos`` (those that exist)."""
     found = _numbered(engine, run_id, frame_nos, "frame_no, created_at_ms")
-    return {int(n): int(ms) for n, ms in found}  # type: ignore[call-overload]
+    return {int(n): int(ms) for n, ms in found}
 
 
-def _numbered(
-    engine: Engine, run_id: str, frame_nos: Iterable[int], columns: str
-) -> list[tuple[object, ...]]:
+def _numbered(engine: Engine, run_id: str, frame_nos: Iterable[int], columns: str) -> list[Any]:
     wanted = sorted({int(n) for n in frame_nos})
     if not wanted:
         return []
@@ -160,8 +187,8 @@ def _numbered(
     # ``columns`` is one of this module's constants; the numbers are parameters.
     head = dialect.sql(f"SELECT {columns} FROM tt_frames WHERE run_id = ? AND frame_no ")  # noqa: S608
 
-    def read(conn: sa.Connection) -> list[tuple[object, ...]]:
-        out: list[tuple[object, ...]] = []
+    def read(conn: sa.Connection) -> list[Any]:
+        out: list[Any] = []
         for condition, values in dialect.any_of(wanted):
             out.extend(conn.exec_driver_sql(head + condition, (run_id, *values)).fetchall())
         return out

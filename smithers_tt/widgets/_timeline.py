@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from smithers_tt.store import (
+    AttemptFrame,
     FrameRow,
     attempt_frames,
     frame_bins,
@@ -219,7 +220,7 @@ def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> 
     return "<br>".join(lines)
 
 
-def _marker_key(kind: str, node_id: str | None, purpose: str | None, later: bool) -> str | None:
+def _marker_key(kind: str, node_id: str | None, purpose: str | None, later: int) -> str | None:
     """Which marker trace a frame is drawn on (``cp:<purpose>``, ``retry``, ``node``,
     ``run``), or None: the start of a first attempt and the end of any attempt are bars."""
     if kind == "checkpoint":
@@ -273,7 +274,7 @@ def _inherited(base: list[FrameRow], inherits: Any) -> dict[tuple[str, int, int]
     return attempts
 
 
-def _track(attempts: dict[tuple[str, int, int], _Attempt], f: FrameRow) -> None:
+def _track(attempts: dict[tuple[str, int, int], _Attempt], f: FrameRow | AttemptFrame) -> None:
     """Start or end attempts at a frame (one of the ``_TRACKED`` kinds; others do nothing):
     a ``reset`` ends the open attempts of the nodes it names."""
     kind = f.kind
@@ -425,17 +426,12 @@ def _gather_sql(
             found.add(g.count, g.first, g.last)
     # the frames of single-frame bins, whose own text is shown
     single = {b.first: b for b in bins.values() if b.count == 1}
-    shown = {f.frame_no: f for f in tracked if f.frame_no in single}
-    shown.update(
-        (f.frame_no, f) for f in numbered_frames(engine, run_id, single.keys() - shown.keys())
-    )
-    for n, b in single.items():
-        b.frame = shown[n]
+    for f in numbered_frames(engine, run_id, single):
+        single[f.frame_no].frame = f
 
     times = {g.last: g.last_ms for g in groups if g.last_ms is not None}
     if time_axis:  # what the bars and markers name is known; others are read when asked
         times.update((f.frame_no, f.created_at_ms) for f in tracked)
-        times.update((n, f.created_at_ms) for n, f in shown.items())
         ends = {0, last, min(max(model.frame_no, 0), last)}
     else:
         ends = {0}
