@@ -95,6 +95,15 @@ from smithers_tt.store._records import (
 )
 from smithers_tt.store._schema import RUN_LEVEL_KINDS
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
+from smithers_tt.store._timeline_rows import (
+    AttemptFrame,
+    FrameBin,
+    attempt_frames,
+    frame_bins,
+    frame_times,
+    node_level_pairs,
+    numbered_frames,
+)
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
 from smithers_tt.store._travel_bulk import StoredRefs
 from smithers_tt.store._travel_prune import (
@@ -113,6 +122,7 @@ __all__ = [
     "PAUSE_KINDS",
     "RUN_LEVEL_KINDS",
     "AttemptEnded",
+    "AttemptFrame",
     "AttemptKey",
     "AttemptRecord",
     "AttemptStarted",
@@ -127,6 +137,7 @@ __all__ = [
     "Fence",
     "ForkEdgeRow",
     "Frame",
+    "FrameBin",
     "FrameRow",
     "GcReport",
     "LangGraphDocument",
@@ -158,6 +169,7 @@ __all__ = [
     "TypeFamily",
     "VerifyReport",
     "WorkerRecord",
+    "attempt_frames",
     "cache_lookup",
     "cache_store",
     "check_limit",
@@ -172,9 +184,11 @@ __all__ = [
     "describe_tables",
     "display_url",
     "driver",
+    "frame_bins",
     "frame_row",
     "frame_rows",
     "frame_span",
+    "frame_times",
     "inheriting_forks_of_old",
     "langgraph_run_id",
     "list_workers",
@@ -190,7 +204,9 @@ __all__ = [
     "new_run_id",
     "newest_live_ref",
     "node_frame_rows",
+    "node_level_pairs",
     "now_ms",
+    "numbered_frames",
     "prune_page",
     "read_only_access",
     "read_tables",

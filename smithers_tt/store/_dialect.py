@@ -367,6 +367,13 @@ class Dialect(ABC):
         for start in range(0, len(rows), size):
             yield rows[start : start + size]
 
+    def any_of(self, numbers: Sequence[int]) -> Iterable[tuple[str, list[Any]]]:
+        """A condition that a number is one of ``numbers``, in pieces small enough for one
+        statement each: (SQL to write after the column, its parameters). By default
+        ``IN (?, ?, ...)`` of up to 1,000 numbers."""
+        for part in self.chunks(numbers, 1):
+            yield f"IN ({', '.join([self.placeholder] * len(part))})", list(part)
+
     def insert_tuples(
         self, conn: Connection, table: sa.Table, names: Sequence[str], rows: Sequence[Any]
     ) -> int:

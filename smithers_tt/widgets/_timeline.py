@@ -18,11 +18,21 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from smithers_tt.store import FrameRow
+from smithers_tt.store import (
+    AttemptFrame,
+    FrameRow,
+    attempt_frames,
+    frame_bins,
+    frame_rows,
+    frame_times,
+    node_level_pairs,
+    numbered_frames,
+)
 
 try:  # optional: speeds up figures of long runs
     import numpy as np
@@ -127,21 +137,38 @@ class _Attempt:
         return duration(max(0, self.end_ms - self.start_ms))
 
 
+def _with_tasks(
+    pairs: Iterable[tuple[str, int]], nodes: list[str] | None
+) -> dict[tuple[str, int], None]:
+    """The distinct (node, iteration) pairs, then (task, 0) for each task none of them names
+    (a task that has not run yet gets a row for its breakpoint toggles)."""
+    seen: dict[tuple[str, int], None] = dict.fromkeys(pairs)
+    named = {node_id for node_id, _ in seen}
+    for node_id in nodes or ():
+        if node_id not in named:
+            seen[(node_id, 0)] = None
+            named.add(node_id)
+    return seen
+
+
 class _Rows:
+    """The rows of the figure: ``run``, then one per (node, iteration) in the order of
+    ``pairs`` (that of their first frame), or one per node when there are more than
+    ``MAX_ROWS`` of them or ``per_node`` says so."""
+
     def __init__(
-        self, frames: list[FrameRow], label: Any = node_label, nodes: list[str] | None = None
+        self,
+        pairs: Iterable[tuple[str, int]],
+        label: Any = node_label,
+        nodes: list[str] | None = None,
+        *,
+        per_node: bool = False,
     ) -> None:
-        pairs: dict[tuple[str, int], None] = {}
-        for f in frames:
-            if f.node_id is not None:
-                pairs.setdefault((f.node_id, f.iteration or 0), None)
-        for node_id in nodes or ():  # tasks that have not run yet: a row for their toggles
-            if not any(n == node_id for n, _ in pairs):
-                pairs[(node_id, 0)] = None
-        self.by_iteration = len(pairs) <= MAX_ROWS
+        seen = _with_tasks(pairs, nodes)
+        self.by_iteration = not per_node and len(seen) <= MAX_ROWS
         self.labels = ["run"]
         self.index: dict[Any, int] = {}
-        for node_id, iteration in pairs:
+        for node_id, iteration in seen:
             key = (node_id, iteration) if self.by_iteration else node_id
             if key not in self.index:
                 self.index[key] = len(self.labels)
@@ -193,51 +220,34 @@ def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> 
     return "<br>".join(lines)
 
 
-def build_timeline(
-    model: DebuggerModel,
-    *,
-    aggregate_at: int = AGGREGATE_AT,
-    gl_at: int = GL_AT,
-    theme: dict[str, Any] | None = None,
-    time_axis: bool = False,
-) -> TimelineData:
-    """The timeline figure of the model's run (see the module docstring).
+def _marker_key(kind: str, node_id: str | None, purpose: str | None, later: int) -> str | None:
+    """Which marker trace a frame is drawn on (``cp:<purpose>``, ``retry``, ``node``,
+    ``run``), or None: the start of a first attempt and the end of any attempt are bars."""
+    if kind == "checkpoint":
+        return f"cp:{purpose}" if purpose in PURPOSE_SYMBOLS else "cp:progress"
+    if node_id is not None and kind in ("attempt_started", "attempt_finished"):
+        return "retry" if kind == "attempt_started" and later else None
+    if kind in ("node_state", "cache_hit"):
+        return "node"
+    if kind in RUN_KINDS or node_id is None:
+        return "run"
+    return "node"
 
-    ``theme`` (from :func:`smithers_tt.widgets._theme.clean_theme`) colours the figure;
-    ``time_axis`` puts wall-clock time on the x axis instead of frame numbers (each point
-    still selects its frame).
-    """
-    theme = theme or LIGHT
-    frames = model.visible_rows
-    t0 = frames[0].created_at_ms if frames else None
-    times = {f.frame_no: f.created_at_ms for f in frames} if time_axis else {}
 
-    def at(x: float | None) -> Any:
-        """The x of a frame position: the frame number, or its time on a time axis."""
-        if not time_axis or x is None:
-            return x
-        n = min(max(round(x), 0), last)
-        ms = times.get(n) or t0 or 0
-        return _iso(ms)
+_TRACKED = frozenset(("attempt_started", "attempt_finished", "reset"))
+"""Kinds of frame that start or end attempt bars (see :func:`_track`)."""
 
-    every = model.frames.rows
-    base = every[: len(every) - len(frames)]  # a fork's base frames, below 0
-    marks = model.breakpoints if model.breakpoints.enabled else None
-    rows = _Rows(every, model.node_label, model.node_ids if marks else None)
-    last = model.last_frame
-    aggregated = len(frames) > aggregate_at
-    width = max(1, math.ceil(len(frames) / BINS)) if aggregated else 1
-    run_id = model.run_id
 
-    attempts: dict[tuple[str, int, int], _Attempt] = {}
-    # the parent's history a fork starts from: its base frames, or what it reads by reference
-    inherited = [
+def _inherited(base: list[FrameRow], inherits: Any) -> dict[tuple[str, int, int], _Attempt]:
+    """The attempts a fork starts from: those its base frames restate, or those it reads by
+    reference from its parent (``inherits``, a snapshot, or None)."""
+    found = [
         (f.node_id, f.iteration or 0, f.attempt or 0, f.state or "finished", f.data)
         for f in base
         if f.kind == "attempt_started" and f.node_id is not None
     ]
-    if model.inherited is not None:
-        inherited += [
+    if inherits is not None:
+        found += [
             (
                 a.node_id,
                 a.iteration,
@@ -245,9 +255,10 @@ def build_timeline(
                 a.state,
                 {"error": a.error, "resumed_from": a.resumed_from},
             )
-            for a in model.inherited.attempts.values()
+            for a in inherits.attempts.values()
         ]
-    for node_id, iteration, attempt, state, data in inherited:
+    attempts: dict[tuple[str, int, int], _Attempt] = {}
+    for node_id, iteration, attempt, state, data in found:
         data = data if isinstance(data, dict) else {}
         attempts[(node_id, iteration, attempt)] = _Attempt(
             node_id,
@@ -260,72 +271,234 @@ def build_timeline(
             data.get("resumed_from"),
             inherited=True,
         )
+    return attempts
+
+
+def _track(attempts: dict[tuple[str, int, int], _Attempt], f: FrameRow | AttemptFrame) -> None:
+    """Start or end attempts at a frame (one of the ``_TRACKED`` kinds; others do nothing):
+    a ``reset`` ends the open attempts of the nodes it names."""
+    kind = f.kind
+    data = f.data if isinstance(f.data, dict) else {}
+    if kind == "reset":
+        gone = set(data.get("nodes") or [])
+        for a in attempts.values():
+            if a.node_id in gone and a.end is None:
+                a.end, a.state = float(f.frame_no), "reset"
+                a.end_ms = f.created_at_ms
+        return
+    if f.node_id is None:
+        return
+    key = (f.node_id, f.iteration or 0, f.attempt or 0)
+    if kind == "attempt_started":
+        attempts[key] = _Attempt(
+            *key,
+            float(f.frame_no),
+            resumed_from=data.get("resumed_from"),
+            start_ms=f.created_at_ms,
+        )
+    elif kind == "attempt_finished":
+        a = attempts.get(key)
+        if a is None:
+            a = attempts[key] = _Attempt(*key, float(f.frame_no))
+        a.end, a.state, a.error = float(f.frame_no), f.state or "finished", data.get("error")
+        a.end_ms = f.created_at_ms
+
+
+@dataclass
+class _Bin:
+    """The marker frames of one trace, row and bin: how many, the first and last frame
+    numbers, and the frame itself when there is only one."""
+
+    count: int
+    first: int
+    last: int
+    frame: FrameRow | None = None
+
+    def add(self, count: int, first: int, last: int) -> None:
+        self.count += count
+        self.first = min(self.first, first)
+        self.last = max(self.last, last)
+
+
+_BinKey = tuple[str, int, int]
+"""(marker trace key, row, bin number)."""
+
+
+@dataclass
+class _Gathered:
+    """What the figure is made of: rows, attempts (in the order they appeared), markers
+    binned (sorted by bin, then by first frame), the time of frame 0 and a lookup of frame
+    times (``.get(n)``)."""
+
+    rows: _Rows
+    attempts: dict[tuple[str, int, int], _Attempt]
+    bins: list[tuple[_BinKey, _Bin]]
+    t0: int | None
+    times: Any
+
+
+def _sorted_bins(bins: dict[_BinKey, _Bin]) -> list[tuple[_BinKey, _Bin]]:
+    return sorted(bins.items(), key=lambda kv: (kv[0][2], kv[1].first))
+
+
+def _gather_rows(
+    model: DebuggerModel, width: int, nodes: list[str] | None, time_axis: bool
+) -> _Gathered:
+    """Gather by walking every frame of the model's history (a short run, or one whose
+    frames are all in hand)."""
+    frames = model.visible_rows
+    every = model.frames.rows
+    base = every[: len(every) - len(frames)]  # a fork's base frames, below 0
+    pairs = ((f.node_id, f.iteration or 0) for f in every if f.node_id is not None)
+    rows = _Rows(pairs, model.node_label, nodes)
+    attempts = _inherited(base, model.inherited)
+    bins: dict[_BinKey, _Bin] = {}
+    for f in frames:
+        kind = f.kind
+        if kind in _TRACKED:
+            _track(attempts, f)
+        key = _marker_key(kind, f.node_id, f.purpose, (f.attempt or 0) > 1)
+        if key is None:
+            continue
+        n = f.frame_no
+        at = (key, 0 if key == "run" else rows.of(f.node_id, f.iteration), n // width)
+        found = bins.get(at)
+        if found is None:
+            bins[at] = _Bin(1, n, n, f)
+        else:
+            found.add(1, n, n)
+    times = {f.frame_no: f.created_at_ms for f in frames} if time_axis else {}
+    t0 = frames[0].created_at_ms if frames else None
+    return _Gathered(rows, attempts, _sorted_bins(bins), t0, times)
+
+
+class _ReadTimes:
+    """Frame times read from the store: those known in advance, any other when asked."""
+
+    def __init__(self, engine: Any, run_id: str, known: dict[int, int]) -> None:
+        self.engine, self.run_id, self.known = engine, run_id, known
+
+    def get(self, n: int) -> int | None:
+        if n not in self.known:
+            self.known.update(frame_times(self.engine, self.run_id, [n]))
+        return self.known.get(n)
+
+
+def _gather_sql(
+    model: DebuggerModel, width: int, nodes: list[str] | None, time_axis: bool
+) -> _Gathered:
+    """Gather from counts the database makes and the few frames drawn one by one, without
+    reading the run's whole history (what :func:`_gather_rows` gathers, equal)."""
+    engine = model.db.store.engine
+    run_id, last = model.run_id, model.last_frame
+    base = frame_rows(engine, run_id, upto=-1)  # a fork's base frames: a few per node
+    # Rows per node for sure when the pairs of the node frames alone are too many: then the
+    # counts need not be split by iteration (a long loop has thousands of iterations).
+    some = node_level_pairs(engine, run_id, upto=last, limit=MAX_ROWS + 1)
+    per_node = len(_with_tasks(some, nodes)) > MAX_ROWS
+    groups = frame_bins(
+        engine, run_id, upto=last, width=width, by_iteration=not per_node, times=time_axis
+    )
+    first: dict[tuple[str, int], int] = {}  # each pair's first frame: the rows' order
+    for f in base:
+        if f.node_id is not None:
+            first.setdefault((f.node_id, 0 if per_node else f.iteration or 0), f.frame_no)
+    for g in groups:
+        if g.node_id is not None and g.first < first.get((g.node_id, g.iteration), g.first + 1):
+            first[(g.node_id, g.iteration)] = g.first
+    rows = _Rows(sorted(first, key=first.__getitem__), model.node_label, nodes, per_node=per_node)
+
+    attempts = _inherited(base, model.inherited)
+    tracked = attempt_frames(engine, run_id, upto=last)
+    for f in tracked:
+        _track(attempts, f)
+
+    bins: dict[_BinKey, _Bin] = {}
+    for g in groups:
+        key = _marker_key(g.kind, g.node_id, g.purpose, g.later)
+        if key is None:
+            continue
+        at = (key, 0 if key == "run" else rows.of(g.node_id, g.iteration), g.bin)
+        found = bins.get(at)
+        if found is None:
+            bins[at] = _Bin(g.count, g.first, g.last)
+        else:
+            found.add(g.count, g.first, g.last)
+    # the frames of single-frame bins, whose own text is shown
+    single = {b.first: b for b in bins.values() if b.count == 1}
+    for f in numbered_frames(engine, run_id, single):
+        single[f.frame_no].frame = f
+
+    times = {g.last: g.last_ms for g in groups if g.last_ms is not None}
+    if time_axis:  # what the bars and markers name is known; others are read when asked
+        times.update((f.frame_no, f.created_at_ms) for f in tracked)
+        ends = {0, last, min(max(model.frame_no, 0), last)}
+    else:
+        ends = {0}
+    times.update(frame_times(engine, run_id, ends - times.keys()))
+    return _Gathered(
+        rows, attempts, _sorted_bins(bins), times.get(0), _ReadTimes(engine, run_id, times)
+    )
+
+
+def build_timeline(
+    model: DebuggerModel,
+    *,
+    aggregate_at: int = AGGREGATE_AT,
+    gl_at: int = GL_AT,
+    theme: dict[str, Any] | None = None,
+    time_axis: bool = False,
+) -> TimelineData:
+    """The timeline figure of the model's run (see the module docstring).
+
+    ``theme`` (from :func:`smithers_tt.widgets._theme.clean_theme`) colours the figure;
+    ``time_axis`` puts wall-clock time on the x axis instead of frame numbers (each point
+    still selects its frame). A binned timeline (more frames than ``aggregate_at``) is made
+    from counts the database makes, without reading the run's history
+    (:func:`_gather_sql`); a short one from the model's frames (:func:`_gather_rows`).
+    """
+    aggregated = model.last_frame + 1 > aggregate_at  # frames 0 to last_frame: dense
+    gather = _gather_sql if aggregated else _gather_rows
+    return _figure(
+        model, gather, aggregated=aggregated, gl_at=gl_at, theme=theme, time_axis=time_axis
+    )
+
+
+def _figure(
+    model: DebuggerModel,
+    gather: Any,
+    *,
+    aggregated: bool,
+    gl_at: int = GL_AT,
+    theme: dict[str, Any] | None = None,
+    time_axis: bool = False,
+) -> TimelineData:
+    """The figure of what ``gather`` (:func:`_gather_rows` or :func:`_gather_sql`) finds,
+    binned when ``aggregated``."""
+    theme = theme or LIGHT
+    last = model.last_frame
+    width = max(1, math.ceil((last + 1) / BINS)) if aggregated else 1
+    marks = model.breakpoints if model.breakpoints.enabled else None
+    found: _Gathered = gather(model, width, model.node_ids if marks else None, time_axis)
+    rows, t0, times = found.rows, found.t0, found.times
+    run_id = model.run_id
+
+    def at(x: float | None) -> Any:
+        """The x of a frame position: the frame number, or its time on a time axis."""
+        if not time_axis or x is None:
+            return x
+        n = min(max(round(x), 0), last)
+        ms = times.get(n) or t0 or 0
+        return _iso(ms)
+
     checkpoints = {p: _Trace(f"checkpoint: {p}", "marker") for p in PURPOSE_SYMBOLS}
     node_events = _Trace("node state", "marker")
     run_events = _Trace("run", "marker")
     retries = _Trace("retry", "marker")
-    bins: dict[tuple[str, int, int], list[FrameRow]] = {}
-
-    def marker(trace_key: str, trace: _Trace, f: FrameRow, row: int) -> None:
-        if aggregated:
-            bin_of((trace_key, row, f.frame_no // width), []).append(f)
-        else:
-            trace.point(at(f.frame_no), row, _frame_text(f, t0), f.frame_no)
-
-    bin_of = bins.setdefault
-    by_purpose = {p: (f"cp:{p}", t) for p, t in checkpoints.items()}
-    index, by_iteration = rows.index, rows.by_iteration
-    for f in frames:
-        kind = f.kind
-        node_id = f.node_id
-        if node_id is None:
-            row = 0
-        else:  # rows.of, inline: a long run has a hundred thousand frames
-            row = index.get((node_id, f.iteration or 0) if by_iteration else node_id, 0)
-        if kind == "checkpoint":
-            trace_key, trace = by_purpose.get(f.purpose) or by_purpose["progress"]
-            if aggregated:
-                bin_of((trace_key, row, f.frame_no // width), []).append(f)
-            else:
-                marker(trace_key, trace, f, row)
-        elif kind == "attempt_started" and f.node_id is not None:
-            data = f.data if isinstance(f.data, dict) else {}
-            key = (f.node_id, f.iteration or 0, f.attempt or 0)
-            attempts[key] = _Attempt(
-                f.node_id,
-                f.iteration or 0,
-                f.attempt or 0,
-                float(f.frame_no),
-                resumed_from=data.get("resumed_from"),
-                start_ms=f.created_at_ms,
-            )
-            if (f.attempt or 0) > 1:
-                marker("retry", retries, f, row)
-        elif kind == "attempt_finished" and f.node_id is not None:
-            data = f.data if isinstance(f.data, dict) else {}
-            key = (f.node_id, f.iteration or 0, f.attempt or 0)
-            a = attempts.get(key)
-            if a is None:
-                a = attempts[key] = _Attempt(key[0], key[1], key[2], float(f.frame_no))
-            a.end, a.state, a.error = float(f.frame_no), f.state or "finished", data.get("error")
-            a.end_ms = f.created_at_ms
-        elif kind in ("node_state", "cache_hit"):
-            marker("node", node_events, f, row)
-        elif kind in RUN_KINDS or f.node_id is None:
-            if kind == "reset":
-                data = f.data if isinstance(f.data, dict) else {}
-                gone = set(data.get("nodes") or [])
-                for a in attempts.values():
-                    if a.node_id in gone and a.end is None:
-                        a.end, a.state = float(f.frame_no), "reset"
-                        a.end_ms = f.created_at_ms
-            marker("run", run_events, f, 0)
-        else:
-            marker("node", node_events, f, row)
 
     # attempt bars, one trace per state
     bars: dict[str, _Trace] = {}
-    for a in attempts.values():
+    for a in found.attempts.values():
         state = "inherited" if a.inherited else a.state
         trace = bars.setdefault(state, _Trace(f"attempt: {state}", "bar"))
         row = rows.of(a.node_id, a.iteration)
@@ -344,19 +517,16 @@ def build_timeline(
         trace.point(at(0 if time_axis else end) if a.inherited else at(end), row, text, end_frame)
         trace.gap()
 
-    if aggregated:
-        named = {"run": run_events, "node": node_events, "retry": retries}
-        named.update({f"cp:{p}": t for p, t in checkpoints.items()})
-        for (trace_key, row, _), group in sorted(bins.items(), key=lambda kv: kv[0][2]):
-            first, final = group[0], group[-1]
-            if len(group) == 1:
-                text = _frame_text(first, t0)
-            else:
-                what = named[trace_key].name
-                text = (
-                    f"<b>frames {first.frame_no}-{final.frame_no}</b><br>{len(group)} x {esc(what)}"
-                )
-            named[trace_key].point(at(final.frame_no), row, text, final.frame_no)
+    # markers: one per frame, or per bin of frames of a node and trace
+    named = {"run": run_events, "node": node_events, "retry": retries}
+    named.update({f"cp:{p}": t for p, t in checkpoints.items()})
+    for (trace_key, row, _), b in found.bins:
+        if b.count == 1:
+            text = _frame_text(b.frame, t0)  # type: ignore[arg-type]
+        else:
+            what = named[trace_key].name
+            text = f"<b>frames {b.first}-{b.last}</b><br>{b.count} x {esc(what)}"
+        named[trace_key].point(at(b.last), row, text, b.last)
 
     traces: list[_Trace] = []
     order = ["inherited", "in_progress", "finished", "failed", "cancelled", "interrupted", "reset"]
