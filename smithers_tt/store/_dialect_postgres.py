@@ -104,6 +104,8 @@ class PostgresDialect(Dialect):
     # skip the content until the reference to it has committed.
     content_lock = " FOR KEY SHARE"
     row_lock = " FOR UPDATE"
+    # A HashAggregate groups 100,000 frames in one pass: no blocks.
+    choice_block = None
 
     def normalize_url(self, url: sa.URL) -> sa.URL:
         if url.drivername != "postgresql+psycopg":
