@@ -27,6 +27,7 @@ from smithers_tt.store._describe import (
 from smithers_tt.store._dialect import Dialect
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, RetryPolicy, display_url
+from smithers_tt.store._frame_search import FrameChoices, find_frames, frame_choices, frames_at
 from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
 from smithers_tt.store._frames_columns import FrameRow, frame_rows
 from smithers_tt.store._langgraph import LangGraphStore
@@ -138,6 +139,7 @@ __all__ = [
     "ForkEdgeRow",
     "Frame",
     "FrameBin",
+    "FrameChoices",
     "FrameRow",
     "GcReport",
     "LangGraphDocument",
@@ -184,11 +186,14 @@ __all__ = [
     "describe_tables",
     "display_url",
     "driver",
+    "find_frames",
     "frame_bins",
+    "frame_choices",
     "frame_row",
     "frame_rows",
     "frame_span",
     "frame_times",
+    "frames_at",
     "inheriting_forks_of_old",
     "langgraph_run_id",
     "list_workers",

@@ -344,6 +344,12 @@ class Dialect(ABC):
     """SQL: a ref's ``created_at_ms`` from its checkpoint frame ``f``, as ``fold`` takes it
     (``data.created_at_ms`` when present, else the frame's own); ``data`` was checked by
     :attr:`frame_data_ok`."""
+    choice_block: int | None
+    """Frame numbers per block when the values a frame table filters by are read
+    (:func:`~smithers_tt.store.frame_choices`): grouping a run's frames by (kind, node,
+    purpose) sorts every frame where the database groups by sorting (SQLite), so only the
+    blocks where groups start are grouped; None: the database hashes groups in one pass
+    (PostgreSQL), group all the frames at once."""
 
     def named(self, sql: str) -> str:
         """``sql`` written with ``:name`` placeholders, in this driver's named style."""

@@ -61,6 +61,8 @@ class SqliteDialect(Dialect):
     # BEGIN IMMEDIATE serialises writers: no row lock is needed (or possible).
     content_lock = ""
     row_lock = ""
+    # GROUP BY sorts every row (0.15 s at 100,000 frames); DISTINCT keeps a small index.
+    choice_block = 1024
 
     def normalize_url(self, url: sa.URL) -> sa.URL:
         if not url.database or url.database == ":memory:":
