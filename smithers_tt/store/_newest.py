@@ -208,18 +208,24 @@ def live_top_iteration(engine: Engine, run_id: str, node_id: str) -> int | None:
     return found
 
 
-def live_node_keys(engine: Engine, run_id: str) -> list[NodeKey]:
-    """Every (node id, iteration) with a node row or an attempt at the newest frame, sorted."""
-    rows = _read(
-        engine,
-        lambda conn: run_sql(
-            conn,
+def live_node_keys(engine: Engine, run_id: str, limit: int) -> tuple[list[NodeKey], int]:
+    """The first ``limit`` (node id, iteration) pairs, in order, with a node row or an attempt
+    at the newest frame, and how many there are."""
+
+    def read(conn: Any) -> tuple[list[NodeKey], int]:
+        union = (
             "SELECT node_id, iteration FROM tt_nodes WHERE run_id = :run_id UNION "
-            "SELECT node_id, iteration FROM tt_attempts WHERE run_id = :run_id",
-            {"run_id": run_id},
-        ).fetchall(),
-    )
-    return sorted((r[0], r[1]) for r in rows)
+            "SELECT node_id, iteration FROM tt_attempts WHERE run_id = :run_id"
+        )
+        params = {"run_id": run_id, "limit": limit}
+        c = dialect_of(conn).code_point_order
+        total = run_sql(conn, f"SELECT count(*) FROM ({union}) k", params).scalar_one()  # noqa: S608 (constants)
+        first = f"SELECT * FROM ({union}) k ORDER BY node_id{c}, iteration LIMIT :limit"  # noqa: S608 (constants)
+        rows = run_sql(conn, first, params).fetchall()
+        return [(r[0], r[1]) for r in rows], int(total)
+
+    result: tuple[list[NodeKey], int] = _read(engine, read)
+    return result
 
 
 def live_node_rows(

@@ -130,11 +130,11 @@ class NewestView:
 
     def node_table(self, limit: int) -> NodeTable:
         """The first ``limit`` rows of the nodes table."""
-        keys = live_node_keys(self.engine, self.run_id)
-        nodes, attempts = live_node_rows(self.engine, self.run_id, keys[:limit])
+        keys, total = live_node_keys(self.engine, self.run_id, limit)
+        nodes, attempts = live_node_rows(self.engine, self.run_id, keys)
         return NodeTable(
-            keys[:limit],
-            len(keys),
+            keys,
+            total,
             {(r[0], r[1]): tt.NodeView(*r) for r in nodes},
             {(r[0], r[1], r[2]): tt.AttemptView(*r) for r in sorted(attempts)},
         )
