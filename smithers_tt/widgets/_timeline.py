@@ -375,13 +375,13 @@ def _gather_rows(
 class _ReadTimes:
     """Frame times read from the store: those known in advance, any other when asked."""
 
-    def __init__(self, engine: Any, run_id: str, known: dict[int, int]) -> None:
+    def __init__(self, engine: Any, run_id: str, known: dict[int, int | None]) -> None:
         self.engine, self.run_id, self.known = engine, run_id, known
 
     def get(self, n: int) -> int | None:
         if n not in self.known:
-            self.known.update(frame_times(self.engine, self.run_id, [n]))
-        return self.known.get(n)
+            self.known[n] = frame_times(self.engine, self.run_id, [n]).get(n)
+        return self.known[n]
 
 
 def _gather_sql(
@@ -429,7 +429,7 @@ def _gather_sql(
     for f in numbered_frames(engine, run_id, single):
         single[f.frame_no].frame = f
 
-    times = {g.last: g.last_ms for g in groups if g.last_ms is not None}
+    times: dict[int, int | None] = {g.last: g.last_ms for g in groups if g.last_ms is not None}
     if time_axis:  # what the bars and markers name is known; others are read when asked
         times.update((f.frame_no, f.created_at_ms) for f in tracked)
         ends = {0, last, min(max(model.frame_no, 0), last)}

@@ -6,7 +6,9 @@ purposes the figure does not know, breakpoints, a time axis and an unfinished ru
 
 from __future__ import annotations
 
+import itertools
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +18,7 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
+from smithers_tt.store import now_ms
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._timeline import (
@@ -166,11 +169,25 @@ def test_a_flaky_run_and_its_forks_by_reference_and_materialised(db: st.Database
     _check(db, materialised)
     db.resume(materialised, wf)
     _check(db, materialised)
+    data = _check(db, run.id)  # its forks' marks: frames no bar or marker may end at
+    notes = [a["text"] for a in data.figure["layout"]["annotations"]]
+    assert f"fork → {by_reference}" in notes and f"fork → {materialised}" in notes
 
 
 def test_a_long_fork_materialised(db: st.Database) -> None:
-    parent = large_run(db, 400)
-    child = db.fork(parent, 200).id
+    parent = large_run(db, 1_000)  # bins of 3 frames
+    frames = _frames(db, parent)
+    # a fork point inside a bin of progress checkpoints of one node: on a time axis, its mark
+    # needs the time of a frame no bar or marker names
+    at = next(
+        f.frame_no
+        for f, g in itertools.pairwise(frames[300:])
+        if f.frame_no % 3 == 0 and f.purpose == g.purpose == "progress" and f.node_id == g.node_id
+    )
+    time.sleep(max(0, frames[at].created_at_ms - now_ms() + 5) / 1000)  # stamped ahead
+    child = db.fork(parent, at).id
+    data = _check(db, parent)
+    assert f"fork → {child}" in [a["text"] for a in data.figure["layout"]["annotations"]]
     _check(db, child)
     db.materialize(child)
     _check(db, child)
