@@ -12,6 +12,12 @@ set; every task of the run has a row, run or not): a click turns it on or off th
 :class:`TimelineView` wraps it in a ``FigureWidget``. Past ``AGGREGATE_AT`` frames the
 markers are binned (one per node, purpose and bin of frames, with a count) and past
 ``GL_AT`` points the traces are WebGL (``scattergl``), so a 10,000-frame run stays light.
+
+A binned timeline is gathered from counts the store makes and the few frames it draws one by
+one (:func:`_gather_sql`), never from the run's whole history, which the debugger then need
+not read to open; a short one walks the model's frames (:func:`_gather_rows`). Both gather
+the same things through the same helpers (rows, markers, attempts), and one function makes
+the figure of what they gather (:func:`_figure`).
 """
 
 from __future__ import annotations
