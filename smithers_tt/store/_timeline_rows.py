@@ -43,12 +43,12 @@ _COLUMNS = ", ".join(S.frames.c.keys())
 def _bins_sql(iteration: str, times: bool) -> str:
     # Two constant choices (the iteration column or 0, the times joined or not), never data.
     # The bin comes first: frames arrive in frame order, so sorting them for the grouping
-    # is cheapest that way.
+    # is cheapest that way; every other column grouped by costs (SQLite sorts to group).
     counts = (
-        "SELECT frame_no / CAST(? AS BIGINT) AS bin, kind, purpose, "  # noqa: S608
-        f"CASE WHEN attempt > 1 THEN 1 ELSE 0 END AS later, node_id, {iteration} AS iteration, "
-        "COUNT(*) AS n, MIN(frame_no) AS first_no, MAX(frame_no) AS last_no FROM tt_frames "
-        "WHERE run_id = ? AND frame_no >= 0 AND frame_no <= ? GROUP BY 1, 2, 3, 4, 5, 6"
+        f"SELECT frame_no / CAST(? AS BIGINT) AS bin, node_id, kind, purpose, {iteration} "  # noqa: S608
+        "AS iteration, COUNT(*) AS n, MIN(frame_no) AS first_no, MAX(frame_no) AS last_no "
+        "FROM tt_frames WHERE run_id = ? AND frame_no >= 0 AND frame_no <= ? "
+        "GROUP BY 1, 2, 3, 4, 5"
     )
     if not times:
         return f"SELECT c.*, NULL FROM ({counts}) c"  # noqa: S608
@@ -59,7 +59,7 @@ def _bins_sql(iteration: str, times: bool) -> str:
 
 
 _BINS = {
-    (by_iteration, times): _bins_sql("COALESCE(iteration, 0)" if by_iteration else "0", times)
+    (by_iteration, times): _bins_sql("iteration" if by_iteration else "0", times)
     for by_iteration in (True, False)
     for times in (True, False)
 }
@@ -97,17 +97,16 @@ class AttemptFrame(NamedTuple):
 
 
 class FrameBin(NamedTuple):
-    """The frames of one bin that agree on everything a timeline marker depends on."""
+    """The frames of one bin that agree on node, kind, purpose and (when counted so)
+    iteration: how many, the first and the last."""
 
     bin: int
     """``frame_no // width``."""
+    node_id: str | None
     kind: str
     purpose: str | None
-    later: int
-    """1 when they belong to a later attempt than the first (``attempt > 1``), else 0."""
-    node_id: str | None
-    iteration: int
-    """Their iteration (None read as 0), or 0 for all when not counted by iteration."""
+    iteration: int | None
+    """Their iteration as stored, or 0 for all when not counted by iteration."""
     count: int
     first: int
     """The lowest frame number among them."""
@@ -127,9 +126,9 @@ def _rows(engine: Engine, sql: str, params: Iterable[object]) -> list[Any]:
 def frame_bins(
     engine: Engine, run_id: str, *, upto: int, width: int, by_iteration: bool, times: bool = False
 ) -> list[FrameBin]:
-    """Frames 0 to ``upto`` of a run counted per bin of ``width`` frame numbers and per kind,
-    purpose, later attempt or not, node and (with ``by_iteration``) iteration, in no
-    particular order; with ``times``, the time of each group's last frame."""
+    """Frames 0 to ``upto`` of a run counted per bin of ``width`` frame numbers, node, kind,
+    purpose and (with ``by_iteration``) iteration, in no particular order; with ``times``,
+    the time of each group's last frame."""
     params: list[object] = [max(1, int(width)), run_id, upto]
     if times:
         params.append(run_id)

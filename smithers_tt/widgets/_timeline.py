@@ -12,6 +12,12 @@ set; every task of the run has a row, run or not): a click turns it on or off th
 :class:`TimelineView` wraps it in a ``FigureWidget``. Past ``AGGREGATE_AT`` frames the
 markers are binned (one per node, purpose and bin of frames, with a count) and past
 ``GL_AT`` points the traces are WebGL (``scattergl``), so a 10,000-frame run stays light.
+
+A binned timeline is gathered from counts the store makes and the few frames it draws one by
+one (:func:`_gather_sql`), never from the run's whole history, which the debugger then need
+not read to open; a short one walks the model's frames (:func:`_gather_rows`). Both gather
+the same things through the same helpers (rows, markers, attempts), and one function makes
+the figure of what they gather (:func:`_figure`).
 """
 
 from __future__ import annotations
@@ -337,6 +343,18 @@ class _Gathered:
     times: Any
 
 
+def _put(
+    bins: dict[_BinKey, _Bin], at: _BinKey, count: int, first: int, last: int, frame: Any = None
+) -> None:
+    """Count frames ``first`` to ``last`` (``count`` of them) in the bin ``at``; ``frame``, the
+    frame itself when it is one."""
+    found = bins.get(at)
+    if found is None:
+        bins[at] = _Bin(count, first, last, frame)
+    else:
+        found.add(count, first, last)
+
+
 def _sorted_bins(bins: dict[_BinKey, _Bin]) -> list[tuple[_BinKey, _Bin]]:
     return sorted(bins.items(), key=lambda kv: (kv[0][2], kv[1].first))
 
@@ -362,11 +380,7 @@ def _gather_rows(
             continue
         n = f.frame_no
         at = (key, 0 if key == "run" else rows.of(f.node_id, f.iteration), n // width)
-        found = bins.get(at)
-        if found is None:
-            bins[at] = _Bin(1, n, n, f)
-        else:
-            found.add(1, n, n)
+        _put(bins, at, 1, n, n, f)
     times = {f.frame_no: f.created_at_ms for f in frames} if time_axis else {}
     t0 = frames[0].created_at_ms if frames else None
     return _Gathered(rows, attempts, _sorted_bins(bins), t0, times)
@@ -375,13 +389,13 @@ def _gather_rows(
 class _ReadTimes:
     """Frame times read from the store: those known in advance, any other when asked."""
 
-    def __init__(self, engine: Any, run_id: str, known: dict[int, int]) -> None:
+    def __init__(self, engine: Any, run_id: str, known: dict[int, int | None]) -> None:
         self.engine, self.run_id, self.known = engine, run_id, known
 
     def get(self, n: int) -> int | None:
         if n not in self.known:
-            self.known.update(frame_times(self.engine, self.run_id, [n]))
-        return self.known.get(n)
+            self.known[n] = frame_times(self.engine, self.run_id, [n]).get(n)
+        return self.known[n]
 
 
 def _gather_sql(
@@ -404,32 +418,32 @@ def _gather_sql(
         if f.node_id is not None:
             first.setdefault((f.node_id, 0 if per_node else f.iteration or 0), f.frame_no)
     for g in groups:
-        if g.node_id is not None and g.first < first.get((g.node_id, g.iteration), g.first + 1):
-            first[(g.node_id, g.iteration)] = g.first
+        if g.node_id is not None:
+            pair = (g.node_id, g.iteration or 0)
+            if g.first < first.get(pair, g.first + 1):
+                first[pair] = g.first
     rows = _Rows(sorted(first, key=first.__getitem__), model.node_label, nodes, per_node=per_node)
 
     attempts = _inherited(base, model.inherited)
+    bins: dict[_BinKey, _Bin] = {}
     tracked = attempt_frames(engine, run_id, upto=last)
     for f in tracked:
         _track(attempts, f)
-
-    bins: dict[_BinKey, _Bin] = {}
+        # a retry: the one marker the counts cannot tell (a first attempt's start is none)
+        if _marker_key(f.kind, f.node_id, None, (f.attempt or 0) > 1) == "retry":
+            at = ("retry", rows.of(f.node_id, f.iteration), f.frame_no // width)
+            _put(bins, at, 1, f.frame_no, f.frame_no)
     for g in groups:
-        key = _marker_key(g.kind, g.node_id, g.purpose, g.later)
-        if key is None:
-            continue
-        at = (key, 0 if key == "run" else rows.of(g.node_id, g.iteration), g.bin)
-        found = bins.get(at)
-        if found is None:
-            bins[at] = _Bin(g.count, g.first, g.last)
-        else:
-            found.add(g.count, g.first, g.last)
+        key = _marker_key(g.kind, g.node_id, g.purpose, False)  # retries: just above
+        if key is not None:
+            at = (key, 0 if key == "run" else rows.of(g.node_id, g.iteration), g.bin)
+            _put(bins, at, g.count, g.first, g.last)
     # the frames of single-frame bins, whose own text is shown
     single = {b.first: b for b in bins.values() if b.count == 1}
     for f in numbered_frames(engine, run_id, single):
         single[f.frame_no].frame = f
 
-    times = {g.last: g.last_ms for g in groups if g.last_ms is not None}
+    times: dict[int, int | None] = {g.last: g.last_ms for g in groups if g.last_ms is not None}
     if time_axis:  # what the bars and markers name is known; others are read when asked
         times.update((f.frame_no, f.created_at_ms) for f in tracked)
         ends = {0, last, min(max(model.frame_no, 0), last)}

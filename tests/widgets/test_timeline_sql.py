@@ -2,11 +2,14 @@
 run's whole history: the figure, each point's frame, the rows and the toggles are those the
 walk over every frame (``_gather_rows``) makes, on SQLite and PostgreSQL, for runs with
 retries, resets, loops, forks (by reference and materialised), many nodes, checkpoint
-purposes the figure does not know, breakpoints, a time axis and an unfinished run."""
+purposes the figure does not know, breakpoints, a time axis and an unfinished run; and the
+store's reads it is made from give what the frames themselves say."""
 
 from __future__ import annotations
 
+import itertools
 import math
+import time
 from typing import Any
 
 import numpy as np
@@ -16,6 +19,15 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
+from smithers_tt.store import (
+    FrameBin,
+    attempt_frames,
+    frame_bins,
+    frame_rows,
+    frame_times,
+    now_ms,
+    numbered_frames,
+)
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._timeline import (
@@ -166,11 +178,25 @@ def test_a_flaky_run_and_its_forks_by_reference_and_materialised(db: st.Database
     _check(db, materialised)
     db.resume(materialised, wf)
     _check(db, materialised)
+    data = _check(db, run.id)  # its forks' marks: frames no bar or marker may end at
+    notes = [a["text"] for a in data.figure["layout"]["annotations"]]
+    assert f"fork → {by_reference}" in notes and f"fork → {materialised}" in notes
 
 
 def test_a_long_fork_materialised(db: st.Database) -> None:
-    parent = large_run(db, 400)
-    child = db.fork(parent, 200).id
+    parent = large_run(db, 1_000)  # bins of 3 frames
+    frames = _frames(db, parent)
+    # a fork point inside a bin of progress checkpoints of one node: on a time axis, its mark
+    # needs the time of a frame no bar or marker names
+    at = next(
+        f.frame_no
+        for f, g in itertools.pairwise(frames[300:])
+        if f.frame_no % 3 == 0 and f.purpose == g.purpose == "progress" and f.node_id == g.node_id
+    )
+    time.sleep(max(0, frames[at].created_at_ms - now_ms() + 5) / 1000)  # stamped ahead
+    child = db.fork(parent, at).id
+    data = _check(db, parent)
+    assert f"fork → {child}" in [a["text"] for a in data.figure["layout"]["annotations"]]
     _check(db, child)
     db.materialize(child)
     _check(db, child)
@@ -233,3 +259,38 @@ def test_a_bin_of_one_frame_says_what_the_frame_is(db: st.Database) -> None:
     assert any(t.startswith("<b>frames ") and " x checkpoint: progress" in t for t in texts)
     retries = next(t for t in data.figure["data"] if t["name"] == "retry")
     assert all("started, resumed from" in t for t in retries["hovertext"])  # one frame each
+
+
+# --- the store's reads --------------------------------------------------------------------
+
+
+def test_the_counts_and_the_frames_read_by_number_are_the_frames(db: st.Database) -> None:
+    run_id = large_run(db, 3_000)
+    rows = frame_rows(db.engine, run_id)
+    wanted = [n for n in range(-5, 3_005) if n % 7]  # more than one statement's worth
+    assert numbered_frames(db.engine, run_id, wanted) == [r for r in rows if r.frame_no % 7]
+    assert frame_times(db.engine, run_id, wanted) == {
+        r.frame_no: r.created_at_ms for r in rows if r.frame_no % 7
+    }
+    assert numbered_frames(db.engine, run_id, []) == []
+    for by_iteration in (True, False):
+        bins = frame_bins(
+            db.engine, run_id, upto=2_000, width=64, by_iteration=by_iteration, times=True
+        )
+        assert sum(b.count for b in bins) == 2_001
+        expected: dict[tuple[Any, ...], list[Any]] = {}
+        for r in rows[:2_001]:
+            key = (r.frame_no // 64, r.node_id, r.kind, r.purpose)
+            key += (r.iteration if by_iteration else 0,)
+            expected.setdefault(key, []).append(r)
+        assert {(b.bin, b.node_id, b.kind, b.purpose, b.iteration): b for b in bins} == {
+            key: FrameBin(*key, len(g), g[0].frame_no, g[-1].frame_no, g[-1].created_at_ms)
+            for key, g in expected.items()
+        }
+    attempts = attempt_frames(db.engine, run_id, upto=2_000)
+    assert [a.frame_no for a in attempts] == [
+        r.frame_no
+        for r in rows[:2_001]
+        if r.kind in ("attempt_started", "attempt_finished") or r.kind == "reset"
+    ]
+    assert all(a.data == rows[a.frame_no].data for a in attempts)
