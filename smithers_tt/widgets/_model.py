@@ -425,14 +425,14 @@ class DebuggerModel:
         """The newest frame loaded."""
         if self._newest is not None:
             return self._newest.frame_no
-        rows = self.frames.rows
+        rows = self._loaded().frames.rows
         return rows[-1].frame_no if rows else 0
 
     def _last_row(self) -> list[FrameRow]:
         """The newest frame known, as a list of at most one row."""
         if self._newest is not None:
             return [self._newest.last]
-        return self.frames.rows[-1:]
+        return self._loaded().frames.rows[-1:]
 
     @property
     def visible_frames(self) -> FrameList:

@@ -469,10 +469,12 @@ def build_timeline(
     ``time_axis`` puts wall-clock time on the x axis instead of frame numbers (each point
     still selects its frame). A binned timeline (more frames than ``aggregate_at``) is made
     from counts the database makes, without reading the run's history
-    (:func:`_gather_sql`); a short one from the model's frames (:func:`_gather_rows`).
+    (:func:`_gather_sql`), unless the model read it already; a short one from the model's
+    frames (:func:`_gather_rows`). Both give the same figure.
     """
     aggregated = model.last_frame + 1 > aggregate_at  # frames 0 to last_frame: dense
-    gather = _gather_sql if aggregated else _gather_rows
+    # the walk is the cheaper of the two once the history is read (a step back in time)
+    gather = _gather_sql if aggregated and not model.history_loaded else _gather_rows
     return _figure(
         model, gather, aggregated=aggregated, gl_at=gl_at, theme=theme, time_axis=time_axis
     )
