@@ -423,15 +423,17 @@ class DebuggerModel:
     @property
     def last_frame(self) -> int:
         """The newest frame loaded."""
-        if self._newest is not None:
-            return self._newest.frame_no
+        newest = self._newest
+        if newest is not None:
+            return newest.frame_no
         rows = self._loaded().frames.rows
         return rows[-1].frame_no if rows else 0
 
     def _last_row(self) -> list[FrameRow]:
         """The newest frame known, as a list of at most one row."""
-        if self._newest is not None:
-            return [self._newest.last]
+        newest = self._newest  # once: a live poll reads this from a worker thread
+        if newest is not None:
+            return [newest.last]
         return self._loaded().frames.rows[-1:]
 
     @property
