@@ -23,10 +23,9 @@ import sqlalchemy as sa
 
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
-from smithers_tt.store._frames import frame_fields
+from smithers_tt.store._frames import frame_fields, select_frames
 from smithers_tt.store._frames_columns import FrameRow
 from smithers_tt.store._records import CheckpointRef
-from smithers_tt.store._schema import RUN_LEVEL_KINDS
 from smithers_tt.store._travel import Travel
 from smithers_tt.store._travel_bulk import _REF_SELECT, dialect_of, run_sql
 
@@ -93,10 +92,16 @@ def live_ref_count(engine: Engine, run_id: str) -> int:
 
 def live_ref_page(engine: Engine, run_id: str, offset: int, limit: int) -> list[CheckpointRef]:
     """Refs ``offset`` to ``offset + limit`` (exclusive) of the run's newest state, in key
-    order."""
+    order (the keys are paged first, then only the page's frames are read)."""
 
     def read(conn: Any) -> list[CheckpointRef]:
-        sql = _refs_sql(conn, tail=f"{_order(conn)} LIMIT :limit OFFSET :offset")
+        order = _order(conn)
+        sql = (
+            f"{_REF_SELECT}{dialect_of(conn).ref_created} FROM (SELECT * FROM "  # noqa: S608 (constants)
+            f"tt_checkpoint_refs r WHERE r.run_id = :run_id {order} LIMIT :limit "
+            "OFFSET :offset) r JOIN tt_frames f ON f.run_id = r.run_id AND "
+            f"f.frame_no = r.frame_no {order}"
+        )
         rows = run_sql(conn, sql, {"run_id": run_id, "limit": limit, "offset": offset})
         return [CheckpointRef(run_id, *row) for row in rows.fetchall()]
 
@@ -266,27 +271,26 @@ def live_node_rows(
 def node_frame_rows(
     engine: Engine, run_id: str, node_ids: Sequence[str], upto: int
 ) -> list[FrameRow]:
-    """In order, the frames ``0 <= frame_no <= upto`` that name one of ``node_ids``, name no
-    node, or are of a run-level kind: what the fold of those nodes (and of the run's status)
-    reads.
+    """In order, the frames ``0 <= frame_no <= upto`` of a run-level kind (what the run's
+    status, input, output and error are; resets) or naming one of ``node_ids``: what the
+    fold of those nodes and of the run's own state reads. The first are listed by a partial
+    index however long the history.
 
     Raises:
         StoreCorrupt: a frame's data is not JSON.
     """
-    kinds = ", ".join(f"'{k}'" for k in RUN_LEVEL_KINDS)  # constants of the schema
-    names = {f"n{i}": node_id for i, node_id in enumerate(dict.fromkeys(node_ids))}
-    named = f" OR node_id IN ({', '.join(':' + k for k in names)})" if names else ""
+    f = S.frames
+    statements = [select_frames(run_id, -1, upto).where(S.RUN_LEVEL_WHERE)]
+    if node_ids:
+        statements.append(
+            select_frames(run_id, -1, upto).where(
+                f.c.node_id.in_(list(dict.fromkeys(node_ids))), f.c.kind.not_in(S.RUN_LEVEL_KINDS)
+            )
+        )
 
     def read(conn: Any) -> list[FrameRow]:
-        rows = run_sql(
-            conn,
-            "SELECT run_id, frame_no, kind, node_id, iteration, attempt, sequence, state, "  # noqa: S608 (constants and placeholders)
-            "content_hash, codec, version, purpose, agent_id, data_json, created_at_ms, "
-            "size_bytes FROM tt_frames WHERE run_id = :run_id AND frame_no >= 0 AND "
-            f"frame_no <= :upto AND (node_id IS NULL OR kind IN ({kinds}){named}) "
-            "ORDER BY frame_no",
-            {"run_id": run_id, "upto": upto, **names},
-        ).fetchall()
+        rows = [r for stmt in statements for r in conn.execute(stmt).fetchall()]
+        rows.sort(key=lambda r: r[1])
         return [FrameRow._make(frame_fields(tuple(r))) for r in rows]
 
     return list(_read(engine, read))

@@ -17,6 +17,7 @@ and the answers are the same (tests compare them on every kind of run).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from smithers_tt import timetravel as tt
@@ -79,7 +80,7 @@ class NewestView:
         self.loader = loader
         self._refs: dict[RefKey, CheckpointRef | None] = {}
         self._count: int | None = None
-        self._partial: dict[tuple[tuple[str, ...], int], Snapshot] = {}
+        self._partial: dict[tuple[tuple[str, ...], int], tuple[Snapshot, Snapshot]] = {}
         self._checkpointed: list[str] | None = None
 
     @property
@@ -148,15 +149,28 @@ class NewestView:
     def partial(self, node_ids: tuple[str, ...], upto: int) -> Snapshot:
         """The snapshot at frame ``upto`` as far as ``node_ids`` and the run itself go (status,
         input, output, error): the fold of their frames only."""
+        return self._partials(node_ids, upto)[1]
+
+    def _partials(self, node_ids: tuple[str, ...], upto: int) -> tuple[Snapshot, Snapshot]:
+        """:meth:`partial` at ``upto - 1`` and at ``upto``, from one read of the frames."""
         key = (node_ids, upto)
-        snap = self._partial.get(key)
-        if snap is None:
+        found = self._partial.get(key)
+        if found is None:
+            rows = node_frame_rows(self.engine, self.run_id, node_ids, upto)
             snap = Snapshot(self.run_id, upto, loader=self.loader)
-            for row in node_frame_rows(self.engine, self.run_id, node_ids, upto):
+            for row in rows[:-1] if rows and rows[-1].frame_no == upto else rows:
                 tt.apply(snap, row)
-            snap.frame_no = upto
-            self._partial[key] = snap
-        return snap
+            before = replace(
+                snap,
+                frame_no=upto - 1,
+                nodes=dict(snap.nodes),
+                attempts=dict(snap.attempts),
+                refs=dict(snap.refs),
+            )
+            if rows and rows[-1].frame_no == upto:
+                tt.apply(snap, rows[-1])
+            found = self._partial[key] = (before, snap)
+        return found
 
     @property
     def status(self) -> str:
@@ -185,4 +199,5 @@ class NewestView:
             node, touched = tuple(map(str, f.data.get("nodes") or ())), None
         else:
             return None
-        return self.partial(node, n - 1), self.partial(node, n), touched
+        before, after = self._partials(node, n)
+        return before, after, touched
