@@ -53,8 +53,9 @@ _LIVE = (
 )
 
 
-def _refs_sql(conn: Any, where: str = "", tail: str = "") -> str:
-    return f"{_REF_SELECT}{dialect_of(conn).ref_created} {_LIVE}{where} {tail}"
+def _refs_sql(conn: Any, where: str = "", tail: str = "", more: str = "") -> str:
+    """Live refs as :class:`CheckpointRef` fields (no run id), then the ``more`` columns."""
+    return f"{_REF_SELECT}{dialect_of(conn).ref_created}{more} {_LIVE}{where} {tail}"
 
 
 def _order(conn: Any) -> str:
@@ -168,9 +169,7 @@ def newest_live_ref(
 
     def read(conn: Any) -> CheckpointRef | None:
         if node is None:
-            created = dialect_of(conn).ref_created
-            sql = _refs_sql(conn, tail=f"ORDER BY {created} DESC, r.frame_no DESC LIMIT 1")
-            params: dict[str, Any] = {"run_id": run_id}
+            return _newest_of_run(conn, run_id)
         else:
             sql = _refs_sql(
                 conn,
@@ -183,6 +182,44 @@ def newest_live_ref(
 
     result: CheckpointRef | None = _read(engine, read)
     return result
+
+
+_CANDIDATES = 16
+"""Checkpoint frames tried, newest first, before the newest ref is looked for among all."""
+
+
+def _newest_of_run(conn: Any, run_id: str) -> CheckpointRef | None:
+    """The live ref of the latest ``created_at_ms`` (then frame): among the newest checkpoint
+    frames first, found without a join (a reset may have taken their refs away); among every
+    live ref when none of those is live."""
+    created = dialect_of(conn).ref_created
+    params: dict[str, Any] = {"run_id": run_id, "limit": _CANDIDATES}
+    newest = [
+        row[0]
+        for row in run_sql(
+            conn,
+            "SELECT f.frame_no FROM tt_frames f WHERE f.run_id = :run_id AND "  # noqa: S608 (constants)
+            f"f.kind = 'checkpoint' ORDER BY {created} DESC, f.frame_no DESC LIMIT :limit",
+            params,
+        ).fetchall()
+    ]
+    if newest:
+        numbers = {f"f{i}": n for i, n in enumerate(newest)}
+        listed = ", ".join(f":{name}" for name in numbers)
+        live = {
+            row[-1]: row[:-1]
+            for row in run_sql(
+                conn,
+                _refs_sql(conn, f" AND r.frame_no IN ({listed})", more=", r.frame_no"),
+                {**params, **numbers},
+            ).fetchall()
+        }
+        for frame_no in newest:
+            if frame_no in live:
+                return CheckpointRef(run_id, *live[frame_no])
+    sql = _refs_sql(conn, tail=f"ORDER BY {created} DESC, r.frame_no DESC LIMIT 1")
+    row = run_sql(conn, sql, params).first()
+    return None if row is None else CheckpointRef(run_id, *row)
 
 
 def _distinct(conn: Any, column: Any, *where: Any) -> list[str]:

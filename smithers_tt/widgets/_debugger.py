@@ -8,6 +8,7 @@ import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._actions import Actions
+from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._diffview import DiffView
 from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
@@ -53,6 +54,23 @@ class Debugger(W.VBox):
         live: bool = True,
         interval: float = 1.0,
         lens: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        # the parts make tens of thousands of objects at once (figure points, rows): without
+        # the collector walking them every few thousand, a long run opens in two thirds of
+        # the time (measured); what they leave for it is collected at its next pass
+        with paused_gc():
+            self._build(db, run_id, workflow, live, interval, lens, **kwargs)
+        self.live.maybe_start()
+
+    def _build(
+        self,
+        db: Any,
+        run_id: str,
+        workflow: Any,
+        live: bool,
+        interval: float,
+        lens: Any,
         **kwargs: Any,
     ) -> None:
         self.model = DebuggerModel(db, run_id, workflow, lens)
@@ -105,7 +123,6 @@ class Debugger(W.VBox):
             **kwargs,
         )
         self.add_class("stt-debugger")
-        self.live.maybe_start()
 
     def _theme_reported(self, change: dict[str, Any]) -> None:
         """A view reported the theme: colour the figure for it, and send the selected-frame
