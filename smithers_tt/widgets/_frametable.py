@@ -117,7 +117,11 @@ class FrameSearch:
         return list(frames)
 
     def rows(self, frame_nos: list[int]) -> dict[int, FrameRow]:
-        """The frames with these numbers (a page of the table), read in one query."""
+        """The frames with these numbers (a page of the table): the model's, once it read the
+        history (a selection turns pages), else read in one query."""
+        if self.model.history_loaded:
+            held = self.model.visible_rows  # numbered densely from 0
+            return {n: held[n] for n in frame_nos if 0 <= n < len(held)}
         return {f.frame_no: f for f in frames_at(self._engine, self.model.run_id, frame_nos)}
 
     def _text(self, f: FrameRow) -> str:

@@ -16,8 +16,10 @@ and the answers are the same (tests compare them on every kind of run).
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable
 from dataclasses import replace
+from operator import itemgetter
 from typing import Any
 
 from smithers_tt import timetravel as tt
@@ -62,11 +64,17 @@ class NodeTable:
 
 def node_table(snap: Snapshot, limit: int) -> NodeTable:
     """The nodes table of a folded snapshot (the rows shown only)."""
-    keys = sorted(set(snap.nodes).union((k[0], k[1]) for k in snap.attempts))
-    shown = set(keys[:limit])
-    attempts = {k: v for k, v in snap.attempts.items() if (k[0], k[1]) in shown}
-    nodes = {k: v for k, v in snap.nodes.items() if k in shown}
-    return NodeTable(keys[:limit], len(keys), nodes, attempts)
+    keys = set(snap.nodes)
+    keys.update(map(_node_of, snap.attempts))
+    shown = heapq.nsmallest(limit, keys)  # not every key sorted: a long loop has thousands
+    wanted = set(shown)
+    attempts = {k: v for k, v in snap.attempts.items() if k[:2] in wanted}
+    nodes = {k: snap.nodes[k] for k in shown if k in snap.nodes}
+    return NodeTable(shown, len(keys), nodes, attempts)
+
+
+_node_of = itemgetter(0, 1)
+"""The node and iteration of an attempt key."""
 
 
 class NewestView:

@@ -237,6 +237,8 @@ class Unread:
     def __getattr__(self, name: str) -> Any:
         if name in Unread.HISTORY:
             raise AssertionError(f"the frame table read model.{name}")
+        if name == "history_loaded":  # the test reads it to compare: the table may not
+            return False
         return getattr(self._model, name)
 
 
