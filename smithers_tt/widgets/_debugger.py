@@ -62,6 +62,7 @@ class Debugger(W.VBox):
         with paused_gc():
             self._build(db, run_id, workflow, live, interval, lens, **kwargs)
         self.live.maybe_start()
+        self.model.read_history_behind()  # a long run opened on its newest frame
 
     def _build(
         self,

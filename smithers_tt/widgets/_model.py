@@ -49,6 +49,7 @@ from smithers_tt.widgets._conversation import ChatMessage, find_transcript, tran
 from smithers_tt.widgets._frames import FrameList
 from smithers_tt.widgets._lens import ask
 from smithers_tt.widgets._newest import NewestView, NodeTable, node_table
+from smithers_tt.widgets._preload import HistoryRead
 from smithers_tt.widgets._scrub import FoldCache, Touched, newest_refs, trimmed
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,11 @@ RefKey = tuple[str, int, int, int]
 AttemptKey = tuple[str, int, int]
 
 _PAYLOAD_CACHE = 64
+PRELOAD_AT = 20_000
+"""A run opened on its newest frame with this many frames or more has its history read and
+folded in a thread while it is shown (:mod:`~smithers_tt.widgets._preload`)."""
+PRELOAD_STEP = 10_000
+"""Frames the thread folds between two looks at whether it should stop."""
 REF_PAGE = 50
 """Checkpoint refs listed per page in the inspector."""
 
@@ -314,6 +320,7 @@ class DebuggerModel:
         self.message: Message | None = None
         self.pending: Pending | None = None
         self.last_result: ActionResult | None = None
+        self._preload: HistoryRead[tuple[list[FrameRow], FoldCache]] | None = None
         self._load_run(run_id)
 
     # --- observers ---------------------------------------------------------------------
@@ -339,6 +346,7 @@ class DebuggerModel:
         self._nodes_seen: dict[str, None] | None = {}
         self._history: _History | None = None
         self._newest: NewestView | None = None
+        self._drop_preload()  # another run's
         self._stale = False
         clock = record.clock
         if (
@@ -367,10 +375,15 @@ class DebuggerModel:
         self._default_ref()
         self.breakpoints = Breakpoints(self)
 
-    def _set_history(self, rows: list[FrameRow], base: Snapshot | None) -> None:
-        """Hold ``rows`` (every frame of the run) and fold them from now on."""
+    def _set_history(
+        self, rows: list[FrameRow], base: Snapshot | None, fold: FoldCache | None = None
+    ) -> None:
+        """Hold ``rows`` (every frame of the run) and fold them from now on (with ``fold``,
+        their fold made ahead)."""
         _check_dense(self.run_id, rows)
-        self._history = _History(FrameList(rows), FoldCache(self.run_id, rows, self.load, base))
+        fold = fold or FoldCache(self.run_id, rows, self.load, base)
+        self._history = _History(FrameList(rows), fold)
+        self._drop_preload()
         self._newest = None
         self._stale = False
         self._nodes_seen = {}
@@ -381,13 +394,56 @@ class DebuggerModel:
         was shown without them: :class:`~smithers_tt.widgets._newest.NewestView`)."""
         if self._history is None:
             known = self._last_row()
-            rows = load_frames(self.db, self.run_id, upto=self.last_frame)
-            self._set_history(rows, self._base)
+            ready = None if self._preload is None else self._preload.result()
+            if ready is None:
+                rows, fold = load_frames(self.db, self.run_id, upto=self.last_frame), None
+            else:
+                rows, fold = ready
+            self._set_history(rows, self._base, fold)
             # rewritten since the newest frame was read (rewound elsewhere): the next refresh
             # reads it all again, as for any history rewritten under the debugger
             self._stale = rows[-1:] != known
         assert self._history is not None
         return self._history
+
+    def read_history_behind(self) -> None:
+        """Start reading the shown run's history and folding it to the frame before the
+        newest in a thread (:mod:`~smithers_tt.widgets._preload`), if it was opened without it
+        and has ``PRELOAD_AT`` frames or more: the first step back then finds them. Call it
+        once the views are drawn (the thread would slow their drawing down)."""
+        if self._newest is None or self._preload is not None:
+            return
+        upto = self._newest.frame_no
+        if upto + 1 < PRELOAD_AT:
+            return
+        db, run_id, base, load = self.db, self.run_id, self._base, self.load
+
+        def read(cancelled: Callable[[], bool]) -> tuple[list[FrameRow], FoldCache] | None:
+            rows = load_frames(db, run_id, upto=upto)
+            _check_dense(run_id, rows)
+            fold = FoldCache(run_id, rows, load, base)
+            for n in [*range(PRELOAD_STEP, upto - 1, PRELOAD_STEP), max(upto - 1, 0)]:
+                if cancelled():
+                    return None
+                with paused_gc():
+                    fold.at(n)
+            return rows, fold
+
+        self._preload = HistoryRead(read)
+
+    def history_ready(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for the history read behind the newest frame
+        (:meth:`read_history_behind`); whether the first step back will find it, or the
+        history is read already."""
+        if self._history is not None:
+            return True
+        preload = self._preload
+        return preload is not None and preload.wait(timeout) and preload.failed is None
+
+    def _drop_preload(self) -> None:
+        if self._preload is not None:
+            self._preload.cancel()  # its thread stops at its next step
+            self._preload = None
 
     @property
     def history_loaded(self) -> bool:
@@ -739,12 +795,14 @@ class DebuggerModel:
         self._load_run(run_id)
         self.message = None
         self._emit("run", "tree", "frame", "ref", "diff", "pending")
+        self.read_history_behind()
 
     def drop_caches(self) -> None:
         """Let go of the snapshots kept for scrubbing and of the fold they are rebuilt from
         (tens of MB for a 100,000-frame run); it is folded again when needed."""
         if self._history is not None:
             self._history.fold.clear()
+        self._drop_preload()
         self._other_snapshots.clear()
 
     # --- live refresh ------------------------------------------------------------------

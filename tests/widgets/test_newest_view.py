@@ -12,10 +12,16 @@ run one frame at a time makes every kind of frame the newest in turn (a rewound 
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
+from smithers_tt.errors import SmithersError
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import Debugger, DebuggerModel
+from smithers_tt.widgets import _model as model_module
 from smithers_tt.widgets._inspector import Inspector
 
 
@@ -128,3 +134,132 @@ def test_the_debugger_opens_a_finished_run_without_its_history_and_shows_the_new
         assert "frames 0 to 2499" in fast.header.value
     finally:
         fast.close()
+
+
+# --- the history read behind the newest frame ---------------------------------------------
+
+
+def _counting_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Make every run past 0 frames read its history in a thread, and count the reads."""
+    calls: list[int] = []
+    real = model_module.load_frames
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if "upto" in kwargs:  # the whole history (not the newest frame alone)
+            calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model_module, "PRELOAD_AT", 0)
+    monkeypatch.setattr(model_module, "load_frames", counted)
+    return calls
+
+
+def test_the_history_read_behind_is_what_the_first_step_back_uses(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wf, _ = demo_workflow(flaky=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    reads = _counting_reads(monkeypatch)
+    model = DebuggerModel(db, run_id)
+    assert model._preload is None  # not while the views are drawn
+    model.read_history_behind()
+    assert model._preload is not None and not model.history_loaded
+    model._preload.result()  # the thread finished: nothing is read again
+    last = model.last_frame
+    model.select_frame(last - 1)
+    assert len(reads) == 1, "the first step back read the history again"
+    assert model.frames == db.store.frames(run_id)
+    assert model.snapshot == db.snapshot(run_id, last - 1)
+    assert model.frame_ref_key() is not None and model.ref == model.snapshot.refs[model.ref_key]
+
+
+def test_a_history_read_behind_that_fails_is_read_again_when_needed(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wf, _ = demo_workflow(flaky=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    monkeypatch.setattr(model_module, "PRELOAD_AT", 0)
+    real = model_module.load_frames
+
+    def failing_once(*args: Any, **kwargs: Any) -> Any:
+        if "upto" not in kwargs:  # the newest frame alone
+            return real(*args, **kwargs)
+        monkeypatch.setattr(model_module, "load_frames", real)
+        raise SmithersError("the database went away")
+
+    monkeypatch.setattr(model_module, "load_frames", failing_once)
+    model = DebuggerModel(db, run_id)
+    model.read_history_behind()
+    assert model._preload is not None and model._preload.result() is None
+    assert isinstance(model._preload.failed, SmithersError)
+    model.select_frame(3)
+    assert model.frames == db.store.frames(run_id) and model.snapshot == db.snapshot(run_id, 3)
+
+
+def test_a_history_read_behind_a_rewind_elsewhere_is_read_again_on_refresh(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    wf, _ = demo_workflow(flaky=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    _counting_reads(monkeypatch)
+    model = DebuggerModel(db, run_id)
+    model.read_history_behind()
+    last = model.last_frame
+    db.rewind(run_id, 6, confirm=True)  # another handle, while (or after) the thread reads
+    db.resume(run_id, wf)  # and the run went on: its frames differ from what was shown
+    model.select_frame(2)
+    assert model.refresh()
+    assert model.frames == db.store.frames(run_id)
+    assert model.last_frame == db.store.get_run(run_id).clock
+    assert model.frames[-1] == db.store.frames(run_id)[-1] and model.last_frame != last
+    model.select_frame(4)
+    assert model.snapshot == db.snapshot(run_id, 4)
+
+
+def test_the_debugger_reads_a_long_runs_history_behind_once_it_is_drawn(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads = _counting_reads(monkeypatch)
+    monkeypatch.setattr(model_module, "PRELOAD_AT", 2_500)
+    long, short = large_run(db, 2_500), large_run(db, 2_499)
+    debugger = Debugger(db, long, live=False)
+    try:
+        assert debugger.model._preload is not None, "a long run's history is read behind"
+        debugger.model._preload.result()
+        debugger.select_frame(10)
+        assert reads == [1] and debugger.model.snapshot == db.snapshot(long, 10)
+        assert "Frame 10 " in debugger.inspector.summary.value
+        debugger.model.switch_run(short)  # shorter than PRELOAD_AT: read when needed
+        assert debugger.model._preload is None and not debugger.model.history_loaded
+    finally:
+        debugger.close()
+
+
+def test_closing_the_debugger_stops_the_history_read_behind(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    wf, _ = demo_workflow()
+    run_id = db.run(wf, {"topic": "bee"}).id
+    monkeypatch.setattr(model_module, "PRELOAD_AT", 0)
+    monkeypatch.setattr(model_module, "PRELOAD_STEP", 1)  # a look at every frame
+    release = threading.Event()
+    real = model_module.load_frames
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        if "upto" in kwargs:
+            release.wait(10)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model_module, "load_frames", held)
+    model = DebuggerModel(db, run_id)
+    model.read_history_behind()
+    read = model._preload
+    assert read is not None and not model.history_ready(timeout=0.05)  # still reading
+    model.drop_caches()  # what Debugger.close does
+    release.set()
+    assert read.wait(10) and read.result() is None, "the thread went on folding"
+    assert not model.history_loaded
+    model.select_frame(2)  # read again, now, when needed
+    assert model.history_ready() and model.snapshot == db.snapshot(run_id, 2)
