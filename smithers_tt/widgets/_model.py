@@ -280,6 +280,28 @@ class _History:
     fold: FoldCache
 
 
+def note_frames(frames: Iterable[FrameRow], seen: dict[str, None], sizes: dict[str, int]) -> None:
+    """Add the node ids the frames name to ``seen`` (in first-seen order) and the content
+    sizes their checkpoints record to ``sizes``."""
+    for f in frames:
+        if f.node_id is not None and f.node_id not in seen:
+            seen[f.node_id] = None
+        if f.kind == "checkpoint" and f.content_hash and isinstance(f.data, dict):
+            size = f.data.get("size")
+            if isinstance(size, int):
+                sizes[f.content_hash] = size
+
+
+@dataclass
+class _Read:
+    """A history read behind the newest frame: the rows, their fold, and what they name."""
+
+    rows: list[FrameRow]
+    fold: FoldCache
+    seen: dict[str, None]
+    sizes: dict[str, int]
+
+
 def _key_at_newest(newest: NewestView) -> RefKey | None:
     """:meth:`DebuggerModel.frame_ref_key` of the newest frame, read from the live tables."""
     frame = newest.last
@@ -320,7 +342,7 @@ class DebuggerModel:
         self.message: Message | None = None
         self.pending: Pending | None = None
         self.last_result: ActionResult | None = None
-        self._preload: HistoryRead[tuple[list[FrameRow], FoldCache]] | None = None
+        self._preload: HistoryRead[_Read] | None = None
         self._load_run(run_id)
 
     # --- observers ---------------------------------------------------------------------
@@ -376,18 +398,22 @@ class DebuggerModel:
         self.breakpoints = Breakpoints(self)
 
     def _set_history(
-        self, rows: list[FrameRow], base: Snapshot | None, fold: FoldCache | None = None
+        self, rows: list[FrameRow], base: Snapshot | None, read: _Read | None = None
     ) -> None:
-        """Hold ``rows`` (every frame of the run) and fold them from now on (with ``fold``,
-        their fold made ahead)."""
+        """Hold ``rows`` (every frame of the run) and fold them from now on (``read``: their
+        fold and what they name, made ahead)."""
         _check_dense(self.run_id, rows)
-        fold = fold or FoldCache(self.run_id, rows, self.load, base)
+        fold = FoldCache(self.run_id, rows, self.load, base) if read is None else read.fold
         self._history = _History(FrameList(rows), fold)
         self._drop_preload()
         self._newest = None
         self._stale = False
         self._nodes_seen = {}
-        self._note_frames(rows)
+        if read is None:
+            self._note_frames(rows)
+        else:
+            self._nodes_seen = read.seen
+            self._sizes.update(read.sizes)
 
     def _loaded(self) -> _History:
         """The run's frames and their fold, read now if they were not yet (the newest frame
@@ -395,11 +421,8 @@ class DebuggerModel:
         if self._history is None:
             known = self._last_row()
             ready = None if self._preload is None else self._preload.result()
-            if ready is None:
-                rows, fold = load_frames(self.db, self.run_id, upto=self.last_frame), None
-            else:
-                rows, fold = ready
-            self._set_history(rows, self._base, fold)
+            rows = ready.rows if ready else load_frames(self.db, self.run_id, upto=self.last_frame)
+            self._set_history(rows, self._base, ready)
             # rewritten since the newest frame was read (rewound elsewhere): the next refresh
             # reads it all again, as for any history rewritten under the debugger
             self._stale = rows[-1:] != known
@@ -418,7 +441,7 @@ class DebuggerModel:
             return
         db, run_id, base, load = self.db, self.run_id, self._base, self.load
 
-        def read(cancelled: Callable[[], bool]) -> tuple[list[FrameRow], FoldCache] | None:
+        def read(cancelled: Callable[[], bool]) -> _Read | None:
             rows = load_frames(db, run_id, upto=upto)
             _check_dense(run_id, rows)
             fold = FoldCache(run_id, rows, load, base)
@@ -427,7 +450,11 @@ class DebuggerModel:
                     return None
                 with paused_gc():
                     fold.at(n)
-            return rows, fold
+            fold.sorted_ref_keys(fold.at(max(upto - 1, 0)))  # the inspector's first page
+            seen: dict[str, None] = {}
+            sizes: dict[str, int] = {}
+            note_frames(rows, seen, sizes)
+            return _Read(rows, fold, seen, sizes)
 
         self._preload = HistoryRead(read)
 
@@ -462,14 +489,7 @@ class DebuggerModel:
 
     def _note_frames(self, frames: Iterable[FrameRow]) -> None:
         """Remember content sizes and node ids the frames mention."""
-        seen = self._seen()
-        for f in frames:
-            if f.node_id is not None and f.node_id not in seen:
-                seen[f.node_id] = None
-            if f.kind == "checkpoint" and f.content_hash and isinstance(f.data, dict):
-                size = f.data.get("size")
-                if isinstance(size, int):
-                    self._sizes[f.content_hash] = size
+        note_frames(frames, self._seen(), self._sizes)
 
     @property
     def first_frame(self) -> int:
