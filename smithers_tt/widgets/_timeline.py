@@ -10,8 +10,7 @@ set; every task of the run has a row, run or not): a click turns it on or off th
 
 :func:`build_timeline` is pure (a figure dict plus, per trace, the frame of every point);
 :class:`TimelineView` wraps it in a ``FigureWidget``. Past ``AGGREGATE_AT`` frames the
-markers are binned (one per node, purpose and bin of frames, with a count), so are the attempt
-bars (one per row, state and bin their attempts start in, saying how many) and past
+markers are binned (one per node, purpose and bin of frames, with a count) and past
 ``GL_AT`` points the traces are WebGL (``scattergl``), so a 10,000-frame run stays light.
 
 A binned timeline is gathered from counts the store makes and the few frames it draws one by
@@ -239,41 +238,6 @@ def _marker_key(kind: str, node_id: str | None, purpose: str | None, later: int)
     if kind in RUN_KINDS or node_id is None:
         return "run"
     return "node"
-
-
-def _bar_groups(
-    attempts: Iterable[_Attempt], rows: _Rows, width: int, binned: bool
-) -> dict[tuple[str, int, int], list[_Attempt]]:
-    """The attempts each bar stands for, keyed by (state, row, bin), in the order of their
-    first attempt: one attempt per bar, or when ``binned`` every attempt of a state and row
-    that starts in a bin of ``width`` frames (bin -1: those inherited at a fork), whose bars
-    would be narrower than a pixel. Failed, reset or running attempts are another state than
-    finished ones, so never hidden in their bars."""
-    groups: dict[tuple[str, int, int], list[_Attempt]] = {}
-    for n, a in enumerate(attempts):
-        state = "inherited" if a.inherited else a.state
-        row = rows.of(a.node_id, a.iteration)
-        if not binned:
-            groups[(state, row, n)] = [a]
-            continue
-        key = (state, row, -1 if a.inherited else int(a.start) // width)
-        found = groups.get(key)
-        if found is None:
-            groups[key] = [a]
-        else:
-            found.append(a)
-    return groups
-
-
-def _bar_text(group: list[_Attempt], state: str, by_iteration: bool, first: int, last: int) -> str:
-    """The hover text of a bar that stands for several attempts (of one state and row)."""
-    a = group[0]
-    label = node_label(a.node_id, a.iteration if by_iteration else 0)
-    text = f"{len(group)} attempts of {label}, {state}"
-    if a.inherited:
-        return esc(text + ", inherited from the parent run at the fork")
-    end = "now" if any(b.end is None for b in group) else str(last)
-    return esc(f"{text}, frames {first}-{end}")
 
 
 _TRACKED = frozenset(("attempt_started", "attempt_finished", "reset"))
@@ -548,27 +512,25 @@ def _figure(
     run_events = _Trace("run", "marker")
     retries = _Trace("retry", "marker")
 
-    # attempt bars, one trace per state: one bar per attempt, or per bin of them when binned
+    # attempt bars, one trace per state
     bars: dict[str, _Trace] = {}
-    groups = _bar_groups(found.attempts.values(), rows, width, aggregated)
-    for (state, row, _), group in groups.items():
+    for a in found.attempts.values():
+        state = "inherited" if a.inherited else a.state
         trace = bars.setdefault(state, _Trace(f"attempt: {state}", "bar"))
-        a = group[0]
+        row = rows.of(a.node_id, a.iteration)
+        end = a.end if a.end is not None else last + 0.4
+        start = a.start
         if a.inherited:  # inside frame 0's slot: the axis never goes below frame 0
-            x0, x1 = at(0 if time_axis else -0.45), at(0 if time_axis else -0.05)
+            start, end = -0.45, -0.05
+        text = _attempt_text(a, None if a.end is None else int(a.end), aggregated)
+        start_frame = None if a.inherited else int(a.start)
+        end_frame = None if a.inherited else (int(a.end) if a.end is not None else last)
+        if a.inherited:
             start_frame = end_frame = 0
-        else:
-            start = min(b.start for b in group)
-            running = any(b.end is None for b in group)
-            end = last + 0.4 if running else max(b.end or 0.0 for b in group)
-            x0, x1 = at(start), at(end)
-            start_frame, end_frame = int(start), (last if running else int(end))
-        if len(group) == 1:
-            text = _attempt_text(a, None if a.end is None else int(a.end), aggregated)
-        else:
-            text = _bar_text(group, state, rows.by_iteration, start_frame, end_frame)
-        trace.point(x0, row, text, start_frame)
-        trace.point(x1, row, text, end_frame)
+        trace.point(
+            at(0 if time_axis else start) if a.inherited else at(start), row, text, start_frame
+        )
+        trace.point(at(0 if time_axis else end) if a.inherited else at(end), row, text, end_frame)
         trace.gap()
 
     # markers: one per frame, or per bin of frames of a node and trace

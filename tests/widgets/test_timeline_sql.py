@@ -29,7 +29,7 @@ from smithers_tt.store import (
     numbered_frames,
 )
 from smithers_tt.testing import large_run
-from smithers_tt.widgets import DebuggerModel, _timeline
+from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._timeline import (
     MAX_ROWS,
     TimelineData,
@@ -231,20 +231,6 @@ def test_an_unfinished_run_with_breakpoints(db: st.Database) -> None:
     data = _check(db, record.run_id)
     assert "attempt: in_progress" in {t["name"] for t in data.figure["data"]}
     assert ("c", "before") in data.toggles and ("d", "after") in data.toggles
-
-
-def test_bars_binned_many_to_a_bin(db: st.Database, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_timeline, "BINS", 7)  # bins of many attempts: merged bars
-    data = _check(db, large_run(db, 700))
-    texts = [t for trace in data.figure["data"] if trace["name"].startswith("attempt: ")
-             for t in trace["hovertext"] if t]  # fmt: skip
-    assert any(" attempts of " in t for t in texts)
-    wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
-    run = db.run(wf, {"topic": "bee"})
-    data = _check(db, db.fork(run.id, 9).id)
-    (inherited,) = [t for t in data.figure["data"] if t["name"] == "attempt: inherited"]
-    assert any(" attempts of " in t for t in inherited["hovertext"] if t)
-    _check(db, run.id)
 
 
 # --- what the figure is made of -------------------------------------------------------
