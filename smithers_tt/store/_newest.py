@@ -34,10 +34,10 @@ __all__ = [
     "live_checkpointed_nodes",
     "live_node_keys",
     "live_node_rows",
+    "live_ref",
     "live_ref_count",
     "live_ref_page",
     "live_ref_rank",
-    "live_refs",
     "live_top_iteration",
     "newest_live_ref",
     "node_frame_rows",
@@ -139,25 +139,17 @@ def live_ref_rank(engine: Engine, run_id: str, key: RefKey) -> int | None:
     return result
 
 
-def live_refs(engine: Engine, run_id: str, keys: Sequence[RefKey]) -> dict[RefKey, CheckpointRef]:
-    """The refs of ``keys`` the run has at its newest frame (absent keys are left out)."""
+def live_ref(engine: Engine, run_id: str, key: RefKey) -> CheckpointRef | None:
+    """The ref of ``key`` at the run's newest frame, or None."""
+    where = " AND r.node_id = :n AND r.iteration = :i AND r.attempt = :a AND r.sequence = :s"
+    params = {"run_id": run_id, "n": key[0], "i": key[1], "a": key[2], "s": key[3]}
 
-    def read(conn: Any) -> dict[RefKey, CheckpointRef]:
-        found: dict[RefKey, CheckpointRef] = {}
-        for key in dict.fromkeys(keys):
-            where = (
-                " AND r.node_id = :n AND r.iteration = :i AND r.attempt = :a AND r.sequence = :s"
-            )
-            row = run_sql(
-                conn,
-                _refs_sql(conn, where),
-                {"run_id": run_id, "n": key[0], "i": key[1], "a": key[2], "s": key[3]},
-            ).first()
-            if row is not None:
-                found[key] = CheckpointRef(run_id, *row)
-        return found
+    def read(conn: Any) -> CheckpointRef | None:
+        row = run_sql(conn, _refs_sql(conn, where), params).first()
+        return None if row is None else CheckpointRef(run_id, *row)
 
-    return dict(_read(engine, read))
+    result: CheckpointRef | None = _read(engine, read)
+    return result
 
 
 def newest_live_ref(

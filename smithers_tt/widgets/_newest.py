@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from operator import itemgetter
 from typing import Any
 
@@ -29,10 +29,10 @@ from smithers_tt.store import (
     live_checkpointed_nodes,
     live_node_keys,
     live_node_rows,
+    live_ref,
     live_ref_count,
     live_ref_page,
     live_ref_rank,
-    live_refs,
     live_top_iteration,
     newest_live_ref,
     node_frame_rows,
@@ -48,18 +48,15 @@ ONE_NODE_KINDS = ("node_state", "cache_hit", "attempt_started", "attempt_finishe
 """Kinds of frame that change one node's rows (and nothing of another node)."""
 
 
+@dataclass
 class NodeTable:
     """The first rows of the nodes table: (node, iteration) keys in order, how many there
     are in all, and the node and attempt views of the keys shown."""
 
-    def __init__(
-        self,
-        keys: list[NodeKey],
-        total: int,
-        nodes: dict[NodeKey, tt.NodeView],
-        attempts: dict[tuple[str, int, int], tt.AttemptView],
-    ) -> None:
-        self.keys, self.total, self.nodes, self.attempts = keys, total, nodes, attempts
+    keys: list[NodeKey]
+    total: int
+    nodes: dict[NodeKey, tt.NodeView]
+    attempts: dict[tuple[str, int, int], tt.AttemptView]
 
 
 def node_table(snap: Snapshot, limit: int) -> NodeTable:
@@ -107,7 +104,7 @@ class NewestView:
     def ref(self, key: RefKey) -> CheckpointRef | None:
         """The visible ref of ``key``, or None."""
         if key not in self._refs:
-            self._refs[key] = live_refs(self.engine, self.run_id, [key]).get(key)
+            self._refs[key] = live_ref(self.engine, self.run_id, key)
         return self._refs[key]
 
     def rank(self, key: RefKey) -> int | None:
