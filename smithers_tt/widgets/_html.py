@@ -114,9 +114,18 @@ def wrap(body: str) -> str:
 
 def badge(state: str | None) -> str:
     """A coloured state label."""
-    label = "none" if state is None else state
-    colour = STATE_COLOURS.get(label, "#555")
-    return f'<span class="stt-badge" style="background:{colour}">{esc(label)}</span>'
+    found = _BADGES.get(state)
+    if found is None:
+        label = "none" if state is None else str(state)
+        colour = STATE_COLOURS.get(label, "#555")
+        found = f'<span class="stt-badge" style="background:{colour}">{esc(label)}</span>'
+        if len(_BADGES) < 256:  # the states a store writes are few; others are not kept
+            _BADGES[state] = found
+    return found
+
+
+_BADGES: dict[str | None, str] = {}
+"""Badges made so far (a nodes table draws hundreds per frame selected)."""
 
 
 def compact(value: Any, limit: int = 300) -> str:

@@ -7,12 +7,15 @@ budget with a "show more" button for large payloads. All text is escaped.
 
 from __future__ import annotations
 
+import operator
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
+from smithers_tt.timetravel import AttemptView, NodeView
 from smithers_tt.widgets._conversation import find_transcript, transcript_html
 from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, wrap
 from smithers_tt.widgets._model import DebuggerModel, frame_time
@@ -93,6 +96,9 @@ class Inspector:
         self._updating = False
         self._shown: str | None = None
         self._outputs: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+        self._rows: OrderedDict[tuple[str, int], tuple[Any, str, tuple[Any, ...], str]] = (
+            OrderedDict()
+        )
         self._drawn: tuple[Any, ...] | None = None
         model.on("frame", self._frame_changed)
         model.on("run", self._frame_changed)
@@ -178,36 +184,59 @@ class Inspector:
         table = m.node_table(NODE_ROWS)  # the rows shown only: the table costs what it shows
         if not table.total:
             return '<div class="stt-muted">no node has started at this frame</div>'
-        keys = table.keys
-        attempts: dict[tuple[str, int], list[str]] = {}
-        for (node_id, iteration, attempt), view in sorted(table.attempts.items()):
-            text = f"#{attempt} {badge(view.state)}"
-            if view.error:
-                short = view.error if len(view.error) <= 160 else view.error[:160] + "…"
-                text += f' <span class="stt-error">{esc(short)}</span>'
-            attempts.setdefault((node_id, iteration), []).append(text)
-        rows = []
-        for key in keys:
-            node = table.nodes.get(key)
-            output = ""
-            if node is not None and node.output is not None:
-                output = self._output_html(node.output)
-            rows.append(
-                "<tr>"
-                f"<td>{esc(m.node_label(*key))}</td>"
-                f"<td>{badge(node.state if node else 'pending')}</td>"
-                f"<td>{'' if node is None or node.last_attempt is None else node.last_attempt}</td>"
-                f"<td>{'<br>'.join(attempts.get(key, []))}</td>"
-                f"<td>{output}</td>"
-                "</tr>"
-            )
+        attempts: dict[tuple[str, int], list[AttemptView]] = {}
+        for (node_id, iteration, _), view in sorted(table.attempts.items()):
+            attempts.setdefault((node_id, iteration), []).append(view)
+        rows = [
+            self._node_row(key, table.nodes.get(key), attempts.get(key, ())) for key in table.keys
+        ]
+        while len(self._rows) > 4 * NODE_ROWS:
+            self._rows.popitem(last=False)
         more = ""
-        if table.total > len(keys):
-            more = f'<div class="stt-muted">… {table.total - len(keys)} more nodes</div>'
+        if table.total > len(table.keys):
+            more = f'<div class="stt-muted">… {table.total - len(table.keys)} more nodes</div>'
         return (
             "<table><tr><th>node</th><th>state</th><th>last attempt</th><th>attempts</th>"
             f"<th>output</th></tr>{''.join(rows)}</table>{more}"
         )
+
+    def _node_row(
+        self, key: tuple[str, int], node: NodeView | None, attempts: Sequence[AttemptView]
+    ) -> str:
+        """One row of the nodes table, kept while its views are the same objects (views are
+        immutable, and the snapshots of a run share those of the rows a frame leaves as
+        they were: most rows of one frame are drawn again as they are at the next)."""
+        label = self.model.node_label(*key)
+        kept = self._rows.get(key)
+        if (
+            kept is not None
+            and kept[0] is node
+            and kept[1] == label
+            and len(kept[2]) == len(attempts)
+            and all(map(operator.is_, kept[2], attempts))
+        ):
+            return kept[3]
+        texts = []
+        for view in attempts:
+            text = f"#{view.attempt} {badge(view.state)}"
+            if view.error:
+                short = view.error if len(view.error) <= 160 else view.error[:160] + "…"
+                text += f' <span class="stt-error">{esc(short)}</span>'
+            texts.append(text)
+        output = ""
+        if node is not None and node.output is not None:
+            output = self._output_html(node.output)
+        row = (
+            "<tr>"
+            f"<td>{esc(label)}</td>"
+            f"<td>{badge(node.state if node else 'pending')}</td>"
+            f"<td>{'' if node is None or node.last_attempt is None else node.last_attempt}</td>"
+            f"<td>{'<br>'.join(texts)}</td>"
+            f"<td>{output}</td>"
+            "</tr>"
+        )
+        self._rows[key] = (node, label, tuple(attempts), row)
+        return row
 
     # --- ref --------------------------------------------------------------------------
 

@@ -16,10 +16,10 @@ and the answers are the same (tests compare them on every kind of run).
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from operator import itemgetter
 from typing import Any
 
 from smithers_tt import timetravel as tt
@@ -39,7 +39,7 @@ from smithers_tt.store import (
     seen_node_ids,
 )
 from smithers_tt.timetravel import Snapshot
-from smithers_tt.widgets._scrub import STATUS_KINDS, Touched
+from smithers_tt.widgets._scrub import STATUS_KINDS, SortedUnion, Touched, node_of
 
 RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]
@@ -59,19 +59,40 @@ class NodeTable:
     attempts: dict[tuple[str, int, int], tt.AttemptView]
 
 
-def node_table(snap: Snapshot, limit: int) -> NodeTable:
-    """The nodes table of a folded snapshot (the rows shown only)."""
-    keys = set(snap.nodes)
-    keys.update(map(_node_of, snap.attempts))
-    shown = heapq.nsmallest(limit, keys)  # not every key sorted: a long loop has thousands
-    wanted = set(shown)
-    attempts = {k: v for k, v in snap.attempts.items() if k[:2] in wanted}
-    nodes = {k: snap.nodes[k] for k in shown if k in snap.nodes}
-    return NodeTable(shown, len(keys), nodes, attempts)
+def node_table(
+    snap: Snapshot,
+    limit: int,
+    keys: tuple[Sequence[NodeKey], Sequence[tuple[str, int, int]]] | None = None,
+) -> NodeTable:
+    """The nodes table of a folded snapshot (the rows shown only); ``keys``, when known
+    (:meth:`FoldCache.node_keys`), are its sorted (node, iteration) keys and attempt keys,
+    and spare going through every node and attempt."""
+    nodes, attempts = snap.nodes, snap.attempts
+    if keys is None:
+        every = set(nodes)
+        every.update(map(node_of, attempts))
+        total = len(every)
+        # not every key sorted (a long loop has thousands); the nodes in their own order
+        # when they are all (seldom otherwise): far fewer steps of the heap than a set's
+        shown = heapq.nsmallest(limit, nodes if total == len(nodes) else every)
+    else:
+        shown, total = list(keys[0][:limit]), len(keys[0])
+    picked = attempts
+    if total > len(shown):  # the attempts of the keys shown: those up to the last of them
+        node_id, iteration = shown[-1]
+        below = (node_id, iteration + 1)  # (node, iteration, n) < below: up to shown[-1]
+        if keys is None:
+            picked = {k: v for k, v in attempts.items() if k < below}
+        else:
+            picked = {k: attempts[k] for k in keys[1][: _rank(keys[1], below)]}
+    return NodeTable(shown, total, {k: nodes[k] for k in shown if k in nodes}, dict(picked))
 
 
-_node_of = itemgetter(0, 1)
-"""The node and iteration of an attempt key."""
+def _rank(items: Any, item: Any) -> int:
+    """How many items of a sorted list or :class:`SortedUnion` come before ``item``."""
+    if isinstance(items, SortedUnion):
+        return items.rank(item)
+    return bisect.bisect_left(items, item)
 
 
 class NewestView:

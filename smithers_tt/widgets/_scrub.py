@@ -29,6 +29,7 @@ from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from smithers_tt.checkpoint import AgentCheckpoint
@@ -39,6 +40,13 @@ from smithers_tt.widgets._bulk import paused_gc
 RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]
 Rows = tuple[dict[Any, Any], ...]
+AttemptKey = tuple[str, int, int]
+
+ATTEMPTS, REFS = 1, 2
+"""Which row dict (nodes 0, attempts 1, refs 2, newest refs 3) sorted keys are asked of."""
+
+node_of = itemgetter(0, 1)
+"""The node and iteration of an attempt's (or ref's) key."""
 """Nodes, attempts, refs and each node's newest ref, as dicts."""
 
 MARK_EVERY = 16_384
@@ -282,6 +290,19 @@ class FoldCache:
                 index.ref_keys = segment.sorted_keys_at(snap.frame_no)
         return index.ref_keys
 
+    def node_keys(self, snap: Snapshot) -> tuple[Sequence[NodeKey], Sequence[AttemptKey]] | None:
+        """The (node, iteration) keys of a snapshot's nodes and attempts, and the keys of its
+        attempts, sorted, from the nearest copy of the rows kept before it and what came
+        since (None: a snapshot this cache did not make, whose keys it cannot know so)."""
+        index = self._index_of(snap)
+        segment = index.segment
+        if segment is None:
+            return None
+        if index.node_keys is None:
+            n = snap.frame_no
+            index.node_keys = (segment.node_keys_at(n), segment.sorted_keys_at(n, ATTEMPTS))
+        return index.node_keys
+
     def attempts_by_node(self, snap: Snapshot) -> list[tuple[str, int, list[int]]]:
         """Each node (and iteration) with attempts in ``snap``, and their numbers, sorted."""
         index = self._index_of(snap)
@@ -424,8 +445,12 @@ class _Segment:
     snapshot is rebuilt from the nearest one before it and at most ``MARK_EVERY`` logged
     assignments."""
     next_mark: int = 0
-    _sorted: dict[int, list[RefKey]] = field(default_factory=dict)
-    """The sorted ref keys of each copy kept (-1: of the start), once asked."""
+    _sorted: dict[tuple[int, int], list[Any]] = field(default_factory=dict)
+    """The sorted keys of a row dict (1: attempts, 2: refs) in each copy kept (-1: the
+    start), once asked."""
+    _node_keys: dict[int, tuple[list[NodeKey], set[NodeKey]]] = field(default_factory=dict)
+    """The (node, iteration) keys of the nodes and attempts in each copy kept, sorted and as
+    a set, once asked."""
 
     def appends(self) -> tuple[Callable[[Any], None], ...]:
         """The append methods of the logs' keys and values: nodes, attempts, refs, newest."""
@@ -460,12 +485,34 @@ class _Segment:
             out.append(rows)
         return out
 
-    def sorted_keys_at(self, n: int) -> Sequence[RefKey]:
-        """The keys of the refs after frame ``n``, sorted: those of the nearest copy kept
-        before it (sorted once) and the keys added since, as one :class:`SortedUnion`."""
+    def sorted_keys_at(self, n: int, which: int = REFS) -> Sequence[Any]:
+        """The keys of the refs (or, ``which`` = ``ATTEMPTS``, of the attempts) after frame
+        ``n``, sorted: those of the nearest copy kept before it (sorted once) and the keys
+        added since, as one :class:`SortedUnion`."""
         found = self._mark_before(n)
-        base, new = self._since(found, self._counts(n)[2])
+        base, new = self._since(found, self._counts(n)[which], which)
         return SortedUnion(base, new) if new else base
+
+    def node_keys_at(self, n: int) -> Sequence[NodeKey]:
+        """The (node, iteration) keys of the nodes and of the attempts after frame ``n``,
+        sorted: those of the nearest copy kept before it and those added since (a segment
+        never removes a row, so nothing else changes)."""
+        found = self._mark_before(n)
+        base, held = self._node_keys_of(found)
+        done, counts = self._kept_before(found)[1], self._counts(n)
+        new = set(self.nodes.keys[done[0] : counts[0]])
+        new.update(map(node_of, self.attempts.keys[done[1] : counts[1]]))
+        new.difference_update(held)
+        return SortedUnion(base, sorted(new)) if new else base
+
+    def _node_keys_of(self, found: int) -> tuple[list[NodeKey], set[NodeKey]]:
+        got = self._node_keys.get(found)
+        if got is None:
+            kept = self._kept_before(found)[0]
+            held = set(kept[0])
+            held.update(map(node_of, kept[1]))
+            got = self._node_keys[found] = (sorted(held), held)
+        return got
 
     def _counts(self, n: int) -> array[int]:
         at = 4 * (n - self.first)
@@ -483,20 +530,20 @@ class _Segment:
         kept_at, kept = self.marks[found]
         return kept, self._counts(kept_at)
 
-    def _since(self, found: int, stop: int) -> tuple[list[RefKey], list[RefKey]]:
-        """The sorted ref keys of copy ``found`` (-1: the start), and those logged since, up
-        to ``stop``, that it does not hold (sorted)."""
+    def _since(self, found: int, stop: int, which: int) -> tuple[list[Any], list[Any]]:
+        """The sorted keys of row dict ``which`` in copy ``found`` (-1: the start), and those
+        logged since, up to ``stop``, that it does not hold (sorted)."""
         kept, done = self._kept_before(found)
-        base = self._sorted.get(found)
+        base = self._sorted.get((which, found))
         if base is None:
             if found < 0:
-                base = sorted(kept[2])
+                base = sorted(kept[which])
             else:  # the copy before, and what came since: two sorted runs, one merge
-                before, new = self._since(found - 1, done[2])
+                before, new = self._since(found - 1, done[which], which)
                 base = sorted(before + new)
-            self._sorted[found] = base
-        refs = kept[2]
-        return base, sorted(k for k in set(self.refs.keys[done[2] : stop]) if k not in refs)
+            self._sorted[(which, found)] = base
+        rows, log = kept[which], (self.nodes, self.attempts, self.refs)[which]
+        return base, sorted(k for k in set(log.keys[done[which] : stop]) if k not in rows)
 
 
 class SortedUnion(Sequence[Any]):
@@ -552,6 +599,10 @@ class SortedUnion(Sequence[Any]):
     def __contains__(self, item: object) -> bool:
         return any(_holds(items, item) for items in (self.base, self.extra))
 
+    def rank(self, item: Any) -> int:
+        """How many items come before ``item`` (whether it is there or not)."""
+        return bisect.bisect_left(self.base, item) + bisect.bisect_left(self.extra, item)
+
     def index(self, item: Any, start: int = 0, stop: int | None = None) -> int:
         """The position of ``item`` (ValueError when it is not there)."""
         if item not in self:
@@ -588,6 +639,9 @@ class _SnapshotIndex:
     """The segment it was rebuilt from (None: a snapshot from elsewhere)."""
     ref_keys: Sequence[RefKey] | None = None
     """The ref keys, sorted (None until asked)."""
+    node_keys: tuple[Sequence[NodeKey], Sequence[AttemptKey]] | None = None
+    """The (node, iteration) keys of the nodes and attempts, and the attempt keys, sorted
+    (None until asked)."""
     attempts: list[tuple[str, int, list[int]]] | None = None
     """Each node (and iteration) with its attempt numbers, sorted (None until asked)."""
 

@@ -20,6 +20,7 @@ from smithers_tt.store import CheckpointRef, Frame, frame_rows, now_ms, write_hi
 from smithers_tt.timetravel import Snapshot
 from smithers_tt.timetravel._snapshot import AttemptView, NodeView
 from smithers_tt.widgets import DebuggerModel
+from smithers_tt.widgets._newest import node_table
 from smithers_tt.widgets._scrub import (
     TOUCHED_AT_MOST,
     FoldCache,
@@ -181,13 +182,27 @@ def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_e
             assert cache.newest(snap) == _newest_of_each_node(folded)
             assert cache.attempts_by_node(snap) == _expected_attempts(folded)
             assert cache.sorted_ref_keys(snap) is cache.sorted_ref_keys(snap)  # kept
+            for limit in (1, 3, 1_000):
+                _assert_node_table(node_table(snap, limit, cache.node_keys(snap)), folded, limit)
+        assert cache.node_keys(folded) is None  # not one of its own: it cannot know
+        assert cache.node_keys(cache.at(n)) is cache.node_keys(cache.at(n))  # kept
+
+
+def _assert_node_table(table: Any, folded: tt.Snapshot, limit: int) -> None:
+    """The nodes table's first ``limit`` rows are those of every (node, iteration) with a
+    node row or an attempt, in key order, with their node rows and all their attempts."""
+    every = sorted(set(folded.nodes) | {key[:2] for key in folded.attempts})
+    shown = every[:limit]
+    assert table.keys == shown and table.total == len(every)
+    assert table.nodes == {k: folded.nodes[k] for k in shown if k in folded.nodes}
+    assert table.attempts == {k: v for k, v in folded.attempts.items() if k[:2] in shown}
 
 
 def _late_checkpoints_run(db: st.Database) -> str:
     """A bulk-written history where an older attempt of a node publishes after a newer one
     (so not every checkpoint is its node's newest) and the newest key is bound again with
     other content, over enough frames for several copies."""
-    record, _ = db.store.create_run("late", None, graph={"a": [], "b": []})
+    record, _ = db.store.create_run("late", None, graph={"a": [], "b": [], "c": []})
     run_id, stamp = record.run_id, now_ms()
     frames: list[Frame] = []
     contents = {}
@@ -216,6 +231,10 @@ def _late_checkpoints_run(db: st.Database) -> str:
             add("attempt_finished", node_id=node, iteration=0, attempt=attempt,
                 state="finished")  # fmt: skip
         add("node_state", node_id=node, iteration=0, attempt=2, state="finished")
+    # attempts of a node that never wrote a node row: the nodes table still lists it
+    for attempt in (1, 2):
+        add("attempt_started", node_id="c", iteration=0, attempt=attempt, state="in_progress")
+        add("attempt_finished", node_id="c", iteration=0, attempt=attempt, state="failed")
     add("run_finished", state="finished", data={"output": None, "error": None})
     snap = tt.fold(run_id, [Frame(run_id, 0, "run_created", state="running"), *frames])
     nodes, attempts = tt.live_rows(snap, run_id)
@@ -284,6 +303,8 @@ def test_sorted_keys_and_pages_hold_across_copies_and_segments_in_any_order(
         if frame.kind == "checkpoint":  # the inspector shows what the frame published
             published = (frame.node_id, frame.iteration, frame.attempt, frame.sequence)
             assert model.ref_key == published and model.ref == folded.refs[published]
+        for limit in (1, 2, 1_000):  # the nodes table, whatever copy it is rebuilt from
+            _assert_node_table(model.node_table(limit), folded, limit)
         pages = [model.ref_page(page=p, size=3) for p in range(max(1, -(-len(keys) // 3)))]
         assert [k for page in pages for k in page.keys] == keys
         assert {page.total for page in pages} == {len(keys)}

@@ -247,3 +247,27 @@ def test_every_frame_of_a_looping_run_shows_its_own_iterations_checkpoint(
     for n in order:
         model.select_frame(n)
         assert_shows(model, history, n)
+
+
+def test_the_nodes_table_after_any_selections_is_the_one_drawn_afresh(db: st.Database) -> None:
+    """The inspector keeps the rows it drew while their node and attempts are the same
+    objects: after selections in any order (a flaky run's retries and failures, a looping
+    run's iterations, more rows than are shown), every frame's table is the one an inspector
+    that never drew anything shows."""
+    from smithers_tt.widgets import _inspector
+    from smithers_tt.widgets._inspector import Inspector
+
+    wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
+    for run_id, shown in ((db.run(wf, {"topic": "bee"}).id, 200), (large_run(db, 400), 7)):
+        dbg = Debugger(db, run_id, live=False)
+        order = list(range(dbg.model.last_frame + 1))
+        random.Random(len(order)).shuffle(order)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(_inspector, "NODE_ROWS", shown)
+            for n in order[:60]:
+                dbg.select_frame(n)
+                assert dbg.inspector.nodes.value == Inspector(dbg.model).nodes.value, n
+            dbg.select_frame(dbg.model.last_frame)
+            if shown < 200:  # the long run has more rows than it shows, and says so
+                assert "more nodes" in dbg.inspector.nodes.value
+        dbg.close()
