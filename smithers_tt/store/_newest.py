@@ -58,13 +58,6 @@ def _refs_sql(conn: Any, where: str = "", tail: str = "", more: str = "") -> str
     return f"{_REF_SELECT}{dialect_of(conn).ref_created}{more} {_LIVE}{where} {tail}"
 
 
-def _order(conn: Any) -> str:
-    """Key order: the node id in code-point order (as Python sorts text), then the numbers."""
-    return (
-        f"ORDER BY r.node_id{dialect_of(conn).code_point_order}, r.iteration, r.attempt, r.sequence"
-    )
-
-
 def _read(engine: Engine, work: Any) -> Any:
     return engine.transaction(work, write=False)
 
@@ -93,20 +86,45 @@ def live_ref_count(engine: Engine, run_id: str) -> int:
 
 def live_ref_page(engine: Engine, run_id: str, offset: int, limit: int) -> list[CheckpointRef]:
     """Refs ``offset`` to ``offset + limit`` (exclusive) of the run's newest state, in key
-    order (the keys are paged first, then only the page's frames are read)."""
+    order (the keys are paged first, then only the page's frames are read).
+
+    The node ids (a few) are counted and put in code-point order here; each node's refs are
+    then read in the order of the primary key, which within one node is key order on both
+    databases. Sorting every ref in code-point order instead, as PostgreSQL must (no index
+    has that order), costs 0.15 s at 64,000 refs."""
 
     def read(conn: Any) -> list[CheckpointRef]:
-        order = _order(conn)
+        counts = run_sql(
+            conn,
+            "SELECT node_id, count(*) FROM tt_checkpoint_refs WHERE run_id = :run_id "
+            "GROUP BY node_id",
+            {"run_id": run_id},
+        ).fetchall()
         sql = (
             f"{_REF_SELECT}{dialect_of(conn).ref_created} FROM (SELECT * FROM "  # noqa: S608 (constants)
-            f"tt_checkpoint_refs r WHERE r.run_id = :run_id {order} LIMIT :limit "
-            "OFFSET :offset) r JOIN tt_frames f ON f.run_id = r.run_id AND "
-            f"f.frame_no = r.frame_no {order}"
+            "tt_checkpoint_refs r WHERE r.run_id = :run_id AND r.node_id = :node_id "
+            f"{_IN_NODE} LIMIT :limit OFFSET :offset) r JOIN tt_frames f ON "
+            f"f.run_id = r.run_id AND f.frame_no = r.frame_no {_IN_NODE}"
         )
-        rows = run_sql(conn, sql, {"run_id": run_id, "limit": limit, "offset": offset})
-        return [CheckpointRef(run_id, *row) for row in rows.fetchall()]
+        out: list[CheckpointRef] = []
+        skip = offset
+        for node_id, count in sorted(counts):
+            if len(out) >= limit:
+                break
+            if skip >= count:
+                skip -= count
+                continue
+            params = {"run_id": run_id, "node_id": node_id, "limit": limit - len(out)}
+            rows = run_sql(conn, sql, {**params, "offset": skip}).fetchall()
+            out.extend(CheckpointRef(run_id, *row) for row in rows)
+            skip = 0
+        return out
 
     return list(_read(engine, read))
+
+
+_IN_NODE = "ORDER BY r.iteration, r.attempt, r.sequence"
+"""Key order within one node."""
 
 
 def live_ref_rank(engine: Engine, run_id: str, key: RefKey) -> int | None:

@@ -262,3 +262,63 @@ def test_closing_the_debugger_stops_the_history_read_behind(
     assert not model.history_loaded
     model.select_frame(2)  # read again, now, when needed
     assert model.history_ready() and model.snapshot == db.snapshot(run_id, 2)
+
+
+def _named_nodes_run(db: st.Database, names: list[str], per_node: int) -> str:
+    """A finished bulk-written run whose nodes are ``names``, each with ``per_node`` refs
+    over two iterations and two attempts."""
+    from smithers_tt import AgentCheckpoint
+    from smithers_tt import timetravel as tt
+    from smithers_tt.store import Frame, now_ms, write_history
+
+    record, _ = db.store.create_run("named", None, graph={name: [] for name in names})
+    run_id, stamp = record.run_id, now_ms()
+    frames: list[Frame] = []
+    contents = {}
+
+    def add(kind: str, **fields: Any) -> None:
+        frames.append(Frame(run_id, len(frames) + 1, kind, created_at_ms=stamp, **fields))
+
+    for name in names:
+        for iteration in (0, 1):
+            add("node_state", node_id=name, iteration=iteration, state="running")
+            for attempt in (1, 2):
+                add("attempt_started", node_id=name, iteration=iteration, attempt=attempt,
+                    state="in_progress")  # fmt: skip
+                for sequence in range(per_node // 4):
+                    encoded = AgentCheckpoint("x.state", 1, [name, sequence]).encode()
+                    contents[encoded.content_hash] = encoded
+                    add("checkpoint", node_id=name, iteration=iteration, attempt=attempt,
+                        sequence=sequence, content_hash=encoded.content_hash, codec="x.state",
+                        version=1, purpose="progress", data={"size": encoded.size})  # fmt: skip
+                add("attempt_finished", node_id=name, iteration=iteration, attempt=attempt,
+                    state="finished")  # fmt: skip
+            add("node_state", node_id=name, iteration=iteration, attempt=2, state="finished")
+    add("run_finished", state="finished", data={"output": None, "error": None})
+    snap = tt.fold(run_id, [Frame(run_id, 0, "run_created", state="running"), *frames])
+    nodes, attempts = tt.live_rows(snap, run_id)
+    write_history(db.engine, run_id, frames, contents.values(), nodes=nodes,
+                  attempts=attempts, refs=snap.refs.values(), status="finished",
+                  output=None)  # fmt: skip
+    return run_id
+
+
+def test_pages_and_ranks_of_live_refs_are_in_code_point_order(db: st.Database) -> None:
+    """The live refs are paged and ranked in Python's order of their keys (node ids in
+    code-point order: capitals before small letters, accents and other scripts after), at
+    every offset and page size, past the end too, on both databases."""
+    from smithers_tt.store import live_ref_count, live_ref_page, live_ref_rank
+
+    names = ["alpha", "Zeta", "éclair", "Ωmega", "b_1", "b-2", "B", "zz"]
+    run_id = _named_nodes_run(db, names, per_node=8)
+    engine = db.store.engine
+    refs = db.snapshot(run_id).refs
+    keys = sorted(refs)
+    assert [k[0] for k in keys[::8]] == sorted(names)  # "B", "Zeta", "alpha", ... "Ωmega"
+    assert live_ref_count(engine, run_id) == len(keys)
+    for size in (1, 3, 7, 20):
+        for offset in range(len(keys) + 2):
+            page = live_ref_page(engine, run_id, offset, size)
+            assert page == [refs[k] for k in keys[offset : offset + size]], (size, offset)
+    assert [live_ref_rank(engine, run_id, k) for k in keys] == list(range(len(keys)))
+    assert live_ref_rank(engine, run_id, ("nobody", 0, 1, 0)) is None
