@@ -271,10 +271,16 @@ def live_node_keys(engine: Engine, run_id: str, limit: int) -> tuple[list[NodeKe
         )
         params = {"run_id": run_id, "limit": limit}
         c = dialect_of(conn).code_point_order
-        total = run_sql(conn, f"SELECT count(*) FROM ({union}) k", params).scalar_one()  # noqa: S608 (constants)
-        first = f"SELECT * FROM ({union}) k ORDER BY node_id{c}, iteration LIMIT :limit"  # noqa: S608 (constants)
+        # the union made once: its size rides on every row of the first ones
+        first = (
+            f"SELECT node_id, iteration, count(*) OVER () FROM ({union}) k "  # noqa: S608 (constants)
+            f"ORDER BY node_id{c}, iteration LIMIT :limit"
+        )
         rows = run_sql(conn, first, params).fetchall()
-        return [(r[0], r[1]) for r in rows], int(total)
+        if not rows:  # none at all, or none asked for
+            total = run_sql(conn, f"SELECT count(*) FROM ({union}) k", params).scalar_one()  # noqa: S608 (constants)
+            return [], int(total)
+        return [(r[0], r[1]) for r in rows], int(rows[0][2])
 
     result: tuple[list[NodeKey], int] = _read(engine, read)
     return result
