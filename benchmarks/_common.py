@@ -287,6 +287,15 @@ def fresh_pg_database(label: str) -> Iterator[str]:
         _drop(name)
 
 
+def pg_analyze(libpq_url: str) -> None:
+    """``ANALYZE`` every table: the statistics autovacuum gives a database within a minute
+    of a bulk write, which a benchmark that measures right after writing would not have."""
+    import psycopg
+
+    with psycopg.connect(libpq_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
+
+
 def sqlalchemy_url(libpq_url: str) -> str:
     """The same PostgreSQL URL for SQLAlchemy with psycopg 3."""
     return libpq_url.replace("postgresql://", "postgresql+psycopg://", 1)
