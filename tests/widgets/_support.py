@@ -101,3 +101,45 @@ def audit(db: st.Database, run_id: str) -> list[tuple[str, int | None, dict[str,
             {"r": run_id},
         ).all()
     return [(r[0], r[1], json.loads(r[2] or "{}")) for r in rows]
+
+
+class BulkHistory:
+    """A finished run's history written in bulk, frame by frame as a test lists them: its
+    frames, the contents its checkpoints publish, then the live rows their fold gives."""
+
+    def __init__(self, db: st.Database, workflow: str, nodes: list[str]) -> None:
+        from smithers_tt.store import now_ms
+
+        record, _ = db.store.create_run(workflow, None, graph={name: [] for name in nodes})
+        self.db, self.run_id, self.stamp = db, record.run_id, now_ms()
+        self.frames: list[Any] = []
+        self.contents: dict[str, Any] = {}
+
+    def add(self, kind: str, **fields: Any) -> None:
+        """The next frame."""
+        from smithers_tt.store import Frame
+
+        number = len(self.frames) + 1
+        self.frames.append(Frame(self.run_id, number, kind, created_at_ms=self.stamp, **fields))
+
+    def publish(self, node: str, iteration: int, attempt: int, sequence: int, payload: Any) -> None:
+        """A checkpoint frame of ``payload`` (codec ``x.state``, purpose ``progress``)."""
+        encoded = AgentCheckpoint("x.state", 1, payload).encode()
+        self.contents[encoded.content_hash] = encoded
+        self.add("checkpoint", node_id=node, iteration=iteration, attempt=attempt,
+                 sequence=sequence, content_hash=encoded.content_hash, codec="x.state",
+                 version=1, purpose="progress", data={"size": encoded.size})  # fmt: skip
+
+    def write(self) -> str:
+        """End the run (finished) and write it all; its id."""
+        from smithers_tt import timetravel as tt
+        from smithers_tt.store import Frame, write_history
+
+        self.add("run_finished", state="finished", data={"output": None, "error": None})
+        run_id, frames = self.run_id, self.frames
+        snap = tt.fold(run_id, [Frame(run_id, 0, "run_created", state="running"), *frames])
+        nodes, attempts = tt.live_rows(snap, run_id)
+        write_history(self.db.engine, run_id, frames, self.contents.values(), nodes=nodes,
+                      attempts=attempts, refs=snap.refs.values(), status="finished",
+                      output=None)  # fmt: skip
+        return run_id

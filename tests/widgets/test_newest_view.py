@@ -24,6 +24,8 @@ from smithers_tt.widgets import Debugger, DebuggerModel
 from smithers_tt.widgets import _model as model_module
 from smithers_tt.widgets._inspector import Inspector
 
+from ._support import BulkHistory
+
 
 def _answers(model: DebuggerModel, size: int) -> dict[str, object]:
     first = model.ref_page(size=size)
@@ -267,40 +269,19 @@ def test_closing_the_debugger_stops_the_history_read_behind(
 def _named_nodes_run(db: st.Database, names: list[str], per_node: int) -> str:
     """A finished bulk-written run whose nodes are ``names``, each with ``per_node`` refs
     over two iterations and two attempts."""
-    from smithers_tt import AgentCheckpoint
-    from smithers_tt import timetravel as tt
-    from smithers_tt.store import Frame, now_ms, write_history
-
-    record, _ = db.store.create_run("named", None, graph={name: [] for name in names})
-    run_id, stamp = record.run_id, now_ms()
-    frames: list[Frame] = []
-    contents = {}
-
-    def add(kind: str, **fields: Any) -> None:
-        frames.append(Frame(run_id, len(frames) + 1, kind, created_at_ms=stamp, **fields))
-
+    h = BulkHistory(db, "named", names)
     for name in names:
         for iteration in (0, 1):
-            add("node_state", node_id=name, iteration=iteration, state="running")
+            h.add("node_state", node_id=name, iteration=iteration, state="running")
             for attempt in (1, 2):
-                add("attempt_started", node_id=name, iteration=iteration, attempt=attempt,
-                    state="in_progress")  # fmt: skip
+                h.add("attempt_started", node_id=name, iteration=iteration, attempt=attempt,
+                      state="in_progress")  # fmt: skip
                 for sequence in range(per_node // 4):
-                    encoded = AgentCheckpoint("x.state", 1, [name, sequence]).encode()
-                    contents[encoded.content_hash] = encoded
-                    add("checkpoint", node_id=name, iteration=iteration, attempt=attempt,
-                        sequence=sequence, content_hash=encoded.content_hash, codec="x.state",
-                        version=1, purpose="progress", data={"size": encoded.size})  # fmt: skip
-                add("attempt_finished", node_id=name, iteration=iteration, attempt=attempt,
-                    state="finished")  # fmt: skip
-            add("node_state", node_id=name, iteration=iteration, attempt=2, state="finished")
-    add("run_finished", state="finished", data={"output": None, "error": None})
-    snap = tt.fold(run_id, [Frame(run_id, 0, "run_created", state="running"), *frames])
-    nodes, attempts = tt.live_rows(snap, run_id)
-    write_history(db.engine, run_id, frames, contents.values(), nodes=nodes,
-                  attempts=attempts, refs=snap.refs.values(), status="finished",
-                  output=None)  # fmt: skip
-    return run_id
+                    h.publish(name, iteration, attempt, sequence, [name, sequence])
+                h.add("attempt_finished", node_id=name, iteration=iteration, attempt=attempt,
+                      state="finished")  # fmt: skip
+            h.add("node_state", node_id=name, iteration=iteration, attempt=2, state="finished")
+    return h.write()
 
 
 def test_pages_and_ranks_of_live_refs_are_in_code_point_order(db: st.Database) -> None:

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 
 import smithers_tt as st
-from smithers_tt import AgentCheckpoint
 from smithers_tt import timetravel as tt
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import CheckpointRef, Frame, frame_rows, now_ms, write_history
+from smithers_tt.store import CheckpointRef, Frame, frame_rows
 from smithers_tt.timetravel import Snapshot
 from smithers_tt.timetravel._snapshot import AttemptView, NodeView
 from smithers_tt.widgets import DebuggerModel
@@ -27,6 +26,8 @@ from smithers_tt.widgets._scrub import (
     Touched,
     trimmed,
 )
+
+from ._support import BulkHistory
 
 RUN = "r"
 
@@ -202,46 +203,30 @@ def _late_checkpoints_run(db: st.Database) -> str:
     """A bulk-written history where an older attempt of a node publishes after a newer one
     (so not every checkpoint is its node's newest) and the newest key is bound again with
     other content, over enough frames for several copies."""
-    record, _ = db.store.create_run("late", None, graph={"a": [], "b": [], "c": []})
-    run_id, stamp = record.run_id, now_ms()
-    frames: list[Frame] = []
-    contents = {}
-
-    def add(kind: str, **fields: Any) -> None:
-        frames.append(Frame(run_id, len(frames) + 1, kind, created_at_ms=stamp, **fields))
+    h = BulkHistory(db, "late", ["a", "b", "c"])
 
     def publish(node: str, attempt: int, sequence: int, again: bool = False) -> None:
-        payload = {"n": node, "a": attempt, "s": sequence, "again": again}
-        encoded = AgentCheckpoint("x.state", 1, payload).encode()
-        contents[encoded.content_hash] = encoded
-        add("checkpoint", node_id=node, iteration=0, attempt=attempt, sequence=sequence,
-            content_hash=encoded.content_hash, codec="x.state", version=1,
-            purpose="progress", data={"size": encoded.size})  # fmt: skip
+        h.publish(node, 0, attempt, sequence, {"n": node, "a": attempt, "s": sequence,
+                                               "again": again})  # fmt: skip
 
     for node in ("b", "a"):
-        add("node_state", node_id=node, iteration=0, state="running")
+        h.add("node_state", node_id=node, iteration=0, state="running")
         for attempt in (1, 2):
-            add("attempt_started", node_id=node, iteration=0, attempt=attempt,
-                state="in_progress")  # fmt: skip
+            h.add("attempt_started", node_id=node, iteration=0, attempt=attempt,
+                  state="in_progress")  # fmt: skip
         for sequence in range(4):
             publish(node, 2, sequence)
             publish(node, 1, sequence)  # older attempt, later: not the node's newest
         publish(node, 2, 3, again=True)  # the newest key bound again (an import may do that)
         for attempt in (1, 2):
-            add("attempt_finished", node_id=node, iteration=0, attempt=attempt,
-                state="finished")  # fmt: skip
-        add("node_state", node_id=node, iteration=0, attempt=2, state="finished")
+            h.add("attempt_finished", node_id=node, iteration=0, attempt=attempt,
+                  state="finished")  # fmt: skip
+        h.add("node_state", node_id=node, iteration=0, attempt=2, state="finished")
     # attempts of a node that never wrote a node row: the nodes table still lists it
     for attempt in (1, 2):
-        add("attempt_started", node_id="c", iteration=0, attempt=attempt, state="in_progress")
-        add("attempt_finished", node_id="c", iteration=0, attempt=attempt, state="failed")
-    add("run_finished", state="finished", data={"output": None, "error": None})
-    snap = tt.fold(run_id, [Frame(run_id, 0, "run_created", state="running"), *frames])
-    nodes, attempts = tt.live_rows(snap, run_id)
-    write_history(db.engine, run_id, frames, contents.values(), nodes=nodes,
-                  attempts=attempts, refs=snap.refs.values(), status="finished",
-                  output=None)  # fmt: skip
-    return run_id
+        h.add("attempt_started", node_id="c", iteration=0, attempt=attempt, state="in_progress")
+        h.add("attempt_finished", node_id="c", iteration=0, attempt=attempt, state="failed")
+    return h.write()
 
 
 def _reset_run(db: st.Database) -> str:
