@@ -62,9 +62,12 @@ transactions share one group commit).
 Frames pin every document and value, so ``collect_garbage`` keeps all of a thread's history;
 ``delete_thread`` deletes its runs (frames, index rows and all) and the next collection frees
 the content nobody else uses. ``delete_for_runs`` removes checkpoints from LangGraph's view but
-keeps the frames (the history the debugger shows) until the thread is deleted. Smithers time
-travel (``db.fork``/``db.rewind``) on such a run changes only smithers_tt's view; use
-LangGraph's own ``update_state``/replay to branch a thread.
+keeps the frames (the history the debugger shows) until the thread is deleted.
+``db.rewind`` of a thread's run rewinds LangGraph's view with it: the thread's checkpoints are
+those whose frame is at or below the run's clock, the newest of them is what ``get_tuple``,
+``graph.get_state`` and the next ``invoke`` start from (with the pending writes stored with it),
+and ``db.undo_rewind`` brings the newer ones back. ``db.fork`` of such a run changes only
+smithers_tt's view; use LangGraph's own ``update_state``/replay to branch a thread.
 
 ``prune(thread_ids, strategy=...)`` does what PostgresSaver 3.2's does (``"keep_latest"`` or
 ``"delete"``); it rewrites the thread's runs, so the pruned frames go and the next

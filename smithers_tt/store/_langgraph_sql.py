@@ -102,11 +102,13 @@ CONTENTS_WHERE = "FROM tt_checkpoint_contents WHERE content_hash"
 SELECT_DOCS = (
     "SELECT c.run_id, c.checkpoint_id, c.frame_no, c.writes_json, t.thread_id, t.checkpoint_ns "
     "FROM tt_lg_checkpoints c JOIN tt_lg_threads t ON t.run_id = c.run_id "
-    "WHERE c.frame_no IS NOT NULL"
+    "JOIN tt_runs r ON r.run_id = c.run_id WHERE c.frame_no <= r.clock"
 )
-"""Index rows that have a document. Their frames and contents are read by primary key in a
-second statement (a join lets PostgreSQL, before statistics exist, scan a run's frames once
-per row)."""
+"""Index rows that have a document at or below their run's clock: a smithers_tt rewind keeps
+the rows of the checkpoints it cut (``undo_rewind`` brings their frames back), and LangGraph
+must not see them meanwhile. Their frames and contents are read by primary key in a second
+statement (a join lets PostgreSQL, before statistics exist, scan a run's frames once per
+row)."""
 FRAME_DOCS = (
     "SELECT f.frame_no, f.kind, f.node_id, f.content_hash, d.data, d.size_bytes FROM tt_frames f "
     "LEFT JOIN tt_checkpoint_contents d ON d.content_hash = f.content_hash WHERE f.run_id = :run "
