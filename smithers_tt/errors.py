@@ -21,6 +21,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     ├── StoreError
     │   ├── CheckpointCorrupt           stored bytes fail their SHA-256 or size check
     │   ├── StoreCorrupt                a stored row does not parse, or the file is damaged
+    │   ├── UnsafeValue                 a stored value asks to build a type not allowed
     │   ├── RefConflict                 an immutable ref would be rebound
     │   ├── SchemaMismatch              the database has a shape we do not recognise
     │   ├── MigrationError
@@ -206,6 +207,14 @@ class StoreCorrupt(StoreError):
     database file is damaged; ``smithers-tt verify`` lists the damaged rows."""
 
     code = "store_corrupt"
+
+
+class UnsafeValue(StoreError):
+    """A stored value (a LangGraph msgpack value, read by ``SmithersSaver`` or an import)
+    asks to construct a type that is not in the allow-list, or is a pickle; nothing was
+    constructed (details: ``type``, and ``where``: the thread, checkpoint and channel)."""
+
+    code = "unsafe_value"
 
 
 class RefConflict(StoreError):

@@ -74,6 +74,11 @@ smithers_tt's view; use LangGraph's own ``update_state``/replay to branch a thre
 ``collect_garbage`` frees what only they used. ``get_delta_channel_history`` (for LangGraph's
 ``DeltaChannel``) answers as the base class's walker does, in one read transaction.
 
+Stored values never run code: a value that is not plain JSON is decoded only when every type
+it names is in LangGraph's strict msgpack list or in ``allowed_types`` (else ``UnsafeValue``
+naming the thread, checkpoint, channel and type; see
+:mod:`smithers_tt.integrations._langgraph_serde` and ``docs/langgraph.md``).
+
 Channel versions: the saver starts threads with integer versions; a thread written by a
 built-in saver (string versions ``"000...0003.0.52..."``, e.g. brought over by
 :mod:`smithers_tt.integrations.langgraph_import`) goes on with string versions of the same
@@ -106,7 +111,6 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_serializable_checkpoint_metadata,
 )
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from smithers_tt.checkpoint import (
     MAX_CHECKPOINT_BYTES,
@@ -122,6 +126,14 @@ from smithers_tt.errors import (
     CheckpointMissing,
     CheckpointTooLarge,
     InvalidArgument,
+)
+from smithers_tt.integrations._langgraph_serde import (
+    VALUE,
+    AllowedTypes,
+    GuardedSerializer,
+    as_mapping,
+    decode_slot,
+    where_of,
 )
 from smithers_tt.store import (
     LANGGRAPH_DOC_NODE,
@@ -228,16 +240,28 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
 
     Args:
         db: an open :class:`smithers_tt.Database` (SQLite or PostgreSQL).
-        serde: LangGraph serializer for values that are not plain JSON; default
-            ``JsonPlusSerializer(pickle_fallback=False)``. A serializer with pickle enabled is
-            refused.
+        serde: LangGraph serializer for values that are not plain JSON; default LangGraph's
+            ``JsonPlusSerializer`` in strict msgpack mode, without pickle. A serializer with
+            pickle enabled is refused. Whatever the serializer, a stored value is decoded
+            only when every type it names is allowed (else ``UnsafeValue``).
+        allowed_types: types (classes or ``(module, name)`` pairs) a stored value may
+            construct besides LangGraph's own strict list (messages, ``Send``, datetimes ...):
+            e.g. the pydantic models or dataclasses your graph's state holds.
         inline_max_bytes: channel and write values whose encoding is at most this long are
             kept inside the checkpoint document instead of as content of their own (0: every
             value is content).
     """
 
-    def __init__(self, db: Any, *, serde: Any | None = None, inline_max_bytes: int = 64) -> None:
-        serde = serde if serde is not None else JsonPlusSerializer(pickle_fallback=False)
+    def __init__(
+        self,
+        db: Any,
+        *,
+        serde: Any | None = None,
+        allowed_types: AllowedTypes = (),
+        inline_max_bytes: int = 64,
+    ) -> None:
+        self._guard = GuardedSerializer(allowed_types)
+        serde = serde if serde is not None else self._guard
         if getattr(serde, "pickle_fallback", False):
             raise InvalidArgument("SmithersSaver never stores pickles: turn pickle_fallback off")
         if type(inline_max_bytes) is not int or inline_max_bytes < 0:
@@ -303,20 +327,16 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         encoded = self._encode(value)
         return {name: value} if "json" in encoded else {f"{name}_encoded": encoded}
 
-    def _unfield(self, doc: dict[str, Any], name: str) -> Any:
+    def _unfield(self, doc: dict[str, Any], name: str, where: str = VALUE) -> Any:
         if name in doc:
             return doc[name]
-        return self._decode(doc.get(f"{name}_encoded"))
+        return self._decode(doc.get(f"{name}_encoded"), f"{where}, its {name}")
 
-    def _decode(self, encoded: Any) -> Any:
-        if type(encoded) is not dict or len(encoded) != 1:
-            raise CheckpointCorrupt(f"not an encoded LangGraph value: {str(encoded)[:80]}")
-        ((kind, data),) = encoded.items()
-        if kind == "json":
-            return data
-        if kind in _ENCODINGS and type(data) is str:
-            return self.serde.loads_typed((kind, base64.b64decode(data)))
-        raise CheckpointCorrupt(f"unknown LangGraph value encoding {kind!r}")
+    def _decode(self, encoded: Any, where: str = VALUE) -> Any:
+        """An encoded value decoded, constructing only allowed types (``where``, the thread,
+        checkpoint and channel, names it in errors)."""
+        guard = self.serde if isinstance(self.serde, GuardedSerializer) else self._guard
+        return decode_slot(guard, self.serde, encoded, where)
 
     def _slot(self, value: Any, blobs: dict[str, EncodedCheckpoint]) -> dict[str, Any]:
         """Encode a value for a document: inline, or ``{"ref": hash}`` with its content."""
@@ -335,13 +355,13 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         blobs[digest] = EncodedCheckpoint(VALUE_CODEC, 1, data, digest)
         return {"ref": digest}
 
-    def _unslot(self, slot: Any, contents: dict[str, bytes]) -> Any:
+    def _unslot(self, slot: Any, contents: dict[str, bytes], where: str = VALUE) -> Any:
         if type(slot) is dict and set(slot) == {"ref"}:
             data = contents.get(slot["ref"])
             if data is None:
                 raise CheckpointMissing(f"LangGraph value {str(slot['ref'])[:12]} is not stored")
-            return self._decode(_payload(data, VALUE_CODEC, slot["ref"]))
-        return self._decode(slot)
+            return self._decode(_payload(data, VALUE_CODEC, slot["ref"]), where)
+        return self._decode(slot, where)
 
     # --- transactions ------------------------------------------------------------------
 
@@ -539,7 +559,8 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
     def _tuples(self, rx: LangGraphRead, rows: Sequence[Any], md_filter: dict | None) -> list:
         chosen: list[tuple[Any, dict, Any]] = []
         for row, doc in self._documents(rx.documents(rows)):
-            metadata = self._unfield(doc, "metadata")
+            where = where_of(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+            metadata = as_mapping(self._unfield(doc, "metadata", where), "metadata", where)
             if md_filter and any(
                 k not in metadata or metadata[k] != v for k, v in md_filter.items()
             ):
@@ -556,10 +577,12 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         contents = rx.contents(refs) if refs else {}
         out: list[CheckpointTuple] = []
         for (row, doc, metadata), writes in zip(chosen, writes_of, strict=True):
-            checkpoint = self._unfield(doc, "checkpoint")
+            where = where_of(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+            checkpoint = as_mapping(self._unfield(doc, "checkpoint", where), "checkpoint", where)
             checkpoint["id"] = row.checkpoint_id
             checkpoint["channel_values"] = {
-                name: self._unslot(slot, contents) for name, slot in doc["values"].items()
+                name: self._unslot(slot, contents, f"{where}, channel {name!r}")
+                for name, slot in doc["values"].items()
             }
             pending = sorted(
                 (task.get("path", ""), task_id, int(idx), channel, slot)
@@ -575,7 +598,10 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
                     {"configurable": {**conf, "checkpoint_id": doc["parent"]}}
                     if doc.get("parent")
                     else None,
-                    [(w[1], w[3], self._unslot(w[4], contents)) for w in pending],
+                    [
+                        (w[1], w[3], self._unslot(w[4], contents, f"{where}, write {w[3]!r}"))
+                        for w in pending
+                    ],
                 )
             )
         return out
@@ -669,7 +695,9 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
 
             rows, attached = self.tables.read(read)
             for row, doc in self._documents(attached):
-                metadata = self._unfield(doc, "metadata")
+                metadata = self._unfield(
+                    doc, "metadata", where_of(row.thread_id, row.checkpoint_ns, row.checkpoint_id)
+                )
                 if isinstance(metadata, dict) and str(metadata.get("run_id")) in wanted:
                     doomed.append((row.run_id, row.checkpoint_id))
             if len(rows) < _PAGE:
