@@ -270,7 +270,8 @@ class LangGraphLens:
         """A checkpoint as :func:`describe_frame` says it; a channel value decoded."""
         if ref.codec == VALUE_CODEC:
             data = self.saver.store.read_content(ref.content_hash)
-            return plain(self.saver._decode(_payload(data, VALUE_CODEC, ref.content_hash)))
+            value = _payload(data, VALUE_CODEC, ref.content_hash)
+            return plain(self.saver._decode(value, f"channel value {ref.short_hash}"))
         if not self._is_doc(ref.codec, ref.node_id):
             return None
         return _describe(self.saver, ref.run_id, ref.content_hash)

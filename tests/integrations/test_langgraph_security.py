@@ -116,34 +116,38 @@ def test_cli_import_of_a_hostile_sqlite_file_runs_nothing(
 
 
 @pytest.mark.parametrize("place", PLACES)
-def test_import_langgraph_refuses_a_hostile_sqlite_value_naming_it(
-    place: str, db: st.Database, tmp_path: Path
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_import_langgraph_refuses_a_hostile_value_naming_it(
+    kind: str, place: str, db: st.Database, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     marker = tmp_path / "ran"
-    source = _sqlite_source(tmp_path, place, _hostile(marker))
+    if kind == "sqlite":  # a checkpoint is one blob there: its channels are not told apart
+        source = _sqlite_source(tmp_path, place, _hostile(marker))
+        named = {"channel": "its checkpoint", "write": "write 'notes'"}[place]
+    else:
+        url = request.getfixturevalue("pg_schema_url")
+        source = _postgres_source(url, place, _hostile(marker))
+        named = {"channel": "channel 'notes'", "write": "write 'notes'"}[place]
     with pytest.raises(UnsafeValue) as caught:
         import_langgraph(source, db)
     assert not marker.exists()
     assert caught.value.details["type"] == "os.system"
     where = caught.value.details["where"]
-    assert where.startswith("thread 't', checkpoint '")
-    assert ("write 'notes'" in where) == (place == "write")
+    assert where.startswith("thread 't', checkpoint '") and named in where
     assert _imported(db) == []
 
 
-@pytest.mark.parametrize("place", PLACES)
-def test_import_langgraph_refuses_a_hostile_postgres_value_naming_it(
-    place: str, db: st.Database, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    marker = tmp_path / "ran"
-    source = _postgres_source(request.getfixturevalue("pg_schema_url"), place, _hostile(marker))
-    with pytest.raises(UnsafeValue) as caught:
+def test_import_langgraph_refuses_a_pickled_value(db: st.Database, tmp_path: Path) -> None:
+    source = _sqlite_source(tmp_path, "write", "plain")
+    with sqlite3.connect(source.removeprefix("sqlite:///")) as conn:
+        conn.execute(
+            "UPDATE writes SET type = 'pickle', value = ? WHERE channel = 'notes'",
+            (b"\x80\x05K\x01.",),
+        )
+    with pytest.raises(UnsafeValue, match="is a pickle; smithers_tt never unpickles") as caught:
         import_langgraph(source, db)
-    assert not marker.exists()
-    assert caught.value.details["type"] == "os.system"
-    where = caught.value.details["where"]
-    assert where.startswith("thread 't', checkpoint '")
-    assert ("channel 'notes'" if place == "channel" else "write 'notes'") in where
+    assert caught.value.details["where"].startswith("thread 't', checkpoint '")
+    assert _imported(db) == []
 
 
 @pytest.mark.parametrize("checkpoint", [42, [1, 2], "text"])
