@@ -183,12 +183,16 @@ def _put_hostile(saver: SmithersSaver, value) -> dict:
     return stored
 
 
+@pytest.mark.parametrize("nested", [False, True])
 def test_saver_reads_refuse_a_stored_hostile_value_naming_it(
-    db: st.Database, tmp_path: Path
+    nested: bool, db: st.Database, tmp_path: Path
 ) -> None:
     marker = tmp_path / "ran"
     saver = SmithersSaver(db)
-    stored = _put_hostile(saver, _hostile(marker))
+    value = _hostile(marker)
+    if nested:  # inside the arguments of a type LangGraph allows (a Send)
+        value = ormsgpack.Ext(1, _msgpack_enc(("langgraph.types", "Send", ["node", value])))
+    stored = _put_hostile(saver, value)
     for read in (
         lambda: saver.get_tuple(stored),
         lambda: saver.get_tuple({"configurable": {"thread_id": "s"}}),
