@@ -35,6 +35,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from smithers_tt.errors import CheckpointCorrupt, InvalidArgument, StoreCorrupt, UnsafeValue
 
 __all__ = [
+    "ENCODINGS",
     "VALUE",
     "AllowedTypes",
     "DeferredSerializer",
@@ -53,7 +54,8 @@ AllowedTypes = Iterable[type | tuple[str, str] | str]
 VALUE = "a stored LangGraph value"
 """How errors name a value when nothing more is known of it."""
 _KINDS = ("null", "bytes", "bytearray", "json", "msgpack")
-_ENCODINGS = ("msgpack", "bytes", "bytearray")
+ENCODINGS = ("msgpack", "bytes", "bytearray")
+"""How ``SmithersSaver`` stores a value that is not plain JSON (base64 of LangGraph's bytes)."""
 _CONSTRUCTORS = (0, 1, 2, 4, 5)  # LangGraph's ext codes that call module.name(...)
 _METHOD, _NUMPY, _DELTA = 3, 6, 7
 _OPTION = ormsgpack.OPT_NON_STR_KEYS
@@ -220,7 +222,7 @@ def decode_slot(guard: GuardedSerializer, serde: Any, encoded: Any, where: str) 
     ((kind, data),) = encoded.items()
     if kind == "json":
         return data
-    if kind in _ENCODINGS and type(data) is str:
+    if kind in ENCODINGS and type(data) is str:
         return guard.load(serde, kind, base64.b64decode(data), where)
     raise CheckpointCorrupt(f"{where} has the unknown LangGraph value encoding {kind!r}")
 

@@ -128,6 +128,7 @@ from smithers_tt.errors import (
     InvalidArgument,
 )
 from smithers_tt.integrations._langgraph_serde import (
+    ENCODINGS,
     VALUE,
     AllowedTypes,
     GuardedSerializer,
@@ -172,7 +173,6 @@ VALUE_CODEC = "langgraph.value"
 DOC_NODE = LANGGRAPH_DOC_NODE
 VALUE_NODE = LANGGRAPH_VALUE_NODE
 _PAGE = 100
-_ENCODINGS = ("msgpack", "bytes", "bytearray")
 # Bytes a value adds to a content envelope beyond its own encoding.
 _ENVELOPE_OVERHEAD = len(canonical_envelope(VALUE_CODEC, 1, None)) - len(b"null")
 
@@ -317,8 +317,8 @@ class SmithersSaver(BaseCheckpointSaver[int | str]):
         kind, data = self.serde.dumps_typed(value)
         if kind == "null":
             return {"json": None}
-        if kind not in _ENCODINGS:
-            raise InvalidArgument(f"serializer produced {kind!r}; only {_ENCODINGS} are stored")
+        if kind not in ENCODINGS:
+            raise InvalidArgument(f"serializer produced {kind!r}; only {ENCODINGS} are stored")
         return {kind: base64.b64encode(data).decode("ascii")}
 
     def _field(self, name: str, value: Any) -> dict[str, Any]:
