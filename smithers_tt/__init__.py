@@ -3,6 +3,7 @@
 Start with :func:`connect`; everything else is reached from the object it returns.
 """
 
+from smithers_tt._extras import require_extras
 from smithers_tt.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     AgentCheckpoint,
@@ -62,4 +63,5 @@ __all__ = [
     "__version__",
     "connect",
     "diff",
+    "require_extras",
 ]

@@ -10,10 +10,11 @@ psycopg), so a missing extra always reads the same way and names the command tha
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from smithers_tt.errors import ExtraMissing, SmithersError
+from smithers_tt.errors import ExtraMissing, InvalidArgument, SmithersError
 
 EXTRA_OF = {
     "psycopg": "postgres",
@@ -28,6 +29,12 @@ EXTRA_OF = {
     "langgraph": "langgraph",
 }
 """The extra of ``smithers-tt`` that installs each optional top-level module."""
+
+
+MODULES_OF: dict[str, tuple[str, ...]] = {}
+for _module, _extra in EXTRA_OF.items():
+    MODULES_OF[_extra] = (*MODULES_OF.get(_extra, ()), _module)
+"""The modules each extra installs (the inverse of :data:`EXTRA_OF`)."""
 
 
 def install_command(extra: str) -> str:
@@ -78,3 +85,42 @@ def extra_needed(needed_for: str) -> Iterator[None]:
         raise ExtraMissing(
             missing_message(module, needed_for), module=module, extra=EXTRA_OF[module]
         ) from missing
+
+
+def require_extras(*extras: str, needed_for: str = "this notebook") -> None:
+    """Check that the extras a notebook or script needs are installed, before it starts.
+
+    Nothing is imported (a module is looked up, not loaded). In a notebook the error reads
+    as one line, not a traceback::
+
+        ExtraMissing: this notebook needs the lineage extra: pip install 'smithers-tt[lineage]'
+
+    Args:
+        extras: names of extras of ``smithers-tt`` (``"lineage"``, ``"notebook"``, ...).
+        needed_for: what needs them, as the start of the message.
+
+    Raises:
+        InvalidArgument: an extra of that name does not exist.
+        ExtraMissing: some module of one or more extras is not installed; the message names
+            one ``pip install`` command for all of them.
+    """
+    unknown = sorted(set(extras) - set(MODULES_OF))
+    if unknown:
+        raise InvalidArgument(
+            f"no extra named {', '.join(unknown)}; the extras are {', '.join(sorted(MODULES_OF))}"
+        )
+    missing = {
+        extra: module
+        for extra in extras
+        for module in MODULES_OF[extra]
+        if importlib.util.find_spec(module) is None
+    }
+    if missing:
+        names = ",".join(missing)
+        which = " and ".join(missing)
+        plural = "s" if len(missing) > 1 else ""
+        raise ExtraMissing(
+            f"{needed_for} needs the {which} extra{plural}: {install_command(names)}",
+            module=next(iter(missing.values())),
+            extra=names,
+        )

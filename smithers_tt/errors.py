@@ -109,6 +109,10 @@ class ExtraMissing(SmithersError, ImportError):
 
     code = "extra_missing"
 
+    def _render_traceback_(self) -> list[str]:
+        """IPython shows this instead of a traceback: the one line that says what to install."""
+        return [f"{type(self).__name__}: {self.message}"]
+
 
 # --- invalid input -----------------------------------------------------------------------
 

@@ -55,6 +55,7 @@ def _declared() -> list[Requirement]:
         + extras["notebook"]
         + extras["lineage"]
         + extras["postgres"]
+        + extras["langgraph"]  # notebooks/06_langgraph.ipynb
     ]
 
 
@@ -77,6 +78,21 @@ def test_binder_pins_a_notebook_that_accepts_the_pinned_jupyterlab() -> None:
     lab = tuple(int(p) for p in pins["jupyterlab"].split(".")[:2])
     assert "notebook" in pins
     assert lab < (4, 5) or tuple(int(p) for p in pins["notebook"].split(".")[:2]) >= (7, 5)
+
+
+def test_binder_builds_the_package_with_the_pinned_build_backend() -> None:
+    # postBuild must not fetch whatever hatchling is newest for an isolated build
+    system = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]
+    backend = [Requirement(r) for r in system["requires"]]
+    pins = _pins()
+    for requirement in backend:
+        assert requirement.specifier.contains(pins[canonicalize_name(requirement.name)])
+    installs = [
+        line
+        for line in (BINDER / "postBuild").read_text().splitlines()
+        if "pip install" in line and not line.lstrip().startswith("#")
+    ]
+    assert installs and all("--no-build-isolation" in line for line in installs)
 
 
 def test_binder_runtime_is_python_311() -> None:

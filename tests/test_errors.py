@@ -56,6 +56,7 @@ PUBLIC_NAMES = [
     "__version__",
     "connect",
     "diff",
+    "require_extras",
 ]
 
 

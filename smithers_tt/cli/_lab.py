@@ -1,10 +1,12 @@
 """``smithers-tt lab``: JupyterLab on the tutorial notebooks, from a checkout or from a wheel.
 
-A checkout (an editable install) opens its own ``notebooks/`` in place. A wheel ships the
-notebooks inside the package (``smithers_tt/_notebooks``); they are copied into a folder of
-the user's (``./smithers-tt-notebooks`` unless ``--dir`` says otherwise) so that the
-databases they write and the edits a person saves never land in ``site-packages``. A copy a
-person already has is never overwritten.
+The notebooks are never opened where they are installed: a wheel ships them inside the package
+(``smithers_tt/_notebooks``), a checkout (an editable install) in its ``notebooks/``. Both are
+copied into a folder of the user's (``./smithers-tt-notebooks`` unless ``--dir`` says
+otherwise), so that the databases they write and the edits JupyterLab autosaves never land in
+``site-packages`` or in a tracked file of the checkout. A copy a person already has is never
+overwritten; one older than the notebook it was copied from is named, so that a person who
+wants the new one can delete theirs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -29,14 +32,24 @@ DEFAULT_NOTEBOOK = "00_tour.ipynb"
 DEFAULT_DIR = "smithers-tt-notebooks"
 
 
-def notebook_folder(workdir: Path | None) -> tuple[Path, list[str]]:
-    """The folder to open and the notebooks copied into it (none for a checkout).
+@dataclass(frozen=True)
+class NotebookCopies:
+    """Where ``lab`` opens the notebooks, and what it did to the copies there."""
+
+    folder: Path
+    copied: list[str]
+    """Notebooks copied now (the folder had none of that name)."""
+    stale: list[str]
+    """Copies kept although the installed notebook is newer (a person's copy is never
+    overwritten: deleting it brings the new one)."""
+
+
+def notebook_folder(workdir: Path | None) -> NotebookCopies:
+    """Copy the tutorial notebooks into ``workdir`` (default ``./smithers-tt-notebooks``).
 
     Raises:
         InvalidArgument: neither a checkout nor the installed package holds the notebooks.
     """
-    if workdir is None and CHECKOUT.is_dir() and not SHIPPED.is_dir():
-        return CHECKOUT, []
     source = SHIPPED if SHIPPED.is_dir() else CHECKOUT
     if not source.is_dir():
         raise InvalidArgument(
@@ -44,13 +57,20 @@ def notebook_folder(workdir: Path | None) -> tuple[Path, list[str]]:
             "reinstall smithers-tt"
         )
     folder = (workdir or Path(DEFAULT_DIR)).resolve()
+    if folder == source.resolve():
+        raise InvalidArgument(
+            f"--dir {folder} is where the notebooks are installed; give a folder of your own"
+        )
     folder.mkdir(parents=True, exist_ok=True)
-    copied = []
+    copied, stale = [], []
     for notebook in sorted(source.glob("*.ipynb")):
-        if not (folder / notebook.name).exists():
-            shutil.copyfile(notebook, folder / notebook.name)
+        copy = folder / notebook.name
+        if not copy.exists():
+            shutil.copy2(notebook, copy)  # keeps the time: a later, newer notebook shows
             copied.append(notebook.name)
-    return folder, copied
+        elif copy.stat().st_mtime < notebook.stat().st_mtime:
+            stale.append(notebook.name)
+    return NotebookCopies(folder, copied, stale)
 
 
 def jupyter_arguments(extra: tuple[str, ...], *, is_root: bool) -> list[str]:
@@ -79,7 +99,7 @@ def absolute_url(url: str) -> str:
     "--dir",
     "workdir",
     type=click.Path(file_okay=False, path_type=Path),
-    help=f"Copy the notebooks here and open them (default for a wheel install: ./{DEFAULT_DIR}).",
+    help=f"Copy the notebooks here and open them there (default: ./{DEFAULT_DIR}).",
 )
 @click.argument("jupyter_args", nargs=-1, type=click.UNPROCESSED)
 @pass_ctx
@@ -98,13 +118,19 @@ def lab(ctx: Context, notebook: str, workdir: Path | None, jupyter_args: tuple[s
       smithers-tt --db postgresql+psycopg://user@host/db lab --dir my-notebooks
     """
     require_extra("jupyterlab", needed_for="smithers-tt lab")
-    folder, copied = notebook_folder(workdir)
+    copies = notebook_folder(workdir)
+    folder = copies.folder
     target = folder / notebook
     if not target.is_file():
         names = ", ".join(sorted(p.name for p in folder.glob("*.ipynb")))
         raise InvalidArgument(f"no notebook {notebook!r} in {folder}; there are: {names}")
-    if copied:
-        click.echo(f"copied {len(copied)} notebooks into {folder}")
+    if copies.copied:
+        click.echo(f"copied {len(copies.copied)} notebooks into {folder}")
+    if copies.stale:
+        click.echo(
+            f"kept your copies of {', '.join(copies.stale)} in {folder}, older than the"
+            " installed ones: delete a copy to get the new notebook"
+        )
     url = absolute_url(ctx.url)
     click.echo(f"opening {target} on {url} (Ctrl-C stops JupyterLab)")
     args = jupyter_arguments(jupyter_args, is_root=os.geteuid() == 0)

@@ -156,6 +156,10 @@ class DiffResult:
 # --- reading -------------------------------------------------------------------------------
 
 
+NO_CHANGES = "no changes, an exact copy of the state"
+"""What a fork or replay with nothing edited, reset or given is said to make."""
+
+
 def load_frames(
     db: Any, run_id: str, after: int | None = None, upto: int | None = None
 ) -> list[FrameRow]:
@@ -182,7 +186,11 @@ def describe_frame(frame: Frame | FrameRow) -> str:
         )
     if kind == "attempt_started":
         src = data.get("resumed_from")
-        resumed = f", resumed from #{src[3]} seq {src[4]}" if isinstance(src, list) else ""
+        resumed = ""
+        if isinstance(src, list) and len(src) == 5:  # [run, node, iteration, attempt, seq]
+            # named: a task fork resumes from another node's checkpoint
+            source = f"{src[1]}[{src[2]}]" if src[2] else f"{src[1]}"
+            resumed = f", resumed from {source} #{src[3]} seq {src[4]}"
         return f"attempt #{frame.attempt} of {where} started{resumed}"
     if kind == "attempt_finished":
         error = data.get("error")
@@ -192,7 +200,12 @@ def describe_frame(frame: Frame | FrameRow) -> str:
     if kind in ("node_state", "cache_hit"):
         return f"{where} is {frame.state}" + (" (cache hit)" if kind == "cache_hit" else "")
     if kind == "forked":
-        return f"forked from run {data.get('parent_run_id')} at frame {data.get('parent_frame_no')}"
+        forked = (
+            f"forked from run {data.get('parent_run_id')} at frame {data.get('parent_frame_no')}"
+        )
+        if frame.state == "interrupted":  # the status a fork has until something runs it
+            return f"{forked}: not run yet (Replay or resume runs what is left)"
+        return forked
     if kind == "reset":
         return f"reset {', '.join(map(str, data.get('nodes') or []))}"
     if kind == "run_claimed":
@@ -1241,7 +1254,7 @@ class DebuggerModel:
             parts.append(f"input {text[:120]}{'…' if len(text) > 120 else ''}")
         if options.get("reason"):
             parts.append(f"reason: {options['reason']}")
-        return "; ".join(parts) if parts else "no changes (an exact copy of the state)"
+        return "; ".join(parts)
 
     def request_fork(self, **form: Any) -> Pending | None:
         """Validate the fork form and ask for confirmation (see :meth:`fork_options`)."""
@@ -1252,7 +1265,7 @@ class DebuggerModel:
             return None
         summary = (
             f"Fork run {self.run_id} at frame {self.frame_no} into a new run: "
-            f"{self._describe_options(options)}."
+            f"{self._describe_options(options) or NO_CHANGES}."
         )
         return self._set_pending(Pending("fork", self.run_id, self.frame_no, summary, options))
 
@@ -1267,9 +1280,9 @@ class DebuggerModel:
             self._refuse(f"Cannot replay: {error.message}")
             return None
         summary = (
-            f"Replay run {self.run_id} from frame {self.frame_no}: fork it "
-            f"({self._describe_options(options)}) and execute the new run with workflow "
-            f"{self.workflow.name!r} (agents are called again)."
+            f"Replay run {self.run_id} from frame {self.frame_no}: fork it with "
+            f"{self._describe_options(options) or 'no changes'}, then execute the new run "
+            f"with workflow {self.workflow.name!r} (agents are called again)."
         )
         return self._set_pending(Pending("replay", self.run_id, self.frame_no, summary, options))
 

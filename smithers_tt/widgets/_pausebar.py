@@ -56,17 +56,34 @@ class PauseBar:
             (self.abort_button, "abort"),
         ):
             button.add_class(f"stt-{action}")
-            button.on_click(lambda _, a=action: self.go(a))
+        self.continue_button.on_click(lambda _: self.go("continue"))
+        self.step_button.on_click(lambda _: self.go("step"))
+        self.abort_button.on_click(lambda _: self._ask_abort(True))
+        # Abort asks first, as every other destructive button does
+        self.abort_question = W.HTML()
+        self.abort_confirm = W.Button(description="Abort the run", button_style="danger")
+        self.abort_keep = W.Button(description="Keep it paused")
+        self.abort_confirm.add_class("stt-abort-confirm")
+        self.abort_confirm.on_click(lambda _: self.abort())
+        self.abort_keep.on_click(lambda _: self._ask_abort(False))
+        self.abort_form = W.VBox(
+            [self.abort_question, W.HBox([self.abort_confirm, self.abort_keep])]
+        )
+        self.abort_form.layout.display = "none"
         self.report = W.HTML()
         self.report.add_class("stt-pause-report")
+        self._report_run: str | None = None
         self.task: asyncio.Task[Any] | None = None
         self.controls = W.VBox(
             [
                 self.answer,
                 W.HBox([self.continue_button, self.step_button, self.abort_button]),
+                self.abort_form,
             ]
         )
-        self.widget = W.VBox([self.banner, self.controls, self.report])
+        self.paused = W.VBox([self.banner, self.controls])
+        # the report stays in sight once the run is no longer paused: it says how it went on
+        self.widget = W.VBox([self.paused, self.report])
         for event in ("run", "frames"):
             model.on(event, self.update)
         self.update()
@@ -84,11 +101,22 @@ class PauseBar:
         """Show the banner and the controls while the run is paused; hide them otherwise."""
         pause = self.pause
         outside = None if pause is not None else self.model.outside_pause()
-        self.widget.layout.display = None if pause is not None or outside else "none"
+        if self._report_run not in (None, self.model.run_id):  # about a run no longer shown
+            self.report.value, self._report_run = "", None
+        self.paused.layout.display = None if pause is not None or outside else "none"
+        self.report.layout.display = None if self.report.value else "none"
+        self.widget.layout.display = (
+            None if pause is not None or outside or self.report.value else "none"
+        )
         self.controls.layout.display = None if pause is not None else "none"
         if pause is None:
+            self._ask_abort(False)
             self.banner.value = "" if not outside else self._outside(outside)
             return
+        # a breakpoint asks nothing: no answer to give
+        self.answer.layout.display = None if pause.question is not None else "none"
+        if pause.question is None:
+            self.answer.value = ""
         where = "while running" if pause.when == "ask" else pause.when
         question = ""
         if pause.question is not None:
@@ -113,6 +141,25 @@ class PauseBar:
     def _say(self, kind: str, text: str) -> None:
         css = {"error": "stt-error", "success": "stt-ok"}.get(kind, "stt-muted")
         self.report.value = wrap(f'<div class="{css}">{esc(text)}</div>')
+        self._report_run = self.model.run_id
+        self.report.layout.display = None
+        self.widget.layout.display = None
+
+    def _ask_abort(self, asking: bool) -> None:
+        """Show (or put away) the question Abort asks before it cancels the run."""
+        self.abort_form.layout.display = None if asking else "none"
+        for button in (self.continue_button, self.step_button, self.abort_button):
+            button.disabled = asking
+        if asking:
+            self.abort_question.value = wrap(
+                f"<div>Abort run <code>{esc(self.model.run_id)}</code>? It is cancelled where "
+                "it is paused: nothing after this pause runs; its frames stay.</div>"
+            )
+
+    def abort(self) -> None:
+        """Cancel the paused run (what Abort's question confirms)."""
+        self._ask_abort(False)
+        self.go("abort")
 
     # --- continuing -------------------------------------------------------------------
 
@@ -137,7 +184,11 @@ class PauseBar:
                 self._say("error", error.message)
                 return
             self._refresh()
-            done = "aborted" if action == "abort" else "queued for a worker (no workflow here)"
+            done = (
+                f"aborted: {m.record.status} at frame {m.record.clock}"
+                if action == "abort"
+                else "queued for a worker (no workflow here)"
+            )
             self._say("success", f"Run {m.run_id} {done}.")
             return
         try:

@@ -143,6 +143,10 @@ class _Attempt:
         return duration(max(0, self.end_ms - self.start_ms))
 
 
+LATER_ATTEMPT = "attempt #2+ started"
+"""The timeline's trace of attempts after a node's first: retries and re-runs."""
+
+
 def _with_tasks(
     pairs: Iterable[tuple[str, int]], nodes: list[str] | None
 ) -> dict[tuple[str, int], None]:
@@ -510,7 +514,7 @@ def _figure(
     checkpoints = {p: _Trace(f"checkpoint: {p}", "marker") for p in PURPOSE_SYMBOLS}
     node_events = _Trace("node state", "marker")
     run_events = _Trace("run", "marker")
-    retries = _Trace("retry", "marker")
+    retries = _Trace(LATER_ATTEMPT, "marker")
 
     # attempt bars, one trace per state
     bars: dict[str, _Trace] = {}
@@ -567,7 +571,9 @@ def _figure(
     if retries.x:
         retries.style = {
             "mode": "markers",
-            "marker": {"symbol": "triangle-right", "size": 13, "color": "#d62728"},
+            # not red: a later attempt is a retry after a failure (its bar before is red) or a
+            # re-run of a node a fork or a reset started again, which failed nothing
+            "marker": {"symbol": "triangle-right", "size": 13, "color": STATE_COLOURS["running"]},
         }
         traces.append(retries)
     if node_events.x:

@@ -20,7 +20,7 @@ from smithers_tt.timetravel import Change
 from smithers_tt.widgets import Debugger, DebuggerModel
 from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DiffResult
-from smithers_tt.widgets._timeline import build_timeline
+from smithers_tt.widgets._timeline import LATER_ATTEMPT, build_timeline
 
 from ._support import (
     HOSTILE,
@@ -392,7 +392,7 @@ def test_small_timeline_marks_states_retries_and_forks(db: st.Database) -> None:
     child = db.fork(run.id, 5)
     data = build_timeline(DebuggerModel(db, run.id))
     names = {t["name"] for t in data.figure["data"]}
-    assert {"attempt: failed", "attempt: finished", "retry"} <= names
+    assert {"attempt: failed", "attempt: finished", LATER_ATTEMPT} <= names
     assert "checkpoint: schema-correction" in names
     assert all(t["type"] == "scatter" for t in data.figure["data"])
     assert data.rows == ["run", "research", "write", "review"]

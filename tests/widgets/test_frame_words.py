@@ -61,7 +61,11 @@ LOOPED = {"node_id": "draft", "iteration": 3, "attempt": 1}
         (_frame("attempt_started", None, **AT), "attempt #2 of draft started"),
         (
             _frame("attempt_started", {"resumed_from": ["r", "draft", 0, 1, 5]}, **LOOPED),
-            "attempt #1 of draft[3] started, resumed from #1 seq 5",
+            "attempt #1 of draft[3] started, resumed from draft #1 seq 5",
+        ),
+        (  # a task fork: review starts from write's checkpoint, and says so
+            _frame("attempt_started", {"resumed_from": ["r", "write", 2, 1, 0]}, **AT),
+            "attempt #2 of draft started, resumed from write[2] #1 seq 0",
         ),
         (
             _frame("attempt_started", {"resumed_from": "not a key"}, **AT),
@@ -80,6 +84,10 @@ LOOPED = {"node_id": "draft", "iteration": 3, "attempt": 1}
         (
             _frame("forked", {"parent_run_id": "p-9", "parent_frame_no": 12}),
             "forked from run p-9 at frame 12",
+        ),
+        (  # a fork that nothing ran yet: not "interrupted", which reads as a crash
+            _frame("forked", {"parent_run_id": "p-9", "parent_frame_no": 12}, state="interrupted"),
+            "forked from run p-9 at frame 12: not run yet (Replay or resume runs what is left)",
         ),
         (_frame("reset", {"nodes": ["draft", "review"]}), "reset draft, review"),
         (_frame("reset", {}), "reset "),

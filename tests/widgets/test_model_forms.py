@@ -127,7 +127,7 @@ def test_a_pending_fork_says_exactly_what_the_fork_will_change(db: st.Database) 
     plain = model.request_fork()
     assert plain is model.pending and plain is not None
     assert (plain.action, plain.run_id, plain.frame_no) == ("fork", run_id, frame)
-    assert plain.summary == head + "no changes (an exact copy of the state)."
+    assert plain.summary == head + "no changes, an exact copy of the state."
     assert plain.options == {"reset": []}
 
     notes = model.load(model.newest_ref("research")).payload
@@ -152,7 +152,7 @@ def test_a_pending_fork_says_exactly_what_the_fork_will_change(db: st.Database) 
 
     blank = model.request_fork(reason="   ")  # a blank reason is no reason
     assert blank is not None and "reason" not in blank.options
-    assert blank.summary == head + "no changes (an exact copy of the state)."
+    assert blank.summary == head + "no changes, an exact copy of the state."
 
 
 def test_a_long_input_override_is_cut_in_the_summary_but_forked_whole(db: st.Database) -> None:
@@ -185,7 +185,7 @@ def test_an_edit_that_leaves_the_checkpoint_as_it_was_is_no_edit(db: st.Database
     for same in (text, compact):
         pending = model.request_fork(edit_node="research", edit_text=same)
         assert pending is not None and "checkpoints" not in pending.options
-        assert pending.summary.endswith(": no changes (an exact copy of the state).")
+        assert pending.summary.endswith(": no changes, an exact copy of the state.")
 
 
 # --- forms that are refused ----------------------------------------------------------------
@@ -269,13 +269,18 @@ def test_a_pending_replay_says_it_forks_and_calls_the_agents_again(db: st.Databa
     assert pending is model.pending and pending is not None
     assert (pending.action, pending.run_id, pending.frame_no) == ("replay", run_id, last)
     assert pending.summary == (
-        f"Replay run {run_id} from frame {last}: fork it (reset write; input "
-        '{"topic": "ant"}; reason: why) and execute the new run with workflow '
+        f"Replay run {run_id} from frame {last}: fork it with reset write; input "
+        '{"topic": "ant"}; reason: why, then execute the new run with workflow '
         "'demo-report' (agents are called again)."
     )
     assert pending.options == {"reset": ["write"], "input": {"topic": "ant"}, "reason": "why"}
     assert model.message is None  # the refusal no longer stands
     assert heard.take() == ["pending", "message"]
+    plain = model.request_replay()
+    assert plain is not None and plain.summary == (
+        f"Replay run {run_id} from frame {last}: fork it with no changes, then execute the new "
+        "run with workflow 'demo-report' (agents are called again)."
+    )
 
 
 # --- previewing an edit ----------------------------------------------------------------------

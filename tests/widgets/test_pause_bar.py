@@ -49,7 +49,8 @@ def test_the_banner_shows_the_question_escaped_and_continue_answers_it(db: st.Da
     bar.continue_button.click()
     assert db.get_run(run.id).status == "finished"
     assert db.get_run(run.id).output["write"] == {"text": "teal"}
-    assert bar.widget.layout.display == "none" and "finished" in bar.report.value
+    assert bar.paused.layout.display == "none" and "finished" in bar.report.value
+    assert bar.widget.layout.display is None  # the report is what a person sees now
     assert dbg.model.record.status == "finished"
 
 
@@ -152,8 +153,22 @@ def test_abort_cancels_and_without_a_workflow_continue_queues(db: st.Database) -
     wf = _flow([])
     aborted = db.run(wf)
     bar = Debugger(db, aborted.id, workflow=wf, live=False).pause_bar
+    clock = db.get_run(aborted.id).record.clock
+    bar.abort_button.click()  # asks first, as every destructive button does
+    assert bar.abort_form.layout.display is None and aborted.id in bar.abort_question.value
+    assert bar.continue_button.disabled and bar.abort_button.disabled
+    bar.abort_keep.click()  # "Keep it paused": nothing written
+    assert bar.abort_form.layout.display == "none" and not bar.continue_button.disabled
+    assert db.get_run(aborted.id).status == "paused"
+    assert db.get_run(aborted.id).record.clock == clock
     bar.abort_button.click()
-    assert db.get_run(aborted.id).status == "cancelled" and "aborted" in bar.report.value
+    bar.abort_confirm.click()
+    done = db.get_run(aborted.id)
+    assert done.status == "cancelled"
+    # the report says so, and stays in sight once the banner is gone
+    assert f"aborted: cancelled at frame {done.record.clock}" in bar.report.value
+    assert bar.paused.layout.display == "none"
+    assert bar.widget.layout.display is None and bar.report.layout.display is None
     queued = db.run(wf)
     bar = Debugger(db, queued.id, live=False).pause_bar  # no workflow: a worker executes it
     bar.answer.value = '"blue"'
@@ -205,3 +220,28 @@ def test_a_fork_started_from_the_debugger_gets_the_breakpoints_it_shows(db: st.D
         "before",
         "write",
     )
+
+
+def test_a_breakpoint_pause_offers_no_answer_since_nothing_was_asked(db: st.Database) -> None:
+    wf = _flow([])
+    asked = db.run(wf)
+    bar = Debugger(db, asked.id, workflow=wf, live=False).pause_bar
+    assert bar.answer.layout.display is None  # a question: the answer editor is there
+    run = db.run(wf, break_before=["pick"])
+    assert run.pause.reason == "breakpoint" and run.pause.question is None
+    bar = Debugger(db, run.id, workflow=wf, live=False).pause_bar
+    assert bar.paused.layout.display is None and "breakpoint" in bar.banner.value
+    assert bar.answer.layout.display == "none"
+    assert bar.continue_button.layout.display != "none"
+
+
+def test_the_report_of_one_run_goes_when_the_debugger_shows_another(db: st.Database) -> None:
+    wf = _flow([])
+    first, second = db.run(wf), db.run(wf)
+    dbg = Debugger(db, first.id, workflow=wf, live=False)
+    dbg.pause_bar.abort_button.click()
+    dbg.pause_bar.abort_confirm.click()
+    assert first.id in dbg.pause_bar.report.value
+    dbg.model.switch_run(second.id)
+    assert dbg.pause_bar.report.value == "" and dbg.pause_bar.report.layout.display == "none"
+    assert dbg.pause_bar.paused.layout.display is None  # the second run's own pause

@@ -31,6 +31,7 @@ from smithers_tt.store import (
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._timeline import (
+    LATER_ATTEMPT,
     MAX_ROWS,
     TimelineData,
     _figure,
@@ -117,7 +118,7 @@ def test_retries_loops_and_binned_rows_per_node(db: st.Database) -> None:
     data = _check(db, run_id, frame_no=350)
     assert data.rows == ["run", "plan", "research", "write", "review"]
     names = {t["name"] for t in data.figure["data"]}
-    assert {"retry", "attempt: failed", "checkpoint: schema-correction"} <= names
+    assert {LATER_ATTEMPT, "attempt: failed", "checkpoint: schema-correction"} <= names
 
 
 def test_rows_per_node_and_iteration(db: st.Database) -> None:
@@ -258,7 +259,7 @@ def test_a_bin_of_one_frame_says_what_the_frame_is(db: st.Database) -> None:
     data = build_timeline(model, aggregate_at=0)
     texts = [t for trace in data.figure["data"] for t in trace["hovertext"] if t]
     assert any(t.startswith("<b>frames ") and " x checkpoint: progress" in t for t in texts)
-    retries = next(t for t in data.figure["data"] if t["name"] == "retry")
+    retries = next(t for t in data.figure["data"] if t["name"] == LATER_ATTEMPT)
     assert all("started, resumed from" in t for t in retries["hovertext"])  # one frame each
 
 
