@@ -22,7 +22,6 @@ the figure of what they gather (:func:`_figure`).
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -844,7 +843,17 @@ def _figure_widget(figure: dict[str, Any]) -> Any:
 
 class TimelineView:
     """The timeline as a plotly ``FigureWidget`` driven by (and driving) the model, with a
-    switch between a frame axis and a wall-clock time axis."""
+    switch between a frame axis and a wall-clock time axis.
+
+    Every redraw (another run, new frames, a rewind, the theme, the axis) replaces the
+    ``FigureWidget`` inside :attr:`widget` by a new one that opens with the whole figure in its
+    state, instead of editing the one shown. plotly's views apply edits (delete traces, add
+    traces, relayout) to what they drew; a view that missed or could not apply one (a view
+    rendered while the edits were in flight, a delete of traces it does not have) kept drawing
+    the old run for good, while every other part of the debugger showed the new one. A view of
+    a new widget draws all of its state, so no earlier message can leave it behind. Only the
+    selected-frame line is an edit, and each selection sends its whole position again.
+    """
 
     def __init__(self, model: DebuggerModel) -> None:
         import ipywidgets as W
@@ -862,6 +871,8 @@ class TimelineView:
         self.data = self._build()
         self.figure = _figure_widget(self.data.figure)
         self._hook_clicks()
+        self.box = W.Box([self.figure], layout=W.Layout(width="100%"))
+        self.box.add_class("stt-timeline")
         model.on("run", self.rebuild)
         model.on("frames", self.rebuild)
         model.on("tree", self.rebuild)
@@ -870,8 +881,8 @@ class TimelineView:
 
     @property
     def widget(self) -> Any:
-        """The figure to lay out."""
-        return self.figure
+        """What to lay out: the box that holds the current figure."""
+        return self.box
 
     def _build(self) -> TimelineData:
         with paused_gc():
@@ -917,15 +928,10 @@ class TimelineView:
     def rebuild(self) -> None:
         """Redraw every trace (new frames, another run, a rewind, the theme, the axis)."""
         self.data = self._build()
-        fig = self.figure
-        with fig.batch_update():
-            fig.data = ()
-            fig.add_traces(self.data.figure["data"])
-            fig.layout = self.data.figure["layout"]
-        with fig.hold_sync():  # what a view created later (a second display) starts from
-            fig._widget_data = copy.deepcopy(fig._data)
-            fig._widget_layout = copy.deepcopy(fig._layout_obj._props)
+        old, self.figure = self.figure, _figure_widget(self.data.figure)
         self._hook_clicks()
+        self.box.children = (self.figure,)  # see the class docstring: replaced, not edited
+        old.close()
 
     def resend_selection(self) -> None:
         """Send the selected-frame line to every view again, even where Python's copy of the

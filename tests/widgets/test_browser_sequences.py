@@ -1,0 +1,259 @@
+"""The debugger in a real browser after sequences of actions: every part shows one run and frame.
+
+A notebook whose debugger cell is below the fold is run with Run All (the debugger renders
+off-screen), then a seeded random sequence of actions is clicked as a person clicks them:
+select a point of the timeline, step with the scrubber, rewind, undo the rewind, switch runs in
+the fork tree, fork and replay. After every action the test waits until the page agrees with
+the kernel, or fails with both sides: the plotly div's traces (names and point counts), its x
+range and its selected-frame line, the header's run, the scrubber's frame and the inspector's
+frame must all be the kernel's (read from the kernel itself over JupyterLab's kernel API).
+One seed runs with Chromium's CPU throttled and a busy process beside the kernel, as the
+defect that this guards against was seen on a loaded machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._jupyter import (
+    CHROMIUM,
+    KERNEL_IDLE,
+    TIMEOUT_MS,
+    chromium,
+    click_point,
+    jupyterlab,
+    write_notebook,
+)
+
+REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
+STEPS = 10
+SETTLE_S = 90  # how long the page may take to catch up with the kernel after an action
+
+SETUP = """\
+import json
+import smithers_tt as st
+from smithers_tt.demo import demo_workflow
+from smithers_tt.demo.showcase import build_demo
+from smithers_tt.widgets import Debugger
+
+db = st.connect({db_url!r})
+made = {{r.label: r.run_id for r in build_demo(db)}}
+wf, _ = demo_workflow()
+root = made["clean"]
+"""
+
+FILLER = """\
+from IPython.display import HTML, display
+display(HTML('<div style="height: 2600px">a tall output: the debugger renders below it</div>'))
+"""
+
+SHOW = """\
+dbg = Debugger(db, root, workflow=wf)
+display(dbg)
+"""
+
+KERNEL_STATE = """\
+import json as _json
+_m, _f = dbg.model, dbg.timeline.figure
+print(_json.dumps({
+    "run": _m.run_id,
+    "frame": _m.frame_no,
+    "last": _m.last_frame,
+    "traces": [[t.name, len(t.x) if t.x is not None else 0] for t in _f.data],
+    "xrange": list(_f.layout.xaxis.range) if _f.layout.xaxis.range else None,
+    "line": _f.layout.shapes[0].x0 if _f.layout.shapes else None,
+}))
+"""
+
+EXECUTE = """async (code) => {
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  const future = kernel.requestExecute({code, silent: false, store_history: false});
+  let out = '';
+  future.onIOPub = (msg) => {
+    if (msg.header.msg_type === 'stream') out += msg.content.text;
+    if (msg.header.msg_type === 'error') out += 'ERROR ' + msg.content.evalue;
+  };
+  await future.done;
+  return out;
+}"""
+
+PAGE_STATE = r"""() => {
+  const root = document.querySelector('.jp-OutputArea-output .stt-debugger');
+  if (!root) return null;
+  const plots = root.querySelectorAll('.js-plotly-plot');
+  const gd = plots[plots.length - 1];
+  const label = [...root.querySelectorAll('.widget-label')]
+    .map(e => e.textContent).find(t => /^frame \d+ of \d+/.test(t)) || '';
+  const header = (root.querySelector('h4') || {}).textContent || '';
+  const run = (header.match(/Run (\S+)/) || [])[1] || null;
+  const numbers = label.match(/^frame (\d+) of (\d+)/);
+  const frame = numbers ? +numbers[1] : null;
+  const last = numbers ? +numbers[2] : null;
+  const shape = gd && gd.layout && gd.layout.shapes && gd.layout.shapes[0];
+  return {
+    plots: plots.length,
+    run, frame, last, header,
+    traces: gd && gd.data ? gd.data.map(t => [t.name, t.x ? t.x.length : 0]) : null,
+    xrange: gd && gd.layout && gd.layout.xaxis ? gd.layout.xaxis.range : null,
+    line: shape ? shape.x0 : null,
+  };
+}"""
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE:
+        pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
+    pytest.skip(reason)
+
+
+def _kernel(page: Any) -> dict[str, Any]:
+    page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
+    out = page.evaluate(EXECUTE, KERNEL_STATE)
+    assert not out.startswith("ERROR"), out
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _disagreements(kernel: dict[str, Any], seen: dict[str, Any] | None) -> list[str]:
+    """What the page shows that the kernel does not (empty: they agree)."""
+    if seen is None:
+        return ["no debugger on the page"]
+    wrong = []
+    if seen["plots"] != 1:
+        wrong.append(f"{seen['plots']} plotly figures in the debugger")
+    for key in ("run", "frame", "last", "traces", "line"):
+        if seen[key] != kernel[key]:
+            wrong.append(f"{key}: page {seen[key]!r}, kernel {kernel[key]!r}")
+    if kernel["xrange"] is not None and (
+        seen["xrange"] is None
+        or any(abs(a - b) > 1e-6 for a, b in zip(seen["xrange"], kernel["xrange"], strict=True))
+    ):
+        wrong.append(f"x range: page {seen['xrange']!r}, kernel {kernel['xrange']!r}")
+    return wrong
+
+
+def _agree(page: Any, what: str) -> dict[str, Any]:
+    """Wait until every part of the page shows the kernel's run and frame; fail otherwise."""
+    deadline = time.monotonic() + SETTLE_S
+    while True:
+        kernel = _kernel(page)
+        wrong = _disagreements(kernel, page.evaluate(PAGE_STATE))
+        if not wrong:
+            return kernel
+        if time.monotonic() > deadline:
+            pytest.fail(f"after {what}, the page disagrees with the kernel: {'; '.join(wrong)}")
+        page.wait_for_timeout(500)
+
+
+SCRUB = ("first frame", "previous frame", "next frame", "newest frame")
+"""The scrubber's buttons, by their tooltips."""
+ACTION_CLASS = {
+    "rewind": "stt-rewind",
+    "undo": "stt-undo-rewind",
+    "fork": "stt-fork",
+    "replay": "stt-replay",
+}
+
+
+def _confirm(page: Any, out: Any) -> None:
+    """Confirm the pending action, when the kernel asked (a refused one asks nothing: its
+    message says why, and the page must agree with the kernel all the same)."""
+    page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
+    confirm = out.locator("button.stt-confirm")
+    with contextlib.suppress(Exception):
+        confirm.wait_for(state="visible", timeout=5_000)
+    if confirm.is_visible():
+        confirm.click()
+
+
+def _act(page: Any, out: Any, action: str, rng: random.Random, state: dict[str, Any]) -> bool:
+    """Click one action; False when it cannot be done in this state (nothing clicked)."""
+    if action == "select":
+        points = out.locator(".js-plotly-plot .scatterlayer .points path")
+        if points.count() == 0:
+            return False
+        click_point(page, out, rng.randrange(points.count()))
+    elif action == "scrub":
+        out.locator(f'button[title="{rng.choice(SCRUB)}"]').first.click()
+    elif action in ACTION_CLASS:
+        button = out.locator(f"button.{ACTION_CLASS[action]}").first
+        if button.is_disabled():
+            return False
+        if action == "rewind" and state["frame"] >= state["last"]:
+            return False  # nothing to rewind: the scrubber picks an earlier frame first
+        button.click()
+        _confirm(page, out)
+    elif action == "switch":
+        runs = out.locator(".stt-run")
+        if runs.count() < 2:
+            return False
+        runs.nth(rng.randrange(runs.count())).click()
+    return True
+
+
+@contextlib.contextmanager
+def _busy_neighbour(on: bool) -> Iterator[None]:
+    """A process that keeps one core busy beside the kernel (bounded: it ends by itself)."""
+    if not on:
+        yield
+        return
+    spin = "import time\nend = time.monotonic() + 900\nwhile time.monotonic() < end: pass\n"
+    proc = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize(("seed", "loaded"), [(11, True), (23, False)], ids=["loaded", "quiet"])
+def test_every_part_follows_the_kernel_through_random_sequences(
+    tmp_path: Path, seed: int, loaded: bool
+) -> None:
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"no {CHROMIUM}: apt-get install chromium")
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        _unavailable("the playwright package is not installed (the dev extra has it)")
+    root = tmp_path / "nb"
+    root.mkdir()
+    db_url = f"sqlite:///{root / 'demo.db'}"
+    write_notebook(root / "sequence.ipynb", [SETUP.format(db_url=db_url), FILLER, SHOW])
+    rng = random.Random(seed)
+    actions = ["select", "scrub", "rewind", "undo", "switch", "fork", "replay"]
+    done: list[str] = []
+    with (
+        jupyterlab(root, tmp_path / "home") as (base, token),
+        chromium() as browser,
+        _busy_neighbour(loaded),
+    ):
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        if loaded:
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Emulation.setCPUThrottlingRate", {"rate": 4})
+        page.goto(f"{base}/lab/tree/sequence.ipynb?token={token}")
+        page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
+        page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+        out = page.locator(".jp-OutputArea-output .stt-debugger")
+        out.wait_for(state="attached", timeout=TIMEOUT_MS)
+        out.scroll_into_view_if_needed()
+        state = _agree(page, "Run All")
+        while len(done) < STEPS:
+            action = rng.choice(actions)
+            if not _act(page, out, action, rng, state):
+                continue
+            done.append(action)
+            state = _agree(page, " -> ".join(done))
+        assert len(set(done)) >= 4, done  # the sequence exercised several kinds of action
