@@ -20,6 +20,7 @@ from smithers_tt.engine import (
     Worker,
     Workflow,
     breakpoints,
+    claim_unless_ended,
     positive_seconds,
     prepare_continue,
     run_sync,
@@ -265,7 +266,9 @@ class Database:
         else:
             if record.inherits:  # a fork by reference gets its own live state first
                 await asyncio.to_thread(tt.materialize, self.store, run_id)
-            fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
+            fence = await asyncio.to_thread(claim_unless_ended, self.store, run_id, owner_id())
+            if fence is None:  # it ended after it was read: returned as it is
+                return self.get_run(run_id)
         if record.cancel_requested:
             await asyncio.to_thread(self.store.cancel_run, run_id)
         if on_event is not None:  # the claim's frames come before the executor listens

@@ -5,7 +5,13 @@ from smithers_tt.engine._continue import ACTIONS, Continuation, breakpoints
 from smithers_tt.engine._continue import prepare as prepare_continue
 from smithers_tt.engine._executor import CANCEL_GRACE, AsyncStore, EventCallback, RunExecutor
 from smithers_tt.engine._pauses import REASONS, Pause, PauseHistory, pause_history, pause_of
-from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
+from smithers_tt.engine._resume import (
+    SESSION_CODEC,
+    ResumePoint,
+    claim_unless_ended,
+    fork_point,
+    resume_point,
+)
 from smithers_tt.engine._sync import run_sync
 from smithers_tt.engine._worker import Worker, positive_seconds
 from smithers_tt.engine._workflow import Loop, Retry, Task, TaskContext, Workflow
@@ -33,6 +39,7 @@ __all__ = [
     "Workflow",
     "as_agent",
     "breakpoints",
+    "claim_unless_ended",
     "fork_point",
     "pause_history",
     "pause_of",
