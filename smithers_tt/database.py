@@ -19,6 +19,7 @@ from smithers_tt.engine import (
     RunExecutor,
     Worker,
     Workflow,
+    action_of,
     breakpoints,
     claim_unless_ended,
     positive_seconds,
@@ -256,7 +257,7 @@ class Database:
                 run_id=run_id,
             )
         if continuing:
-            action = "abort" if abort else "step" if step else "continue"
+            action = action_of(step, abort)
             fence = await asyncio.to_thread(
                 self._continue, record, wf, action, answer, checkpoints, skip,
                 break_before, break_after, True,
@@ -300,7 +301,7 @@ class Database:
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
         record = self.store.get_run(check_id(run_id, "run_id"))
-        action = "abort" if abort else "step" if step else "continue"
+        action = action_of(step, abort)
         self._continue(
             record, wf, action, answer, checkpoints, skip, break_before, break_after, False
         )

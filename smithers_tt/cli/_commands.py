@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from smithers_tt.checkpoint import AgentCheckpoint
+from smithers_tt.checkpoint import MAX_SAFE_INT, AgentCheckpoint
 from smithers_tt.cli._app import (
     Context,
     cli,
@@ -32,6 +32,11 @@ def _parse_json(value: str, what: str) -> Any:
     except RecursionError as error:
         raise InvalidArgument(
             f"{what} is nested too deeply to read; checkpoints and inputs allow far less"
+        ) from error
+    except ValueError as error:  # Python reads no integer of more digits than this
+        raise InvalidArgument(
+            f"{what} holds a number of more than {sys.get_int_max_str_digits()} digits; "
+            f"strict JSON allows integers within +-(2**53-1) ({MAX_SAFE_INT}) and finite floats"
         ) from error
 
 

@@ -47,6 +47,20 @@ def breakpoints(
     return marks
 
 
+def action_of(step: bool, abort: bool) -> str:
+    """The action a continue's ``step`` and ``abort`` ask for (``continue`` when neither).
+
+    Raises:
+        InvalidArgument: both: they contradict each other; nothing was written.
+    """
+    if step and abort:
+        raise InvalidArgument(
+            "step runs one node and pauses again, abort cancels the run: ask for one of them; "
+            "nothing was written"
+        )
+    return "abort" if abort else "step" if step else "continue"
+
+
 def prepare(
     store: Store,
     run: RunRecord,

@@ -241,6 +241,18 @@ def test_an_answer_above_the_runs_lowered_limit_is_refused(db: st.Database) -> N
     assert db.get_run(run.id).frames() == before
 
 
+def test_step_and_abort_together_are_refused_and_the_run_stays_paused(db: st.Database) -> None:
+    wf, _ = _flow()
+    run = db.run(wf)
+    before = run.frames()
+    with pytest.raises(InvalidArgument, match="abort cancels the run"):
+        db.resume(run.id, wf, step=True, abort=True)
+    with pytest.raises(InvalidArgument, match="ask for one of them"):
+        db.continue_run(run.id, wf, step=True, abort=True)
+    again = db.get_run(run.id)
+    assert again.status == "paused" and again.frames() == before
+
+
 def test_continue_options_on_a_run_that_is_not_paused_are_refused(db: st.Database) -> None:
     wf, _ = _flow()
     run = db.run(wf)
