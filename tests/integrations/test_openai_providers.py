@@ -181,10 +181,15 @@ def test_a_server_that_cannot_be_reached_is_retried(db: st.Database) -> None:
     assert [(a.state, a.error_code) for a in attempts] == [("failed", "model_error")] * 2
 
 
-def test_a_stream_that_ends_without_a_finish_reason_is_retried_not_taken_as_the_answer(
-    db: st.Database, tmp_path
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [("cut", "no finish_reason"), ("error", "the server is overloaded")],
+    ids=["ends-without-finish-reason", "error-event-mid-stream"],
+)
+def test_a_spoilt_stream_is_a_model_error_the_task_retries_not_an_answer(
+    db: st.Database, tmp_path, fault: str, said: str
 ) -> None:
-    with FakeOpenAI(tmp_path / "log.jsonl", stream_fault="cut") as server:
+    with FakeOpenAI(tmp_path / "log.jsonl", stream_fault=fault) as server:
         run = _run(db, server.url, "hello", retries=1, stream=True)
         assert server.count == 2
     assert run.status == "finished" and run.output == {"talk": "answer 1 to hello"}
@@ -193,24 +198,9 @@ def test_a_stream_that_ends_without_a_finish_reason_is_retried_not_taken_as_the_
         ("failed", "model_error"),
         ("finished", None),
     ]
-    assert "no finish_reason" in attempts[0].error
+    assert said in attempts[0].error and server.url in attempts[0].error
     replies = db.snapshot(run.id).payload("talk")["replies"]
-    assert [r["finish_reason"] for r in replies] == ["stop"]  # the cut reply was not kept
-
-
-def test_an_error_event_in_the_middle_of_a_stream_is_a_model_error_the_task_retries(
-    db: st.Database, tmp_path
-) -> None:
-    with FakeOpenAI(tmp_path / "log.jsonl", stream_fault="error") as server:
-        run = _run(db, server.url, "hello", retries=1, stream=True)
-        assert server.count == 2
-    assert run.status == "finished" and run.output == {"talk": "answer 1 to hello"}
-    attempts = db.store.list_attempts(run.id, "talk")
-    assert [(a.state, a.error_code) for a in attempts] == [
-        ("failed", "model_error"),
-        ("finished", None),
-    ]
-    assert "the server is overloaded" in attempts[0].error and server.url in attempts[0].error
+    assert [r["finish_reason"] for r in replies] == ["stop"]  # nothing of the spoilt reply
 
 
 def test_a_plain_reply_to_a_streaming_request_says_the_server_ignored_stream(

@@ -22,8 +22,9 @@ import smithers_tt as st
 
 from ._support import refs_of
 
-# A publish of about 3 MB: larger than SQLite's page cache (2 MB), so its pages are written to
-# the WAL before the COMMIT, where the disk fails.
+# The child publishes a small checkpoint, then (once the disk is made to fail) one of
+# sys.argv[2] characters: 3 MB is larger than SQLite's page cache (2 MB), so its pages are
+# written to the WAL before the COMMIT; 200 KB fits, so they are written by the COMMIT.
 _PRELUDE = """
 import json, os, resource, signal, sys
 import smithers_tt as st
@@ -33,7 +34,7 @@ store = db.store
 _, fence = store.create_run("wf", run_id="r1")
 key = store.start_attempt(fence, "node").key
 store.publish(fence, key, st.AgentCheckpoint("test", 1, {"n": "small"}))
-big = st.AgentCheckpoint("test", 1, {"n": "x" * 3_000_000})
+big = st.AgentCheckpoint("test", 1, {"n": "x" * int(sys.argv[2])})
 
 def publish():
     try:
@@ -43,6 +44,7 @@ def publish():
         return {"error": type(error).__name__, "message": error.message}
 """
 
+# From here on no file may grow by more than 16 KiB, as on a failing or full disk.
 _FILE_SIZE_LIMIT = (
     _PRELUDE
     + """
@@ -104,7 +106,7 @@ def test_sqlite_write_on_a_full_disk_says_disk_full_and_succeeds_once_space_is_f
     folder.mkdir()
     path = folder / "full.db"
     mounted = ["unshare", "-m", "sh", "-c", _MOUNT_TMPFS, "sh", str(folder)]
-    full, freed = _outcomes([*mounted, sys.executable, "-c", _FULL_DISK, str(path)])
+    full, freed = _outcomes([*mounted, sys.executable, "-c", _FULL_DISK, str(path), "3000000"])
     assert full["error"] == "DiskError", full
     assert "disk full" in full["message"] and "free space" in full["message"]
     assert "nothing was written" in full["message"]
@@ -115,8 +117,20 @@ def test_sqlite_io_error_before_commit_is_reported_as_such_not_retried_as_busy(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "limited.db"
-    (failed,) = _outcomes([sys.executable, "-c", _FILE_SIZE_LIMIT, str(path)])
+    (failed,) = _outcomes([sys.executable, "-c", _FILE_SIZE_LIMIT, str(path), "3000000"])
     assert failed["error"] == "DiskError", failed
     assert "I/O error" in failed["message"] and "nothing was written" in failed["message"]
     assert "busy timeout" not in failed["message"]
     _check_nothing_was_written(path)
+
+
+def test_sqlite_disk_error_at_commit_raises_outcome_unknown_instead_of_retrying(tmp_path) -> None:
+    # A disk that fails while SQLite writes a COMMIT may leave the transaction in the WAL, to
+    # reappear at the next recovery: the store must not call it transient and run it again.
+    path = tmp_path / "disk.db"
+    (out,) = _outcomes([sys.executable, "-c", _FILE_SIZE_LIMIT, str(path), "200000"])
+    assert out["error"] == "OutcomeUnknown", out
+    assert "may or may not be stored" in out["message"]
+    with st.connect(f"sqlite:///{path}") as db:
+        assert db.verify().corrupt == []
+        assert db.store.get_run("r1").status == "running"
