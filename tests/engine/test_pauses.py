@@ -253,6 +253,20 @@ def test_step_and_abort_together_are_refused_and_the_run_stays_paused(db: st.Dat
     assert again.status == "paused" and again.frames() == before
 
 
+def test_a_question_above_the_runs_limit_fails_the_task_instead_of_pausing(
+    db: st.Database,
+) -> None:
+    class Verbose(Asker):
+        async def generate(self, request: GenerateRequest) -> Any:
+            return await request.ask({"question": "which?", "context": "x" * 5000})
+
+    wf, _ = _flow(Verbose())
+    run = db.run(wf, max_checkpoint_bytes=4096)
+    assert run.status == "failed" and "run_paused" not in _kinds(run)
+    assert "question of task 'ask' is" in run.error
+    assert "above the limit of 4096 bytes" in run.error
+
+
 def test_continue_options_on_a_run_that_is_not_paused_are_refused(db: st.Database) -> None:
     wf, _ = _flow()
     run = db.run(wf)
