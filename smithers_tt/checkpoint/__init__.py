@@ -23,6 +23,7 @@ from smithers_tt.checkpoint._json import (
     clone,
     content_hash,
     loads,
+    read_json,
     validate,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "declaration_signature",
     "loads",
     "produces",
+    "read_json",
     "size_limit",
     "validate",
 ]
