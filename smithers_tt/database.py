@@ -19,7 +19,9 @@ from smithers_tt.engine import (
     RunExecutor,
     Worker,
     Workflow,
+    action_of,
     breakpoints,
+    claim_unless_ended,
     positive_seconds,
     prepare_continue,
     run_sync,
@@ -255,7 +257,7 @@ class Database:
                 run_id=run_id,
             )
         if continuing:
-            action = "abort" if abort else "step" if step else "continue"
+            action = action_of(step, abort)
             fence = await asyncio.to_thread(
                 self._continue, record, wf, action, answer, checkpoints, skip,
                 break_before, break_after, True,
@@ -265,7 +267,9 @@ class Database:
         else:
             if record.inherits:  # a fork by reference gets its own live state first
                 await asyncio.to_thread(tt.materialize, self.store, run_id)
-            fence = await asyncio.to_thread(self.store.claim_run, run_id, owner_id())
+            fence = await asyncio.to_thread(claim_unless_ended, self.store, run_id, owner_id())
+            if fence is None:  # it ended after it was read: returned as it is
+                return self.get_run(run_id)
         if record.cancel_requested:
             await asyncio.to_thread(self.store.cancel_run, run_id)
         if on_event is not None:  # the claim's frames come before the executor listens
@@ -297,7 +301,7 @@ class Database:
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
         record = self.store.get_run(check_id(run_id, "run_id"))
-        action = "abort" if abort else "step" if step else "continue"
+        action = action_of(step, abort)
         self._continue(
             record, wf, action, answer, checkpoints, skip, break_before, break_after, False
         )

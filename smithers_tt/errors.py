@@ -27,6 +27,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── MigrationError
     │   ├── HistoryExhausted            a history scan hit its documented bound
     │   ├── StoreReadOnly               the store cannot be written here (media, permissions)
+    │   ├── DiskError                   the database's disk is full or failed (I/O error)
     │   ├── TransientStoreError         retries inside the store ran out (retryable)
     │   └── OutcomeUnknown              a COMMIT's reply was lost and could not be settled
     ├── ConcurrencyError
@@ -250,6 +251,14 @@ class StoreReadOnly(StoreError):
     read-only); nothing was written."""
 
     code = "store_read_only"
+
+
+class DiskError(StoreError):
+    """The disk that holds the database is full, or failed to read or write (an I/O error);
+    nothing was written. Retrying at once cannot help: free space on that disk (or check it),
+    then repeat the call."""
+
+    code = "disk_error"
 
 
 class TransientStoreError(StoreError):

@@ -9,6 +9,7 @@ from smithers_tt.checkpoint._envelope import (
     CheckpointMode,
     EncodedCheckpoint,
     accepts,
+    bounded_json,
     declaration_signature,
     produces,
     size_limit,
@@ -22,6 +23,7 @@ from smithers_tt.checkpoint._json import (
     clone,
     content_hash,
     loads,
+    read_json,
     validate,
 )
 
@@ -36,6 +38,7 @@ __all__ = [
     "CheckpointMode",
     "EncodedCheckpoint",
     "accepts",
+    "bounded_json",
     "canonical_bytes",
     "canonical_envelope",
     "child_path",
@@ -44,6 +47,7 @@ __all__ = [
     "declaration_signature",
     "loads",
     "produces",
+    "read_json",
     "size_limit",
     "validate",
 ]

@@ -59,6 +59,28 @@ def size_limit(limit: int | None = None) -> int:
     return limit
 
 
+def bounded_json(value: Any, subject: str, limit: int | None = None) -> bytes:
+    """Canonical bytes of ``value`` under the rules of a checkpoint's payload: strict JSON and
+    at most the checkpoint size limit (``limit``, default 16 MiB), for values a person gives a
+    run (a pause's answer) that are stored in a frame as a checkpoint is.
+
+    Raises:
+        CheckpointInvalid: ``value`` is not strict JSON; the error names the JSON path.
+        CheckpointTooLarge: its canonical bytes exceed the limit; nothing was written.
+    """
+    allowed = size_limit(limit)
+    data = canonical_bytes(value, subject=subject)
+    if len(data) > allowed:
+        raise CheckpointTooLarge(
+            f"{subject} is {len(data)} bytes in canonical JSON, above the limit of {allowed} "
+            "bytes that bounds a checkpoint of this run; give a smaller value (or a reference "
+            "to where the data is kept); nothing was written",
+            size=len(data),
+            limit=allowed,
+        )
+    return data
+
+
 def _check_codec(codec: Any, where: str) -> str:
     if type(codec) is not str or not codec.strip():
         raise CheckpointInvalid(

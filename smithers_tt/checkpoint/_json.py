@@ -22,11 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from typing import Any
 
 import orjson
 
-from smithers_tt.errors import CheckpointInvalid
+from smithers_tt.errors import CheckpointInvalid, InvalidArgument
 
 MAX_SAFE_INT = 2**53 - 1
 """Largest integer magnitude accepted (what every JSON reader represents exactly)."""
@@ -317,6 +318,31 @@ def canonical_envelope(codec: str, version: int, payload: Any) -> bytes:
 def content_hash(data: bytes) -> str:
     """The content address of canonical bytes: lowercase hex SHA-256."""
     return hashlib.sha256(data).hexdigest()
+
+
+def read_json(text: str, what: str) -> Any:
+    """Parse JSON a person gave (a command-line argument, a widget's box), refusing clearly
+    what Python cannot read; whether it is strict JSON is checked where it is used.
+
+    Raises:
+        InvalidArgument: ``what`` (its name in the message) is not JSON, is nested too deeply
+            to read, or holds an integer of more digits than Python converts.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidArgument(
+            f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+        ) from error
+    except RecursionError as error:
+        raise InvalidArgument(
+            f"{what} is nested too deeply to read; strict JSON allows {MAX_DEPTH} levels"
+        ) from error
+    except ValueError as error:  # Python reads no integer of more digits than this
+        raise InvalidArgument(
+            f"{what} holds a number of more than {sys.get_int_max_str_digits()} digits; "
+            f"strict JSON allows integers within +-(2**53-1) ({MAX_SAFE_INT}) and finite floats"
+        ) from error
 
 
 def loads(data: bytes | str) -> Any:

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from typing import Any
 
 import click
 
-from smithers_tt.checkpoint import AgentCheckpoint
+from smithers_tt.checkpoint import AgentCheckpoint, read_json
 from smithers_tt.cli._app import (
     Context,
     cli,
@@ -23,16 +22,7 @@ from smithers_tt.cli._progress import progress_bar
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
-
-def _parse_json(value: str, what: str) -> Any:
-    try:
-        return json.loads(value)
-    except json.JSONDecodeError as error:
-        raise InvalidArgument(f"{what} is not valid JSON: {error}") from error
-    except RecursionError as error:
-        raise InvalidArgument(
-            f"{what} is nested too deeply to read; checkpoints and inputs allow far less"
-        ) from error
+_parse_json = read_json  # the JSON of arguments (--input, --answer, --skip ...)
 
 
 def _confirm(question: str, yes: bool) -> None:

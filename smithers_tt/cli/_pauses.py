@@ -81,6 +81,14 @@ def continue_cmd(
       smithers-tt continue RUN --checkpoint research=edited.json --queue
       smithers-tt continue RUN --abort
     """
+    given = {"--step": step, "--answer": answer_json is not None, "--checkpoint": edits,
+             "--skip": skips, "--break-before": break_before, "--break-after": break_after,
+             "--queue": queue}  # fmt: skip
+    if abort and any(given.values()):
+        raise click.UsageError(
+            f"--abort cancels the run; it takes no {', '.join(k for k, v in given.items() if v)}"
+            " (continue the run with those, without --abort); nothing was written"
+        )
     options: dict[str, Any] = {
         "answer": None if answer_json is None else _parse_json(answer_json, "--answer"),
         "checkpoints": _edits(edits) or None,

@@ -1,11 +1,17 @@
 """The asyncio workflow engine: tasks, attempts, retries, schema correction, forks, resume."""
 
 from smithers_tt.engine._agent import AgentSpec, GenerateRequest, GenerateResult, as_agent
-from smithers_tt.engine._continue import ACTIONS, Continuation, breakpoints
+from smithers_tt.engine._continue import ACTIONS, Continuation, action_of, breakpoints
 from smithers_tt.engine._continue import prepare as prepare_continue
 from smithers_tt.engine._executor import CANCEL_GRACE, AsyncStore, EventCallback, RunExecutor
 from smithers_tt.engine._pauses import REASONS, Pause, PauseHistory, pause_history, pause_of
-from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
+from smithers_tt.engine._resume import (
+    SESSION_CODEC,
+    ResumePoint,
+    claim_unless_ended,
+    fork_point,
+    resume_point,
+)
 from smithers_tt.engine._sync import run_sync
 from smithers_tt.engine._worker import Worker, positive_seconds
 from smithers_tt.engine._workflow import Loop, Retry, Task, TaskContext, Workflow
@@ -31,8 +37,10 @@ __all__ = [
     "TaskContext",
     "Worker",
     "Workflow",
+    "action_of",
     "as_agent",
     "breakpoints",
+    "claim_unless_ended",
     "fork_point",
     "pause_history",
     "pause_of",

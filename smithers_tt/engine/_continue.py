@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, accepts, validate
+from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, accepts, bounded_json
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import RunRecord, Store
@@ -47,6 +47,20 @@ def breakpoints(
     return marks
 
 
+def action_of(step: bool, abort: bool) -> str:
+    """The action a continue's ``step`` and ``abort`` ask for (``continue`` when neither).
+
+    Raises:
+        InvalidArgument: both: they contradict each other; nothing was written.
+    """
+    if step and abort:
+        raise InvalidArgument(
+            "step runs one node and pauses again, abort cancels the run: ask for one of them; "
+            "nothing was written"
+        )
+    return "abort" if abort else "step" if step else "continue"
+
+
 def prepare(
     store: Store,
     run: RunRecord,
@@ -62,7 +76,9 @@ def prepare(
     """Check a continue of ``run`` and say what it writes.
 
     Raises:
-        InvalidArgument: the run is not paused, the answer is not strict JSON, a node is
+        CheckpointInvalid, CheckpointTooLarge: the answer is not strict JSON, or is larger
+            than the run's checkpoint limit (16 MiB unless lowered).
+        InvalidArgument: the run is not paused, a node is
             unknown or already finished, an edited checkpoint is one its agent does not
             accept in mode ``resume``, or edits and skips come without the workflow.
         OutputInvalid: a skipped node's output does not match the task's schema.
@@ -74,7 +90,7 @@ def prepare(
         )
     if action not in ACTIONS:
         raise InvalidArgument(f"a paused run goes on by one of {list(ACTIONS)}, not {action!r}")
-    validate(answer, subject="the answer")
+    bounded_json(answer, "the answer", run.max_checkpoint_bytes)
     if (checkpoints or skip) and wf is None:
         raise InvalidArgument(
             "edited checkpoints and skipped nodes are checked against the workflow: give it "

@@ -20,11 +20,11 @@ from typing import Any
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     EncodedCheckpoint,
+    bounded_json,
     canonical_bytes,
     content_hash,
     produces,
     size_limit,
-    validate,
 )
 from smithers_tt.engine._agent import GenerateRequest, GenerateResult
 from smithers_tt.engine._pauses import PauseHistory, pause_history
@@ -479,7 +479,7 @@ class RunExecutor:
         elif callable(task.interrupt):
             question = task.interrupt(self._context(iteration, previous))
             if question is not None:
-                validate(question, subject=f"interrupt question of task {task.id!r}")
+                bounded_json(question, f"interrupt question of task {task.id!r}", self.max_bytes)
                 data = {"reason": "interrupt", "when": "before", "question": question}
         if data is not None:
             self._request_pause(task.id, iteration, data)
@@ -511,7 +511,7 @@ class RunExecutor:
             index, asked = asked, asked + 1
             if index < len(answers):
                 return answers[index]
-            validate(question, subject=f"question of task {task.id!r}")
+            bounded_json(question, f"question of task {task.id!r}", self.max_bytes)
             self._request_pause(
                 task.id, iteration, {"reason": "ask", "when": "ask", "question": question}
             )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from smithers_tt.checkpoint import AgentCheckpoint, CheckpointMode, accepts
 from smithers_tt.engine._agent import AgentSpec
-from smithers_tt.errors import ForkIncompatible
-from smithers_tt.store import CheckpointRef, Store
+from smithers_tt.errors import ForkIncompatible, InvalidArgument
+from smithers_tt.store import ENDED, CheckpointRef, Fence, Store
 
 SESSION_CODEC = "smithers.session"
 """Codec of the refs that record a native provider session id (purpose ``session``)."""
@@ -103,3 +103,15 @@ def fork_point(
             source=source,
         )
     return point
+
+
+def claim_unless_ended(store: Store, run_id: str, owner_id: str) -> Fence | None:
+    """Claim a run to resume it; None when it ended after the resume read it (an
+    ``undo_rewind`` that won the race made it finished again): a resume returns such a run as
+    it is, as it does any run that already ended."""
+    try:
+        return store.claim_run(run_id, owner_id)
+    except InvalidArgument:
+        if store.get_run(run_id).status in ENDED:
+            return None
+        raise

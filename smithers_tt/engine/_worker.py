@@ -26,6 +26,7 @@ from smithers_tt.engine._executor import RunExecutor
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import FenceLost, InvalidArgument, OutcomeUnknown, TransientStoreError
 from smithers_tt.store import (
+    ENDED,
     Claim,
     Fence,
     Store,
@@ -37,7 +38,6 @@ from smithers_tt.store import (
 
 log = logging.getLogger("smithers_tt.worker")
 
-_ENDED = ("finished", "failed", "cancelled")
 _MAX_BACKOFF = 5.0
 
 
@@ -175,7 +175,7 @@ class Worker:
             )
         elif task.result() == "paused":  # released: claimed again once it is continued
             log.info("worker %s: run %s paused", self.worker_id, fence.run_id)
-        elif task.result() in _ENDED:
+        elif task.result() in ENDED:
             self.completed += 1
             log.info("worker %s: run %s %s", self.worker_id, fence.run_id, task.result())
 
@@ -290,7 +290,7 @@ class Worker:
             with contextlib.suppress(BaseException):
                 await task
             fence = self._active.pop(task)
-            if not task.cancelled() and task.exception() is None and task.result() in _ENDED:
+            if not task.cancelled() and task.exception() is None and task.result() in ENDED:
                 self.completed += 1  # it ended just now, after all
                 continue
             try:

@@ -30,7 +30,10 @@ turn, not per token: ``on_delta`` sees the tokens as they arrive).
 
 A reply cut off by the server's length limit (``finish_reason == "length"``) is not a final
 answer: it is kept, the model is asked to go on (``max_continuations`` times at most) and the
-answer is the pieces joined. A reply with no ``choices`` is a :class:`ModelError`. Errors that
+answer is the pieces joined. A reply with no ``choices``, a streamed reply that ends with no
+``finish_reason`` (cut off: it is not kept, the next try asks again) and an error event in the
+middle of a stream are a :class:`ModelError`; a server that answers a streaming request with
+anything but server-sent events ignored ``stream``, which asking again cannot fix. Errors that
 cannot succeed on retry (400 such as a context too long, 401, 403, 404, 422) are raised as
 :class:`ModelRequestRejected`, which the task never retries; timeouts, 408, 409, 429, 5xx and
 dropped connections are :class:`ModelError`, which its retry policy does.
@@ -265,11 +268,18 @@ class ChatAgent:
                 model=self.model, messages=messages, **options
             )
             if self.stream:
+                self._check_events(response)
                 streamed = StreamedReply(self.on_delta)
                 async for chunk in response:
                     streamed.add(chunk.model_dump(mode="json", warnings=False))
                 if not streamed.choices:
                     raise ModelError(f"{self._where()} streamed a reply with no choices")
+                if streamed.finish_reason is None:  # not an answer: the next try asks again
+                    raise ModelError(
+                        f"{self._where()} ended the streamed reply with no finish_reason: it "
+                        "was cut off (a dropped connection, or a server that stopped "
+                        "mid-reply), so it is not kept; the task's retry policy may try again"
+                    )
                 message, finish = streamed.message(), streamed.finish_reason
                 usage, model = streamed.usage, streamed.model
             else:
@@ -295,6 +305,18 @@ class ChatAgent:
         message = {**message, "role": "assistant"}
         return {"message": message, "finish_reason": finish, "usage": usage, "model": model}
 
+    def _check_events(self, stream: Any) -> None:
+        """Refuse a reply to a streaming request that is not server-sent events: the server
+        ignored ``stream`` (the client would find no events in it)."""
+        response = getattr(stream, "response", None)
+        kind = "" if response is None else response.headers.get("content-type", "")
+        if response is not None and not kind.startswith("text/event-stream"):
+            raise ModelRequestRejected(
+                f"{self._where()} ignored stream=True: it answered {kind or 'no content type'}"
+                ", not server-sent events (text/event-stream); create the ChatAgent with "
+                "stream=False for this server"
+            )
+
     def _where(self) -> str:
         return f"the model server at {self.base_url}" if self.base_url else "OpenAI"
 
@@ -315,6 +337,13 @@ class ChatAgent:
             )
         if isinstance(error, openai.APIConnectionError):
             return ModelError(f"could not reach {self._where()}: {error}")
+        if isinstance(error, openai.APIError):  # an error event in a stream, a bad body ...
+            during = " in the middle of the streamed reply" if self.stream else ""
+            return ModelError(
+                f"{self._where()} sent an error{during} for model {self.model!r}: "
+                f"{str(getattr(error, 'message', '') or error)[:300]}; the task's retry policy "
+                "may try again"
+            )
         return None
 
     def _step(self, conversation: dict[str, Any], prompts: list[str]) -> str | None:

@@ -50,7 +50,7 @@ from smithers_tt.store._ledger import (
 )
 from smithers_tt.store._ledger import write as write_changes
 from smithers_tt.store._ledger_langgraph import ThreadReplaced
-from smithers_tt.store._ledger_pause import PAUSE_KINDS, RunContinued, RunPaused
+from smithers_tt.store._ledger_pause import ENDED, PAUSE_KINDS, RunContinued, RunPaused
 from smithers_tt.store._maintenance import (
     GcReport,
     Progress,
@@ -115,6 +115,7 @@ from smithers_tt.store._travel_prune import (
 from smithers_tt.store._travel_write import Refold
 
 __all__ = [
+    "ENDED",
     "HISTORY_SCAN_BOUND",
     "LANGGRAPH_DOC_NODE",
     "LANGGRAPH_VALUE_NODE",

@@ -53,6 +53,15 @@ def is_transient(error: BaseException) -> bool:
     return dialect is not None and dialect.transient(error, orig)
 
 
+def disk_failure(error: BaseException) -> str | None:
+    """What failed when a database error is the disk's (``"disk full"``, ``"I/O error"``), as
+    the dialect whose driver raised it says; else None. Never transient: a retry at once meets
+    the same disk."""
+    orig = getattr(error, "orig", error)
+    dialect = dialect_of(orig)
+    return None if dialect is None else dialect.disk_failure(orig)
+
+
 def dialect_of(orig: BaseException | None) -> Dialect | None:
     """The registered dialect whose driver raised ``orig``, if any."""
     for dialect in DIALECTS.values():
@@ -484,6 +493,11 @@ class Dialect(ABC):
     def damaged(self, error: BaseException) -> bool:
         """Whether ``error`` (of this driver) means the database file is damaged."""
         return False
+
+    def disk_failure(self, orig: BaseException) -> str | None:
+        """``"disk full"`` or ``"I/O error"`` when the driver error ``orig`` says the disk
+        failed; None otherwise (the default: the server reports its own disk)."""
+        return None
 
     def commit_steps(self, commit: Commit, raw: Any) -> list[tuple[str, tuple[int, ...]]]:
         """Make ``commit``'s token; the statements that store it (none if not sealed)."""

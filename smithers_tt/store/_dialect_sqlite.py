@@ -6,8 +6,9 @@ is locked`` left the transaction open and uncommitted (SQLite documents this), s
 retried. Any other error raised by COMMIT itself (``disk I/O error``, ``database or disk is
 full``) means the disk failed while the commit was being written: SQLite may or may not have
 made it durable (frames with their commit mark may be in the WAL and reappear at the next
-recovery), so it raises ``OutcomeUnknown`` instead of being retried as transient; a ``disk
-I/O error`` before COMMIT rolled back and is still retried.
+recovery), so it raises ``OutcomeUnknown`` instead of being retried as transient. The same
+disk errors before COMMIT rolled everything back; they are not retried either (the disk is
+still full or failing) but reported as ``DiskError``, saying what failed and what to do.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ _TRANSIENT = (
     "database is locked",
     "database table is locked",
     "database is busy",
-    "disk i/o error",  # before COMMIT only: everything was rolled back
 )
+# SQLITE_FULL and SQLITE_IOERR: the disk, which a retry at once meets again (never transient).
+_DISK = {"database or disk is full": "disk full", "disk i/o error": "I/O error"}
 _DAMAGE = ("malformed", "not a database", "could not decode to utf-8")
 # A COMMIT that fails with these left the SQLite transaction open and uncommitted.
 _NOT_COMMITTED = ("database is locked", "database table is locked", "database is busy")
@@ -131,6 +133,10 @@ class SqliteDialect(Dialect):
 
     def damaged(self, error: BaseException) -> bool:
         return any(word in str(error).lower() for word in _DAMAGE)
+
+    def disk_failure(self, orig: BaseException) -> str | None:
+        message = str(orig).lower()
+        return next((what for text, what in _DISK.items() if text in message), None)
 
     # --- claims, heartbeats, garbage collection ---
     def skip_locked(self, stmt: sa.Select) -> sa.Select:

@@ -34,6 +34,7 @@ from sqlalchemy import exc
 from sqlalchemy.engine import Connection, make_url
 
 from smithers_tt.errors import (
+    DiskError,
     InvalidArgument,
     SmithersError,
     StoreCorrupt,
@@ -47,6 +48,7 @@ from smithers_tt.store._dialect import (
     Commit,
     Dialect,
     dialect_of,
+    disk_failure,
     is_transient,
     short,
     wrap_driver_error,
@@ -203,8 +205,10 @@ class Engine:
                 if write and commit.started and self.backend.settle(self, commit, error):
                     return result  # the COMMIT was carried out; only its reply was lost
                 if not is_transient(error):
-                    raise damaged(error) or StoreError(
-                        f"database error: {_short(error)}"
+                    raise (
+                        damaged(error)
+                        or disk_error(self.url, error)
+                        or StoreError(f"database error: {_short(error)}")
                     ) from error
                 if attempt == policy.attempts:
                     raise TransientStoreError(
@@ -282,6 +286,25 @@ def damaged(error: BaseException) -> StoreCorrupt | None:
         f"the database is damaged ({short(error)}); {VERIFY_HINT}. An SQLite file whose "
         "pages are damaged may not open at all: restore it from a backup, or try "
         "`sqlite3 <file> .recover`"
+    )
+
+
+def disk_error(url: str, error: BaseException) -> DiskError | None:
+    """:class:`DiskError` saying what failed and what to do when ``error`` (raised before any
+    COMMIT, so the transaction was rolled back) is the disk's, else None."""
+    what = disk_failure(error)
+    if what is None:
+        return None
+    where = f"the disk that holds the database ({display_url(url)})"
+    if what == "disk full":
+        return DiskError(
+            f"disk full: {where} has no space left ({short(error)}); nothing was written: "
+            "free space on it (or move the database to a larger disk), then repeat the call"
+        )
+    return DiskError(
+        f"{what}: {where} failed to read or write ({short(error)}); nothing was written: "
+        "check the disk (free space, the kernel log, a file size limit such as `ulimit -f`) "
+        "and the database with `smithers-tt verify`, then repeat the call"
     )
 
 

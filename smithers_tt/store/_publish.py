@@ -61,6 +61,7 @@ from smithers_tt.errors import (
     TransientStoreError,
 )
 from smithers_tt.store import _schema as S
+from smithers_tt.store._dialect import disk_failure
 from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, _short, is_transient
 from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, write
@@ -406,8 +407,8 @@ class GroupCommitter:
             try:
                 return [(done, None) for done in _apply(conn, batch)]
             except exc.DBAPIError as error:
-                if is_transient(error):
-                    raise  # the whole batch is retried on a fresh transaction
+                if _fails_the_batch(error):
+                    raise  # the whole batch is retried on a fresh transaction, or fails
                 raise _UnitFailed("a unit of the batch failed") from error
             except Exception as error:
                 raise _UnitFailed("a unit of the batch failed") from error
@@ -465,13 +466,19 @@ def _apply(conn: Connection, batch: list[Unit]) -> list[Any]:
 def _failure_of(unit: Unit, error: Exception) -> BaseException | None:
     """What ``error`` is as the failure of ``unit`` alone, or None if it fails the batch."""
     if isinstance(error, exc.DBAPIError):
-        if is_transient(error):
+        if _fails_the_batch(error):
             return None
         # Only this unit failed (a constraint, a too-long value): the others commit.
         failure = StoreError(f"database error: {_short(error)}")
         failure.__cause__ = error
         return failure
     return error if isinstance(error, unit.isolates) else None
+
+
+def _fails_the_batch(error: exc.DBAPIError) -> bool:
+    """Whether ``error`` is no unit's own: transient (the batch is retried) or the disk's
+    (the batch fails with a :class:`~smithers_tt.errors.DiskError`)."""
+    return is_transient(error) or disk_failure(error) is not None
 
 
 class _UnitFailed(Exception):

@@ -15,6 +15,8 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt.checkpoint import read_json
+from smithers_tt.errors import InvalidArgument
 from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel, DiffResult
@@ -71,8 +73,9 @@ class CheckpointEditor:
 
     def _build_fields(self) -> None:
         try:
-            payload = json.loads(self.editor.value) if self.editor.value.strip() else None
-        except json.JSONDecodeError:
+            text = self.editor.value
+            payload = read_json(text, "the checkpoint") if text.strip() else None
+        except InvalidArgument:
             return  # keep the fields as they are while the raw text is broken
         if not isinstance(payload, dict) or len(payload) > FIELDS_AT_MOST:
             self._boxes = {}
@@ -116,12 +119,11 @@ class CheckpointEditor:
         if self._syncing:
             return
         try:
-            payload = json.loads(self.editor.value)
-            value = json.loads(change["new"])
-        except json.JSONDecodeError as error:
+            payload = read_json(self.editor.value, "the checkpoint")
+            value = read_json(change["new"], f"field {key}")
+        except InvalidArgument as error:
             self.preview.value = wrap(
-                f'<div class="stt-error">field {esc(key)} is not valid JSON: '
-                f"{esc(error.msg)} (a text needs quotes)</div>"
+                f'<div class="stt-error">{esc(error.message)} (a text needs quotes)</div>'
             )
             return
         payload[key] = value

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from smithers_tt import timetravel as tt
-from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
+from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, read_json
 from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.store import (
     PAUSE_KINDS,
@@ -1144,7 +1144,7 @@ class DebuggerModel:
         if unknown:
             raise InvalidArgument(f"run {self.run_id} has no node(s) {unknown} to reset")
         if input_text.strip():
-            value = _parse_json(input_text, "the input override")
+            value = read_json(input_text, "the input override")
             canonical_bytes(value)
             options["input"] = value
         if edit_node:
@@ -1185,7 +1185,7 @@ class DebuggerModel:
         """The edited checkpoint of a node, validated: JSON, strict JSON (the error names the
         path), and the format the agent declares (when the workflow is known)."""
         ref = self._edit_ref(node_id)
-        payload = _parse_json(text, f"the edited checkpoint of {node_id!r}")
+        payload = read_json(text, f"the edited checkpoint of {node_id!r}")
         checkpoint = AgentCheckpoint(ref.codec, ref.version, payload)  # validates
         declared = self.declared_formats(node_id)
         if declared is not None:
@@ -1463,15 +1463,6 @@ REPLAY_NEEDS_WORKFLOW = (
     "Replay needs the workflow definition to execute agents: open the debugger with "
     "Debugger(db, run_id, workflow=wf)."
 )
-
-
-def _parse_json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidArgument(
-            f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"
-        ) from None
 
 
 def _check_dense(run_id: str, frames: Sequence[FrameRow]) -> None:

@@ -20,8 +20,9 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt.checkpoint import read_json
 from smithers_tt.engine import Pause, pause_history
-from smithers_tt.errors import SmithersError
+from smithers_tt.errors import InvalidArgument, SmithersError
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel
 
@@ -167,9 +168,10 @@ class PauseBar:
         """Continue, step or abort the paused run (see the module docstring)."""
         m = self.model
         try:
-            answer = json.loads(self.answer.value) if self.answer.value.strip() else None
-        except json.JSONDecodeError as error:
-            self._say("error", f"The answer is not valid JSON: {error.msg}; nothing was written.")
+            text = self.answer.value
+            answer = read_json(text, "The answer") if text.strip() else None
+        except InvalidArgument as error:
+            self._say("error", f"{error.message}; nothing was written.")
             return
         options: dict[str, Any] = {
             "answer": answer,

@@ -70,8 +70,23 @@ def test_continue_queue_leaves_the_run_to_a_worker(db: st.Database, db_url: str)
         (("--answer", "{not json"), "--answer is not valid JSON"),
         (("--skip", "pick"), "--skip takes NODE=JSON"),
         (("--skip", "nope={}", "--workflow", FLOW), "'nope', which is not a task"),
+        (("--answer", "7" * 5000), "--answer holds a number of more than 4300 digits"),
+        (
+            ("--answer", "9007199254740992", "--workflow", FLOW),
+            "9007199254740992 beyond +-(2**53-1)",
+        ),
+        (("--step", "--abort", "--workflow", FLOW), "--abort cancels the run; it takes no --step"),
+        (("--abort", "--answer", '"blue"', "--workflow", FLOW), "it takes no --answer"),
     ],
-    ids=["answer", "skip-form", "skip-node"],
+    ids=[
+        "answer",
+        "skip-form",
+        "skip-node",
+        "answer-5000-digits",
+        "answer-2**53",
+        "step-abort",
+        "abort-answer",
+    ],
 )
 def test_continue_refuses_bad_options_in_one_line(
     db: st.Database, db_url: str, args: tuple[str, ...], message: str
@@ -79,6 +94,7 @@ def test_continue_refuses_bad_options_in_one_line(
     run = db.run(asking())
     code, out = _cli(db_url, "continue", run.id, *args)
     assert code in (1, 2) and message in out and "Traceback" not in out
+    assert "unexpected" not in out
     assert db.get_run(run.id).status == "paused"
 
 

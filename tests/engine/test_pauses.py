@@ -11,7 +11,13 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint, GenerateRequest
-from smithers_tt.errors import ConcurrencyError, InvalidArgument, OutputInvalid
+from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES
+from smithers_tt.errors import (
+    CheckpointTooLarge,
+    ConcurrencyError,
+    InvalidArgument,
+    OutputInvalid,
+)
 
 CODEC = "test.notes"
 
@@ -212,6 +218,53 @@ def test_edit_the_agent_does_not_accept_is_refused_and_nothing_is_written(
         db.resume(run.id, wf, answer="red", checkpoints={"ask": edit})
     again = db.get_run(run.id)
     assert again.status == "paused" and again.frames() == before
+
+
+def test_an_answer_above_16_mib_is_refused_and_nothing_is_written(db: st.Database) -> None:
+    wf, _ = _flow()
+    run = db.run(wf)
+    before = run.frames()
+    with pytest.raises(CheckpointTooLarge, match="the answer is 16777218 bytes") as caught:
+        db.resume(run.id, wf, answer="x" * MAX_CHECKPOINT_BYTES)  # +2 quotes in JSON
+    assert "nothing was written" in caught.value.message
+    again = db.get_run(run.id)
+    assert again.status == "paused" and again.frames() == before
+    assert db.resume(run.id, wf, answer="blue").status == "finished"
+
+
+def test_an_answer_above_the_runs_lowered_limit_is_refused(db: st.Database) -> None:
+    wf, _ = _flow()
+    run = db.run(wf, max_checkpoint_bytes=4096)
+    before = run.frames()
+    with pytest.raises(CheckpointTooLarge, match="above the limit of 4096 bytes"):
+        db.continue_run(run.id, wf, answer={"colour": "x" * 5000})
+    assert db.get_run(run.id).frames() == before
+
+
+def test_step_and_abort_together_are_refused_and_the_run_stays_paused(db: st.Database) -> None:
+    wf, _ = _flow()
+    run = db.run(wf)
+    before = run.frames()
+    with pytest.raises(InvalidArgument, match="abort cancels the run"):
+        db.resume(run.id, wf, step=True, abort=True)
+    with pytest.raises(InvalidArgument, match="ask for one of them"):
+        db.continue_run(run.id, wf, step=True, abort=True)
+    again = db.get_run(run.id)
+    assert again.status == "paused" and again.frames() == before
+
+
+def test_a_question_above_the_runs_limit_fails_the_task_instead_of_pausing(
+    db: st.Database,
+) -> None:
+    class Verbose(Asker):
+        async def generate(self, request: GenerateRequest) -> Any:
+            return await request.ask({"question": "which?", "context": "x" * 5000})
+
+    wf, _ = _flow(Verbose())
+    run = db.run(wf, max_checkpoint_bytes=4096)
+    assert run.status == "failed" and "run_paused" not in _kinds(run)
+    assert "question of task 'ask' is" in run.error
+    assert "above the limit of 4096 bytes" in run.error
 
 
 def test_continue_options_on_a_run_that_is_not_paused_are_refused(db: st.Database) -> None:

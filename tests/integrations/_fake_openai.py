@@ -27,6 +27,11 @@ answers and ``reasoning_content: null``; ``"ollama"`` numbers tool calls with a 
 ``index``; ``"llamacpp"`` gives tool calls no id and their arguments as an object;
 ``"reused-ids"`` (a synthetic shape) numbers calls per reply, so every reply's first call is
 ``call_0``.
+``stream_fault`` spoils the first streamed reply to a request with ``fault_at`` user messages
+(1): ``"cut"`` ends the stream after the content with no ``finish_reason`` (no usage, no
+``[DONE]``), as a connection cut mid-reply; ``"error"`` sends an error event after the first
+piece of content. ``ignore_stream=True`` answers streaming requests with a plain JSON
+completion, as servers that ignore ``stream`` do.
 ``strict=True`` checks every request's messages the way OpenAI does and answers HTTP 400 for
 what OpenAI refuses (an empty ``tool_calls``, fields it does not know, a tool result without
 ``tool_call_id``, arguments that are not a string). A request with ``"stream": true`` is
@@ -156,10 +161,14 @@ class FakeOpenAI:
         fail_status: int = 500,
         provider: str = "openai",
         strict: bool = False,
+        stream_fault: str | None = None,
+        fault_at: int = 1,
+        ignore_stream: bool = False,
     ):
         self.log = Path(log)
         self.hang_at, self.fail_at, self.fail_status = hang_at, fail_at, fail_status
         self.provider, self.strict = provider, strict
+        self.stream_fault, self.fault_at, self.ignore_stream = stream_fault, fault_at, ignore_stream
         self.hung = threading.Event()
         self._release = threading.Event()
         self._lock = threading.Lock()
@@ -176,8 +185,11 @@ class FakeOpenAI:
                 kind = "application/json"
                 if isinstance(payload, list):  # server-sent events
                     kind = "text/event-stream"
-                    events = [f"data: {json.dumps(chunk)}\n\n" for chunk in payload]
-                    data = ("".join(events) + "data: [DONE]\n\n").encode()
+                    events = [
+                        f"data: {chunk if isinstance(chunk, str) else json.dumps(chunk)}\n\n"
+                        for chunk in payload
+                    ]
+                    data = "".join(events).encode()
                 else:
                     data = json.dumps(payload).encode()
                 try:
@@ -203,6 +215,9 @@ class FakeOpenAI:
             self.count += 1
             with self.log.open("a") as out:
                 out.write(json.dumps(messages, sort_keys=True) + "\n")
+            fault = None
+            if body.get("stream") and self.stream_fault and self.fault_at == turns:
+                fault, self.stream_fault = self.stream_fault, None
             hang = self.hang_at == turns and not self.hung.is_set()
             fail = self.fail_at == turns
             if fail:
@@ -223,8 +238,8 @@ class FakeOpenAI:
         usage = {"prompt_tokens": len(messages), "completion_tokens": 3, "total_tokens": 3}
         usage["total_tokens"] += len(messages)
         head = {"id": f"chatcmpl-{self.count}", "created": 0, "model": body.get("model", "fake")}
-        if body.get("stream"):
-            return 200, self._chunks(head, message, finish, usage, body)
+        if body.get("stream") and not self.ignore_stream:
+            return 200, self._chunks(head, message, finish, usage, body, fault)
         return 200, {
             **head,
             "object": "chat.completion",
@@ -241,9 +256,11 @@ class FakeOpenAI:
         finish: str,
         usage: dict[str, Any],
         body: dict[str, Any],
-    ) -> list[dict[str, Any]]:
+        fault: str | None = None,
+    ) -> list[dict[str, Any] | str]:
         """The reply as OpenAI streams it: the role, content in pieces, each tool call's
-        name then its arguments in pieces, the finish reason, then (if asked) the usage."""
+        name then its arguments in pieces, the finish reason, then (if asked) the usage, then
+        ``[DONE]``; spoilt by ``fault`` (see the module docstring)."""
         head = {**head, "object": "chat.completion.chunk"}
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -252,9 +269,14 @@ class FakeOpenAI:
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
             }
 
-        out = [chunk({"role": "assistant", "content": ""})]
+        out: list[dict[str, Any] | str] = [chunk({"role": "assistant", "content": ""})]
         text = message.get("content") or ""
         out += [chunk({"content": text[i : i + 4]}) for i in range(0, len(text), 4)]
+        if fault == "cut":
+            return out
+        if fault == "error":
+            error = {"message": "the server is overloaded", "type": "server_error"}
+            return [*out[:2], {"error": error}, "[DONE]"]
         for k, call in enumerate(message.get("tool_calls") or []):
             fn = call["function"]
             first = {"index": k, "id": call["id"], "type": "function"}
@@ -267,7 +289,7 @@ class FakeOpenAI:
         out.append(chunk({}, finish))
         if (body.get("stream_options") or {}).get("include_usage"):
             out.append({**head, "choices": [], "usage": usage})
-        return out
+        return [*out, "[DONE]"]
 
     def requests(self) -> list[list[dict[str, Any]]]:
         """Every request's messages so far, in arrival order."""

@@ -179,3 +179,37 @@ def test_a_server_that_cannot_be_reached_is_retried(db: st.Database) -> None:
     assert run.status == "failed" and "could not reach" in run.error
     attempts = db.store.list_attempts(run.id, "talk")
     assert [(a.state, a.error_code) for a in attempts] == [("failed", "model_error")] * 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [("cut", "no finish_reason"), ("error", "the server is overloaded")],
+    ids=["ends-without-finish-reason", "error-event-mid-stream"],
+)
+def test_a_spoilt_stream_is_a_model_error_the_task_retries_not_an_answer(
+    db: st.Database, tmp_path, fault: str, said: str
+) -> None:
+    with FakeOpenAI(tmp_path / "log.jsonl", stream_fault=fault) as server:
+        run = _run(db, server.url, "hello", retries=1, stream=True)
+        assert server.count == 2
+    assert run.status == "finished" and run.output == {"talk": "answer 1 to hello"}
+    attempts = db.store.list_attempts(run.id, "talk")
+    assert [(a.state, a.error_code) for a in attempts] == [
+        ("failed", "model_error"),
+        ("finished", None),
+    ]
+    assert said in attempts[0].error and server.url in attempts[0].error
+    replies = db.snapshot(run.id).payload("talk")["replies"]
+    assert [r["finish_reason"] for r in replies] == ["stop"]  # nothing of the spoilt reply
+
+
+def test_a_plain_reply_to_a_streaming_request_says_the_server_ignored_stream(
+    db: st.Database, tmp_path
+) -> None:
+    with FakeOpenAI(tmp_path / "log.jsonl", ignore_stream=True) as server:
+        run = _run(db, server.url, "hello", retries=2, stream=True)
+        assert server.count == 1  # asking again cannot help
+    assert run.status == "failed"
+    assert "ignored stream=True" in run.error and "stream=False" in run.error
+    attempts = db.store.list_attempts(run.id, "talk")
+    assert [(a.state, a.error_code) for a in attempts] == [("failed", "model_request_rejected")]

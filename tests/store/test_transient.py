@@ -8,10 +8,7 @@ server.
 from __future__ import annotations
 
 import dataclasses
-import json
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -303,48 +300,3 @@ def test_publish_is_retried_whole_when_its_connection_is_terminated_mid_transact
     assert ref.sequence == 0
     assert refs_of(pg, fence.run_id) == [ref]
     assert [f.kind for f in store.frames(fence.run_id)].count("checkpoint") == 1
-
-
-_DISK_FAILS_AT_COMMIT = """
-import json, os, resource, signal, sys
-import smithers_tt as st
-path = sys.argv[1]
-db = st.connect(f"sqlite:///{path}")
-store = db.store
-_, fence = store.create_run("wf", run_id="r1")
-key = store.start_attempt(fence, "node").key
-store.publish(fence, key, st.AgentCheckpoint("test", 1, {"n": "small"}))
-# From here on no file may grow by more than 16 KiB: the next COMMIT's WAL frames (about
-# 200 KiB) fail to be written, as on a failing or full disk.
-sizes = [os.path.getsize(p) for p in (path, path + "-wal") if os.path.exists(p)]
-signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-resource.setrlimit(resource.RLIMIT_FSIZE, (max(sizes) + 16384, resource.RLIM_INFINITY))
-try:
-    store.publish(fence, key, st.AgentCheckpoint("test", 1, {"n": "x" * 200_000}))
-    out = {"error": None}
-except st.SmithersError as error:
-    out = {"error": type(error).__name__, "message": error.message}
-print(json.dumps(out))
-"""
-
-
-def test_sqlite_disk_error_at_commit_raises_outcome_unknown_instead_of_retrying(tmp_path) -> None:
-    # A disk that fails while SQLite writes a COMMIT may leave the transaction in the WAL, to
-    # reappear at the next recovery: the store must not call it transient and run it again.
-    path = tmp_path / "disk.db"
-    child = subprocess.run(
-        [sys.executable, "-c", _DISK_FAILS_AT_COMMIT, str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    out = json.loads(child.stdout.strip().splitlines()[-1])
-    assert out["error"] == "OutcomeUnknown", out
-    assert "may or may not be stored" in out["message"]
-    db = st.connect(f"sqlite:///{path}")
-    try:
-        assert db.verify().corrupt == []
-        assert db.store.get_run("r1").status == "running"
-    finally:
-        db.close()

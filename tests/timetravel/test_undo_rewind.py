@@ -10,7 +10,7 @@ import pytest
 from smithers_tt.errors import NothingToUndo
 from smithers_tt.store import now_ms
 from tests.timetravel._support import count, execute, live_view
-from tests.timetravel.conftest import Demo
+from tests.timetravel.conftest import Demo, fresh_workflow
 
 
 def _every_snapshot(demo: Demo) -> list[dict]:
@@ -119,3 +119,26 @@ def test_retention_collects_only_the_kept_frames_of_the_runs_it_deletes(demo: De
     assert other.frames() == frames
     assert count(db, "tt_rewinds") == 0 and count(db, "tt_rewound_frames") == 0
     assert db.verify().ok
+
+
+def test_resume_that_loses_a_race_to_undo_returns_the_finished_run(demo: Demo) -> None:
+    """The undo lands between the resume's read of the run and its claim: the resume then
+    finds a finished run, which it returns as it is (as for any run that already ended)."""
+    db, run = demo.db, demo.run
+    finished = db.get_run(run.id).record
+    db.rewind(run.id, 5, confirm=True)
+    read = db.store.get_run
+
+    def read_then_undo(run_id: str):  # the resume reads the rewound run; then the undo wins
+        record = read(run_id)
+        db.store.get_run = read
+        db.undo_rewind(run_id)
+        return record
+
+    db.store.get_run = read_then_undo
+    wf, agents = fresh_workflow()
+    again = db.resume(run.id, wf)
+
+    assert (again.status, again.output) == ("finished", finished.output)
+    assert (agents.researcher.calls, agents.writer.calls, agents.reviewer.calls) == (0, 0, 0)
+    assert db.get_run(run.id).record.clock == finished.clock

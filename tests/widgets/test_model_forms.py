@@ -213,6 +213,11 @@ def test_a_fork_form_that_is_not_valid_is_refused_in_words_naming_where(
     bad = '{"topic": '
     refused(f"the input override is not valid JSON: {_json_error(bad)}", input_text=bad)
     refused(
+        "the input override holds a number of more than 4300 digits; strict JSON allows "
+        "integers within +-(2**53-1) (9007199254740991) and finite floats",
+        input_text='{"topic": ' + "7" * 5000 + "}",
+    )
+    refused(
         "the value is not strict JSON: non-finite number nan at $.topic[0]; convert it to "
         "dict/list/str/int/float/bool/None first",
         input_text='{"topic": [NaN]}',

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 import smithers_tt as st
 from smithers_tt.widgets import Debugger
 from smithers_tt.widgets._timeline import BREAK_ON
@@ -54,14 +56,21 @@ def test_the_banner_shows_the_question_escaped_and_continue_answers_it(db: st.Da
     assert dbg.model.record.status == "finished"
 
 
-def test_an_answer_that_is_not_json_writes_nothing(db: st.Database) -> None:
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [("{teal", "not valid JSON"), ("7" * 5000, "a number of more than 4300 digits")],
+    ids=["not-json", "5000-digits"],
+)
+def test_an_answer_that_cannot_be_read_writes_nothing_and_says_why(
+    db: st.Database, text: str, said: str
+) -> None:
     wf = _flow([])
     run = db.run(wf)
     bar = Debugger(db, run.id, workflow=wf, live=False).pause_bar
     clock = db.get_run(run.id).record.clock
-    bar.answer.value = "{teal"
+    bar.answer.value = text
     bar.continue_button.click()
-    assert "not valid JSON" in bar.report.value
+    assert said in bar.report.value and "nothing was written" in bar.report.value
     assert db.get_run(run.id).record.clock == clock and db.get_run(run.id).status == "paused"
 
 

@@ -301,6 +301,10 @@ def test_the_editor_edits_fields_previews_and_validates(db: st.Database) -> None
     assert "wasp" in editor.preview.value and "bee" in editor.preview.value  # before / after
     editor.set_field("tokens", "many")
     assert "not valid JSON" in editor.preview.value
+    editor.set_field("tokens", "7" * 5000)  # more digits than Python reads: said, not raised
+    assert "field tokens holds a number of more than 4300 digits" in editor.preview.value
+    dbg.actions.editor.value = '{"tokens": ' + "7" * 5000 + "}"
+    assert "more than 4300 digits" in editor.preview.value
     dbg.actions.editor.value = '{"notes": [NaN]}'  # the raw text: strict JSON is checked live
     assert "not valid" in editor.preview.value and "$.payload.notes[0]" in editor.preview.value
     dbg.actions.editor.value = json.dumps({"topic": "wasp", "notes": ["x"], "tokens": 1})
