@@ -190,10 +190,17 @@ class Lineage:
             if self._con is None:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
             try:
-                if check:
+                # The statements checked are the ones run (params bind to the last, as when
+                # DuckDB runs a text of several statements).
+                *first, last = (
                     _guard.check_query(self._con, query, files=self._files, refused=self._refused)
+                    if check
+                    else [query]
+                )
+                for statement in first:
+                    self._con.execute(statement)
                 cursor = (
-                    self._con.execute(query) if params is None else self._con.execute(query, params)
+                    self._con.execute(last) if params is None else self._con.execute(last, params)
                 )
                 return cursor.df()
             except self._duckdb.Error as error:
