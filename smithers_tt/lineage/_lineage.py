@@ -140,7 +140,8 @@ class Lineage:
         batch_rows: int,
         progress: Progress | None,
     ) -> tuple[str, bool]:
-        add_inherited(self._con, db)  # what forks by reference inherit, as rows
+        # what forks by reference inherit, as rows
+        add_inherited(self._con, db, self._scratch.inherited)
         if reader != "arrow":
             try:
                 source, self.extension = C.attach_store(self._con, db.engine)
