@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from smithers_tt.lineage import Lineage, LineageError
-from smithers_tt.lineage._views import VIEWS
+from smithers_tt.lineage._views import MIRRORED, VIEWS, raw_columns
 
 from .conftest import MODES, Scenario, records
 from .test_read_only import facts
@@ -42,9 +42,12 @@ WRITES = {
     "replace-table": ("CREATE OR REPLACE TABLE {t} AS FROM {t}", "CREATE statements are refused"),
     "drop": ("DROP VIEW {t}", "DROP statements are refused"),
     "rename": ("ALTER VIEW {t} RENAME TO moved", "ALTER statements are refused"),
-    "copy-from": ("COPY {t} FROM '{csv}'", "COPY <table> FROM"),
+    "copy-from": ("COPY {t} FROM '{dir}/{table}.csv' (HEADER)", "COPY <table> FROM"),
     "copy-table-to": ("COPY {t} TO '{dir}/out.csv'", "COPY <table> FROM / TO is refused"),
-    "explain-copy-from": ("EXPLAIN ANALYZE COPY {t} FROM '{csv}'", "EXPLAIN COPY statements"),
+    "explain-copy-from": (
+        "EXPLAIN ANALYZE COPY {t} FROM '{dir}/{table}.csv' (HEADER)",
+        "EXPLAIN COPY statements",
+    ),
     "merge": (
         "MERGE INTO {t} USING (FROM {t}) AS s USING (run_id) WHEN MATCHED THEN DELETE",
         "MERGE_INTO statements are refused",
@@ -65,6 +68,7 @@ ROUTES = {
     "pragma": ("PRAGMA disable_optimizer", "PRAGMA statements are refused"),
     "pragma-import": ("PRAGMA import_database('{dir}/import')", "does not run IMPORT DATABASE"),
     "import": ("IMPORT DATABASE '{dir}/import'", "does not run IMPORT DATABASE"),
+    "import-store": ("IMPORT DATABASE '{dir}/import-store'", "does not run IMPORT DATABASE"),
     "export": ("EXPORT DATABASE '{dir}/export'", "EXPORT statements are refused"),
     "copy-from-database": (
         "COPY FROM DATABASE memory TO inherited",
@@ -87,8 +91,14 @@ ROUTES = {
 }
 """Statements that would change settings, catalogs or functions the views rely on."""
 
+
+def _table(target: str) -> str:
+    return "tt_attempts" if target.endswith("attempts") else "tt_nodes"
+
+
 CASES = {
-    **{f"{name}-{t}": (sql.replace("{t}", t), said) for name, (sql, said) in WRITES.items()
+    **{f"{name}-{t}": (sql.replace("{t}", t).replace("{table}", _table(t)), said)
+       for name, (sql, said) in WRITES.items()
        for t in TARGETS if t == "inherited.tt_nodes" or name in ("insert", "copy-from")},
     **ROUTES,
 }  # fmt: skip
@@ -103,14 +113,34 @@ def answers(lin: Lineage) -> dict[str, list[dict[str, Any]]]:
 
 @pytest.fixture(scope="module")
 def allowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory the lineage may read and write, holding a CSV of one node and attempt, and
-    an ``import`` directory that ``IMPORT DATABASE`` would run: it appends that CSV."""
+    """A directory the lineage may read and write, holding ``<table>.csv``: one row of the
+    store's ``tt_nodes`` / ``tt_attempts``, and directories that ``IMPORT DATABASE`` would
+    run: ``import`` appends those rows to ``inherited``, ``import-store`` writes the store."""
     directory = tmp_path_factory.mktemp("allowed")
-    (directory / "rows.csv").write_text("intruder,x,0,finished,1,null,1\n")
     imported = directory / "import"
     imported.mkdir()
+    plain = {"VARCHAR": "intruder", "INTEGER": "1", "BIGINT": "1", "BOOLEAN": "false"}
+    load = []
+    for table in MIRRORED:
+        if table.name in ("tt_nodes", "tt_attempts"):
+            columns = raw_columns(table)
+            values = ["" if n.endswith("_json") else plain[t] for n, t in columns]
+            text = ",".join(n for n, _ in columns) + "\n" + ",".join(values)
+            for place in (directory, imported):
+                (place / f"{table.name}.csv").write_text(text + "\n")
+            load.append(f"COPY memory.inherited.{table.name} FROM '{table.name}.csv' (HEADER);\n")
     (imported / "schema.sql").write_text("SELECT 1;\n")
-    (imported / "load.sql").write_text(f"COPY inherited.tt_nodes FROM '{directory}/rows.csv';\n")
+    (imported / "load.sql").write_text("".join(load))
+    # schema.sql runs any statement: this one wrote the PostgreSQL store past its read-only
+    # attachment and sessions (load.sql then fails: the table does not exist).
+    writer = directory / "import-store"
+    writer.mkdir()
+    (writer / "schema.sql").write_text(
+        "SELECT * FROM postgres_execute('store', 'BEGIN READ WRITE; "
+        "UPDATE tt_runs SET error = ''intruder''; COMMIT');\n"
+    )
+    (writer / "load.sql").write_text("COPY memory.main.nothing FROM 'tt_nodes.csv';\n")
+    (writer / "tt_nodes.csv").write_text("x\n")
     return directory
 
 
@@ -135,7 +165,7 @@ def test_lineage_sql_refuses_every_route_that_changes_its_answers_or_the_store(
 ) -> None:
     lin, before = opened
     stored = facts(scenario)
-    sql = statement.format(dir=allowed, csv=allowed / "rows.csv", outside=tmp_path / "out.csv")
+    sql = statement.format(dir=allowed, outside=tmp_path / "out.csv")
     with pytest.raises(LineageError, match=said.replace("(", r"\(").replace(")", r"\)")):
         lin.sql(sql)
     assert answers(lin) == before
