@@ -14,6 +14,7 @@ from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
 from smithers_tt.lineage._inherited import add_inherited
+from smithers_tt.lineage._refcheck import corrupt_ref
 from smithers_tt.lineage._views import BY_NAME, VIEWS
 from smithers_tt.store import Progress
 
@@ -128,8 +129,11 @@ class Lineage:
             scratch = self._scratch
             self._refused = _guard.refused_functions(self._con)
             _guard.lock_down(self._con, [scratch.export, scratch.spill, *allowed], scratch.spill)
-        except BaseException:
+        except BaseException as error:
             self.close()
+            corrupt = corrupt_ref(str(error))  # a snapshot stores the checked checkpoints
+            if corrupt is not None:
+                raise corrupt from error
             raise
 
     def _open(
@@ -205,6 +209,9 @@ class Lineage:
                 )
                 return cursor.df()
             except self._duckdb.Error as error:
+                corrupt = corrupt_ref(str(error))
+                if corrupt is not None:
+                    raise corrupt from error
                 first = (str(error).strip().splitlines() or [type(error).__name__])[0]
                 raise C.LineageError(f"lineage query failed: {first}") from error
 
