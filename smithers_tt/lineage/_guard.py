@@ -9,18 +9,27 @@ Three walls; each closes the escapes it names, and every escape meets at least o
   (``allowed_directories``), and the configuration locked so no statement turns it back on.
 * **Statement kinds** (:func:`check_query`): only queries (``SELECT`` and what DuckDB reads
   as one: ``FROM``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``
-  and, when the caller allowed directories, ``COPY`` (which DuckDB confines to them and to
-  the files attached at lock-down: the lineage's own snapshot, never the store). No
-  ``ATTACH`` (the SQLite scanner opens any file for writing even with external access off),
-  ``SET``, ``CREATE``, ``INSERT`` / ``UPDATE`` / ``DELETE``, ``PREPARE`` or transactions.
+  and, when the caller allowed directories, ``COPY (query) TO`` (which DuckDB confines to
+  them and to the files attached at lock-down: the lineage's own, unlinked once attached,
+  never the store); never ``COPY <table> FROM``, which would add rows the views answer with.
+  No ``ATTACH`` (the SQLite scanner opens any file for writing even with external access
+  off), ``DETACH``, ``SET`` / ``RESET`` / ``USE``, ``PRAGMA``, ``CREATE``, ``INSERT`` /
+  ``UPDATE`` / ``DELETE``, ``PREPARE`` or transactions. The statements are those DuckDB
+  expands the text to (a ``PRAGMA`` becomes its SQL), each checked, and the checked ones are
+  the ones run. ``IMPORT DATABASE`` is refused before any expansion: it runs the SQL of files
+  (its ``schema.sql`` could call ``postgres_execute`` past the name check).
 * **Table functions**: only those in :data:`SAFE_TABLE_FUNCTIONS` (series, file readers that
   DuckDB confines to the allowed directories, DuckDB's own catalog) may be called. The
   scanners' ``sqlite_query``, ``sqlite_attach``, ``sqlite_scan``, ``postgres_execute``,
   ``postgres_query`` ... send SQL or open files past DuckDB's checks, ``query()`` runs SQL
   hidden in a string, ``enable_logging()`` and its kin change settings past the lock,
-  ``pandas_scan`` reads a raw pointer: all are refused by name, and so is any table function
-  a later DuckDB or extension adds. The lineage's own views use the scanners; they were
-  defined before.
+  ``pandas_scan`` reads a raw pointer, ``checkpoint()`` writes attached databases: all are
+  refused by name (keywords included: the tokenizer calls ``checkpoint`` one), and so is any
+  table function a later DuckDB or extension adds. The lineage's own views use the scanners;
+  they were defined before.
+
+DuckDB follows symbolic links: a link planted in an allowed directory reaches whatever it
+points at. Allowed directories must be ones nobody else can write to (documented).
 
 The PostgreSQL sessions are read-only on the server too, and the credentials' secret is
 dropped once the store is attached, so nothing in DuckDB can open a second connection with it.

@@ -72,9 +72,9 @@ class Lineage:
             Arrow fallback), e.g. a terminal or notebook progress bar.
         allowed_directories: existing directories (and everything below them) whose files
             :meth:`sql` may read and write; none by default. The store's own file is never
-            writable through a lineage, whichever directory holds it (the lineage's private
-            snapshot file is, once any directory is allowed: DuckDB keeps attached files
-            writable).
+            writable through a lineage, whichever directory holds it, unless a symbolic link
+            to it is planted in an allowed directory: DuckDB follows links. Allow only
+            directories nobody else can write to.
 
     Attributes:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
@@ -85,6 +85,7 @@ class Lineage:
         LineageUnavailable: duckdb or pandas is not installed, or ``reader="scanner"`` and the
             extension cannot be loaded.
         LineageError: an allowed directory does not exist.
+        StoreCorrupt: a snapshot found a checkpoint ref that disagrees with its frame.
 
     A connection is not shared between threads: calls are serialised by a lock.
     """
@@ -171,13 +172,15 @@ class Lineage:
         """Run one read-only SQL query over the views and return its result as a DataFrame.
 
         Only queries run: ``SELECT`` (with ``FROM``-first, ``WITH``, ``DESCRIBE``, ``SHOW``,
-        ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``, and ``COPY ... TO`` a file in one of the
-        lineage's ``allowed_directories``. Everything that could change the store or reach
-        past the views is refused before it runs: ``ATTACH``, ``SET``, ``CREATE``, ``INSERT``,
-        ``UPDATE``, ``DELETE``, the scanner extensions' functions (``sqlite_query``,
-        ``postgres_execute`` ...), ``query()``; and DuckDB itself refuses files outside the
-        allowed directories (``read_csv('/etc/passwd')``, ``COPY ... TO '/tmp/x'``) and any
-        network access.
+        ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``, and ``COPY (SELECT ...) TO`` a file in one of
+        the lineage's ``allowed_directories``. Everything that could change the store, change
+        what the views answer or reach past them is refused before it runs: ``ATTACH``,
+        ``DETACH``, ``USE``, ``SET``, ``RESET``, ``PRAGMA``, ``CREATE``, ``INSERT``,
+        ``UPDATE``, ``DELETE``, ``COPY <table> FROM``, ``IMPORT`` / ``EXPORT DATABASE``,
+        ``INSTALL`` / ``LOAD``, the scanner extensions' functions (``sqlite_query``,
+        ``postgres_execute`` ...), ``query()``, ``checkpoint()``; and DuckDB itself refuses
+        files outside the allowed directories (``read_csv('/etc/passwd')``,
+        ``COPY ... TO '/tmp/x'``) and any network access.
 
         Args:
             query: DuckDB SQL over the views (``runs``, ``checkpoints`` ...), ``raw.*`` or (on
@@ -187,6 +190,8 @@ class Lineage:
 
         Raises:
             LineageError: the statement was refused, or failed.
+            StoreCorrupt: it read a checkpoint ref that disagrees with its frame (through
+                ``checkpoints``, ``contents``, ``dedup`` or ``run_dedup``).
         """
         return self._query(query, params, check=True)
 
@@ -235,7 +240,9 @@ class Lineage:
 
     @_columns_of("checkpoints")
     def checkpoints(self, run_id: str | None = None) -> pandas.DataFrame:
-        """Checkpoint refs of one run (or of every run), in key order, with content sizes."""
+        """Checkpoint refs of one run (or of every run), in key order, with content sizes;
+        :class:`~smithers_tt.errors.StoreCorrupt` when a ref disagrees with its frame (so do
+        :meth:`contents` and :meth:`dedup`)."""
         return self._where("checkpoints", run_id, "run_id, node_id, iteration, attempt, sequence")
 
     @_columns_of("frames")
