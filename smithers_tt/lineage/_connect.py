@@ -23,6 +23,7 @@ their content sizes) as tables, so the costliest join is done once, at open.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -277,6 +278,12 @@ class Scratch:
         return self.path / "snapshot.duckdb"
 
     @property
+    def inherited(self) -> Path:
+        """The DuckDB file of what forks by reference inherit
+        (:mod:`smithers_tt.lineage._inherited`)."""
+        return self.path / "inherited.duckdb"
+
+    @property
     def export(self) -> Path:
         """Where :meth:`Lineage.export_parquet` stages its files."""
         return self.path / "export"
@@ -306,11 +313,25 @@ def materialize_views(con: Any) -> None:
             con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {view.sql}")
 
 
+def attach_read_only(con: Any, alias: str, path: Path) -> None:
+    """Attach the DuckDB file ``path`` read-only as ``alias``, then unlink it.
+
+    When external access is turned off DuckDB adds every attached file to ``allowed_paths``,
+    so once any directory is allowed ``COPY ... TO '<path>'`` could overwrite the file the
+    lineage answers from. Unlinked, the file DuckDB reads through its open handle has no name:
+    a ``COPY`` to that path makes a new, unrelated file (where open files cannot be unlinked,
+    on Windows, the file stays and stays writable so).
+    """
+    con.execute(f"ATTACH {literal(str(path))} AS {ident(alias)} (READ_ONLY)")
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
 def _finish_snapshot(con: Any, scratch: Scratch, data_from: str) -> None:
     create_raw_views(con, "snap.main", data_from)
     materialize_views(con)
     con.execute("DETACH snap")
-    con.execute(f"ATTACH {literal(str(scratch.file))} AS snap (READ_ONLY)")
+    attach_read_only(con, "snap", scratch.file)
 
 
 def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None = None) -> None:
@@ -332,16 +353,15 @@ def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None =
     _finish_snapshot(con, scratch, "source")
 
 
-def _insert_batch(
-    con: Any, table: str, names: list[str], types: list[Any], rows: list[Any]
-) -> None:
-    """Append ``rows`` to ``snap.<table>`` as one Arrow record batch."""
+def insert_rows(con: Any, target: str, names: list[str], types: list[Any], rows: list[Any]) -> None:
+    """Append ``rows`` (sequences in ``names`` order) to the table ``target`` (a qualified
+    name) as one Arrow record batch of ``types``; pyarrow needed."""
     import pyarrow as pa
 
     arrays = [pa.array([row[i] for row in rows], type=kind) for i, kind in enumerate(types)]
     con.register("smithers_tt_batch", pa.Table.from_arrays(arrays, names=names))
     try:
-        con.execute(f"INSERT INTO snap.{ident(table)} SELECT * FROM smithers_tt_batch")  # noqa: S608
+        con.execute(f"INSERT INTO {target} SELECT * FROM smithers_tt_batch")  # noqa: S608
     finally:
         con.unregister("smithers_tt_batch")
 
@@ -376,10 +396,10 @@ def snapshot_with_arrow(
                 if name == DATA_TABLE:
                     pending_bytes += sum(len(row[1]) for row in part)
                 if len(pending) >= batch_rows or pending_bytes >= _ARROW_BATCH_BYTES:
-                    _insert_batch(con, name, names, types, pending)
+                    insert_rows(con, f"snap.{ident(name)}", names, types, pending)
                     pending, pending_bytes = [], 0
             if pending:
-                _insert_batch(con, name, names, types, pending)
+                insert_rows(con, f"snap.{ident(name)}", names, types, pending)
             if progress:
                 progress(1)
     _finish_snapshot(con, scratch, "snap.main")

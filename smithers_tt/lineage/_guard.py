@@ -9,18 +9,27 @@ Three walls; each closes the escapes it names, and every escape meets at least o
   (``allowed_directories``), and the configuration locked so no statement turns it back on.
 * **Statement kinds** (:func:`check_query`): only queries (``SELECT`` and what DuckDB reads
   as one: ``FROM``, ``WITH``, ``DESCRIBE``, ``SHOW``, ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``
-  and, when the caller allowed directories, ``COPY`` (which DuckDB confines to them and to
-  the files attached at lock-down: the lineage's own snapshot, never the store). No
-  ``ATTACH`` (the SQLite scanner opens any file for writing even with external access off),
-  ``SET``, ``CREATE``, ``INSERT`` / ``UPDATE`` / ``DELETE``, ``PREPARE`` or transactions.
+  and, when the caller allowed directories, ``COPY (query) TO`` (which DuckDB confines to
+  them and to the files attached at lock-down: the lineage's own, unlinked once attached,
+  never the store); never ``COPY <table> FROM``, which would add rows the views answer with.
+  No ``ATTACH`` (the SQLite scanner opens any file for writing even with external access
+  off), ``DETACH``, ``SET`` / ``RESET`` / ``USE``, ``PRAGMA``, ``CREATE``, ``INSERT`` /
+  ``UPDATE`` / ``DELETE``, ``PREPARE`` or transactions. The statements are those DuckDB
+  expands the text to (a ``PRAGMA`` becomes its SQL), each checked, and the checked ones are
+  the ones run. ``IMPORT DATABASE`` is refused before any expansion: it runs the SQL of files
+  (its ``schema.sql`` could call ``postgres_execute`` past the name check).
 * **Table functions**: only those in :data:`SAFE_TABLE_FUNCTIONS` (series, file readers that
   DuckDB confines to the allowed directories, DuckDB's own catalog) may be called. The
   scanners' ``sqlite_query``, ``sqlite_attach``, ``sqlite_scan``, ``postgres_execute``,
   ``postgres_query`` ... send SQL or open files past DuckDB's checks, ``query()`` runs SQL
   hidden in a string, ``enable_logging()`` and its kin change settings past the lock,
-  ``pandas_scan`` reads a raw pointer: all are refused by name, and so is any table function
-  a later DuckDB or extension adds. The lineage's own views use the scanners; they were
-  defined before.
+  ``pandas_scan`` reads a raw pointer, ``checkpoint()`` writes attached databases: all are
+  refused by name (keywords included: the tokenizer calls ``checkpoint`` one), and so is any
+  table function a later DuckDB or extension adds. The lineage's own views use the scanners;
+  they were defined before.
+
+DuckDB follows symbolic links: a link planted in an allowed directory reaches whatever it
+points at. Allowed directories must be ones nobody else can write to (documented).
 
 The PostgreSQL sessions are read-only on the server too, and the credentials' secret is
 dropped once the store is attached, so nothing in DuckDB can open a second connection with it.
@@ -153,26 +162,50 @@ def lock_down(con: Any, directories: Iterable[Path], temp_directory: Path) -> No
     con.execute("SET lock_configuration = true")
 
 
-def called_names(query: str) -> list[str]:
-    """Identifiers of ``query`` that are called (followed by ``(``), lower-cased, unquoted."""
+def _tokens(query: str) -> list[tuple[str, Any]]:
+    """``(text, kind)`` of each token of ``query`` but comments, in order."""
     import duckdb
 
     tokens = duckdb.tokenize(query)
     bounds = [start for start, _ in tokens] + [len(query)]
-    names: list[str] = []
-    for index, (start, kind) in enumerate(tokens):
-        if kind != duckdb.token_type.identifier:
+    return [
+        (query[start : bounds[index + 1]].strip(), kind)
+        for index, (start, kind) in enumerate(tokens)
+        if kind != duckdb.token_type.comment
+    ]
+
+
+def called_names(query: str) -> list[str]:
+    """Names of ``query`` that are called (followed by ``(``), lower-cased, unquoted.
+
+    Keywords count as names too: DuckDB's tokenizer calls ``checkpoint`` or ``force`` a
+    keyword, yet ``checkpoint()`` is a table function. ``IMPORT DATABASE`` counts as a call of
+    ``import_database`` (the pragma it is)."""
+    import duckdb
+
+    names = {duckdb.token_type.identifier, duckdb.token_type.keyword}
+    tokens = _tokens(query)
+    found: list[str] = []
+    for index, (text, kind) in enumerate(tokens):
+        after = tokens[index + 1][0] if index + 1 < len(tokens) else ""
+        if kind == duckdb.token_type.keyword and (text.upper(), after.upper()) == (
+            "IMPORT",
+            "DATABASE",
+        ):
+            found.append("import_database")
+        if kind not in names or not after.startswith("("):
             continue
-        after = index + 1
-        while after < len(tokens) and tokens[after][1] == duckdb.token_type.comment:
-            after += 1
-        if after == len(tokens) or not query[tokens[after][0] :].startswith("("):
-            continue
-        text = query[start : bounds[index + 1]].strip()
         if len(text) >= 2 and text[0] == text[-1] == '"':
             text = text[1:-1].replace('""', '"')
-        names.append(text.lower())
-    return names
+        found.append(text.lower())
+    return found
+
+
+def copies_a_query(statement: str) -> bool:
+    """Whether a ``COPY`` statement copies a query out (``COPY (SELECT ...) TO ...``), the
+    only form that cannot write a table (``COPY <table> FROM <file>`` appends to it)."""
+    tokens = _tokens(statement)
+    return len(tokens) > 1 and tokens[1][0] == "("
 
 
 def explained(statement: str) -> str:
@@ -196,15 +229,21 @@ def explained(statement: str) -> str:
     return ""
 
 
-def check_query(con: Any, query: str, *, files: bool, refused: frozenset[str]) -> None:
+def check_query(con: Any, query: str, *, files: bool, refused: frozenset[str]) -> list[Any]:
     """Refuse ``query`` unless it only reads (see the module docstring for what that means);
-    ``COPY`` only when ``files`` (the caller allowed directories); no call of a function
-    named in ``refused`` (see :func:`refused_functions`).
+    ``COPY (query) TO`` only when ``files`` (the caller allowed directories); no call of a
+    function named in ``refused`` (see :func:`refused_functions`), in the text or in what
+    DuckDB expands it to (a ``PRAGMA`` becomes the SQL it stands for).
+
+    Returns:
+        The checked statements, to be run as they are: running the text again would expand
+        it again, from files that may have changed since.
 
     Raises:
         LineageError: a statement is of a refused kind or calls a refused function; nothing
             was run.
     """
+    _check_names(query, refused)  # before DuckDB expands the text (IMPORT reads files)
     statements = con.extract_statements(query)
     if not statements:
         raise LineageError("lineage.sql() got no statement: pass a query such as 'FROM runs'")
@@ -221,16 +260,34 @@ def check_query(con: Any, query: str, *, files: bool, refused: frozenset[str]) -
                 "opened: db.lineage(allowed_directories=[...]); nothing was run (or use "
                 "lineage.export_parquet(directory))"
             )
+        if kind == "COPY" and not copies_a_query(statement.query):
+            raise LineageError(
+                "lineage.sql() copies only a query out to a file: COPY (SELECT ...) TO "
+                "'<file in an allowed directory>'. COPY <table> FROM would add rows to what "
+                "the lineage answers, so COPY <table> FROM / TO is refused; nothing was run"
+            )
         if kind not in _ALLOWED_KINDS:
             raise LineageError(
                 "lineage.sql() runs read-only queries (SELECT, DESCRIBE, SUMMARIZE, EXPLAIN, "
-                f"COPY ... TO an allowed directory); {kind} statements are refused and nothing "
-                "was run. The store cannot be changed through a lineage: use the Database API"
+                f"COPY (SELECT ...) TO an allowed directory); {kind} statements are refused "
+                "and nothing was run. The store and the lineage's views cannot be changed "
+                "through a lineage: use the Database API"
             )
+        _check_names(statement.query, refused)
+    return statements
+
+
+def _check_names(query: str, refused: frozenset[str]) -> None:
     for name in called_names(query):
+        if name == "import_database":
+            raise LineageError(
+                "lineage.sql() does not run IMPORT DATABASE: it runs the SQL of files "
+                "(schema.sql, load.sql) and loads tables the lineage would then answer from; "
+                "read your files with read_csv / read_parquet in a query instead. Nothing was run"
+            )
         if name in refused or name.startswith(("sqlite_", "postgres_")):
             raise LineageError(
-                f"lineage.sql() does not call {name}(): it reaches the store, files or memory "
-                "past the lineage's read-only views; query the views (runs, checkpoints ...) "
-                "or raw.* instead. Nothing was run"
+                f"lineage.sql() does not call {name}(): it reaches or changes the store, files, "
+                "settings or databases past the lineage's read-only views; query the views "
+                "(runs, checkpoints ...) or raw.* instead. Nothing was run"
             )

@@ -12,6 +12,7 @@ count only frames from 0). The ``raw`` tables are the store's rows plus these
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
@@ -59,31 +60,25 @@ def inherited_rows(db: Database) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def add_inherited(con: Any, db: Database) -> None:
-    """Create the schema ``inherited`` of ``con`` with one table per :data:`TABLES` (the
-    store table's columns and types) holding :func:`inherited_rows`."""
-    from smithers_tt.lineage._connect import ident
+def add_inherited(con: Any, db: Database, path: Path) -> None:
+    """Attach the catalog ``inherited`` of ``con``: a DuckDB file at ``path``, read-only, with
+    one table per :data:`TABLES` (the store table's columns and types) holding
+    :func:`inherited_rows`. Read-only, so that no statement can add rows the views would
+    answer with (``COPY inherited.tt_nodes FROM ...``)."""
+    from smithers_tt.lineage._connect import attach_read_only, ident, insert_rows, literal
     from smithers_tt.lineage._views import MIRRORED, arrow_type, raw_columns
 
     rows = inherited_rows(db)
-    con.execute("CREATE SCHEMA inherited")
+    con.execute(f"ATTACH {literal(str(path))} AS inherited")
     for table in MIRRORED:
         if table.name not in TABLES:
             continue
         spec = raw_columns(table)
-        name = ident(table.name)
-        columns = ", ".join(f"{ident(n)} {t}" for n, t in spec)
-        con.execute(f"CREATE TABLE inherited.{name} ({columns})")
-        found = rows[table.name]
-        if not found:
-            continue
-        import pyarrow as pa  # the lineage extra's; only read when some fork inherits
-
-        arrays = [pa.array([row[n] for row in found], type=arrow_type(t)) for n, t in spec]
-        con.register(
-            "smithers_tt_inherited", pa.Table.from_arrays(arrays, names=[n for n, _ in spec])
-        )
-        try:
-            con.execute(f"INSERT INTO inherited.{name} SELECT * FROM smithers_tt_inherited")  # noqa: S608
-        finally:
-            con.unregister("smithers_tt_inherited")
+        name = f"inherited.{ident(table.name)}"
+        con.execute(f"CREATE TABLE {name} ({', '.join(f'{ident(n)} {t}' for n, t in spec)})")
+        if rows[table.name]:  # pyarrow (the lineage extra's) only read when some fork inherits
+            names = [n for n, _ in spec]
+            found = [[row[n] for n in names] for row in rows[table.name]]
+            insert_rows(con, name, names, [arrow_type(t) for _, t in spec], found)
+    con.execute("DETACH inherited")
+    attach_read_only(con, "inherited", path)

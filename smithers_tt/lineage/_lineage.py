@@ -14,6 +14,7 @@ from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
 from smithers_tt.lineage._inherited import add_inherited
+from smithers_tt.lineage._refcheck import corrupt_ref
 from smithers_tt.lineage._views import BY_NAME, VIEWS
 from smithers_tt.store import Progress
 
@@ -71,9 +72,9 @@ class Lineage:
             Arrow fallback), e.g. a terminal or notebook progress bar.
         allowed_directories: existing directories (and everything below them) whose files
             :meth:`sql` may read and write; none by default. The store's own file is never
-            writable through a lineage, whichever directory holds it (the lineage's private
-            snapshot file is, once any directory is allowed: DuckDB keeps attached files
-            writable).
+            writable through a lineage, whichever directory holds it, unless a symbolic link
+            to it is planted in an allowed directory: DuckDB follows links. Allow only
+            directories nobody else can write to.
 
     Attributes:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
@@ -84,6 +85,7 @@ class Lineage:
         LineageUnavailable: duckdb or pandas is not installed, or ``reader="scanner"`` and the
             extension cannot be loaded.
         LineageError: an allowed directory does not exist.
+        StoreCorrupt: a snapshot found a checkpoint ref that disagrees with its frame.
 
     A connection is not shared between threads: calls are serialised by a lock.
     """
@@ -128,8 +130,11 @@ class Lineage:
             scratch = self._scratch
             self._refused = _guard.refused_functions(self._con)
             _guard.lock_down(self._con, [scratch.export, scratch.spill, *allowed], scratch.spill)
-        except BaseException:
+        except BaseException as error:
             self.close()
+            corrupt = corrupt_ref(str(error))  # a snapshot stores the checked checkpoints
+            if corrupt is not None:
+                raise corrupt from error
             raise
 
     def _open(
@@ -140,7 +145,8 @@ class Lineage:
         batch_rows: int,
         progress: Progress | None,
     ) -> tuple[str, bool]:
-        add_inherited(self._con, db)  # what forks by reference inherit, as rows
+        # what forks by reference inherit, as rows
+        add_inherited(self._con, db, self._scratch.inherited)
         if reader != "arrow":
             try:
                 source, self.extension = C.attach_store(self._con, db.engine)
@@ -166,13 +172,15 @@ class Lineage:
         """Run one read-only SQL query over the views and return its result as a DataFrame.
 
         Only queries run: ``SELECT`` (with ``FROM``-first, ``WITH``, ``DESCRIBE``, ``SHOW``,
-        ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``, and ``COPY ... TO`` a file in one of the
-        lineage's ``allowed_directories``. Everything that could change the store or reach
-        past the views is refused before it runs: ``ATTACH``, ``SET``, ``CREATE``, ``INSERT``,
-        ``UPDATE``, ``DELETE``, the scanner extensions' functions (``sqlite_query``,
-        ``postgres_execute`` ...), ``query()``; and DuckDB itself refuses files outside the
-        allowed directories (``read_csv('/etc/passwd')``, ``COPY ... TO '/tmp/x'``) and any
-        network access.
+        ``SUMMARIZE``, ``VALUES``), ``EXPLAIN``, and ``COPY (SELECT ...) TO`` a file in one of
+        the lineage's ``allowed_directories``. Everything that could change the store, change
+        what the views answer or reach past them is refused before it runs: ``ATTACH``,
+        ``DETACH``, ``USE``, ``SET``, ``RESET``, ``PRAGMA``, ``CREATE``, ``INSERT``,
+        ``UPDATE``, ``DELETE``, ``COPY <table> FROM``, ``IMPORT`` / ``EXPORT DATABASE``,
+        ``INSTALL`` / ``LOAD``, the scanner extensions' functions (``sqlite_query``,
+        ``postgres_execute`` ...), ``query()``, ``checkpoint()``; and DuckDB itself refuses
+        files outside the allowed directories (``read_csv('/etc/passwd')``,
+        ``COPY ... TO '/tmp/x'``) and any network access.
 
         Args:
             query: DuckDB SQL over the views (``runs``, ``checkpoints`` ...), ``raw.*`` or (on
@@ -182,6 +190,8 @@ class Lineage:
 
         Raises:
             LineageError: the statement was refused, or failed.
+            StoreCorrupt: it read a checkpoint ref that disagrees with its frame (through
+                ``checkpoints``, ``contents``, ``dedup`` or ``run_dedup``).
         """
         return self._query(query, params, check=True)
 
@@ -190,13 +200,23 @@ class Lineage:
             if self._con is None:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
             try:
-                if check:
+                # The statements checked are the ones run (params bind to the last, as when
+                # DuckDB runs a text of several statements).
+                *first, last = (
                     _guard.check_query(self._con, query, files=self._files, refused=self._refused)
+                    if check
+                    else [query]
+                )
+                for statement in first:
+                    self._con.execute(statement)
                 cursor = (
-                    self._con.execute(query) if params is None else self._con.execute(query, params)
+                    self._con.execute(last) if params is None else self._con.execute(last, params)
                 )
                 return cursor.df()
             except self._duckdb.Error as error:
+                corrupt = corrupt_ref(str(error))
+                if corrupt is not None:
+                    raise corrupt from error
                 first = (str(error).strip().splitlines() or [type(error).__name__])[0]
                 raise C.LineageError(f"lineage query failed: {first}") from error
 
@@ -220,7 +240,9 @@ class Lineage:
 
     @_columns_of("checkpoints")
     def checkpoints(self, run_id: str | None = None) -> pandas.DataFrame:
-        """Checkpoint refs of one run (or of every run), in key order, with content sizes."""
+        """Checkpoint refs of one run (or of every run), in key order, with content sizes;
+        :class:`~smithers_tt.errors.StoreCorrupt` when a ref disagrees with its frame (so do
+        :meth:`contents` and :meth:`dedup`)."""
         return self._where("checkpoints", run_id, "run_id, node_id, iteration, attempt, sequence")
 
     @_columns_of("frames")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from smithers_tt.lineage._refcheck import REFS
 from smithers_tt.store import TableInfo, describe_tables
 
 CONTENTS_TABLE = "tt_checkpoint_contents"
@@ -210,13 +211,11 @@ CHECKPOINTS = View(
         ("created_at_ms", f"when it was published, {_TIMES}"),
         ("created_at", "``created_at_ms`` as a UTC TIMESTAMP"),
     ),
-    """
-    SELECT r.run_id, r.node_id, r.iteration, r.attempt, r.sequence, f.codec, f.version,
-           f.purpose, f.agent_id, f.content_hash, f.size_bytes, f.created_at_ms,
-           epoch_ms(f.created_at_ms) AS created_at
-    FROM raw.tt_checkpoint_refs AS r
-    JOIN raw.tt_frames AS f ON f.run_id = r.run_id AND f.frame_no = r.frame_no
-    """,
+    f"""
+    SELECT run_id, node_id, iteration, attempt, sequence, codec, version, purpose, agent_id,
+           content_hash, size_bytes, created_at_ms, epoch_ms(created_at_ms) AS created_at
+    FROM {REFS}
+    """,  # noqa: S608 (constants)
     materialize=True,
 )
 
@@ -232,10 +231,8 @@ CONTENTS = View(
     ),
     """
     WITH used AS (
-        SELECT f.content_hash, count(*) AS ref_count, count(DISTINCT r.run_id) AS run_count
-        FROM raw.tt_checkpoint_refs AS r
-        JOIN raw.tt_frames AS f ON f.run_id = r.run_id AND f.frame_no = r.frame_no
-        GROUP BY f.content_hash
+        SELECT content_hash, count(*) AS ref_count, count(DISTINCT run_id) AS run_count
+        FROM checkpoints GROUP BY content_hash
     )
     SELECT c.content_hash, c.size_bytes, c.created_at_ms,
            coalesce(u.ref_count, 0) AS ref_count, coalesce(u.run_count, 0) AS run_count

@@ -131,9 +131,9 @@ def test_copy_cannot_overwrite_the_store_file_or_the_lineage_snapshot(
     before = facts(scenario)
     options = {**MODES[mode], "allowed_directories": [tmp_path] if allowed else []}
     with scenario.db.lineage(**options) as lin:
-        # With directories allowed, DuckDB keeps the lineage's own snapshot file writable
-        # (a private temporary copy: overwriting it spoils only that lineage's answers).
-        targets = [] if allowed else [lin._scratch.file]
+        # With directories allowed, COPY may write where the lineage's own files were (see
+        # test_answers.py: they are unlinked once attached, so its answers stay).
+        targets = [] if allowed else [lin._scratch.file, lin._scratch.inherited]
         if scenario.db.engine.is_sqlite:
             targets += [sqlite_file(scenario.db).resolve(), Path(f"{sqlite_file(scenario.db)}-wal")]
         runs = records(lin.runs())
