@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,7 @@ from smithers_tt.checkpoint import content_hash
 from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store import _schema as S
 from smithers_tt.store._engine import Engine
+from smithers_tt.store._ledger_travel import NEWEST_FIRST, KeptRewind, release_rewinds, undoable
 from smithers_tt.store._records import check_limit, stored_json
 from smithers_tt.store._ref_frame import agrees, frame_of
 
@@ -23,13 +25,15 @@ Progress = Callable[[int], None]
 
 @dataclass
 class GcReport:
-    """What a collection did: content rows deleted, their bytes, pages, and where it stopped."""
+    """What a collection did: content rows deleted, their bytes, pages, where it stopped, and
+    the kept rewinds it released (those no undo can reach any more)."""
 
     deleted: int = 0
     bytes_freed: int = 0
     pages: int = 0
     cursor: str | None = None
     done: bool = False
+    rewinds_released: int = 0
 
 
 RefKey = tuple[str, str, int, int, int]
@@ -100,10 +104,16 @@ def collect_garbage(
     LOCKED``: content a publisher is upserting is skipped) and re-checks reachability in the
     deleting statement; on SQLite writers are serialised. ``max_pages`` bounds the work of one
     call; pass the returned ``cursor`` back to continue.
+
+    A collection that starts from the beginning (no ``cursor``) first releases the kept
+    rewinds no undo can reach any more (see :func:`~._ledger_travel.undoable`), so that what
+    only they pinned is collected.
     """
     check_limit(page_size)
     c = S.contents
     report = GcReport(cursor=cursor)
+    if cursor is None:
+        report.rewinds_released = engine.transaction(_release_unreachable_rewinds)
     lock = engine.backend.skip_locked
 
     def page(conn: Connection) -> tuple[list[str], int, str | None]:
@@ -139,6 +149,27 @@ def collect_garbage(
             break
         report.cursor = last
     return report
+
+
+def _release_unreachable_rewinds(conn: Connection) -> int:
+    """Delete the kept rewinds (and their frames) that no undo can reach; return how many.
+
+    One statement reads every kept rewind with its run's clock; a rewind found unreachable
+    stays so (only new frames and rewinds come after it), so no lock is needed.
+    """
+    rw, r = S.rewinds, S.runs
+    rows = conn.execute(
+        sa.select(*rw.c, r.c.clock)
+        .join(r, r.c.run_id == rw.c.run_id)
+        .order_by(rw.c.run_id, *NEWEST_FIRST)
+    ).all()
+    gone: list[str] = []
+    for _, group in itertools.groupby(rows, key=lambda row: row.run_id):
+        mine = list(group)
+        kept = [KeptRewind(*row[:-1]) for row in mine]
+        gone += [k.rewind_id for k in kept[len(undoable(mine[0].clock, kept)) :]]
+    release_rewinds(conn, gone)
+    return len(gone)
 
 
 def verify(
