@@ -128,7 +128,11 @@ def gc(ctx: Context, older_than: float | None, drop_forks: bool, yes: bool) -> N
     with progress_bar("collecting", unit="rows deleted") as advance:
         if older_than is None:
             report = db.collect_garbage(progress=advance)
-            result = {"deleted_contents": report.deleted, "bytes_freed": report.bytes_freed}
+            result = {
+                "deleted_contents": report.deleted,
+                "bytes_freed": report.bytes_freed,
+                "released_rewinds": report.rewinds_released,
+            }
         else:
             pruned = db.gc(
                 older_than=older_than * 86400, keep_forks=not drop_forks, progress=advance
