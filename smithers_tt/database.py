@@ -510,8 +510,9 @@ class Database:
     # --- maintenance ---------------------------------------------------------------------
 
     def verify(self, *, page_size: int = 200, progress: Progress | None = None) -> VerifyReport:
-        """Check every stored checkpoint's SHA-256 and size, every ref against its checkpoint
-        frame, and that every stored JSON column parses; see :func:`store.verify`."""
+        """Check every stored checkpoint's SHA-256 and size, every checkpoint frame's codec,
+        version and size against its content, every ref against its checkpoint frame, and that
+        every stored JSON column parses; see :func:`store.verify`."""
         return verify(self.engine, page_size=page_size, progress=progress)
 
     def collect_garbage(self, **options: Any) -> GcReport:

@@ -16,10 +16,12 @@ from smithers_tt.store import migrate as run_migrations
 from smithers_tt.store import row_counts
 
 
-def _describe(item: str | tuple[str, str, int, int, int]) -> str:
-    """A verify finding as one line: a content hash or a row, else a ref's key."""
+def _describe(item: str | tuple[str, int] | tuple[str, str, int, int, int]) -> str:
+    """A verify finding as one line: a content hash or a row, a frame, else a ref's key."""
     if isinstance(item, str):
         return item
+    if len(item) == 2:
+        return f"frame {item[1]} of run {item[0]}"
     run_id, node_id, iteration, attempt, sequence = item
     return f"ref run {run_id} node {node_id}[{iteration}] attempt {attempt} seq {sequence}"
 
@@ -53,7 +55,7 @@ def migrate(ctx: Context, beside_other_tables: bool) -> None:
 @pass_ctx
 @handle_errors
 def verify(ctx: Context, page_size: int) -> None:
-    """Check every stored checkpoint's SHA-256 and size; exit 1 if any is corrupt or missing.
+    """Check every stored checkpoint and every ref and frame naming one; exit 1 on any damage.
 
     \b
     Example:
@@ -70,6 +72,8 @@ def verify(ctx: Context, page_size: int) -> None:
                 "corrupt": report.corrupt,
                 "missing": report.missing,
                 "mismatched": report.mismatched,
+                "miscoded": report.miscoded,
+                "missized": report.missized,
                 "damaged": report.damaged,
                 "ok": report.ok,
             }
@@ -79,6 +83,8 @@ def verify(ctx: Context, page_size: int) -> None:
             "corrupt": report.corrupt,
             "missing": report.missing,
             "mismatched": report.mismatched,
+            "miscoded": report.miscoded,
+            "missized": report.missized,
             "damaged": report.damaged,
         }
         ctx.out.line(
@@ -122,7 +128,11 @@ def gc(ctx: Context, older_than: float | None, drop_forks: bool, yes: bool) -> N
     with progress_bar("collecting", unit="rows deleted") as advance:
         if older_than is None:
             report = db.collect_garbage(progress=advance)
-            result = {"deleted_contents": report.deleted, "bytes_freed": report.bytes_freed}
+            result = {
+                "deleted_contents": report.deleted,
+                "bytes_freed": report.bytes_freed,
+                "released_rewinds": report.rewinds_released,
+            }
         else:
             pruned = db.gc(
                 older_than=older_than * 86400, keep_forks=not drop_forks, progress=advance

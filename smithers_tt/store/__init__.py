@@ -51,6 +51,7 @@ from smithers_tt.store._ledger import (
 from smithers_tt.store._ledger import write as write_changes
 from smithers_tt.store._ledger_langgraph import ThreadReplaced
 from smithers_tt.store._ledger_pause import ENDED, PAUSE_KINDS, RunContinued, RunPaused
+from smithers_tt.store._ledger_travel import undoable
 from smithers_tt.store._maintenance import (
     GcReport,
     Progress,
@@ -222,6 +223,7 @@ __all__ = [
     "seen_node_ids",
     "store_state",
     "travel",
+    "undoable",
     "verify",
     "worker_heartbeat",
     "write_changes",

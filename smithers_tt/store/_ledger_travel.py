@@ -258,16 +258,43 @@ class KeptRewind:
     created_at_ms: int
 
 
-def newest_rewind(conn: Connection, run_id: str) -> KeptRewind | None:
-    """The newest rewind of ``run_id`` still kept, or None."""
+NEWEST_FIRST = (S.rewinds.c.created_at_ms.desc(), S.rewinds.c.from_clock.asc())
+"""The order of a run's kept rewinds, newest first (of two kept in the same millisecond, the
+later rewound from the lower clock)."""
+
+
+def kept_rewinds(conn: Connection, run_id: str) -> list[KeptRewind]:
+    """The rewinds of ``run_id`` still kept, newest first."""
     rw = S.rewinds
-    row = conn.execute(
-        sa.select(*rw.c)
-        .where(rw.c.run_id == run_id)
-        .order_by(rw.c.created_at_ms.desc(), rw.c.from_clock.asc())
-        .limit(1)
-    ).one_or_none()
-    return None if row is None else KeptRewind(*row)
+    rows = conn.execute(sa.select(*rw.c).where(rw.c.run_id == run_id).order_by(*NEWEST_FIRST))
+    return [KeptRewind(*row) for row in rows]
+
+
+def undoable(clock: int, kept: Sequence[KeptRewind]) -> list[KeptRewind]:
+    """Of a run's ``kept`` rewinds (newest first), those undo can still reach, newest first.
+
+    Undo takes the newest back when the run stands at the frame it rewound to (``clock``),
+    which puts the run back at that rewind's clock, where the one before is taken back if it
+    rewound to that frame, and so on. Frames written on top of a rewind end the chain: what
+    that rewind and every one before it removed followed a history that is gone, so it can
+    never be put back (garbage collection releases it).
+    """
+    reach: list[KeptRewind] = []
+    for rewind in kept:
+        if rewind.to_frame != clock:
+            break
+        reach.append(rewind)
+        clock = rewind.from_clock
+    return reach
+
+
+def release_rewinds(conn: Connection, rewind_ids: Sequence[str]) -> None:
+    """Delete kept rewinds and the frames they keep (no foreign key ties those: see
+    :mod:`._schema`)."""
+    rf, rw = S.rewound_frames, S.rewinds
+    for part in Dialect.chunks(list(rewind_ids), 1):
+        conn.execute(rf.delete().where(rf.c.rewind_id.in_(list(part))))
+        conn.execute(rw.delete().where(rw.c.rewind_id.in_(list(part))))
 
 
 class RewindUndone(Change):
@@ -286,7 +313,7 @@ class RewindUndone(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         conn, kept = self.conn, self.kept
-        f, rf, rw = S.frames, S.rewound_frames, S.rewinds
+        f, rf = S.frames, S.rewound_frames
         names = [c.name for c in f.c]
         conn.execute(
             f.insert().from_select(
@@ -296,9 +323,7 @@ class RewindUndone(Change):
         set_history_end(  # the stored output text, as it was
             conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error, w.stamp
         )
-        # Its frames first: no foreign key ties them to the rewind (see _schema).
-        conn.execute(rf.delete().where(rf.c.rewind_id == kept.rewind_id))
-        conn.execute(rw.delete().where(rw.c.rewind_id == kept.rewind_id))
+        release_rewinds(conn, [kept.rewind_id])
 
 
 def delete_runs(
@@ -313,16 +338,14 @@ def delete_runs(
     foreign key ties to a run or a rewind (see :mod:`._schema`). The caller holds the run rows
     locked, so no rewind of them is kept or undone meanwhile. Returns one row per deleted
     run: its ``run_id``, then the ``returning`` columns of ``tt_runs``."""
-    r, rw, rf = S.runs, S.rewinds, S.rewound_frames
+    r, rw = S.runs, S.rewinds
     ids = list(run_ids)
     kept = conn.execute(sa.select(rw.c.rewind_id, rw.c.run_id).where(rw.c.run_id.in_(ids))).all()
     gone = conn.execute(
         r.delete().where(r.c.run_id.in_(ids), *conditions).returning(r.c.run_id, *returning)
     ).all()
     deleted = {row[0] for row in gone}
-    rewinds = [rewind_id for rewind_id, run_id in kept if run_id in deleted]
-    for part in Dialect.chunks(rewinds, 1):
-        conn.execute(rf.delete().where(rf.c.rewind_id.in_(list(part))))
+    release_rewinds(conn, [rewind_id for rewind_id, run_id in kept if run_id in deleted])
     return gone
 
 

@@ -7,7 +7,8 @@ reference), they hold exactly what the fold of every frame makes visible at the 
 A person looking at that frame sees one page of checkpoint refs and of nodes, so these reads
 return a page (keys in the order Python sorts them: text in code-point order on both
 databases), a count, or one ref; a ref's fields are read from its checkpoint frame as the fold
-takes them (:attr:`Dialect.ref_created`).
+takes them (:attr:`Dialect.ref_created`), and a ref that disagrees with its frame is refused
+(:mod:`._ref_frame`).
 
 :func:`node_frame_rows` reads the frames that decide what some nodes are at a frame (theirs,
 and those of the run as a whole), so that a diff of two nearby frames folds a few nodes, not
@@ -26,8 +27,9 @@ from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_fields, select_frames
 from smithers_tt.store._frames_columns import FrameRow
 from smithers_tt.store._records import CheckpointRef
+from smithers_tt.store._ref_frame import LIVE_REF_COLUMNS, LIVE_REF_FROM, checked_ref
 from smithers_tt.store._travel import Travel
-from smithers_tt.store._travel_bulk import _REF_SELECT, dialect_of, run_sql
+from smithers_tt.store._travel_bulk import dialect_of, run_sql
 
 __all__ = [
     "frame_span",
@@ -47,15 +49,15 @@ __all__ = [
 RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]
 
-_LIVE = (
-    "FROM tt_checkpoint_refs r JOIN tt_frames f "
-    "ON f.run_id = r.run_id AND f.frame_no = r.frame_no WHERE r.run_id = :run_id"
-)
+
+def _columns(conn: Any) -> str:
+    """What the reads select of a live ref, for :func:`checked_ref`."""
+    return LIVE_REF_COLUMNS.format(created=dialect_of(conn).ref_created)
 
 
-def _refs_sql(conn: Any, where: str = "", tail: str = "", more: str = "") -> str:
-    """Live refs as :class:`CheckpointRef` fields (no run id), then the ``more`` columns."""
-    return f"{_REF_SELECT}{dialect_of(conn).ref_created}{more} {_LIVE}{where} {tail}"
+def _refs_sql(conn: Any, where: str = "", tail: str = "") -> str:
+    """Live refs of ``:run_id`` as :func:`checked_ref` reads them."""
+    return f"SELECT {_columns(conn)} {LIVE_REF_FROM} WHERE r.run_id = :run_id{where} {tail}"
 
 
 def _read(engine: Engine, work: Any) -> Any:
@@ -101,9 +103,9 @@ def live_ref_page(engine: Engine, run_id: str, offset: int, limit: int) -> list[
             {"run_id": run_id},
         ).fetchall()
         sql = (
-            f"{_REF_SELECT}{dialect_of(conn).ref_created} FROM (SELECT * FROM "  # noqa: S608 (constants)
+            f"SELECT {_columns(conn)} FROM (SELECT * FROM "  # noqa: S608 (constants)
             "tt_checkpoint_refs r WHERE r.run_id = :run_id AND r.node_id = :node_id "
-            f"{_IN_NODE} LIMIT :limit OFFSET :offset) r JOIN tt_frames f ON "
+            f"{_IN_NODE} LIMIT :limit OFFSET :offset) r LEFT JOIN tt_frames f ON "
             f"f.run_id = r.run_id AND f.frame_no = r.frame_no {_IN_NODE}"
         )
         out: list[CheckpointRef] = []
@@ -116,7 +118,7 @@ def live_ref_page(engine: Engine, run_id: str, offset: int, limit: int) -> list[
                 continue
             params = {"run_id": run_id, "node_id": node_id, "limit": limit - len(out)}
             rows = run_sql(conn, sql, {**params, "offset": skip}).fetchall()
-            out.extend(CheckpointRef(run_id, *row) for row in rows)
+            out.extend(checked_ref(run_id, row) for row in rows)
             skip = 0
         return out
 
@@ -164,7 +166,7 @@ def live_ref(engine: Engine, run_id: str, key: RefKey) -> CheckpointRef | None:
 
     def read(conn: Any) -> CheckpointRef | None:
         row = run_sql(conn, _refs_sql(conn, where), params).first()
-        return None if row is None else CheckpointRef(run_id, *row)
+        return None if row is None else checked_ref(run_id, row)
 
     result: CheckpointRef | None = _read(engine, read)
     return result
@@ -188,7 +190,7 @@ def newest_live_ref(
             )
             params = {"run_id": run_id, "n": node[0], "i": node[1]}
         row = run_sql(conn, sql, params).first()
-        return None if row is None else CheckpointRef(run_id, *row)
+        return None if row is None else checked_ref(run_id, row)
 
     result: CheckpointRef | None = _read(engine, read)
     return result
@@ -217,19 +219,17 @@ def _newest_of_run(conn: Any, run_id: str) -> CheckpointRef | None:
         numbers = {f"f{i}": n for i, n in enumerate(newest)}
         listed = ", ".join(f":{name}" for name in numbers)
         live = {
-            row[-1]: row[:-1]
+            row[10]: row
             for row in run_sql(
-                conn,
-                _refs_sql(conn, f" AND r.frame_no IN ({listed})", more=", r.frame_no"),
-                {**params, **numbers},
+                conn, _refs_sql(conn, f" AND r.frame_no IN ({listed})"), {**params, **numbers}
             ).fetchall()
         }
         for frame_no in newest:
             if frame_no in live:
-                return CheckpointRef(run_id, *live[frame_no])
+                return checked_ref(run_id, live[frame_no])
     sql = _refs_sql(conn, tail=f"ORDER BY {created} DESC, r.frame_no DESC LIMIT 1")
     row = run_sql(conn, sql, params).first()
-    return None if row is None else CheckpointRef(run_id, *row)
+    return None if row is None else checked_ref(run_id, row)
 
 
 def _distinct(conn: Any, column: Any, *where: Any) -> list[str]:

@@ -66,6 +66,7 @@ from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._engine import Engine, _short, is_transient
 from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, write
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, Frame, now_ms
+from smithers_tt.store._ref_frame import agreement, checked_ref, frame_of
 
 __all__ = [
     "Driver",
@@ -306,11 +307,16 @@ def check_purpose(purpose: str) -> str:
     return purpose
 
 
-def select_refs() -> Any:
-    """Live refs as :func:`ref_from_row` reads them: ``tt_checkpoint_refs`` joined with the
-    checkpoint frames that hold their hash, codec, version, purpose, agent and time."""
+def select_refs(purpose: str | None = None) -> Any:
+    """Live refs as :func:`ref_from_row` reads them: ``tt_checkpoint_refs`` with the
+    checkpoint frames that hold their hash, codec, version, purpose, agent and time, kept when
+    the frame is gone, and whether each agrees with its frame (see :mod:`._ref_frame`).
+
+    With ``purpose``, only refs of that purpose, and those that disagree with their frame
+    (whose purpose cannot be told: reading them refuses).
+    """
     r, f = S.refs, S.frames
-    return sa.select(
+    stmt = sa.select(
         r.c.run_id,
         r.c.node_id,
         r.c.iteration,
@@ -322,12 +328,21 @@ def select_refs() -> Any:
         f.c.purpose,
         f.c.agent_id,
         f.c.created_at_ms,
-    ).select_from(r.join(f, (f.c.run_id == r.c.run_id) & (f.c.frame_no == r.c.frame_no)))
+        r.c.frame_no,
+        agreement(r, f).label("agrees"),
+    ).select_from(r.outerjoin(f, frame_of(r, f)))
+    if purpose is None:
+        return stmt
+    return stmt.where(sa.or_(f.c.purpose == check_purpose(purpose), agreement(r, f) == 0))
 
 
 def ref_from_row(row: Any) -> CheckpointRef:
-    """Build a :class:`CheckpointRef` from a row of :func:`select_refs`."""
-    return CheckpointRef(*row)
+    """Build a :class:`CheckpointRef` from a row of :func:`select_refs`.
+
+    Raises:
+        StoreCorrupt: the ref does not agree with its frame.
+    """
+    return checked_ref(row[0], row[1:])
 
 
 class GroupCommitter:

@@ -714,7 +714,7 @@ class Store:
         check_limit(limit)
         f = S.refs
         key = (f.c.node_id, f.c.iteration, f.c.attempt, f.c.sequence)
-        stmt = select_refs().where(f.c.run_id == run_id).order_by(*key).limit(limit + 1)
+        stmt = select_refs(purpose).where(f.c.run_id == run_id).order_by(*key).limit(limit + 1)
         for column, value in (
             (f.c.node_id, node_id),
             (f.c.iteration, iteration),
@@ -722,8 +722,6 @@ class Store:
         ):
             if value is not None:
                 stmt = stmt.where(column == value)
-        if purpose is not None:
-            stmt = stmt.where(S.frames.c.purpose == check_purpose(purpose))
         if cursor is not None:
             after = decode_cursor("refs", cursor, (str, int, int, int))
             stmt = stmt.where(sa.tuple_(*key) > sa.tuple_(*after))

@@ -33,7 +33,7 @@ from smithers_tt.store._ledger_travel import (
     RewindUndone,
     Rewound,
     fork_row,
-    newest_rewind,
+    kept_rewinds,
 )
 from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
 from smithers_tt.store._travel_bulk import BulkReads, corrupt_frame, dialect_of
@@ -239,9 +239,9 @@ class Travel(BulkReads, LiveWrites, CutStatements):
         with driver(self._conn) as db:
             write(db, [Entry(run_id, None, [change])], now_ms())
 
-    def newest_rewind(self, run_id: str) -> KeptRewind | None:
-        """The newest rewind of the run still kept for undo, or None."""
-        return newest_rewind(self._conn, run_id)
+    def kept_rewinds(self, run_id: str) -> list[KeptRewind]:
+        """The rewinds of the run still kept for undo, newest first."""
+        return kept_rewinds(self._conn, run_id)
 
     def undo_rewind(self, kept: KeptRewind, status: str) -> None:
         """Put back what ``kept`` removed through the ledger (frames, clock, output, error;

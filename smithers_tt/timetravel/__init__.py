@@ -25,6 +25,7 @@ from smithers_tt.timetravel._snapshot import (
     fold,
 )
 from smithers_tt.timetravel._timeline import ForkEdge, Timeline, fork_tree, timeline
+from smithers_tt.timetravel._undo import undo_refusal
 
 __all__ = [
     "LIVE_OWNER_MS",
@@ -55,5 +56,6 @@ __all__ = [
     "run_html",
     "snapshot_at",
     "timeline",
+    "undo_refusal",
     "undo_rewind",
 ]

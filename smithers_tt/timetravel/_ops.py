@@ -58,6 +58,7 @@ from smithers_tt.timetravel._materialize import (
     write_base_frames,
 )
 from smithers_tt.timetravel._snapshot import AttemptView, LaterSnapshot, Snapshot, apply
+from smithers_tt.timetravel._undo import refusal
 
 T = TypeVar("T")
 
@@ -350,32 +351,25 @@ def undo_rewind(
     back its clock, output and error (a run that was ``running`` comes back ``interrupted``)
     and the live state is rebuilt from the frames; return the restored snapshot. Under the
     run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling it again
-    undoes the rewind before that one.
+    undoes the rewind before that one. Once frames are written on top of a rewind, neither it
+    nor any rewind before it can be undone (what they removed followed a history that is
+    gone): :func:`~smithers_tt.store.collect_garbage` releases them.
 
     Raises:
         NothingToUndo: no rewind of the run is kept (never rewound, undone already, or
-            collected by retention), or the run has changed since (new frames).
+            collected by retention), or new frames were written after it; the message is
+            :func:`undo_refusal`'s.
         LeaseBusy: another operation or a live process holds the run.
     """
     lease = acquire_lease(store, run_id, "undo_rewind", force=force)
 
     def work(tx: Travel, exact: bool) -> Snapshot:
         run = _check_lease(tx, lease)
-        kept = tx.newest_rewind(run_id)
-        if kept is None:
-            raise NothingToUndo(
-                f"run {run_id} has no rewind to undo (never rewound, undone already, or "
-                "collected by retention)",
-                run_id=run_id,
-            )
-        if run.clock != kept.to_frame:
-            raise NothingToUndo(
-                f"run {run_id} changed after its rewind to frame {kept.to_frame}: it is at "
-                f"frame {run.clock} now, so undoing the rewind would lose frames "
-                f"{kept.to_frame + 1} to {run.clock}. Rewind it to frame {kept.to_frame} "
-                "first (that rewind can be undone in turn), then undo again",
-                run_id=run_id,
-            )
+        kept = tx.kept_rewinds(run_id)
+        why = refusal(run_id, run.clock, kept)
+        if why is not None:
+            raise NothingToUndo(f"{why}; nothing was changed", run_id=run_id)
+        kept = kept[0]
         tx.undo_rewind(kept, _live_status(kept.status))
         tail = None if exact else _delta.tail_of(tx, run_id, kept.to_frame, kept.from_clock)
         if tail is not None:  # only what the frames put back touched changes

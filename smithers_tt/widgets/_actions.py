@@ -17,6 +17,7 @@ from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DebuggerModel
 from smithers_tt.widgets._progress import ProgressBar
 
 _NO_EDIT = "(no edit)"
+_UNDO_TIP = "put this run back as it was before its newest rewind (asks first)"
 
 
 _UNDER_WAY = {
@@ -38,10 +39,7 @@ class Actions:
             button_style="danger",
             tooltip="put this run back to the selected frame, in place (asks first)",
         )
-        self.undo = W.Button(
-            description="Undo rewind…",
-            tooltip="put this run back as it was before its newest rewind (asks first)",
-        )
+        self.undo = W.Button(description="Undo rewind…", tooltip=_UNDO_TIP)
         self.undo.add_class("stt-undo-rewind")
         self.undo.on_click(lambda _: model.request_undo_rewind(self.reason.value))
         self.fork = W.Button(
@@ -125,6 +123,9 @@ class Actions:
         )
         for event in ("frame", "run", "frames"):
             model.on(event, self.update)
+        for event in ("run", "frames"):  # what undo can do changes with them, not with a frame
+            model.on(event, self.update_undo)
+        self.update_undo()
         model.on("pending", self.show_pending)
         model.on("message", self.show_message)
         self.update()
@@ -169,6 +170,13 @@ class Actions:
         self.edit_node.options = [_NO_EDIT, *editable]
         self.edit_node.value = current if current in editable else _NO_EDIT
         self._prefill()
+
+    def update_undo(self) -> None:
+        """Enable Undo rewind when the run has a rewind undo can take back; else disable it,
+        with the reason as its tooltip."""
+        why = self.model.undo_refusal()
+        self.undo.disabled = why is not None
+        self.undo.tooltip = _UNDO_TIP if why is None else why
 
     def carry_out(self) -> None:
         """Carry out the confirmed action under a bar that shows it is under way (a replay

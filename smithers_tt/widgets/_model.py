@@ -1108,6 +1108,10 @@ class DebuggerModel:
         )
         return self._set_pending(Pending("rewind", self.run_id, n, summary, options))
 
+    def undo_refusal(self) -> str | None:
+        """Why Undo rewind cannot act on the run now, or None when it can."""
+        return tt.undo_refusal(self.db.store, self.run_id)
+
     def request_undo_rewind(self, reason: str = "") -> Pending | None:
         """Ask to undo the run's newest rewind; nothing changes until :meth:`confirm`."""
         options = {"reason": reason.strip()} if reason.strip() else {}

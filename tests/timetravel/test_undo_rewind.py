@@ -7,6 +7,8 @@ import datetime
 
 import pytest
 
+import smithers_tt as st
+from smithers_tt import AgentCheckpoint
 from smithers_tt.errors import NothingToUndo
 from smithers_tt.store import now_ms
 from tests.timetravel._support import count, execute, live_view
@@ -61,19 +63,66 @@ def test_undo_undoes_the_newest_rewind_first_then_the_one_before(demo: Demo) -> 
         db.undo_rewind(run.id)
 
 
-def test_undo_refuses_after_the_run_changed_and_says_what_to_do(demo: Demo) -> None:
+def test_undo_after_new_frames_says_plainly_the_rewound_history_cannot_be_restored(
+    demo: Demo,
+) -> None:
     db, run = demo.db, demo.run
     db.rewind(run.id, 5, confirm=True)
     db.resume(run.id, demo.wf)  # new frames after the rewind
     after = run.frames()
-    with pytest.raises(NothingToUndo, match="Rewind it to frame 5 first") as caught:
+    clock = after[-1].frame_no
+    with pytest.raises(NothingToUndo) as caught:
         db.undo_rewind(run.id)
-    assert "changed after its rewind" in caught.value.message
+    assert caught.value.message == (
+        f"run {run.id} has new frames (6 to {clock}) written after its rewind to frame 5: the "
+        "frames that rewind removed (and those of any rewind before it) followed a history "
+        "that is gone, so they cannot be restored; `smithers-tt gc` releases what they keep; "
+        "nothing was changed"
+    )
     assert run.frames() == after
-    # Doing what it says: rewind back to 5, undo that, and undo the first rewind.
+    # A rewind back to 5 can be undone (it brings the new frames back); the first cannot.
     db.rewind(run.id, 5, confirm=True)
     db.undo_rewind(run.id)
     assert run.frames() == after
+    with pytest.raises(NothingToUndo, match="cannot be restored"):
+        db.undo_rewind(run.id)
+
+
+def _content(db: st.Database, run_id: str, frame_no: int) -> str:
+    (frame,) = [f for f in db.store.frames(run_id, after=-1) if f.frame_no == frame_no]
+    assert frame.kind == "checkpoint" and frame.content_hash is not None
+    return frame.content_hash
+
+
+def test_gc_releases_a_rewind_no_undo_can_reach_and_the_content_only_it_kept(
+    demo: Demo,
+) -> None:
+    db, run = demo.db, demo.run
+    store = db.store
+    record, fence = store.create_run("lonely")
+    key = store.start_attempt(fence, "n").key
+    store.publish(fence, key, AgentCheckpoint("c", 1, {"kept": "by every frame"}))
+    store.publish(fence, key, AgentCheckpoint("c", 1, {"kept": "by the rewind only"}))
+    gone = _content(db, record.run_id, 3)
+    db.rewind(record.run_id, 2, confirm=True, force=True)  # its owner is this test
+    fence = store.claim_run(record.run_id)
+    key = store.start_attempt(fence, "n").key
+    store.publish(fence, key, AgentCheckpoint("c", 1, {"written": "after the rewind"}))
+    # Another run's stack of two rewinds, which undo can still reach, stays.
+    frames = run.frames()
+    db.rewind(run.id, 10, confirm=True)
+    db.rewind(run.id, 3, confirm=True)
+
+    report = db.gc()
+
+    assert count(db, "tt_checkpoint_contents", "content_hash = :h", h=gone) == 0
+    assert report.content.rewinds_released == 1
+    assert count(db, "tt_rewinds", "run_id = :r", r=record.run_id) == 0
+    assert count(db, "tt_rewound_frames", "run_id = :r", r=record.run_id) == 0
+    assert db.verify().ok
+    db.undo_rewind(run.id)
+    db.undo_rewind(run.id)
+    assert run.frames() == frames
 
 
 def test_a_kept_rewind_pins_its_content_until_it_is_undone(demo: Demo) -> None:

@@ -157,3 +157,35 @@ def test_the_undo_button_puts_a_rewound_run_back_as_it_was(db: st.Database) -> N
     dbg.actions.confirm.click()  # nothing left to undo: said, nothing changed
     assert not dbg.model.last_result.ok
     assert "no rewind to undo" in dbg.model.last_result.text
+
+
+def test_undo_rewind_is_disabled_with_the_reason_as_tooltip_when_there_is_nothing_to_undo(
+    db: st.Database,
+) -> None:
+    from smithers_tt.widgets import Debugger
+
+    wf, _ = demo_workflow()
+    run_id = db.run(wf, {"topic": "bee"}).id
+    dbg = Debugger(db, run_id, live=False)
+    undo = dbg.actions.undo
+    assert undo.disabled
+    assert undo.tooltip == (
+        f"run {run_id} has no rewind to undo (never rewound, undone already, or collected "
+        "by retention)"
+    )
+    dbg.model.select_frame(4)
+    dbg.actions.rewind.click()
+    dbg.actions.confirm.click()
+    assert not undo.disabled
+    assert undo.tooltip == "put this run back as it was before its newest rewind (asks first)"
+    undo.click()
+    dbg.actions.confirm.click()
+    assert dbg.model.last_result.ok, dbg.model.last_result
+    assert undo.disabled and "no rewind to undo" in undo.tooltip
+    # New frames on top of a rewind: what it removed cannot come back, and the button says so.
+    db.rewind(run_id, 4, confirm=True)
+    db.resume(run_id, wf)
+    later = Debugger(db, run_id, live=False).actions.undo
+    assert later.disabled
+    assert "written after its rewind to frame 4" in later.tooltip
+    assert "cannot be restored" in later.tooltip
