@@ -186,10 +186,15 @@ class Actions:
             return
         bar = ProgressBar(_UNDER_WAY[pending.action], unit="")
         self.progress.children = (bar,)
+        result = None
         try:
-            self.model.confirm()
+            result = self.model.confirm()
         finally:
-            bar.finish()
+            if result is not None and result.ok:
+                bar.finish()
+                self.progress.children = (bar,)  # a fork or replay moved to the new run
+            else:  # no green "done" over work that failed: the report line says why
+                self.progress.children = ()
 
     def show_pending(self) -> None:
         """Show or hide the Confirm / Cancel row."""
@@ -206,8 +211,9 @@ class Actions:
     def show_message(self) -> None:
         """Show what the last action did, or why it could not."""
         message = self.model.message
-        if message is None:
+        if message is None:  # nothing to report (another run is shown): nor a bar of its work
             self.report.value = ""
+            self.progress.children = ()
             return
         css = {"error": "stt-error", "success": "stt-ok"}.get(message.kind, "stt-muted")
         self.report.value = wrap(f'<div class="{css}">{esc(message.text)}</div>')

@@ -832,8 +832,8 @@ class DebuggerModel:
         if run_id == self.run_id:
             return
         self._load_run(run_id)
-        self.message = None
-        self._emit("run", "tree", "frame", "ref", "diff", "pending")
+        self.message = None  # it was about the run shown before
+        self._emit("run", "tree", "frame", "ref", "diff", "pending", "message")
         self.read_history_behind()
 
     def drop_caches(self) -> None:

@@ -184,7 +184,10 @@ def _act(page: Any, out: Any, action: str, rng: random.Random, state: dict[str, 
             return False
         click_point(page, out, rng.randrange(points.count()))
     elif action == "scrub":
-        out.locator(f'button[title="{rng.choice(SCRUB)}"]').first.click()
+        button = out.locator(f'button[title="{rng.choice(SCRUB)}"]').first
+        if button.is_disabled():  # already there (the first or the newest frame)
+            return False
+        button.click()
     elif action in ACTION_CLASS:
         button = out.locator(f"button.{ACTION_CLASS[action]}").first
         if button.is_disabled():

@@ -268,6 +268,28 @@ def test_expected_errors_are_reported_in_plain_words(db: st.Database) -> None:
     assert "Rewind failed: run" in report and "being executed by worker:1" in report
     assert "Traceback" not in report
     assert db.get_run(record.run_id).record.clock == 1
+    assert dbg.actions.progress.children == ()  # no green "done" bar over a failure
+
+
+def test_switching_runs_drops_the_report_and_bar_of_the_run_shown_before(
+    db: st.Database,
+) -> None:
+    run = _clean(db)
+    child = db.fork(run.id, 3)
+    dbg = Debugger(db, run.id, live=False)
+    dbg.select_frame(5)
+    dbg.actions.rewind.click()
+    dbg.actions.confirm.click()
+    assert "Rewound run" in dbg.actions.report.value
+    (bar,) = dbg.actions.progress.children
+    assert bar.bar.bar_style == "success" and "done" in bar.text.value
+    dbg.fork_tree.open(child.id)
+    assert dbg.model.run_id == child.id
+    assert dbg.actions.report.value == "" and dbg.actions.progress.children == ()
+    dbg.actions.fork.click()
+    dbg.actions.confirm.click()  # work of the run shown: its report and its bar
+    assert "Forked" in dbg.actions.report.value
+    assert dbg.actions.progress.children and "done" in dbg.actions.progress.children[0].text.value
 
 
 def test_replay_needs_the_workflow(db: st.Database) -> None:
