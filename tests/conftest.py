@@ -194,6 +194,8 @@ def xdist_group_of(item: pytest.Item) -> str | None:
             return group
     if item.get_closest_marker("slow"):
         return "machine"
+    if item.nodeid.startswith("tests/widgets/test_browser"):
+        return "browser"  # a JupyterLab and a chromium each: two at once timed out on 2 cores
     return None
 
 
