@@ -156,7 +156,7 @@ def test_binder_requirements_pin_every_package_installed(binder_env: Path) -> No
 
 @pytest.mark.slow
 def test_binder_postbuild_builds_the_database_the_tour_notebook_opens(
-    binder_env: Path, tmp_path: Path
+    binder_env: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     home = tmp_path / "home"  # repo2docker copies the repository to $HOME
     shutil.copytree(
@@ -167,6 +167,20 @@ def test_binder_postbuild_builds_the_database_the_tour_notebook_opens(
         ),
     )
     env = {"HOME": str(home), "JUPYTER_CONFIG_DIR": str(tmp_path / "jupyter")}
+    # postBuild installs smithers-tt into the shared venv: take it out again afterwards, so the
+    # other tests of binder_env see the environment as built, whichever order they run in.
+    request.addfinalizer(
+        lambda: _in(
+            binder_env,
+            binder_env / "bin" / "python",
+            "-m",
+            "pip",
+            "uninstall",
+            "-y",
+            "-q",
+            "smithers-tt",
+        )
+    )
     built = _in(binder_env, "bash", "binder/postBuild", cwd=home, env=env)
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
     assert (home / "notebooks" / "smithers.db").is_file()

@@ -89,14 +89,14 @@ def test_lab_from_a_wheel_serves_the_tour_with_extra_arguments_and_as_root(
     )
     try:
         status = None
-        for _ in range(120):
+        for _ in range(600):  # a minute at most
             if server.poll() is not None:
                 break
             try:
                 status = _get(f"http://127.0.0.1:{port}/api/status?token={token}")
                 break
             except OSError:
-                time.sleep(0.5)
+                time.sleep(0.1)
         assert status is not None, server.communicate(timeout=10)[0][-3000:]
         listed = _get(f"http://127.0.0.1:{port}/api/contents?token={token}")
         served = {item["name"] for item in listed["content"]}

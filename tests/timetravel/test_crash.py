@@ -101,7 +101,7 @@ def _await_lease(db: st.Database, run_id: str, attempt: callable) -> None:
             return
         except LeaseBusy:
             assert time.monotonic() < deadline, "the dead child's lease never expired"
-            time.sleep(0.2)
+            time.sleep(0.02)
 
 
 @pytest.mark.slow

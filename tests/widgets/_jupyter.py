@@ -109,7 +109,7 @@ def jupyterlab(root: Path, home: Path) -> Iterator[tuple[str, str]]:
             except (urllib.error.URLError, OSError):
                 if time.monotonic() > deadline:
                     raise RuntimeError("jupyterlab did not answer within 120 s") from None
-                time.sleep(0.25)
+                time.sleep(0.05)
         yield base, token
     finally:
         with contextlib.suppress(Exception):  # shut kernels down cleanly first

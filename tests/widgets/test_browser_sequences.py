@@ -3,12 +3,12 @@
 A notebook whose debugger cell is below the fold is run with Run All (the debugger renders
 off-screen), then a seeded random sequence of actions is clicked as a person clicks them:
 select a point of the timeline, step with the scrubber, rewind, undo the rewind, switch runs in
-the fork tree, fork and replay. After every action the test waits until the page agrees with
-the kernel, or fails with both sides: the plotly div's traces (names and point counts), its x
-range and its selected-frame line, the header's run, the scrubber's frame and the inspector's
-frame must all be the kernel's (read from the kernel itself over JupyterLab's kernel API).
-One seed runs with Chromium's CPU throttled and a busy process beside the kernel, as the
-defect that this guards against was seen on a loaded machine.
+the fork tree, fork and replay, and (from a paused run) Step and Continue. After every action
+the test waits until the page agrees with the kernel, or fails with both sides: the plotly
+div's traces (names and point counts), its x range and its selected-frame line, the header's
+run and the scrubber's frame must all be the kernel's (read from the kernel itself over
+JupyterLab's kernel API). One seed runs with Chromium's CPU throttled and a busy process beside
+the kernel, as the defect that this guards against was seen on a loaded machine.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ from smithers_tt.widgets import Debugger
 db = st.connect({db_url!r})
 made = {{r.label: r.run_id for r in build_demo(db)}}
 wf, _ = demo_workflow()
-root = made["clean"]
+# a run paused before write, with a breakpoint before review too: Step and Continue have work
+paused = db.run(wf, {{"topic": "bee"}}, break_before=["write", "review"]).id
+start = {{"clean": made["clean"], "paused": paused}}[{start!r}]
 """
 
 FILLER = """\
@@ -59,7 +61,7 @@ display(HTML('<div style="height: 2600px">a tall output: the debugger renders be
 """
 
 SHOW = """\
-dbg = Debugger(db, root, workflow=wf)
+dbg = Debugger(db, start, workflow=wf)
 display(dbg)
 """
 
@@ -76,13 +78,15 @@ print(_json.dumps({
 }))
 """
 
-EXECUTE = """async (code) => {
+EXECUTE = r"""async (code) => {
   const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
   const future = kernel.requestExecute({code, silent: false, store_history: false});
   let out = '';
   future.onIOPub = (msg) => {
     if (msg.header.msg_type === 'stream') out += msg.content.text;
-    if (msg.header.msg_type === 'error') out += 'ERROR ' + msg.content.evalue;
+    if (msg.header.msg_type === 'error') {
+      out += 'ERROR ' + msg.content.evalue + '\n' + msg.content.traceback.join('\n');
+    }
   };
   await future.done;
   return out;
@@ -117,10 +121,10 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _kernel(page: Any) -> dict[str, Any]:
+def _kernel(page: Any, what: str) -> dict[str, Any]:
     page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
     out = page.evaluate(EXECUTE, KERNEL_STATE)
-    assert not out.startswith("ERROR"), out
+    assert not out.startswith("ERROR"), f"after {what}, the kernel failed: {out[-4000:]}"
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -146,7 +150,7 @@ def _agree(page: Any, what: str) -> dict[str, Any]:
     """Wait until every part of the page shows the kernel's run and frame; fail otherwise."""
     deadline = time.monotonic() + SETTLE_S
     while True:
-        kernel = _kernel(page)
+        kernel = _kernel(page, what)
         wrong = _disagreements(kernel, page.evaluate(PAGE_STATE))
         if not wrong:
             return kernel
@@ -196,6 +200,11 @@ def _act(page: Any, out: Any, action: str, rng: random.Random, state: dict[str, 
             return False  # nothing to rewind: the scrubber picks an earlier frame first
         button.click()
         _confirm(page, out)
+    elif action in ("step", "continue"):
+        button = out.locator(f"button.stt-{action}").first
+        if not button.is_visible() or button.is_disabled():
+            return False  # the run shown is not paused
+        button.click()
     elif action == "switch":
         runs = out.locator(".stt-run")
         if runs.count() < 2:
@@ -219,9 +228,13 @@ def _busy_neighbour(on: bool) -> Iterator[None]:
         proc.wait()
 
 
-@pytest.mark.parametrize(("seed", "loaded"), [(11, True), (23, False)], ids=["loaded", "quiet"])
+@pytest.mark.parametrize(
+    ("seed", "loaded", "start"),
+    [(11, True, "clean"), (23, False, "paused")],
+    ids=["loaded-from-a-forked-run", "quiet-from-a-paused-run"],
+)
 def test_every_part_follows_the_kernel_through_random_sequences(
-    tmp_path: Path, seed: int, loaded: bool
+    tmp_path: Path, seed: int, loaded: bool, start: str
 ) -> None:
     if not Path(CHROMIUM).exists():
         _unavailable(f"no {CHROMIUM}: apt-get install chromium")
@@ -232,9 +245,12 @@ def test_every_part_follows_the_kernel_through_random_sequences(
     root = tmp_path / "nb"
     root.mkdir()
     db_url = f"sqlite:///{root / 'demo.db'}"
-    write_notebook(root / "sequence.ipynb", [SETUP.format(db_url=db_url), FILLER, SHOW])
+    setup = SETUP.format(db_url=db_url, start=start)
+    write_notebook(root / "sequence.ipynb", [setup, FILLER, SHOW])
     rng = random.Random(seed)
     actions = ["select", "scrub", "rewind", "undo", "switch", "fork", "replay"]
+    if start == "paused":
+        actions += ["step", "continue", "step"]
     done: list[str] = []
     with (
         jupyterlab(root, tmp_path / "home") as (base, token),

@@ -178,7 +178,7 @@ def _wait(check: Callable[[], Any], timeout: float, what: str, procs: list[Proc]
                 )
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(0.02)
 
 
 # --- reading the database ------------------------------------------------------------------
