@@ -43,7 +43,7 @@ CSS = """
 .stt th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
 .stt .stt-badge { border-radius: 3px; color: #fff; padding: 0 4px; white-space: nowrap; }
 .stt .stt-muted { color: var(--jp-ui-font-color2, #666); }
-.stt .stt-key { color: var(--jp-mirror-editor-property-color, #7a3e9d); }
+.stt .stt-key { color: var(--jp-mirror-editor-property-color, #7a3e9d); overflow-wrap: anywhere; }
 .stt .stt-str { color: var(--jp-mirror-editor-string-color, #1a7f37); white-space: pre-wrap;
   overflow-wrap: break-word; }
 .stt .stt-num { color: var(--jp-mirror-editor-number-color, #0550ae); }
@@ -98,6 +98,12 @@ CSS = """
 .stt-debugger .widget-dropdown, .stt-debugger .widget-text {
   max-width: calc(100% - 2 * var(--jp-widgets-margin, 2px)); }
 .stt-debugger .widget-select select { font-family: var(--jp-code-font-family, monospace); }
+.stt-debugger .stt-timeline > .js-plotly-plot { flex: 1 1 100%; width: 100%; min-width: 0; }
+.stt-debugger .stt-frame-rows select { height: calc(10 * 18px + 2px); padding: 0;
+  box-sizing: border-box; border-width: 1px;
+  overflow-y: auto; }
+.stt-debugger .stt-frame-rows option { height: 18px; line-height: 18px; padding: 0 4px;
+  box-sizing: border-box; white-space: pre; overflow: hidden; text-overflow: ellipsis; }
 </style>
 """
 

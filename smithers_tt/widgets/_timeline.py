@@ -627,10 +627,12 @@ def _figure(
     xaxis.update({"zeroline": False, "showgrid": True})
     if gutter is not None:  # the toggles' column, between the row labels and frame 0
         xaxis["domain"] = [GUTTER + 0.01, 1]
+    top = 10 + LANE * len(annotations)  # the fork labels' lines, above the plot
     layout = {
-        "height": max(260, min(700, 110 + 26 * nrows)),
+        # the rows, the fork labels, and room for a legend wrapped in a narrow cell
+        "height": max(200, min(640, 60 + 26 * nrows)) + top + LEGEND_ROOM,
         "autosize": True,
-        "margin": {"l": 10, "r": 10, "t": 40, "b": 40},
+        "margin": {"l": 10, "r": 10, "t": top, "b": 30},
         "xaxis": {
             **colours["xaxis"],
             **xaxis,
@@ -652,10 +654,13 @@ def _figure(
         "legend": {
             **colours["legend"],
             "orientation": "h",
-            "yref": "container",  # the top strip of the figure, never over the rows
-            "y": 1.0,
-            "yanchor": "top",
+            "yref": "container",  # the bottom strip of the figure, never over the rows
+            "y": 0,
+            "yanchor": "bottom",
+            "xref": "container",
             "x": 0,
+            "itemwidth": 30,
+            "tracegroupgap": 0,
         },
         "shapes": shapes,
         "annotations": annotations,
@@ -675,8 +680,16 @@ def _figure(
     )
 
 
-GUTTER = 0.05
-"""The width of the breakpoint toggles' column (a fraction of the figure)."""
+LEGEND_ROOM = 110
+"""Pixels the figure adds for its legend, below the plot. plotly wraps a legend to the plot's
+width in columns as wide as its widest entry: one entry a line in an 800 px window (five or
+six lines); the figure grows by that much so the rows keep their height, and a wide window's
+one line leaves the rows taller."""
+
+
+GUTTER = 0.09
+"""The width of the breakpoint toggles' column (a fraction of the plot's width: in an 800 px
+window two toggles and their captions side by side)."""
 
 BREAK_ON = "#d62728"
 
@@ -706,7 +719,7 @@ def breakpoint_gutter(rows: _Rows, marks: Any, theme: dict[str, Any]) -> _Gutter
         "mode": "markers",
         "marker": {
             "symbol": symbols,
-            "size": 13,
+            "size": 10,
             "color": colours,
             "line": {"width": 1.5, "color": colours},
         },
@@ -719,11 +732,11 @@ def gutter_axis(colours: dict[str, Any]) -> dict[str, Any]:
     return {
         **colours["xaxis"],
         "domain": [0, GUTTER],
-        "range": [-0.7, 1.7],
+        "range": [-0.6, 1.6],
         "tickvals": [0, 1],
         "ticktext": ["before", "after"],
         "tickangle": -90,
-        "tickfont": {"size": 10},
+        "tickfont": {"size": 9},
         "automargin": True,
         "fixedrange": True,
         "showgrid": False,
@@ -766,11 +779,23 @@ def selection_line(x: Any, theme: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+LANE = 17
+"""Pixels of one fork label's line above the plot (each label has a line of its own)."""
+
+MAX_LANES = 6
+"""Fork labels drawn at most; more forks get their dashed line and a "+n more" count."""
+
+
 def _fork_marks(
     model: DebuggerModel, theme: dict[str, Any], at: Any
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The dashed line of each fork point and its label. Labels sit above the plot area,
+    each on a line of its own (``LANE`` px apart, at most ``MAX_LANES``): labels of forks at
+    one frame (or near frames) never draw over each other, nor over the run's markers (the
+    top row). The figure's top margin makes room for them (:func:`fork_lanes`)."""
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
+    marks: list[tuple[int, str, str]] = []
 
     def mark(x: int, text: str, colour: str) -> None:
         shapes.append(
@@ -784,19 +809,7 @@ def _fork_marks(
                 "line": {"color": colour, "width": 2, "dash": "dash"},
             }
         )
-        annotations.append(
-            {
-                "x": at(x),
-                "y": 1 - 0.06 * (len(annotations) % 4),  # staggered: nearby forks stay legible
-                "yref": "paper",
-                "text": text,
-                "showarrow": False,
-                "xanchor": "left" if x <= model.last_frame / 2 else "right",  # stays inside
-                "yanchor": "top",
-                "font": {"size": 12, "color": colour},
-                "bgcolor": theme["panel"],
-            }
-        )
+        marks.append((x, text, colour))
 
     edge = model.edge(model.run_id)
     if edge is not None and edge.parent_run_id is not None:
@@ -809,18 +822,41 @@ def _fork_marks(
             and not child.fork_point_rewound
         ):
             mark(int(child.parent_frame_no), f"fork → {esc(child.run_id)}", theme["accent"])
-    if len(children) > 20:
-        annotations.append(
-            {
-                "x": 1,
-                "y": 1,
-                "xref": "paper",
-                "yref": "paper",
-                "text": f"+{len(children) - 20} more forks",
-                "showarrow": False,
-            }
-        )
+    hidden = max(0, len(children) - 20)
+    if hidden or len(marks) > MAX_LANES:  # the last line says how many more there are
+        hidden += len(marks) - (MAX_LANES - 1)
+        marks = marks[: MAX_LANES - 1]
+    last = max(model.last_frame, 1)
+    for lane, (x, text, colour) in enumerate(marks):
+        # begins at a fork in the left third, ends at one in the right third, else centred
+        # on it: in a narrow cell the label stays inside the figure
+        anchor = "left" if x < last / 3 else "right" if x > 2 * last / 3 else "center"
+        annotations.append(label_at(at(x), lane, text, colour, theme, anchor))
+    if hidden > 0:
+        text = f"+{hidden} more fork{'s' if hidden > 1 else ''}"
+        annotations.append(label_at(1, len(marks), text, theme["muted"], theme, "right", "paper"))
     return shapes, annotations
+
+
+def label_at(
+    x: Any, lane: int, text: str, colour: str, theme: dict[str, Any], anchor: str, xref: str = "x"
+) -> dict[str, Any]:
+    """A fork label on line ``lane`` above the plot area, at ``x`` (``anchor``: which of its
+    sides is there)."""
+    return {
+        "x": x,
+        "xref": xref,
+        "y": 1,
+        "yref": "paper",
+        "yanchor": "bottom",
+        "yshift": 2 + LANE * lane,
+        "text": text,
+        "showarrow": False,
+        "xanchor": anchor,
+        "font": {"size": 11, "color": colour},
+        "bgcolor": theme["panel"],
+        "borderpad": 0,
+    }
 
 
 def _figure_widget(figure: dict[str, Any]) -> Any:

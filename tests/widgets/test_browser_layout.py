@@ -1,0 +1,189 @@
+"""The debugger's layout in narrow JupyterLab windows (issue 33, item 5), in a real browser.
+
+A notebook builds the demo database, forks the clean run three more times at the frame where
+the demo's fork and replay start (five forks at one frame), and shows two debuggers: the
+clean run (the forks) and the demo's fork (its "fork of ... @ n" label). In 800 px and 1024 px
+windows, for both: no element of the debugger reaches past the cell; the fork labels'
+bounding boxes are pairwise disjoint and cover no marker of the plot; the legend takes at most
+40% of the figure and the plot area stays at least 120 px tall; the breakpoint toggles and
+their captions do not overlap; the frame table's first row is wholly inside its box and its
+rows end in an ellipsis when cut. Screenshots go to ``artifacts/`` (untracked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._jupyter import CHROMIUM, TIMEOUT_MS, chromium, jupyterlab, run_notebook
+from ._jupyter import write_notebook as _write_notebook
+
+REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+SETUP = """\
+import smithers_tt as st
+from smithers_tt.demo.showcase import build_demo
+from smithers_tt.widgets import Debugger
+
+db = st.connect({db_url!r})
+made = {{r.label: r.run_id for r in build_demo(db)}}
+clean = db.get_run(made["clean"])
+at = db.get_run(made["fork"]).record.parent_frame_no
+extra = [db.fork(clean.id, at, reason=f"probe {{i}}").id for i in range(3)]
+print("forks at", at, extra)
+"""
+
+SHOW = """\
+display(Debugger(db, clean.id))
+display(Debugger(db, made["fork"]))
+"""
+
+MEASURE = r"""(index) => {
+  const root = document.querySelectorAll('.jp-OutputArea-output .stt-debugger')[index];
+  const cell = root.closest('.jp-OutputArea-output').getBoundingClientRect();
+  const box = (e) => { const b = e.getBoundingClientRect();
+    return {l: b.left, r: b.right, t: b.top, b: b.bottom, w: b.width, h: b.height}; };
+  const past = [];
+  for (const el of root.querySelectorAll('*')) {
+    const b = el.getBoundingClientRect();
+    if (b.width === 0 || b.height === 0 || el.ownerSVGElement) continue;
+    if (b.right > cell.right + 1 || b.left < cell.left - 1)
+      past.push(`${el.tagName}.${String(el.className).slice(0, 50)} ${b.right - cell.right}px`);
+  }
+  const gd = root.querySelector('.js-plotly-plot');
+  const fig = gd.querySelector('.main-svg').getBoundingClientRect();
+  const legend = gd.querySelector('g.legend');
+  const labels = [...gd.querySelectorAll('g.annotation')]
+    .filter(a => /fork/.test(a.textContent)).map(a => ({text: a.textContent, ...box(a)}));
+  const points = [...gd.querySelectorAll('.subplot.xy .scatterlayer .points path')].map(box);
+  const toggles = [...gd.querySelectorAll('.subplot.x2y .scatterlayer .points path')].map(box);
+  const captions = [...gd.querySelectorAll('.x2tick text')].map(box);
+  const select = root.querySelector('.stt-frame-rows select');
+  const inner = select.getBoundingClientRect().top + select.clientTop;
+  // the first row seen: the first whose bottom is below the top of the list's inside
+  const option = [...select.options].find(o => o.getBoundingClientRect().bottom > inner + 0.5);
+  return {
+    gd: [gd.getBoundingClientRect().width, gd.parentElement.getBoundingClientRect().width,
+         gd._fullLayout.width, gd._fullLayout.autosize, gd._context.responsive,
+         gd.layout.width, document.querySelectorAll('.js-plotly-plot').length],
+    cell: cell.width, past: past.slice(0, 12), pastCount: past.length,
+    figure: fig.height, svg: box(gd.querySelector('.main-svg')), legend: legend ? box(legend).h : 0,
+    plot: gd._fullLayout._size.h, labels, points, toggles, captions,
+    first: option ? box(option) : null, inner,
+    inside: select.getBoundingClientRect().top + select.clientTop + select.clientHeight,
+    ellipsis: option ? getComputedStyle(option).textOverflow : null,
+    clipped: option ? option.scrollWidth > option.clientWidth + 1 : null,
+  };
+}"""
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE:
+        pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
+    pytest.skip(reason)
+
+
+def _apart(a: dict[str, float], b: dict[str, float], slack: float = 0.5) -> bool:
+    """Whether two boxes do not overlap (touching edges are fine)."""
+    return (
+        a["r"] <= b["l"] + slack
+        or b["r"] <= a["l"] + slack
+        or a["b"] <= b["t"] + slack
+        or b["b"] <= a["t"] + slack
+    )
+
+
+def _check(page: Any, index: int, width: int, forks: int) -> dict[str, Any]:
+    page.wait_for_function(  # a redraw (the theme, new frames) replaces the figure: drawn
+        """(i) => { const r = document.querySelectorAll('.jp-OutputArea-output .stt-debugger')[i];
+                    const gd = r && r.querySelector('.js-plotly-plot');
+                    return !!gd && !!gd._fullLayout && !!gd.querySelector('g.legend'); }""",
+        arg=index,
+        timeout=TIMEOUT_MS,
+    )
+    found = page.evaluate(MEASURE, index)
+    what = f"{width} px, debugger {index}: " + repr(
+        {k: v for k, v in found.items() if k not in ("points",)}
+    )
+    assert found["pastCount"] == 0, what  # nothing reaches past the cell
+    assert found["legend"] <= 0.4 * found["figure"], what  # the legend leaves room for the plot
+    assert found["plot"] >= 120, what  # the rows stay readable
+    labels = found["labels"]
+    assert len(labels) >= forks, what
+    for a in labels:  # inside the figure, not cut at its edge
+        assert a["l"] >= found["svg"]["l"] - 0.5 and a["r"] <= found["svg"]["r"] + 0.5, what
+    for i, a in enumerate(labels):
+        for b in labels[i + 1 :]:
+            assert _apart(a, b), f"labels overlap: {a} {b}; {what}"
+        for p in found["points"]:
+            assert _apart(a, p, slack=1), f"label covers a marker: {a} {p}; {what}"
+    toggles, captions = found["toggles"], found["captions"]
+    assert toggles, what
+    for group in (toggles, captions):
+        for i, a in enumerate(group):
+            for b in group[i + 1 :]:
+                assert _apart(a, b), f"toggles or captions overlap: {a} {b}; {what}"
+    for c in captions:
+        for t in toggles:
+            assert _apart(c, t), f"caption over a toggle: {c} {t}; {what}"
+    first = found["first"]
+    assert first is not None, what
+    # the first row seen is wholly inside the list, not cut in half at its top
+    assert first["t"] >= found["inner"] - 0.5 and first["b"] <= found["inside"] + 0.5, what
+    assert found["ellipsis"] == "ellipsis", what
+    return found
+
+
+def _shoot(page: Any, index: int, name: str) -> None:
+    out = page.locator(".jp-OutputArea-output .stt-debugger").nth(index)
+    out.scroll_into_view_if_needed()
+    page.wait_for_timeout(500)
+    out.screenshot(path=str(ARTIFACTS / name))
+
+
+def test_layout_in_narrow_windows(tmp_path: Path) -> None:
+    if not os.path.exists(CHROMIUM):
+        _unavailable(f"Debian's chromium is not installed ({CHROMIUM} is missing)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _unavailable("the playwright Python package is not installed (pip install playwright)")
+    root, home = tmp_path / "root", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+    db_url = f"sqlite:///{tmp_path / 'demo.db'}"
+    _write_notebook(root / "layout.ipynb", [SETUP.format(db_url=db_url), SHOW])
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with jupyterlab(root, home) as (base, token), chromium() as browser:
+        # drawn at 1024 px: the figure takes the cell's width (not plotly's default 700 px)
+        page = browser.new_page(viewport={"width": 1024, "height": 4000})
+        page.set_default_timeout(TIMEOUT_MS)
+        try:
+            out = run_notebook(page, base, token, "layout.ipynb")
+            debuggers = page.locator(".jp-OutputArea-output .stt-debugger")
+            debuggers.nth(1).wait_for(state="visible", timeout=TIMEOUT_MS)
+            page.wait_for_function(
+                """() => [...document.querySelectorAll('.stt-debugger .js-plotly-plot')]
+                          .filter(g => g._fullLayout).length === 2""",
+                timeout=TIMEOUT_MS,
+            )
+            assert out.count() == 2
+            for width in (1024, 800):
+                page.set_viewport_size({"width": width, "height": 4000})
+                page.wait_for_timeout(2500)  # plotly redraws at the new width
+                for index, forks in ((0, 5), (1, 1)):
+                    found = _check(page, index, width, forks)
+                    print(width, index, {k: found[k] for k in ("cell", "figure", "legend", "plot")})
+                    _shoot(page, index, f"layout-{width}-{index}.png")
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "layout-failure.png"), full_page=True)
+                for index in (0, 1):
+                    _shoot(page, index, f"layout-failure-{index}.png")
+            raise
