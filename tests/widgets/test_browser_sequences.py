@@ -243,7 +243,7 @@ KNOWN = pytest.mark.skipif(
         pytest.param(11, True, "clean", marks=KNOWN),
         pytest.param(23, False, "paused", marks=KNOWN),
     ],
-    ids=["quiet-from-a-forked-run", "loaded-from-a-forked-run", "quiet-from-a-paused-run"],
+    ids=["quiet-from-the-clean-run", "loaded-from-the-clean-run", "quiet-from-a-paused-run"],
 )
 def test_every_part_follows_the_kernel_through_random_sequences(
     tmp_path: Path, seed: int, loaded: bool, start: str
