@@ -140,9 +140,13 @@ TOGGLE_JS = """(label) => {
 
 
 def _toggle(page: Any, label: str) -> dict[str, Any]:
-    """Where the timeline draws a breakpoint toggle, and its colour (once it is drawn)."""
-    page.wait_for_function(f"() => ({TOGGLE_JS})({label!r}) !== null", timeout=TIMEOUT_MS)
-    return page.evaluate(f"({TOGGLE_JS})({label!r})")
+    """Where the timeline draws a breakpoint toggle, and its colour (once it is drawn).
+
+    One look in the page, both to wait and to read: every redraw lays out a new figure, so a
+    second look after the wait could fall between two draws and find none.
+    """
+    found = page.wait_for_function(f"() => ({TOGGLE_JS})({label!r})", timeout=TIMEOUT_MS)
+    return found.json_value()
 
 
 def _toggle_colour(page: Any, label: str) -> str:
