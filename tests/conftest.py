@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,6 +160,36 @@ def pg_proxy() -> Iterator[PgProxy]:
 def proxied_pg_url(pg_proxy: PgProxy, pg_schema_url: str) -> str:
     """A fresh PostgreSQL schema reached through :func:`pg_proxy` (faults on demand)."""
     return pg_proxy.url(pg_schema_url)
+
+
+@pytest.fixture(scope="session")
+def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's SQLite database (``build_demo``), built once per test run: the first process
+    to ask builds it under a lock in the folder every xdist worker shares, the others wait for
+    it. Read it through :func:`demo_copy`: tests change what they open."""
+    import fcntl
+
+    from smithers_tt.demo.showcase import build_demo
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    path = shared / "demo-store" / "demo.db"
+    path.parent.mkdir(exist_ok=True)
+    with open(path.parent / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not path.exists():
+            building = path.with_name("building.db")
+            building.unlink(missing_ok=True)
+            with st.connect(f"sqlite:///{building}") as db:
+                build_demo(db)
+            building.rename(path)  # whole or not at all: a killed builder leaves no demo.db
+    return path
+
+
+@pytest.fixture
+def demo_copy(demo_store: Path, tmp_path: Path) -> Path:
+    """A private copy of the demo database (see :func:`demo_store`)."""
+    return Path(shutil.copy(demo_store, tmp_path / "demo.db"))
 
 
 # --- scheduling under xdist (``./dev test`` runs ``-n 4 --dist loadgroup``) --------------------

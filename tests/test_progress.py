@@ -3,23 +3,22 @@ shows it (the terminal bar is tested on an installed wheel: tests/installed/test
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import smithers_tt as st
-from smithers_tt.demo.showcase import build_demo
 from smithers_tt.lineage import VIEWS
 from smithers_tt.lineage._views import MIRRORED
 from smithers_tt.widgets import ProgressBar, notebook_progress
 
 
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> st.Database:
-    db = st.connect(f"sqlite:///{tmp_path_factory.mktemp('progress') / 'demo.db'}")
-    build_demo(db)
-    yield db
-    db.close()
+@pytest.fixture
+def demo_db(demo_copy: Path) -> Iterator[st.Database]:
+    """A copy of the run's one demo database (tests/conftest.py), opened."""
+    with st.connect(f"sqlite:///{demo_copy}") as db:
+        yield db
 
 
 def test_parquet_export_reports_each_view_it_wrote(demo_db: st.Database, tmp_path: Path) -> None:

@@ -14,12 +14,10 @@ from smithers_tt.cli import cli
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-@pytest.fixture(scope="module")
-def demo_db(tmp_path_factory: pytest.TempPathFactory) -> str:
-    path = tmp_path_factory.mktemp("cli") / "demo.db"
-    result = CliRunner().invoke(cli, ["--db", str(path), "--json", "demo"])
-    assert result.exit_code == 0, result.output
-    return str(path)
+@pytest.fixture
+def demo_db(demo_copy: Path) -> str:
+    """A copy of the run's one demo database (tests/conftest.py), for this test alone."""
+    return str(demo_copy)
 
 
 def run(db: str, *args: str, input: str | None = None) -> tuple[int, str]:
@@ -44,7 +42,10 @@ def test_cli_command_is_documented_in_the_readme_and_its_help(command: str) -> N
     assert result.exit_code == 0 and "Example" in result.output
 
 
-def test_cli_demo_builds_seven_runs_that_all_verify(demo_db: str) -> None:
+def test_cli_demo_builds_seven_runs_that_all_verify(tmp_path: Path) -> None:
+    demo_db = str(tmp_path / "demo.db")
+    result = CliRunner().invoke(cli, ["--db", demo_db, "--json", "demo"])
+    assert result.exit_code == 0, result.output
     statuses = demo_runs(demo_db)
     assert len(statuses) == 7
     assert sorted(set(statuses.values())) == ["cancelled", "finished"]
