@@ -12,6 +12,8 @@ import contextlib
 import importlib
 import inspect
 import os
+import shlex
+import shutil
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -23,6 +25,29 @@ from smithers_tt.cli._output import Output, json_text
 from smithers_tt.database import Database, connect, resolve_url
 from smithers_tt.engine import Workflow
 from smithers_tt.errors import InvalidArgument, SmithersError
+
+
+def how_invoked(argv0: str | None = None) -> str:
+    """The words that run this program again from where it was run, for hints: ``smithers-tt``
+    when that name on PATH is this program, else the path it was started by (in a checkout,
+    ``.venv/bin/smithers-tt``, which is not on PATH), or ``python -m smithers_tt.cli``."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    name = os.path.basename(argv0)
+    if name == "__main__.py":
+        return f"{shlex.quote(_from_here(sys.executable))} -m smithers_tt.cli"
+    if not name.startswith("smithers-tt"):
+        return "smithers-tt"  # run from another program (click's test runner, say)
+    on_path = shutil.which("smithers-tt")
+    if on_path and os.path.exists(argv0) and os.path.samefile(on_path, argv0):
+        return "smithers-tt"
+    return shlex.quote(_from_here(argv0))
+
+
+def _from_here(path: str) -> str:
+    """``path`` relative to the working directory when it lies below it, else absolute."""
+    full = os.path.abspath(path)
+    below = os.path.relpath(full)
+    return below if not below.startswith("..") else full
 
 
 class Context:

@@ -17,7 +17,7 @@ from smithers_tt.cli._app import (
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._output import clean, emit_json, one_line, state, text, when
+from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text, when
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
@@ -32,6 +32,16 @@ def _confirm(question: str, yes: bool) -> None:
         raise ConfirmationRequired(f"{question} Refusing without --yes (no terminal to ask).")
     if not click.confirm(clean(question), default=False, err=True):
         raise ConfirmationRequired("cancelled; nothing was changed")
+
+
+reset_option = click.option(
+    "--reset",
+    "reset_nodes",
+    multiple=True,
+    metavar="NODE",
+    help="Start this node (and what needs it) fresh; repeatable.",
+)
+"""The ``--reset NODE`` option of ``fork`` and ``replay``."""
 
 
 @cli.command()
@@ -124,7 +134,7 @@ def timeline(ctx: Context, run_id: str) -> None:
                 f.attempt or "",
                 "" if f.sequence is None else f.sequence,
                 state(f.state) if f.state else (f.purpose or ""),
-                f.content_hash[:12] if f.content_hash else (f.data or ""),
+                f.content_hash[:12] if f.content_hash else frame_detail(f.data),
             ]
             for f in tl.frames
         ],
@@ -387,13 +397,7 @@ def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
 @cli.command()
 @click.argument("run_id")
 @click.argument("frame_no", type=int)
-@click.option(
-    "--reset",
-    "reset_nodes",
-    multiple=True,
-    metavar="NODE",
-    help="Start this node (and what needs it) fresh; repeatable.",
-)
+@reset_option
 @click.option("--input", "input_json", metavar="JSON", help="Replace the run input.")
 @click.option(
     "--checkpoint",
@@ -473,7 +477,7 @@ def _finished(ctx: Context, run: Any) -> None:
 @click.argument("run_id")
 @click.argument("frame_no", type=int)
 @workflow_option
-@click.option("--reset", "reset_nodes", multiple=True, metavar="NODE")
+@reset_option
 @pass_ctx
 @handle_errors
 def replay(

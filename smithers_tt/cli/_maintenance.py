@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
+from smithers_tt.cli._app import Context, cli, handle_errors, how_invoked, pass_ctx
 from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, state, text
 from smithers_tt.cli._progress import progress_bar
@@ -237,13 +238,13 @@ def demo(ctx: Context, fresh: bool) -> None:
     ctx.out.line(f"database: {ctx.url}")
     ctx.out.line()
     ctx.out.line("Next:")
-    ctx.out.line(f"  smithers-tt --db {ctx.url} timeline {made[1].run_id}")
+    again = f"{how_invoked()} --db {shlex.quote(ctx.url)}"
+    ctx.out.line(f"  {again} timeline {made[1].run_id}")
     fork_run = db.get_run(made[5].run_id).record
     ctx.out.line(
-        f"  smithers-tt --db {ctx.url} diff {fork_run.parent_run_id} "
-        f"{fork_run.parent_frame_no} {fork_run.run_id}:0"
+        f"  {again} diff {fork_run.parent_run_id} {fork_run.parent_frame_no} {fork_run.run_id}:0"
     )
-    ctx.out.line(f"  smithers-tt --db {ctx.url} lab    (the tour notebook on this database)")
+    ctx.out.line(f"  {again} lab    (the tour notebook on this database)")
 
 
 @cli.command()

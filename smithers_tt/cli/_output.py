@@ -69,6 +69,20 @@ def one_line(value: Any) -> str:
     return str(value)
 
 
+def frame_detail(data: Any) -> Any:
+    """A frame's data for a table cell, which a narrow terminal cuts at its end: the error
+    first, then the fields that say something (``null`` and ``false`` left out), as one line."""
+    if not isinstance(data, dict):
+        return data
+    shown = {key: value for key, value in data.items() if value is not None and value is not False}
+    error = shown.pop("error", None)
+    if error is None:
+        return shown or None
+    if str(error).startswith(f"{shown.get('error_code')}:"):
+        shown.pop("error_code")  # "ConnectionError: ..." already names it
+    return f"error: {one_line(error)}" + (f"  {one_line(shown)}" if shown else "")
+
+
 def when(ms: int | None) -> str:
     """A wall-clock millisecond stamp as UTC text."""
     if ms is None:

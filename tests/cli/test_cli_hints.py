@@ -1,0 +1,115 @@
+"""What the command line tells a newcomer to type next works where they are, and what it prints
+of a frame keeps the part that matters in sight."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from smithers_tt.cli import cli
+from smithers_tt.cli._app import how_invoked
+from tests.cli.test_cli_output import SGR, run_in_pty
+
+SCRIPT = Path(sys.executable).with_name("smithers-tt")
+
+
+def _without_the_venv_on_path() -> dict[str, str]:
+    """The environment of a shell in a checkout: the venv's bin folder is not on PATH."""
+    folders = os.environ.get("PATH", "").split(os.pathsep)
+    keep = [f for f in folders if f and Path(f).resolve() != SCRIPT.parent.resolve()]
+    return {**os.environ, "PATH": os.pathsep.join(keep or ["/usr/bin", "/bin"])}
+
+
+@pytest.mark.parametrize(
+    "program",
+    [[str(SCRIPT)], [sys.executable, "-m", "smithers_tt.cli"]],
+    ids=["venv-script", "python-m"],
+)
+def test_the_demos_next_commands_run_as_printed_from_a_shell_without_the_venv(
+    program: list[str], tmp_path: Path
+) -> None:
+    if not SCRIPT.exists():
+        pytest.skip(f"no smithers-tt script beside {sys.executable}")
+    env = _without_the_venv_on_path()
+    built = subprocess.run(
+        [*program, "--db", "demo.db", "demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert built.returncode == 0, built.stderr
+    hints = built.stdout.split("Next:\n", 1)[1].splitlines()
+    commands = [h.strip() for h in hints if h.strip() and "(the tour notebook" not in h]
+    assert len(commands) == 2  # timeline and diff; lab starts a server and is left out
+    for command in commands:
+        assert not command.startswith("smithers-tt ")  # not on this shell's PATH
+        ran = subprocess.run(
+            ["bash", "-c", command],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, f"{command!r}: {ran.stderr}"
+        assert ran.stdout.strip()
+
+
+def test_the_hint_names_smithers_tt_when_that_name_on_path_is_this_program(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "smithers-tt"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", str(folder))
+    assert how_invoked(str(script)) == "smithers-tt"
+    other = tmp_path / "elsewhere" / "smithers-tt"
+    other.parent.mkdir()
+    other.write_text("#!/bin/sh\n")
+    monkeypatch.chdir(tmp_path)
+    assert how_invoked(str(other)) == "elsewhere/smithers-tt"  # on PATH is another program
+    monkeypatch.chdir(tmp_path / "bin")
+    assert how_invoked(str(other)) == str(other)  # not below here: the whole path
+
+
+def test_a_failed_attempts_error_comes_first_on_a_100_column_terminal(demo_copy: Path) -> None:
+    db = f"sqlite:///{demo_copy}"
+    runs = json.loads(CliRunner().invoke(cli, ["--db", db, "--json", "runs"]).stdout)
+    shown = []
+    for run in runs:
+        screen = SGR.sub("", run_in_pty(["--db", db, "timeline", run["run_id"]], columns=100))
+        lines = screen.replace("\r", "").splitlines()
+        assert max(len(line) for line in lines) <= 100
+        shown += [line for line in lines if "attempt_finished" in line]
+    failed = [line for line in shown if re.search(r"\sfailed\b", line)]
+    assert failed, "the demo has failed attempts"
+    for line in failed:  # its error's class at least, before the cut
+        assert re.search(r"failed\s+error: \w+Error", line), repr(line)
+    finished = [line for line in shown if re.search(r"\sfinished\b", line)]
+    assert finished and not any("null" in line or "false" in line for line in finished)
+
+
+def test_every_option_of_every_command_says_what_it_does_in_its_help() -> None:
+    missing = []
+    for name, command in sorted(cli.commands.items()):
+        shown = " ".join(CliRunner().invoke(cli, [name, "--help"]).output.split())
+        with click.Context(command, info_name=name) as ctx:
+            for param in command.get_params(ctx):
+                record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+                if isinstance(param, click.Option) and not param.hidden:
+                    words = " ".join((record[1] if record else "").split())
+                    if not words or words not in shown:
+                        missing.append(f"{name} {param.opts[0]}")
+    assert missing == []
