@@ -51,7 +51,8 @@ from smithers_tt.widgets._frames import FrameList
 from smithers_tt.widgets._lens import ask
 from smithers_tt.widgets._newest import NewestView, NodeTable, node_table
 from smithers_tt.widgets._preload import HistoryRead
-from smithers_tt.widgets._scrub import FoldCache, Touched, newest_refs, trimmed
+from smithers_tt.widgets._scrub import FoldCache
+from smithers_tt.widgets._trim import Touched, newest_refs, trimmed
 
 log = logging.getLogger(__name__)
 
