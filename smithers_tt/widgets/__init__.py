@@ -15,9 +15,11 @@ shows a run an integration wrote in that framework's terms (LangGraph's super-st
 
 from smithers_tt.widgets._debugger import Debugger
 from smithers_tt.widgets._lens import FrameLens
-from smithers_tt.widgets._model import ActionResult, DebuggerModel, DiffResult, Message, Pending
+from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._progress import ProgressBar, notebook_progress
-from smithers_tt.widgets._timeline import TimelineData, build_timeline
+from smithers_tt.widgets._records import ActionResult, DiffResult, Message, Pending
+from smithers_tt.widgets._timeline_data import TimelineData
+from smithers_tt.widgets._timeline_figure import build_timeline
 
 __all__ = [
     "ActionResult",

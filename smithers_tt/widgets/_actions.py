@@ -11,9 +11,10 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
 from smithers_tt.widgets._editor import CheckpointEditor
 from smithers_tt.widgets._html import esc, wrap
-from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DebuggerModel
+from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._progress import ProgressBar
 
 _NO_EDIT = "(no edit)"

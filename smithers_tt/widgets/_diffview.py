@@ -15,7 +15,9 @@ from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import Change
 from smithers_tt.widgets._conversation import transcript_diff_html
 from smithers_tt.widgets._html import esc, is_long_text, text_diff, value_html, wrap
-from smithers_tt.widgets._model import DebuggerModel, DiffResult, node_label
+from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._records import DiffResult
+from smithers_tt.widgets._words import node_label
 
 CHANGES_SHOWN = 200
 """Rows shown per section; the rest are counted."""

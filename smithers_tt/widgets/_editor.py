@@ -19,7 +19,8 @@ from smithers_tt.checkpoint import read_json
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._html import esc, wrap
-from smithers_tt.widgets._model import DebuggerModel, DiffResult
+from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._records import DiffResult
 
 FIELDS_AT_MOST = 40
 """An object payload with more keys than this is edited as raw JSON only."""

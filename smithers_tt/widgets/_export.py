@@ -19,7 +19,8 @@ import ipywidgets as W
 
 from smithers_tt.errors import InvalidArgument, SmithersError
 from smithers_tt.widgets._html import esc, wrap
-from smithers_tt.widgets._model import DebuggerModel, clock_time
+from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._words import clock_time
 
 
 def _new_file(path: str | Path) -> Path:

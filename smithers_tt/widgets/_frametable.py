@@ -24,7 +24,8 @@ import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import Frame, FrameChoices, FrameRow, find_frames, frame_choices, frames_at
-from smithers_tt.widgets._model import DebuggerModel, clock_time, describe_frame, node_label
+from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._words import clock_time, describe_frame, node_label
 
 PAGE = 100
 """Rows per page of the table."""

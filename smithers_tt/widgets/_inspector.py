@@ -18,7 +18,8 @@ from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import AttemptView, NodeView
 from smithers_tt.widgets._conversation import find_transcript, transcript_html
 from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, wrap
-from smithers_tt.widgets._model import DebuggerModel, frame_time
+from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._words import frame_time
 
 PAYLOAD_BUDGET = 400
 """JSON values of a payload rendered before "show more"."""

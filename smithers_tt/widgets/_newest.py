@@ -39,7 +39,9 @@ from smithers_tt.store import (
     seen_node_ids,
 )
 from smithers_tt.timetravel import Snapshot
-from smithers_tt.widgets._scrub import STATUS_KINDS, SortedUnion, Touched, node_of
+from smithers_tt.widgets._scrub import STATUS_KINDS, node_of
+from smithers_tt.widgets._sorted import SortedUnion
+from smithers_tt.widgets._trim import Touched
 
 RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]

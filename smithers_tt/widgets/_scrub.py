@@ -15,8 +15,9 @@ express, so it starts a new segment whose start rows are a copy of the rows afte
 
 Each node's newest ref follows the fold the same way (a fourth log), so a selection never
 scans every ref for it. The sorted ref keys of a snapshot are those of the nearest copy (sorted
-once) and the keys added since, as one :class:`SortedUnion`. A diff of two frames compares
-only what the frames between them changed (:meth:`FoldCache.touched`, :func:`trimmed`).
+once) and the keys added since, as one :class:`~smithers_tt.widgets._sorted.SortedUnion`. A
+diff of two frames compares only what the frames between them changed
+(:meth:`FoldCache.touched`, :func:`~smithers_tt.widgets._trim.trimmed`).
 Snapshots are never changed once made: they share the row objects they did not change, which
 is what lets a comparison skip them by identity.
 """
@@ -24,18 +25,19 @@ is what lets a comparison skip them by identity.
 from __future__ import annotations
 
 import bisect
-import heapq
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.store import CheckpointRef, Frame, FrameRow
 from smithers_tt.timetravel import Snapshot, apply
 from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._sorted import SortedUnion
+from smithers_tt.widgets._trim import Touched, newest_refs
 
 RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]
@@ -354,58 +356,6 @@ class FoldCache:
         return Touched(nodes, attempts, refs)
 
 
-def newest_refs(snap: Snapshot) -> dict[tuple[str, int], CheckpointRef]:
-    newest: dict[tuple[str, int], tuple[tuple[int, int], CheckpointRef]] = {}
-    for (node_id, iteration, attempt, sequence), ref in snap.refs.items():
-        key = (node_id, iteration)
-        found = newest.get(key)
-        if found is None or found[0] < (attempt, sequence):
-            newest[key] = ((attempt, sequence), ref)
-    return {k: v[1] for k, v in newest.items()}
-
-
-def trimmed(
-    a: Snapshot,
-    b: Snapshot,
-    na: dict[tuple[str, int], CheckpointRef],
-    nb: dict[tuple[str, int], CheckpointRef],
-    touched: Touched | None = None,
-) -> tuple[Snapshot, Snapshot]:
-    """The two snapshots with only what :func:`timetravel.diff` can report: each node's
-    newest ref where the two sides differ, the attempts that differ, and every iteration of
-    the nodes whose rows differ (outputs take a node's highest finished iteration). Same
-    result, in one pass over the refs instead of one per node, and a diff of two nearby
-    frames of a 100,000-frame run sorts what changed, not the thousands of rows that did
-    not (folded snapshots share the objects of the rows they did not change). ``touched``,
-    when given, is what the frames between two frames of one run change: only that is
-    compared."""
-    differ = {
-        k
-        for k in (set(na) | set(nb) if touched is None else touched.refs)
-        if k not in na or k not in nb or na[k].content_hash != nb[k].content_hash
-    }
-
-    def keep(snap: Snapshot, newest: dict[tuple[str, int], CheckpointRef]) -> Snapshot:
-        refs = {
-            (r.node_id, r.iteration, r.attempt, r.sequence): r
-            for r in (newest.get(k) for k in differ)
-            if r is not None
-        }
-        return replace(
-            snap,
-            refs=refs,
-            nodes={k: v for k, v in snap.nodes.items() if k[0] in nodes},
-            attempts={k: snap.attempts[k] for k in attempts if k in snap.attempts},
-        )
-
-    if touched is None:
-        nodes = {k[0] for k in _differing(a.nodes, b.nodes)}
-        attempts = _differing(a.attempts, b.attempts)
-    else:
-        nodes, attempts = touched.nodes, touched.attempts
-    return keep(a, na), keep(b, nb)
-
-
 class _Log:
     """Assignments to one row dict, in order: keys and values in two lists (two objects for
     the garbage collector to walk, not one pair per assignment)."""
@@ -546,88 +496,6 @@ class _Segment:
         return base, sorted(k for k in set(log.keys[done[which] : stop]) if k not in rows)
 
 
-class SortedUnion(Sequence[Any]):
-    """Two sorted lists of distinct items (none in both) as one sorted sequence, without
-    merging them: its length, an item, a slice and a search cost a few bisections, so a page
-    of the 64,000 sorted ref keys of a snapshot costs what the page holds."""
-
-    def __init__(self, base: list[Any], extra: list[Any]) -> None:
-        self.base, self.extra = base, extra
-
-    def __len__(self) -> int:
-        return len(self.base) + len(self.extra)
-
-    def _split(self, pos: int) -> tuple[int, int]:
-        """How many items of ``base`` and of ``extra`` come before position ``pos``."""
-        base, extra = self.base, self.extra
-        lo, hi = max(0, pos - len(base)), min(pos, len(extra))
-        while lo < hi:  # the fewest of extra such that the next of extra follows base's last
-            j = (lo + hi) // 2
-            if extra[j] < base[pos - j - 1]:
-                lo = j + 1
-            else:
-                hi = j
-        return pos - lo, lo
-
-    def _take(self, start: int, count: int) -> list[Any]:
-        i, j = self._split(start)
-        base, extra, out = self.base, self.extra, []
-        while len(out) < count and (i < len(base) or j < len(extra)):
-            if j >= len(extra) or (i < len(base) and base[i] < extra[j]):
-                out.append(base[i])
-                i += 1
-            else:
-                out.append(extra[j])
-                j += 1
-        return out
-
-    def __getitem__(self, at: Any) -> Any:
-        if isinstance(at, slice):
-            start, stop, step = at.indices(len(self))
-            if step != 1:
-                return list(self)[at]
-            return self._take(start, max(0, stop - start))
-        size = len(self)
-        pos = at + size if at < 0 else at
-        if not 0 <= pos < size:
-            raise IndexError("SortedUnion index out of range")
-        return self._take(pos, 1)[0]
-
-    def __iter__(self) -> Iterator[Any]:
-        return heapq.merge(self.base, self.extra)
-
-    def __contains__(self, item: object) -> bool:
-        return any(_holds(items, item) for items in (self.base, self.extra))
-
-    def rank(self, item: Any) -> int:
-        """How many items come before ``item`` (whether it is there or not)."""
-        return bisect.bisect_left(self.base, item) + bisect.bisect_left(self.extra, item)
-
-    def index(self, item: Any, start: int = 0, stop: int | None = None) -> int:
-        """The position of ``item`` (ValueError when it is not there)."""
-        if item not in self:
-            raise ValueError(f"{item!r} is not in the sequence")
-        pos = bisect.bisect_left(self.base, item) + bisect.bisect_left(self.extra, item)
-        if pos < start or (stop is not None and pos >= stop):
-            raise ValueError(f"{item!r} is not in the sequence")
-        return pos
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, (list, tuple, SortedUnion)):
-            return list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"SortedUnion({list(self)!r})"
-
-
-def _holds(items: list[Any], item: Any) -> bool:
-    at = bisect.bisect_left(items, item)
-    return at < len(items) and items[at] == item
-
-
 @dataclass(slots=True)
 class _SnapshotIndex:
     """What the cache knows of one snapshot beyond its rows."""
@@ -646,14 +514,6 @@ class _SnapshotIndex:
     """Each node (and iteration) with its attempt numbers, sorted (None until asked)."""
 
 
-class Touched(NamedTuple):
-    """What a range of frames changes (see :meth:`FoldCache.touched`)."""
-
-    nodes: set[str]
-    attempts: set[tuple[Any, ...]]
-    refs: set[tuple[Any, ...]]
-
-
 NODE_KINDS = frozenset(("node_state", "cache_hit"))
 """Frame kinds that set one node row."""
 ATTEMPT_KINDS = frozenset(("attempt_started", "attempt_finished"))
@@ -670,8 +530,3 @@ STATUS_KINDS = frozenset(
 )  # fmt: skip
 """Frame kinds that change no node, attempt or ref (only the run's status, compared on its
 own, or nothing a snapshot holds)."""
-
-
-def _differing(x: dict[Any, Any], y: dict[Any, Any]) -> set[Any]:
-    """Keys whose values differ between two dicts (the same object counts as equal)."""
-    return {k for k in x.keys() | y.keys() if x.get(k) is not y.get(k) and x.get(k) != y.get(k)}

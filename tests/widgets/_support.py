@@ -74,7 +74,7 @@ def figure_texts(figure: Any) -> list[str]:
 
 
 EVENTS = ("run", "frames", "frame", "ref", "diff", "pending", "message", "tree", "breakpoints")
-"""Everything a debugger model announces (see :mod:`smithers_tt.widgets._model`)."""
+"""Everything a debugger model announces (see :mod:`smithers_tt.widgets._state`)."""
 
 
 class Heard:

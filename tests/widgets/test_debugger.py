@@ -18,9 +18,10 @@ from smithers_tt.demo.agents import NOTES
 from smithers_tt.testing import large_run
 from smithers_tt.timetravel import Change
 from smithers_tt.widgets import Debugger, DebuggerModel
+from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
 from smithers_tt.widgets._diffview import render_diff
-from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, DiffResult
-from smithers_tt.widgets._timeline import LATER_ATTEMPT, build_timeline
+from smithers_tt.widgets._records import DiffResult
+from smithers_tt.widgets._timeline_figure import LATER_ATTEMPT, build_timeline
 
 from ._support import (
     HOSTILE,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from smithers_tt.store import CheckpointRef, Frame, FrameRow
-from smithers_tt.widgets._model import (
+from smithers_tt.widgets._words import (
     clock_time,
     describe_frame,
     duration,

@@ -9,7 +9,7 @@ import contextlib
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import DebuggerModel
-from smithers_tt.widgets._model import Message
+from smithers_tt.widgets._records import Message
 
 
 def _research_done(db: st.Database, run_id: str) -> int:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import DebuggerModel
-from smithers_tt.widgets._model import ActionResult, Message
+from smithers_tt.widgets._records import ActionResult, Message
 
 from ._support import Heard, audit
 

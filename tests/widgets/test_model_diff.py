@@ -17,7 +17,7 @@ from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.timetravel import Change
 from smithers_tt.widgets import DebuggerModel
-from smithers_tt.widgets._model import DiffResult
+from smithers_tt.widgets._records import DiffResult
 
 
 def _expected(db: st.Database, a: tt.Snapshot, b: tt.Snapshot) -> list[tuple[str, list[Change]]]:

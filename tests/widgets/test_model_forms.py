@@ -19,7 +19,8 @@ from smithers_tt.engine import pause_history
 from smithers_tt.errors import TransientStoreError
 from smithers_tt.timetravel import Change
 from smithers_tt.widgets import DebuggerModel
-from smithers_tt.widgets._model import REPLAY_NEEDS_WORKFLOW, ActionResult, EditPreview, Message
+from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
+from smithers_tt.widgets._records import ActionResult, EditPreview, Message
 
 from ._support import Heard, audit
 
@@ -513,7 +514,7 @@ def test_an_unexpected_failure_is_reported_not_raised_and_its_traceback_logged(
         "fork", False, "Fork failed unexpectedly: OSError: the disk is full"
     )
     assert model.message == Message("error", result.text)
-    (logged,) = [r for r in caplog.records if r.name == "smithers_tt.widgets._model"]
+    (logged,) = [r for r in caplog.records if r.name == "smithers_tt.widgets._control"]
     assert logged.levelname == "ERROR" and logged.getMessage() == "fork failed"
     assert logged.exc_info is not None and logged.exc_info[0] is OSError  # the traceback
     model.request_undo_rewind()

@@ -13,7 +13,7 @@ from smithers_tt.errors import CheckpointCorrupt
 from smithers_tt.store import CheckpointRef, Frame
 from smithers_tt.timetravel import Change, Snapshot
 from smithers_tt.widgets import DebuggerModel
-from smithers_tt.widgets._model import describe_frame, node_label, ref_label
+from smithers_tt.widgets._words import describe_frame, node_label, ref_label
 
 
 class Lens:

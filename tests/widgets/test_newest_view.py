@@ -21,7 +21,7 @@ from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import SmithersError
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import Debugger, DebuggerModel
-from smithers_tt.widgets import _model as model_module
+from smithers_tt.widgets import _loading as model_module
 from smithers_tt.widgets._inspector import Inspector
 
 from ._support import BulkHistory

@@ -11,7 +11,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.widgets import Debugger
-from smithers_tt.widgets._timeline import BREAK_ON
+from smithers_tt.widgets._timeline_gutter import BREAK_ON
 
 from ._support import HOSTILE, SCRIPT
 

@@ -20,12 +20,8 @@ from smithers_tt.timetravel import Snapshot
 from smithers_tt.timetravel._snapshot import AttemptView, NodeView
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._newest import node_table
-from smithers_tt.widgets._scrub import (
-    TOUCHED_AT_MOST,
-    FoldCache,
-    Touched,
-    trimmed,
-)
+from smithers_tt.widgets._scrub import TOUCHED_AT_MOST, FoldCache
+from smithers_tt.widgets._trim import Touched, trimmed
 
 from ._support import BulkHistory
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from smithers_tt.widgets._scrub import SortedUnion
+from smithers_tt.widgets._sorted import SortedUnion
 
 KEYS = st.tuples(st.sampled_from(["a", "b", "plan"]), st.integers(0, 3), st.integers(1, 3))
 

@@ -7,7 +7,7 @@ import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._html import CSS
-from smithers_tt.widgets._timeline import LANE, MAX_LANES, build_timeline
+from smithers_tt.widgets._timeline_figure import LANE, MAX_LANES, build_timeline
 
 
 def _forked(db: st.Database, forks: int, at: int = 5) -> st.Run:

@@ -30,15 +30,9 @@ from smithers_tt.store import (
 )
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import DebuggerModel
-from smithers_tt.widgets._timeline import (
-    LATER_ATTEMPT,
-    MAX_ROWS,
-    TimelineData,
-    _figure,
-    _gather_rows,
-    _gather_sql,
-    build_timeline,
-)
+from smithers_tt.widgets._timeline_data import MAX_ROWS, TimelineData
+from smithers_tt.widgets._timeline_figure import LATER_ATTEMPT, _figure, build_timeline
+from smithers_tt.widgets._timeline_gather import _gather_rows, _gather_sql
 
 AGGREGATE_AT = (0, 5, 50)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import Debugger
-from smithers_tt.widgets._timeline import build_timeline
+from smithers_tt.widgets._timeline_figure import build_timeline
 
 
 def _names_and_sizes(figure) -> list[tuple[str, int]]:

@@ -19,7 +19,7 @@ from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._export import export_history, lineage_available
 from smithers_tt.widgets._html import CSS, value_html
 from smithers_tt.widgets._theme import DARK, clean_theme
-from smithers_tt.widgets._timeline import build_timeline
+from smithers_tt.widgets._timeline_figure import build_timeline
 
 
 def _clean(db: st.Database) -> st.Run:

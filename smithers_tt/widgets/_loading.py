@@ -1,0 +1,296 @@
+"""Loading the shown run: its frames (read when first needed: a run opens on its newest
+frame without them, :class:`~smithers_tt.widgets._newest.NewestView`), their fold, the read
+of a long history behind the newest frame in a thread, and switching to another run.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from smithers_tt import timetravel as tt
+from smithers_tt.errors import InvalidArgument
+from smithers_tt.store import Frame, FrameRow, frame_rows, frame_span
+from smithers_tt.timetravel import ForkEdge, Snapshot
+from smithers_tt.widgets._breakpoints import Breakpoints
+from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._frames import FrameList
+from smithers_tt.widgets._newest import NewestView
+from smithers_tt.widgets._preload import HistoryRead
+from smithers_tt.widgets._records import RefKey
+from smithers_tt.widgets._scrub import FoldCache
+from smithers_tt.widgets._state import DebuggerState
+
+LIVE_STATUSES = ("running", "queued")
+"""A run in one of these states may still get frames: the debugger keeps refreshing."""
+
+PRELOAD_AT = 20_000
+"""A run opened on its newest frame with this many frames or more has its history read and
+folded in a thread while it is shown (:mod:`~smithers_tt.widgets._preload`)."""
+PRELOAD_STEP = 10_000
+"""Frames the thread folds between two looks at whether it should stop."""
+
+
+def load_frames(
+    db: Any, run_id: str, after: int | None = None, upto: int | None = None
+) -> list[FrameRow]:
+    """A run's frames in order as rows, base frames (below 0) included; only
+    ``after < frame_no <= upto`` if given."""
+    with paused_gc():
+        return frame_rows(db.store.engine, run_id, after=after, upto=upto)
+
+
+@dataclass
+class _History:
+    """Every frame of the shown run, and their fold."""
+
+    frames: FrameList
+    fold: FoldCache
+
+
+def note_frames(frames: Iterable[FrameRow], seen: dict[str, None], sizes: dict[str, int]) -> None:
+    """Add the node ids the frames name to ``seen`` (in first-seen order) and the content
+    sizes their checkpoints record to ``sizes``."""
+    for f in frames:
+        if f.node_id is not None and f.node_id not in seen:
+            seen[f.node_id] = None
+        if f.kind == "checkpoint" and f.content_hash and isinstance(f.data, dict):
+            size = f.data.get("size")
+            if isinstance(size, int):
+                sizes[f.content_hash] = size
+
+
+@dataclass
+class _Read:
+    """A history read behind the newest frame: the rows, their fold, and what they name."""
+
+    rows: list[FrameRow]
+    fold: FoldCache
+    seen: dict[str, None]
+    sizes: dict[str, int]
+
+
+def _check_dense(run_id: str, frames: Sequence[FrameRow]) -> None:
+    if frames and frames[-1].frame_no - frames[0].frame_no != len(frames) - 1:
+        tt.fold(run_id, frames)  # raises SnapshotInvalid naming the first gap
+        raise InvalidArgument(f"the frames of run {run_id} are not numbered densely")
+
+
+class Loading(DebuggerState):
+    """The shown run and its history (see the module docstring)."""
+
+    def _load_run(self, run_id: str) -> None:
+        record = self.db.store.get_run(run_id)  # RunNotFound before anything changes
+        self.run_id = record.run_id
+        self.record = record
+        # What a fork by reference inherits, read before its frames: if it is materialised
+        # in between, its new base frames restate that same state (folding them changes none).
+        self._base = tt.inherited(self.db.store, run_id)
+        self._nodes_seen: dict[str, None] | None = {}
+        self._history: _History | None = None
+        self._newest: NewestView | None = None
+        self._drop_preload()  # another run's
+        self._stale = False
+        clock = record.clock
+        if (
+            self._base is None
+            and self.lens is None
+            and record.status not in LIVE_STATUSES
+            and frame_span(self.db.store.engine, run_id, clock) == (clock + 1, 0)
+        ):  # nothing inherited, no base frames, none missing, not changing: open on the newest
+            rows = load_frames(self.db, run_id, after=clock - 1)
+            if rows and rows[-1].frame_no == clock:
+                self._newest = NewestView(self.db, run_id, rows[-1], self.load)
+                self._nodes_seen = None  # read when asked
+        if self._newest is None:
+            self._set_history(load_frames(self.db, run_id), self._base)
+        self.root, self.tree = tt.fork_tree(self.db.store, run_id)
+        self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
+        self.frame_no = self.last_frame
+        self.ref_key: RefKey | None = None
+        self.ref_pinned = False
+        self.diff_mode = "frames"
+        self.compare_frame: int | None = None
+        self.compare_run: str | None = None
+        self.compare_run_frame: int | None = None
+        self.attempt_pair: tuple[str, int, int, int] | None = None
+        self.pending = None
+        self._default_ref()
+        self.breakpoints = Breakpoints(self)
+
+    def _set_history(
+        self, rows: list[FrameRow], base: Snapshot | None, read: _Read | None = None
+    ) -> None:
+        """Hold ``rows`` (every frame of the run) and fold them from now on (``read``: their
+        fold and what they name, made ahead)."""
+        _check_dense(self.run_id, rows)
+        fold = FoldCache(self.run_id, rows, self.load, base) if read is None else read.fold
+        self._history = _History(FrameList(rows), fold)
+        self._drop_preload()
+        self._newest = None
+        self._stale = False
+        self._nodes_seen = {}
+        if read is None:
+            self._note_frames(rows)
+        else:
+            self._nodes_seen = read.seen
+            self._sizes.update(read.sizes)
+
+    def _loaded(self) -> _History:
+        """The run's frames and their fold, read now if they were not yet (the newest frame
+        was shown without them: :class:`~smithers_tt.widgets._newest.NewestView`)."""
+        if self._history is None:
+            known = self._last_row()
+            ready = None if self._preload is None else self._preload.result()
+            rows = ready.rows if ready else load_frames(self.db, self.run_id, upto=self.last_frame)
+            self._set_history(rows, self._base, ready)
+            # rewritten since the newest frame was read (rewound elsewhere): the next refresh
+            # reads it all again, as for any history rewritten under the debugger
+            self._stale = rows[-1:] != known
+        assert self._history is not None
+        return self._history
+
+    def read_history_behind(self) -> None:
+        """Start reading the shown run's history and folding it to the frame before the
+        newest in a thread (:mod:`~smithers_tt.widgets._preload`), if it was opened without it
+        and has ``PRELOAD_AT`` frames or more: the first step back then finds them. Call it
+        once the views are drawn (the thread would slow their drawing down)."""
+        if self._newest is None or self._preload is not None:
+            return
+        upto = self._newest.frame_no
+        if upto + 1 < PRELOAD_AT:
+            return
+        db, run_id, base, load = self.db, self.run_id, self._base, self.load
+
+        def read(cancelled: Callable[[], bool]) -> _Read | None:
+            rows = load_frames(db, run_id, upto=upto)
+            _check_dense(run_id, rows)
+            fold = FoldCache(run_id, rows, load, base)
+            for n in [*range(PRELOAD_STEP, upto - 1, PRELOAD_STEP), max(upto - 1, 0)]:
+                if cancelled():
+                    return None
+                with paused_gc():
+                    fold.at(n)
+            fold.sorted_ref_keys(fold.at(max(upto - 1, 0)))  # the inspector's first page
+            seen: dict[str, None] = {}
+            sizes: dict[str, int] = {}
+            note_frames(rows, seen, sizes)
+            return _Read(rows, fold, seen, sizes)
+
+        self._preload = HistoryRead(read)
+
+    def history_ready(self, timeout: float | None = None) -> bool:
+        """Wait (at most ``timeout`` seconds) for the history read behind the newest frame
+        (:meth:`read_history_behind`); whether the first step back will find it, or the
+        history is read already."""
+        if self._history is not None:
+            return True
+        preload = self._preload
+        return preload is not None and preload.wait(timeout) and preload.failed is None
+
+    def _drop_preload(self) -> None:
+        if self._preload is not None:
+            self._preload.cancel()  # its thread stops at its next step
+            self._preload = None
+
+    @property
+    def history_loaded(self) -> bool:
+        """Whether the run's frames are read (they are, once anything but its newest frame
+        was asked for)."""
+        return self._history is not None
+
+    @property
+    def frames(self) -> FrameList:
+        """Every frame of the shown run, base frames (below 0) included."""
+        return self._loaded().frames
+
+    @property
+    def _fold(self) -> FoldCache:
+        return self._loaded().fold
+
+    def _note_frames(self, frames: Iterable[FrameRow]) -> None:
+        """Remember content sizes and node ids the frames mention."""
+        note_frames(frames, self._seen(), self._sizes)
+
+    @property
+    def first_frame(self) -> int:
+        """The first frame a person can select (0)."""
+        return 0
+
+    @property
+    def last_frame(self) -> int:
+        """The newest frame loaded."""
+        newest = self._newest
+        if newest is not None:
+            return newest.frame_no
+        rows = self._loaded().frames.rows
+        return rows[-1].frame_no if rows else 0
+
+    def _last_row(self) -> list[FrameRow]:
+        """The newest frame known, as a list of at most one row."""
+        newest = self._newest  # once: a live poll reads this from a worker thread
+        if newest is not None:
+            return [newest.last]
+        return self._loaded().frames.rows[-1:]
+
+    @property
+    def visible_frames(self) -> FrameList:
+        """Frames 0 and later (base frames of a fork restate its parent and are not shown)."""
+        return FrameList(self.visible_rows)
+
+    @property
+    def visible_rows(self) -> list[FrameRow]:
+        """The rows of :attr:`visible_frames` (what walks the whole history reads)."""
+        return self.frames.rows[self._index(0) :]
+
+    def _index(self, frame_no: int) -> int:
+        rows = self.frames.rows
+        return frame_no - rows[0].frame_no if rows else 0
+
+    def frame(self, frame_no: int | None = None) -> Frame:
+        """The frame ``frame_no`` (default: the selected one)."""
+        n = self.frame_no if frame_no is None else frame_no
+        if self._newest is not None and n == self._newest.frame_no:
+            return self._newest.last.frame()
+        return self.frames[self._index(n)]
+
+    @property
+    def live(self) -> bool:
+        """Whether the shown run may still change (running or queued, or replaying here)."""
+        busy = self.background is not None and not self.background.done()
+        return busy or self.record.status in LIVE_STATUSES
+
+    def edge(self, run_id: str) -> ForkEdge | None:
+        """The fork-tree entry of a run."""
+        return next((e for e in self.tree if e.run_id == run_id), None)
+
+    def _seen(self) -> dict[str, None]:
+        if self._nodes_seen is None:
+            assert self._newest is not None
+            self._nodes_seen = dict.fromkeys(self._newest.node_ids())
+        return self._nodes_seen
+
+    @property
+    def node_ids(self) -> list[str]:
+        """Task ids of the run: from its graph, then any other node seen in its frames."""
+        names = list(self.record.graph or {})
+        return names + [n for n in self._seen() if n not in names]
+
+    def switch_run(self, run_id: str) -> None:
+        """Show another run (from the fork tree); nothing changes if it does not exist."""
+        if run_id == self.run_id:
+            return
+        self._load_run(run_id)
+        self.message = None  # it was about the run shown before
+        self._emit("run", "tree", "frame", "ref", "diff", "pending", "message")
+        self.read_history_behind()
+
+    def drop_caches(self) -> None:
+        """Let go of the snapshots kept for scrubbing and of the fold they are rebuilt from
+        (tens of MB for a 100,000-frame run); it is folded again when needed."""
+        if self._history is not None:
+            self._history.fold.clear()
+        self._drop_preload()
+        self._other_snapshots.clear()
