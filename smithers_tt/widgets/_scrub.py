@@ -36,12 +36,13 @@ from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.store import CheckpointRef, Frame, FrameRow
 from smithers_tt.timetravel import Snapshot, apply
 from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._records import RefKey
 from smithers_tt.widgets._sorted import SortedUnion
 from smithers_tt.widgets._trim import Touched, newest_refs
 
-RefKey = tuple[str, int, int, int]
 NodeKey = tuple[str, int]
 Rows = tuple[dict[Any, Any], ...]
+"""Nodes, attempts, refs and each node's newest ref, as dicts."""
 AttemptKey = tuple[str, int, int]
 
 ATTEMPTS, REFS = 1, 2
@@ -49,7 +50,6 @@ ATTEMPTS, REFS = 1, 2
 
 node_of = itemgetter(0, 1)
 """The node and iteration of an attempt's (or ref's) key."""
-"""Nodes, attempts, refs and each node's newest ref, as dicts."""
 
 MARK_EVERY = 16_384
 """Logged assignments between the copies of the rows a segment keeps (a 100,000-frame run

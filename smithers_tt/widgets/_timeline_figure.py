@@ -366,7 +366,7 @@ def _fork_marks(
     """The dashed line of each fork point and its label. Labels sit above the plot area,
     each on a line of its own (``LANE`` px apart, at most ``MAX_LANES``): labels of forks at
     one frame (or near frames) never draw over each other, nor over the run's markers (the
-    top row). The figure's top margin makes room for them (:func:`fork_lanes`)."""
+    top row). The figure's top margin makes room for them (``LANE`` px a label: :func:`_figure`)."""
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
     marks: list[tuple[int, str, str]] = []
