@@ -11,14 +11,13 @@ in the middle leaves the transaction uncommitted: the run is untouched.
 
 from __future__ import annotations
 
-import os
 import secrets
-import socket
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from smithers_tt._ids import owner_id
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import (
     ConfirmationRequired,
@@ -72,10 +71,6 @@ LIVE_OWNER_MS = 10_000
 """A running run whose owner heartbeat is younger than this is being executed: hands off."""
 
 
-def _actor() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 @dataclass(frozen=True)
 class Lease:
     """A held time-travel lease on one run."""
@@ -106,7 +101,7 @@ def acquire_lease(
         LeaseBusy: another operation holds the lease or changed the run meanwhile, or a live
             process executes the run (``force=True`` overrides the last, never the others).
     """
-    token = f"{_actor()}:{operation}:{secrets.token_hex(4)}"
+    token = f"{owner_id()}:{operation}:{secrets.token_hex(4)}"
     hold = LEASE_MS if lease_ms is None else lease_ms
     if type(hold) is not int or hold <= 0:
         raise InvalidArgument(f"lease_ms must be a positive int, got {lease_ms!r}")
@@ -323,7 +318,7 @@ def _rewind(
             error=None if end is None else end.error,
             kept_ending=end is None,
         )
-        tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
+        tx.audit(run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **_why(reason)})
         return later(run_id, frame_no)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     _cut_forks(tx, run_id, frame_no, force, exact)
@@ -337,7 +332,7 @@ def _rewind(
         output=snap.output,
         error=snap.error,
     )
-    tx.audit(run_id, "rewind", frame_no, _actor(), {"from_frame": run.clock, **_why(reason)})
+    tx.audit(run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **_why(reason)})
     if later is not None and snap.stored_refs is not None:
         return later(run_id, frame_no)  # its refs are read only if someone looks
     load_refs(tx, snap)  # what this returns: the refs now live
@@ -398,7 +393,7 @@ def _audit_undo(tx: Travel, run_id: str, kept: Any, reason: str | None) -> None:
         run_id,
         "undo_rewind",
         kept.from_clock,
-        _actor(),
+        owner_id(),
         {"from_frame": kept.to_frame, **_why(reason)},
     )
 
@@ -589,7 +584,7 @@ def fork(
             ),
             # Only the edited checkpoints (with their attempts) become frames of the fork.
             project=(lambda: write_base_frames(tx, edits, child_id)) if edits.refs else None,
-            actor=_actor(),
+            actor=owner_id(),
             detail={"child": child_id, "reset": sorted(gone), **_why(reason)},
             inherits=True,
         )
@@ -677,7 +672,7 @@ def reset(
         _check_nodes(run, {node_id}, snap)
         gone = sorted(_expand(run.graph, {node_id}, dependents))
         tx.reset_nodes(run_id, node_id, gone)
-        tx.audit(run_id, "reset", run.clock + 1, _actor(), {"nodes": gone, **_why(reason)})
+        tx.audit(run_id, "reset", run.clock + 1, owner_id(), {"nodes": gone, **_why(reason)})
         return gone
 
     return _leased(store, lease, lambda: travel(store.engine, work))
