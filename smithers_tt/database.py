@@ -6,15 +6,16 @@ import asyncio
 import datetime
 import os
 import re
-import socket
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
-from smithers_tt._ids import check_id
+from smithers_tt._ids import check_id, owner_id
 from smithers_tt.engine import (
     CANCEL_GRACE,
+    ContinueOptions,
     EventCallback,
     RunExecutor,
     Worker,
@@ -29,6 +30,7 @@ from smithers_tt.engine import (
 from smithers_tt.errors import InvalidArgument, SchemaMismatch, StoreNotFound, WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import (
+    ENDED,
     Engine,
     Fence,
     GcReport,
@@ -53,11 +55,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
 
 DEFAULT_URL = "sqlite:///smithers.db"
-
-
-def owner_id() -> str:
-    """Who executes a run: ``host:pid``, recorded on the run for people to read."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Database:
@@ -241,13 +238,13 @@ class Database:
         """
         record = await asyncio.to_thread(self.store.get_run, check_id(run_id, "run_id"))
         continuing = record.status == "paused"
-        options = (answer, checkpoints, skip, break_before, break_after)
-        if not continuing and (step or abort or any(o is not None for o in options)):
-            prepare_continue(
-                self.store, record, wf, action="continue", answer=None, checkpoints=None,
-                skip=None, break_before=None, break_after=None,
-            )  # fmt: skip  # raises: the run is not paused
-        if record.status in ("finished", "failed", "cancelled"):
+        asked = ContinueOptions(
+            answer=answer, checkpoints=checkpoints, skip=skip, break_before=break_before,
+            break_after=break_after,
+        )  # fmt: skip
+        if not continuing and (step or abort or asked.given):
+            prepare_continue(self.store, record, wf, asked)  # raises: the run is not paused
+        if record.status in ENDED:
             return Run(self, record)
         if record.workflow_hash != wf.signature() and not accept_changed:
             raise WorkflowChanged(
@@ -257,11 +254,8 @@ class Database:
                 run_id=run_id,
             )
         if continuing:
-            action = action_of(step, abort)
-            fence = await asyncio.to_thread(
-                self._continue, record, wf, action, answer, checkpoints, skip,
-                break_before, break_after, True,
-            )  # fmt: skip
+            options = replace(asked, action=action_of(step, abort))
+            fence = await asyncio.to_thread(self._continue, record, wf, options, True)
             if fence is None:  # aborted
                 return self.get_run(run_id)
         else:
@@ -301,10 +295,10 @@ class Database:
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
         record = self.store.get_run(check_id(run_id, "run_id"))
-        action = action_of(step, abort)
-        self._continue(
-            record, wf, action, answer, checkpoints, skip, break_before, break_after, False
+        options = ContinueOptions(
+            action_of(step, abort), answer, checkpoints, skip, break_before, break_after
         )
+        self._continue(record, wf, options, False)
         return self.get_run(run_id)
 
     def set_breakpoints(
@@ -339,18 +333,10 @@ class Database:
         self,
         record: Any,
         wf: Workflow | None,
-        action: str,
-        answer: Any,
-        checkpoints: Mapping[str, Any] | None,
-        skip: Mapping[str, Any] | None,
-        break_before: Iterable[str] | None,
-        break_after: Iterable[str] | None,
+        options: ContinueOptions,
         claim: bool,
     ) -> Fence | None:
-        plan = prepare_continue(
-            self.store, record, wf, action=action, answer=answer, checkpoints=checkpoints,
-            skip=skip, break_before=break_before, break_after=break_after,
-        )  # fmt: skip
+        plan = prepare_continue(self.store, record, wf, options)
         return self.store.continue_run(
             record.run_id,
             record.owner_epoch,
@@ -359,7 +345,7 @@ class Database:
             claim=claim,
             edits=plan.edits,
             skips=plan.skips,
-            abort=action == "abort",
+            abort=options.action == "abort",
         )
 
     async def _execute(
@@ -383,7 +369,7 @@ class Database:
         (queued, interrupted, or running with an owner that stopped heartbeating) is
         cancelled at once."""
         record = self.store.get_run(check_id(run_id, "run_id"))
-        if record.status in ("finished", "failed", "cancelled"):
+        if record.status in ENDED:
             return
         alive = now_ms() - (record.heartbeat_at_ms or 0) < tt.LIVE_OWNER_MS
         if record.status == "running" and alive:

@@ -1,7 +1,13 @@
 """The asyncio workflow engine: tasks, attempts, retries, schema correction, forks, resume."""
 
 from smithers_tt.engine._agent import AgentSpec, GenerateRequest, GenerateResult, as_agent
-from smithers_tt.engine._continue import ACTIONS, Continuation, action_of, breakpoints
+from smithers_tt.engine._continue import (
+    ACTIONS,
+    Continuation,
+    ContinueOptions,
+    action_of,
+    breakpoints,
+)
 from smithers_tt.engine._continue import prepare as prepare_continue
 from smithers_tt.engine._executor import CANCEL_GRACE, AsyncStore, EventCallback, RunExecutor
 from smithers_tt.engine._pauses import REASONS, Pause, PauseHistory, pause_history, pause_of
@@ -24,6 +30,7 @@ __all__ = [
     "AgentSpec",
     "AsyncStore",
     "Continuation",
+    "ContinueOptions",
     "EventCallback",
     "GenerateRequest",
     "GenerateResult",

@@ -16,6 +16,27 @@ ACTIONS = ("continue", "step", "abort")
 """How a paused run goes on: to its next pause or end, one node then a pause, or cancelled."""
 
 
+@dataclass(frozen=True)
+class ContinueOptions:
+    """How to continue a paused run: the options of ``db.resume`` and ``db.continue_run``
+    (see :meth:`smithers_tt.Database.aresume`), carried together from the caller to
+    :func:`prepare`."""
+
+    action: str = "continue"
+    """One of :data:`ACTIONS` (see :func:`action_of`)."""
+    answer: Any = None
+    checkpoints: Mapping[str, Any] | None = None
+    skip: Mapping[str, Any] | None = None
+    break_before: Iterable[str] | None = None
+    break_after: Iterable[str] | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether an answer, edit, skip or breakpoint is given (only a paused run takes one)."""
+        options = (self.answer, self.checkpoints, self.skip, self.break_before, self.break_after)
+        return any(o is not None for o in options)
+
+
 @dataclass
 class Continuation:
     """What continuing a run writes (see :meth:`~smithers_tt.store.Store.continue_run`)."""
@@ -65,15 +86,9 @@ def prepare(
     store: Store,
     run: RunRecord,
     wf: Workflow | None,
-    *,
-    action: str,
-    answer: Any,
-    checkpoints: Mapping[str, Any] | None,
-    skip: Mapping[str, Any] | None,
-    break_before: Iterable[str] | None,
-    break_after: Iterable[str] | None,
+    options: ContinueOptions,
 ) -> Continuation:
-    """Check a continue of ``run`` and say what it writes.
+    """Check a continue of ``run`` with ``options`` and say what it writes.
 
     Raises:
         CheckpointInvalid, CheckpointTooLarge: the answer is not strict JSON, or is larger
@@ -88,17 +103,18 @@ def prepare(
             f"run {run.run_id} is {run.status}, not paused: there is nothing to continue; "
             "nothing was written"
         )
+    action, checkpoints, skip = options.action, options.checkpoints, options.skip
     if action not in ACTIONS:
         raise InvalidArgument(f"a paused run goes on by one of {list(ACTIONS)}, not {action!r}")
-    bounded_json(answer, "the answer", run.max_checkpoint_bytes)
+    bounded_json(options.answer, "the answer", run.max_checkpoint_bytes)
     if (checkpoints or skip) and wf is None:
         raise InvalidArgument(
             "edited checkpoints and skipped nodes are checked against the workflow: give it "
             "(--workflow module:attribute on the command line)"
         )
     states = {(n.node_id, n.iteration): n.state for n in store.list_nodes(run.run_id)}
-    out = Continuation({"action": action, "answer": answer})
-    marks = breakpoints(wf, break_before, break_after)
+    out = Continuation({"action": action, "answer": options.answer})
+    marks = breakpoints(wf, options.break_before, options.break_after)
     if marks is not None:
         out.data["breakpoints"] = marks
     for node_id, checkpoint in sorted((checkpoints or {}).items()):
