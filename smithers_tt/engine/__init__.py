@@ -1,6 +1,7 @@
 """The asyncio workflow engine: tasks, attempts, retries, schema correction, forks, resume."""
 
 from smithers_tt.engine._agent import AgentSpec, GenerateRequest, GenerateResult, as_agent
+from smithers_tt.engine._astore import AsyncStore
 from smithers_tt.engine._continue import (
     ACTIONS,
     Continuation,
@@ -9,7 +10,7 @@ from smithers_tt.engine._continue import (
     breakpoints,
 )
 from smithers_tt.engine._continue import prepare as prepare_continue
-from smithers_tt.engine._executor import CANCEL_GRACE, AsyncStore, EventCallback, RunExecutor
+from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback, RunExecutor
 from smithers_tt.engine._pauses import REASONS, Pause, PauseHistory, pause_history, pause_of
 from smithers_tt.engine._resume import (
     SESSION_CODEC,
