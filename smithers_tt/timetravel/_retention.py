@@ -34,7 +34,7 @@ from smithers_tt.store import (
     now_ms,
     prune_page,
 )
-from smithers_tt.timetravel._ops import materialize
+from smithers_tt.timetravel._fork import materialize
 
 MAX_LISTED = 1000
 """At most this many deleted run ids are listed in a report (the count is always exact)."""
