@@ -8,6 +8,7 @@ from smithers_tt.engine._continue import (
     ContinueOptions,
     action_of,
     breakpoints,
+    continue_paused,
 )
 from smithers_tt.engine._continue import prepare as prepare_continue
 from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback, RunExecutor
@@ -49,6 +50,7 @@ __all__ = [
     "as_agent",
     "breakpoints",
     "claim_unless_ended",
+    "continue_paused",
     "fork_point",
     "pause_history",
     "pause_of",

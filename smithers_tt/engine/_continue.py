@@ -7,10 +7,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from smithers_tt._ids import owner_id
 from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, accepts, bounded_json
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import RunRecord, Store
+from smithers_tt.store import Fence, RunRecord, Store
 
 ACTIONS = ("continue", "step", "abort")
 """How a paused run goes on: to its next pause or end, one node then a pause, or cancelled."""
@@ -144,6 +145,30 @@ def prepare(
     out.data["edited"] = [e[0] for e in out.edits]
     out.data["skipped"] = [s[0] for s in out.skips]
     return out
+
+
+def continue_paused(
+    store: Store, run: RunRecord, wf: Workflow | None, options: ContinueOptions, claim: bool
+) -> Fence | None:
+    """Continue the paused ``run`` as ``options`` say, checked first (:func:`prepare`), in
+    one transaction: with ``claim`` this process takes the run over (its fence is returned),
+    else the run is queued for a worker. None when nothing is left to execute here (aborted,
+    or queued).
+
+    Raises:
+        ConcurrencyError: another process continued (or cancelled) the run first.
+    """
+    plan = prepare(store, run, wf, options)
+    return store.continue_run(
+        run.run_id,
+        run.owner_epoch,
+        plan.data,
+        owner_id=owner_id(),
+        claim=claim,
+        edits=plan.edits,
+        skips=plan.skips,
+        abort=options.action == "abort",
+    )
 
 
 def _task(wf: Workflow, node_id: str, what: str) -> Any:
