@@ -1,4 +1,5 @@
-"""The one rule for ids (run, node, workflow, codec, agent), checked where they come in.
+"""The one rule for ids (run, node, workflow, codec, agent), checked where they come in, and
+the one id of this process (:func:`owner_id`).
 
 An id is stored in a ``VARCHAR(200)`` column on both backends and shown to people. SQLite
 would keep a NUL, a lone surrogate or 10,000 characters where PostgreSQL refuses them in the
@@ -9,6 +10,8 @@ boundary (the constructors and ``Database`` methods that take ids).
 
 from __future__ import annotations
 
+import os
+import socket
 from typing import Any
 
 from smithers_tt.errors import InvalidArgument
@@ -39,3 +42,9 @@ def check_id(value: Any, what: str) -> str:
         shown = repr(value[:60]) + ("..." if len(value) > 60 else "")
         raise InvalidArgument(f"{what} {shown} {problem}; choose another", id=what)
     return value
+
+
+def owner_id() -> str:
+    """Who is at work here: ``host:pid``, recorded for people to read (a run's owner, the
+    actor of an audit row, a worker's default id)."""
+    return f"{socket.gethostname()}:{os.getpid()}"

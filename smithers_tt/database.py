@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import os
-import re
-import socket
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
-from smithers_tt._ids import check_id
+from smithers_tt._ids import check_id, owner_id
+from smithers_tt._open import DEFAULT_URL as DEFAULT_URL
+from smithers_tt._open import open_engine, resolve_url
 from smithers_tt.engine import (
     CANCEL_GRACE,
+    ContinueOptions,
     EventCallback,
     RunExecutor,
     Worker,
@@ -22,42 +23,32 @@ from smithers_tt.engine import (
     action_of,
     breakpoints,
     claim_unless_ended,
+    continue_paused,
     positive_seconds,
     prepare_continue,
     run_sync,
 )
-from smithers_tt.errors import InvalidArgument, SchemaMismatch, StoreNotFound, WorkflowChanged
+from smithers_tt.errors import InvalidArgument, WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import (
+    ENDED,
     Engine,
     Fence,
     GcReport,
     Progress,
     RetryPolicy,
     Store,
-    StoreState,
     VerifyReport,
     WorkerRecord,
-    check_store_shape,
     collect_garbage,
-    display_url,
     list_workers,
-    migrate,
     now_ms,
-    store_state,
     travel,
     verify,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
-
-DEFAULT_URL = "sqlite:///smithers.db"
-
-
-def owner_id() -> str:
-    """Who executes a run: ``host:pid``, recorded on the run for people to read."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class Database:
@@ -241,13 +232,13 @@ class Database:
         """
         record = await asyncio.to_thread(self.store.get_run, check_id(run_id, "run_id"))
         continuing = record.status == "paused"
-        options = (answer, checkpoints, skip, break_before, break_after)
-        if not continuing and (step or abort or any(o is not None for o in options)):
-            prepare_continue(
-                self.store, record, wf, action="continue", answer=None, checkpoints=None,
-                skip=None, break_before=None, break_after=None,
-            )  # fmt: skip  # raises: the run is not paused
-        if record.status in ("finished", "failed", "cancelled"):
+        asked = ContinueOptions(
+            answer=answer, checkpoints=checkpoints, skip=skip, break_before=break_before,
+            break_after=break_after,
+        )  # fmt: skip
+        if not continuing and (step or abort or asked.given):
+            prepare_continue(self.store, record, wf, asked)  # raises: the run is not paused
+        if record.status in ENDED:
             return Run(self, record)
         if record.workflow_hash != wf.signature() and not accept_changed:
             raise WorkflowChanged(
@@ -257,11 +248,8 @@ class Database:
                 run_id=run_id,
             )
         if continuing:
-            action = action_of(step, abort)
-            fence = await asyncio.to_thread(
-                self._continue, record, wf, action, answer, checkpoints, skip,
-                break_before, break_after, True,
-            )  # fmt: skip
+            options = replace(asked, action=action_of(step, abort))
+            fence = await asyncio.to_thread(continue_paused, self.store, record, wf, options, True)
             if fence is None:  # aborted
                 return self.get_run(run_id)
         else:
@@ -301,10 +289,10 @@ class Database:
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
         record = self.store.get_run(check_id(run_id, "run_id"))
-        action = action_of(step, abort)
-        self._continue(
-            record, wf, action, answer, checkpoints, skip, break_before, break_after, False
+        options = ContinueOptions(
+            action_of(step, abort), answer, checkpoints, skip, break_before, break_after
         )
+        continue_paused(self.store, record, wf, options, False)
         return self.get_run(run_id)
 
     def set_breakpoints(
@@ -335,33 +323,6 @@ class Database:
         self.store.set_breakpoints(record.run_id, marks)
         return self.get_run(record.run_id)
 
-    def _continue(
-        self,
-        record: Any,
-        wf: Workflow | None,
-        action: str,
-        answer: Any,
-        checkpoints: Mapping[str, Any] | None,
-        skip: Mapping[str, Any] | None,
-        break_before: Iterable[str] | None,
-        break_after: Iterable[str] | None,
-        claim: bool,
-    ) -> Fence | None:
-        plan = prepare_continue(
-            self.store, record, wf, action=action, answer=answer, checkpoints=checkpoints,
-            skip=skip, break_before=break_before, break_after=break_after,
-        )  # fmt: skip
-        return self.store.continue_run(
-            record.run_id,
-            record.owner_epoch,
-            plan.data,
-            owner_id=owner_id(),
-            claim=claim,
-            edits=plan.edits,
-            skips=plan.skips,
-            abort=action == "abort",
-        )
-
     async def _execute(
         self, wf: Workflow, fence: Fence, on_event: EventCallback | None, cancel_grace: float
     ) -> Run:
@@ -383,7 +344,7 @@ class Database:
         (queued, interrupted, or running with an owner that stopped heartbeating) is
         cancelled at once."""
         record = self.store.get_run(check_id(run_id, "run_id"))
-        if record.status in ("finished", "failed", "cancelled"):
+        if record.status in ENDED:
             return
         alive = now_ms() - (record.heartbeat_at_ms or 0) < tt.LIVE_OWNER_MS
         if record.status == "running" and alive:
@@ -573,37 +534,6 @@ class Database:
         return f"<smithers_tt.Database {self.engine.sa.url.render_as_string(hide_password=True)}>"
 
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
-
-
-def resolve_url(value: str | None = None) -> str:
-    """The database URL meant by ``value``: a URL, or a bare path meaning an SQLite file;
-    the default is ``$SMITHERS_TT_DB`` or ``sqlite:///smithers.db``.
-
-    Raises:
-        InvalidArgument: the text cannot name a database (a NUL, text that is not UTF-8, or
-            something like ``sqlite:/x.db`` that looks like a URL without its ``//``).
-    """
-    url = value or os.environ.get("SMITHERS_TT_DB") or DEFAULT_URL
-    try:
-        url.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidArgument(
-            f"the database URL {url.encode('utf-8', 'surrogateescape')!r} is not valid UTF-8"
-        ) from error
-    if "\x00" in url:
-        raise InvalidArgument(f"the database URL {url!r} contains a NUL character")
-    if "://" in url:
-        return url
-    if _SCHEME.match(url):  # a URL with a typo, not a file name: never create "sqlite:/"
-        raise InvalidArgument(
-            f"{url!r} looks like a URL without '//': use sqlite:///path/to/file.db (three "
-            "slashes, then the path), postgresql+psycopg://user@host/dbname, or a plain "
-            "file path (./name.db)"
-        )
-    return f"sqlite:///{url}"
-
-
 def connect(
     url: str | None = None,
     *,
@@ -641,103 +571,13 @@ def connect(
             other tables where a store was to be created (``beside_other_tables=False``), or
             (``read_only``) a store that needs migrating first.
     """
-    url = resolve_url(url)
-    if create is None:
-        create = not read_only
-    if create and read_only:
-        raise InvalidArgument("a read-only connection cannot create a store: pass create=False")
-    engine: Engine | None = None
-    try:
-        if read_only:
-            engine = _engine(url, retry, busy_timeout_ms, read_only=True)
-            if migrate_schema:
-                _check_readable(engine, store_state(engine))
-        else:
-            if migrate_schema and not (create and beside_other_tables):
-                # Only a caller that may not create, or not beside other tables, needs to
-                # look first; the default creates and migrates whatever is there anyway.
-                _check_writable(
-                    url,
-                    _state_before_writing(url, retry, busy_timeout_ms),
-                    create,
-                    beside_other_tables,
-                )
-            engine = _engine(url, retry, busy_timeout_ms, read_only=False, create=create)
-            if migrate_schema:
-                migrate(engine)
-    except BaseException:
-        if engine is not None:
-            engine.dispose()
-        raise
-    return Database(engine)
-
-
-def _engine(url: str, retry: RetryPolicy | None, busy_timeout_ms: int, **mode: bool) -> Engine:
-    try:
-        return Engine(url, retry=retry, busy_timeout_ms=busy_timeout_ms, **mode)
-    except StoreNotFound as error:
-        raise _no_store(url, str(error)) from error
-
-
-def _no_store(url: str, why: str) -> StoreNotFound:
-    shown = _shown(url)
-    return StoreNotFound(
-        f"no store at {shown} ({why}); nothing was created. Check --db (or $SMITHERS_TT_DB), "
-        f"or create the store with: smithers-tt --db {shown} migrate",
-        url=shown,
+    engine = open_engine(
+        resolve_url(url),
+        create=create,
+        read_only=read_only,
+        beside_other_tables=beside_other_tables,
+        migrate_schema=migrate_schema,
+        retry=retry,
+        busy_timeout_ms=busy_timeout_ms,
     )
-
-
-def _shown(url: str) -> str:
-    return url.removeprefix("sqlite:///") if url.startswith("sqlite:///") else display_url(url)
-
-
-def _state_before_writing(
-    url: str, retry: RetryPolicy | None, busy_timeout_ms: int
-) -> StoreState | None:
-    """What is at ``url``, looked at read-only (opening for writing sets up the file, e.g.
-    SQLite's WAL mode, which must not happen to a database that is not a store); None when
-    there is no SQLite file yet."""
-    try:
-        probe = Engine(url, retry=retry, busy_timeout_ms=busy_timeout_ms, read_only=True)
-    except StoreNotFound:
-        return None
-    try:
-        return store_state(probe)
-    finally:
-        probe.dispose()
-
-
-def _check_writable(
-    url: str, state: StoreState | None, create: bool, beside_other_tables: bool
-) -> None:
-    if state is not None and state.exists:
-        return  # migrate() upgrades it, or refuses a newer one
-    if not create:
-        raise _no_store(url, "no such file" if state is None else "no smithers_tt tables")
-    if state is not None and state.other_tables and not beside_other_tables:
-        names = ", ".join(state.other_tables[:5]) + (" ..." if len(state.other_tables) > 5 else "")
-        raise SchemaMismatch(
-            f"{_shown(url)} already holds {len(state.other_tables)} tables that are not "
-            f"smithers_tt's ({names}); give the store a database or schema of its own (for "
-            "PostgreSQL: CREATE SCHEMA smithers, then ?options=-csearch_path%3Dsmithers in the "
-            "URL), or create it beside them on purpose: smithers-tt migrate --beside-other-tables",
-            other_tables=list(state.other_tables),
-        )
-
-
-def _check_readable(engine: Engine, state: StoreState) -> None:
-    if not state.exists:
-        raise _no_store(engine.url, "no smithers_tt tables")
-    if state.unknown:
-        raise SchemaMismatch(
-            f"the store was migrated by a newer smithers_tt (unknown migrations "
-            f"{list(state.unknown)}); upgrade smithers_tt to open it"
-        )
-    if state.pending:
-        raise SchemaMismatch(
-            f"the store at {_shown(engine.url)} was made by an older smithers_tt and needs "
-            f"migrations {list(state.pending)}; a read-only open never migrates: upgrade it "
-            f"with smithers-tt --db {_shown(engine.url)} migrate (nothing is lost)"
-        )
-    check_store_shape(engine)
+    return Database(engine)  # the entry object: everything else is reached from it

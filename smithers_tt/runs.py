@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from smithers_tt._opened import OpenedDatabase
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.engine import Pause, pause_history
 from smithers_tt.store import (
@@ -16,14 +17,11 @@ from smithers_tt.store import (
 )
 from smithers_tt.timetravel import Snapshot, live_rows, run_html
 
-if TYPE_CHECKING:
-    from smithers_tt.database import Database
-
 
 class Run:
     """One run, as last read from the database (call :meth:`refresh` to read it again)."""
 
-    def __init__(self, db: Database, record: RunRecord) -> None:
+    def __init__(self, db: OpenedDatabase, record: RunRecord) -> None:
         self.db = db
         self.record = record
 

@@ -347,6 +347,3 @@ def cli(click_ctx: click.Context, db_url: str | None, as_json: bool, wide: bool)
     context = Context(db_url, as_json, wide)
     click_ctx.obj = context
     click_ctx.call_on_close(context.close)
-
-
-from smithers_tt.cli import _import  # noqa: E402, F401  (registers import-langgraph)

@@ -1,9 +1,17 @@
 """The asyncio workflow engine: tasks, attempts, retries, schema correction, forks, resume."""
 
 from smithers_tt.engine._agent import AgentSpec, GenerateRequest, GenerateResult, as_agent
-from smithers_tt.engine._continue import ACTIONS, Continuation, action_of, breakpoints
+from smithers_tt.engine._astore import AsyncStore
+from smithers_tt.engine._continue import (
+    ACTIONS,
+    Continuation,
+    ContinueOptions,
+    action_of,
+    breakpoints,
+    continue_paused,
+)
 from smithers_tt.engine._continue import prepare as prepare_continue
-from smithers_tt.engine._executor import CANCEL_GRACE, AsyncStore, EventCallback, RunExecutor
+from smithers_tt.engine._executor import CANCEL_GRACE, EventCallback, RunExecutor
 from smithers_tt.engine._pauses import REASONS, Pause, PauseHistory, pause_history, pause_of
 from smithers_tt.engine._resume import (
     SESSION_CODEC,
@@ -24,6 +32,7 @@ __all__ = [
     "AgentSpec",
     "AsyncStore",
     "Continuation",
+    "ContinueOptions",
     "EventCallback",
     "GenerateRequest",
     "GenerateResult",
@@ -41,6 +50,7 @@ __all__ = [
     "as_agent",
     "breakpoints",
     "claim_unless_ended",
+    "continue_paused",
     "fork_point",
     "pause_history",
     "pause_of",

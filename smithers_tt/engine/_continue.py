@@ -7,13 +7,35 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from smithers_tt._ids import owner_id
 from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, accepts, bounded_json
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import RunRecord, Store
+from smithers_tt.store import Fence, RunRecord, Store
 
 ACTIONS = ("continue", "step", "abort")
 """How a paused run goes on: to its next pause or end, one node then a pause, or cancelled."""
+
+
+@dataclass(frozen=True)
+class ContinueOptions:
+    """How to continue a paused run: the options of ``db.resume`` and ``db.continue_run``
+    (see :meth:`smithers_tt.Database.aresume`), carried together from the caller to
+    :func:`prepare`."""
+
+    action: str = "continue"
+    """One of :data:`ACTIONS` (see :func:`action_of`)."""
+    answer: Any = None
+    checkpoints: Mapping[str, Any] | None = None
+    skip: Mapping[str, Any] | None = None
+    break_before: Iterable[str] | None = None
+    break_after: Iterable[str] | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether an answer, edit, skip or breakpoint is given (only a paused run takes one)."""
+        options = (self.answer, self.checkpoints, self.skip, self.break_before, self.break_after)
+        return any(o is not None for o in options)
 
 
 @dataclass
@@ -65,15 +87,9 @@ def prepare(
     store: Store,
     run: RunRecord,
     wf: Workflow | None,
-    *,
-    action: str,
-    answer: Any,
-    checkpoints: Mapping[str, Any] | None,
-    skip: Mapping[str, Any] | None,
-    break_before: Iterable[str] | None,
-    break_after: Iterable[str] | None,
+    options: ContinueOptions,
 ) -> Continuation:
-    """Check a continue of ``run`` and say what it writes.
+    """Check a continue of ``run`` with ``options`` and say what it writes.
 
     Raises:
         CheckpointInvalid, CheckpointTooLarge: the answer is not strict JSON, or is larger
@@ -88,17 +104,18 @@ def prepare(
             f"run {run.run_id} is {run.status}, not paused: there is nothing to continue; "
             "nothing was written"
         )
+    action, checkpoints, skip = options.action, options.checkpoints, options.skip
     if action not in ACTIONS:
         raise InvalidArgument(f"a paused run goes on by one of {list(ACTIONS)}, not {action!r}")
-    bounded_json(answer, "the answer", run.max_checkpoint_bytes)
+    bounded_json(options.answer, "the answer", run.max_checkpoint_bytes)
     if (checkpoints or skip) and wf is None:
         raise InvalidArgument(
             "edited checkpoints and skipped nodes are checked against the workflow: give it "
             "(--workflow module:attribute on the command line)"
         )
     states = {(n.node_id, n.iteration): n.state for n in store.list_nodes(run.run_id)}
-    out = Continuation({"action": action, "answer": answer})
-    marks = breakpoints(wf, break_before, break_after)
+    out = Continuation({"action": action, "answer": options.answer})
+    marks = breakpoints(wf, options.break_before, options.break_after)
     if marks is not None:
         out.data["breakpoints"] = marks
     for node_id, checkpoint in sorted((checkpoints or {}).items()):
@@ -128,6 +145,30 @@ def prepare(
     out.data["edited"] = [e[0] for e in out.edits]
     out.data["skipped"] = [s[0] for s in out.skips]
     return out
+
+
+def continue_paused(
+    store: Store, run: RunRecord, wf: Workflow | None, options: ContinueOptions, claim: bool
+) -> Fence | None:
+    """Continue the paused ``run`` as ``options`` say, checked first (:func:`prepare`), in
+    one transaction: with ``claim`` this process takes the run over (its fence is returned),
+    else the run is queued for a worker. None when nothing is left to execute here (aborted,
+    or queued).
+
+    Raises:
+        ConcurrencyError: another process continued (or cancelled) the run first.
+    """
+    plan = prepare(store, run, wf, options)
+    return store.continue_run(
+        run.run_id,
+        run.owner_epoch,
+        plan.data,
+        owner_id=owner_id(),
+        claim=claim,
+        edits=plan.edits,
+        skips=plan.skips,
+        abort=options.action == "abort",
+    )
 
 
 def _task(wf: Workflow, node_id: str, what: str) -> Any:

@@ -2,7 +2,8 @@
 
 The store is synchronous; this module reaches it through :class:`AsyncStore`, the single
 async adapter (each call runs in a worker thread, so concurrent tasks publish from several
-threads and the store's group commit coalesces them).
+threads and the store's group commit coalesces them). One attempt's agent calls and
+publications are :mod:`._attempt`'s.
 """
 
 from __future__ import annotations
@@ -14,21 +15,17 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from smithers_tt.checkpoint import (
-    AgentCheckpoint,
-    EncodedCheckpoint,
     bounded_json,
-    canonical_bytes,
-    content_hash,
-    produces,
     size_limit,
 )
-from smithers_tt.engine._agent import GenerateRequest, GenerateResult
+from smithers_tt.engine._agent import GenerateRequest
+from smithers_tt.engine._astore import AsyncStore
+from smithers_tt.engine._attempt import Publisher, cache_key, turns
 from smithers_tt.engine._pauses import PauseHistory, pause_history
-from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint, fork_point, resume_point
+from smithers_tt.engine._resume import ResumePoint, fork_point, resume_point
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
 from smithers_tt.errors import (
     CheckpointCorrupt,
@@ -36,14 +33,12 @@ from smithers_tt.errors import (
     CheckpointPoisoned,
     CheckpointTooLarge,
     FenceLost,
-    FormatNotDeclared,
     ModelRequestRejected,
-    OutputInvalid,
     StoreError,
     TaskFailed,
     TransientStoreError,
 )
-from smithers_tt.store import AttemptKey, Fence, Frame, Store, cache_lookup, cache_store
+from smithers_tt.store import Fence, Frame, Store, cache_lookup, cache_store
 
 EventCallback = Callable[[Frame], None]
 
@@ -73,103 +68,6 @@ _UNSTORABLE = (CheckpointCorrupt, CheckpointInvalid, CheckpointTooLarge)
 
 class _Paused(Exception):
     """Ends a task's coroutine because the run pauses (raised outside any attempt)."""
-
-
-class AsyncStore:
-    """Runs any :class:`Store` method in a worker thread: ``await astore.publish(...)``."""
-
-    def __init__(self, store: Store) -> None:
-        self._store = store
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        method = getattr(self._store, name)
-
-        @functools.wraps(method)
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            return await asyncio.to_thread(method, *args, **kwargs)
-
-        return call
-
-
-class Publisher:
-    """The ``on_checkpoint`` of one attempt: validated, declared, ordered, fenced, durable.
-
-    The checkpoints of an agent's result are not published at once but kept (:meth:`keep`)
-    and published with the attempt's end, in the transaction that records it (a task is two
-    transactions: its start, then its result with its end); :meth:`flush` publishes them
-    earlier when another turn of the agent needs them stored first.
-    """
-
-    def __init__(self, ex: RunExecutor, task: Task, key: AttemptKey) -> None:
-        self.ex, self.task, self.key = ex, task, key
-        self._lock = asyncio.Lock()  # FIFO: publications of one attempt stay in call order
-        self.fence_lost: FenceLost | None = None
-        self.newest: AgentCheckpoint | None = None
-        self.kept: list[tuple[EncodedCheckpoint, str, str]] = []
-        """Validated result checkpoints not yet stored: (encoded, purpose, agent id)."""
-
-    async def __call__(self, checkpoint: AgentCheckpoint, purpose: str = "progress") -> Any:
-        await self.flush()  # stay in call order behind result checkpoints kept earlier
-        encoded, stored = self._encode(checkpoint)
-        async with self._lock:
-            try:
-                ref = await self.ex.astore.publish(
-                    self.ex.fence, self.key, encoded, purpose=purpose, agent_id=self.task.agent.id
-                )
-            except FenceLost as error:
-                self.fence_lost = error
-                raise
-        self._stored(checkpoint, stored)
-        return ref
-
-    def keep(self, checkpoint: AgentCheckpoint, purpose: str) -> None:
-        """Validate ``checkpoint`` now; store it with the attempt's end (see :meth:`take`)."""
-        encoded, stored = self._encode(checkpoint)
-        self.kept.append((encoded, purpose, self.task.agent.id))
-        self._stored(checkpoint, stored)
-
-    def take(self) -> list[tuple[EncodedCheckpoint, str, str]]:
-        """The kept checkpoints, for the write that ends the attempt (which stores them)."""
-        kept, self.kept = self.kept, []
-        return kept
-
-    async def flush(self) -> None:
-        """Publish the kept checkpoints now, in order."""
-        for encoded, purpose, agent_id in self.take():
-            async with self._lock:
-                try:
-                    await self.ex.astore.publish(
-                        self.ex.fence, self.key, encoded, purpose=purpose, agent_id=agent_id
-                    )
-                except FenceLost as error:
-                    self.fence_lost = error
-                    raise
-
-    def _stored(self, checkpoint: AgentCheckpoint, stored: AgentCheckpoint) -> None:
-        if checkpoint.codec != SESSION_CODEC:
-            self.newest = stored
-
-    def _encode(self, checkpoint: AgentCheckpoint) -> tuple[EncodedCheckpoint, AgentCheckpoint]:
-        """Check and encode once (the store does not hash it again); and a snapshot of what
-        is stored: the agent may edit its state while the publish is in flight, and a
-        correction turn must resume exactly the stored checkpoint."""
-        if self.fence_lost is not None:
-            raise FenceLost(f"attempt {self.key} lost ownership earlier: {self.fence_lost}")
-        if not isinstance(checkpoint, AgentCheckpoint):
-            raise CheckpointInvalid(
-                f"on_checkpoint takes an AgentCheckpoint, got {type(checkpoint).__name__}"
-            )
-        agent = self.task.agent
-        if checkpoint.codec != SESSION_CODEC and not produces(
-            agent.formats, checkpoint.codec, checkpoint.version
-        ):
-            raise FormatNotDeclared(
-                f"agent {agent.id!r} published {checkpoint.codec} v{checkpoint.version}, "
-                f"which it does not declare in checkpoint_formats "
-                f"{[(f.codec, list(f.versions)) for f in agent.formats]}; nothing was written"
-            )
-        encoded = checkpoint.encode(self.ex.max_bytes)  # validates mutations since creation
-        return encoded, checkpoint.clone()
 
 
 class RunExecutor:
@@ -530,9 +428,13 @@ class RunExecutor:
         ctx = self._context(iteration, previous)
         prompt = task.render_prompt(ctx)
         needs = {dep: self.outputs[dep] for dep in task.needs}
-        cache_key = self._cache_key(task, iteration, prompt, needs) if task.cache else None
-        if cache_key is not None:
-            hit = await asyncio.to_thread(cache_lookup, self.store, cache_key)
+        cached_as = (
+            cache_key(self.wf.name, task, iteration, self.run.input, prompt, needs)
+            if task.cache
+            else None
+        )
+        if cached_as is not None:
+            hit = await asyncio.to_thread(cache_lookup, self.store, cached_as)
             if hit is not None:
                 return await self._use_cache(task, iteration, hit)
         failures, last = self._tried.get((task.id, iteration), (0, None))
@@ -563,7 +465,7 @@ class RunExecutor:
             running = True
             key = attempt.key
             last = key.attempt
-            publisher = Publisher(self, task, key)
+            publisher = Publisher(self.astore, self.fence, self.max_bytes, task, key)
             ending = False
             try:
                 output = await self._attempt(task, publisher, prompt, needs, point)
@@ -612,9 +514,9 @@ class RunExecutor:
                     task=task.id,
                     iteration=iteration,
                 ) from error
-            if cache_key is not None:
+            if cached_as is not None:
                 await asyncio.to_thread(
-                    cache_store, self.store, cache_key, key, output, publisher.newest
+                    cache_store, self.store, cached_as, key, output, publisher.newest
                 )
             return output
 
@@ -667,57 +569,11 @@ class RunExecutor:
             max_checkpoint_bytes=self.max_bytes,
             answer=copy.deepcopy(self._pauses.answers.get((key.node_id, key.iteration))),
         )
-        turn = 0
-        while True:
-            request = replace(request, ask=self._asker(task, key.iteration))
-            call = task.agent.generate(request)
-            raw = await (asyncio.wait_for(call, task.timeout) if task.timeout else call)
-            result = raw if isinstance(raw, GenerateResult) else GenerateResult(raw)
-            purpose = "turn" if turn == 0 else "schema-correction"
-            if result.checkpoint is not None:
-                publisher.keep(result.checkpoint, purpose)
-            if result.session is not None:
-                publisher.keep(
-                    AgentCheckpoint(SESSION_CODEC, 1, {"session": result.session}), "session"
-                )
-            try:
-                return task.validate_output(result.output)
-            except OutputInvalid as error:
-                if turn >= task.schema_retries:
-                    raise
-                await publisher.flush()  # the correction turn resumes from them: store them
-                turn += 1
-                newest = publisher.newest or point.checkpoint
-                request = replace(
-                    request,
-                    schema_error=str(error),
-                    correction_turn=turn,
-                    resume_checkpoint=newest.clone() if newest else None,
-                    checkpoint_mode=("resume" if publisher.newest else point.mode)
-                    if newest
-                    else None,
-                    resume_session=None if newest else request.resume_session,
-                )
+        return await turns(
+            task, publisher, request, point, functools.partial(self._asker, task, key.iteration)
+        )
 
     # --- cache ---------------------------------------------------------------------------
-
-    def _cache_key(
-        self, task: Task, iteration: int, prompt: str | None, needs: dict[str, Any]
-    ) -> str:
-        doc = {
-            "workflow": self.wf.name,
-            "task": task.id,
-            "iteration": iteration,
-            "input": self.run.input,
-            "needs": needs,
-            "prompt": prompt,
-            "output": task.output_schema(),
-            "agent": task.agent.id,
-            "declarations": task.agent.signature,
-        }
-        # {"needs": {task: output}} wraps outputs in two levels that do not count against
-        # their nesting bound.
-        return content_hash(canonical_bytes(doc, wrapping=2))
 
     async def _use_cache(self, task: Task, iteration: int, hit: Any) -> Any:
         attempt = await self.astore.start_attempt(self.fence, task.id, iteration)

@@ -22,6 +22,7 @@ import socket
 import time
 from collections.abc import Iterable
 
+from smithers_tt._ids import owner_id
 from smithers_tt.engine._executor import RunExecutor
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import FenceLost, InvalidArgument, OutcomeUnknown, TransientStoreError
@@ -84,7 +85,7 @@ class Worker:
         if type(concurrency) is not int or concurrency < 1:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
         self.concurrency = concurrency
-        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
+        self.worker_id = worker_id or owner_id()
         self.stale_after = positive_seconds("stale_after", stale_after)
         self.poll_interval = positive_seconds("poll_interval", poll_interval)
         if heartbeat_interval is None:

@@ -12,13 +12,8 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, CheckpointTuple
 from langgraph.constants import TASKS
 
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.integrations.langgraph import (
-    _PAGE,
-    SmithersSaver,
-    _refs,
-    _thread_of,
-    thread_run_id,
-)
+from smithers_tt.integrations._langgraph_format import PAGE, slot_refs, thread_of, thread_run_id
+from smithers_tt.integrations._langgraph_saver import SaverCore
 from smithers_tt.store import LangGraphRead, LangGraphWrite
 
 try:  # the sentinel of a DeltaChannel snapshot (langgraph-checkpoint 4.x)
@@ -41,7 +36,7 @@ def _uses_delta(item: CheckpointTuple) -> bool:
     )
 
 
-def _kept(saver: SmithersSaver, thread_id: str) -> list[CheckpointTuple]:
+def _kept(saver: SaverCore, thread_id: str) -> list[CheckpointTuple]:
     """The checkpoints ``keep_latest`` keeps of a thread, oldest first (PostgresSaver 3.2's
     rule): each namespace's latest, plus its parent when the latest predates checkpoint
     format v4 and the parent has pending sends; a subgraph call's namespace (a task id after
@@ -76,7 +71,7 @@ def _kept(saver: SmithersSaver, thread_id: str) -> list[CheckpointTuple]:
     return out
 
 
-def _raw_writes(saver: SmithersSaver, items: Sequence[CheckpointTuple]) -> list[dict]:
+def _raw_writes(saver: SaverCore, items: Sequence[CheckpointTuple]) -> list[dict]:
     """Each checkpoint's stored writes with their task paths and values decoded:
     ``{task_id: (path, [(idx, channel, value), ...])}``."""
 
@@ -91,7 +86,7 @@ def _raw_writes(saver: SmithersSaver, items: Sequence[CheckpointTuple]) -> list[
             ref
             for writes in stored
             for task in writes.values()
-            for ref in _refs(slot for _, slot in task["w"].values())
+            for ref in slot_refs(slot for _, slot in task["w"].values())
         }
         contents = rx.contents(hashes) if hashes else {}
         return [
@@ -111,7 +106,7 @@ def _raw_writes(saver: SmithersSaver, items: Sequence[CheckpointTuple]) -> list[
     return saver.tables.read(read)
 
 
-def prune(saver: SmithersSaver, thread_ids: Sequence[str], strategy: str) -> None:
+def prune(saver: SaverCore, thread_ids: Sequence[str], strategy: str) -> None:
     """See :meth:`SmithersSaver.prune`."""
     if isinstance(thread_ids, str):
         raise InvalidArgument("thread_ids must be a sequence of thread ids, not a str")
@@ -127,7 +122,7 @@ def prune(saver: SmithersSaver, thread_ids: Sequence[str], strategy: str) -> Non
         _rewrite(saver, thread_id, kept)
 
 
-def _rewrite(saver: SmithersSaver, thread_id: str, kept: list[CheckpointTuple]) -> None:
+def _rewrite(saver: SaverCore, thread_id: str, kept: list[CheckpointTuple]) -> None:
     """Replace a thread's runs by new ones holding only ``kept`` (and their writes), in one
     transaction: the old frames go, so ``collect_garbage`` frees what only they pinned."""
     writes = _raw_writes(saver, kept)
@@ -164,12 +159,12 @@ def _rewrite(saver: SmithersSaver, thread_id: str, kept: list[CheckpointTuple]) 
 
 
 def delta_channel_history(
-    saver: SmithersSaver, config: RunnableConfig, channels: Sequence[str]
+    saver: SaverCore, config: RunnableConfig, channels: Sequence[str]
 ) -> Mapping[str, dict[str, Any]]:
     """See :meth:`SmithersSaver.get_delta_channel_history`."""
     if not channels:
         return {}
-    thread_id, ns = _thread_of(config)
+    thread_id, ns = thread_of(config)
     run_id = thread_run_id(thread_id, ns)
     wanted = list(dict.fromkeys(channels))
     target = (config.get("configurable") or {}).get("checkpoint_id")
@@ -189,7 +184,7 @@ def delta_channel_history(
             if cursor not in page:
                 if after is not None and cursor > after[0]:
                     break  # an ancestor older ids skipped past: it is gone (pruned, deleted)
-                rows = rx.page(saver._where(scoped, before, after), _PAGE)
+                rows = rx.page(saver._where(scoped, before, after), PAGE)
                 if not rows:
                     break
                 after = (rows[-1].checkpoint_id, rows[-1].run_id)
@@ -214,7 +209,7 @@ def delta_channel_history(
                     remaining.discard(channel)
             cursor = doc.get("parent")
         slots = [w[2] for groups in collected.values() for g in groups for w in g]
-        contents = rx.contents(set(_refs([*slots, *seeds.values()])))
+        contents = rx.contents(set(slot_refs([*slots, *seeds.values()])))
         result: dict[str, dict[str, Any]] = {}
         for channel in wanted:
             entry: dict[str, Any] = {

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from smithers_tt.integrations._langgraph_serde import plain
 from smithers_tt.integrations.langgraph import SmithersSaver
 from smithers_tt.store import LANGGRAPH_WORKFLOW, RunRecord
 
@@ -95,7 +96,7 @@ def waiting(saver: SmithersSaver, run: RunRecord, marks: Breakpoints | None = No
     found = saver.get_tuple({"configurable": dict(run.input or {})})
     if found is None:
         return None
-    interrupts = _interrupt_values(found)
+    interrupts = interrupt_values(found)
     if interrupts:
         return {
             "reason": "LangGraph interrupt",
@@ -134,10 +135,14 @@ def _stopped(reason: str, when: str, nodes: list[str], why: str) -> dict[str, An
     }
 
 
-def _interrupt_values(found: Any) -> list[Any]:
-    from smithers_tt.integrations.langgraph_view import _interrupts  # it imports this module
-
-    return _interrupts(found)
+def interrupt_values(found: Any) -> list[Any]:
+    """The values of the interrupts a checkpoint tuple's pending writes wait on."""
+    return [
+        plain(getattr(item, "value", item))
+        for w in found.pending_writes or []
+        if w[1] == INTERRUPT
+        for item in (w[2] if isinstance(w[2], list | tuple) else [w[2]])
+    ]
 
 
 def paused_threads(db: Any, limit: int = 100) -> list[tuple[RunRecord, dict[str, Any]]]:

@@ -19,6 +19,8 @@ Allowing types of your own: ``SmithersSaver(db, allowed_types=[MyModel, ("pkg.mo
 --allow-type pkg.mod.Name``. With ``LANGGRAPH_STRICT_MSGPACK=true`` in the environment,
 ``graph.compile`` also adds the types of the graph's state schema (LangGraph's
 ``with_allowlist``).
+
+:func:`plain` goes the other way, for display only: a decoded value as JSON.
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ import ormsgpack
 from langgraph.checkpoint.serde import _msgpack as lg_msgpack
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from smithers_tt.errors import CheckpointCorrupt, InvalidArgument, StoreCorrupt, UnsafeValue
+from smithers_tt.checkpoint import validate
+from smithers_tt.errors import (
+    CheckpointCorrupt,
+    CheckpointInvalid,
+    InvalidArgument,
+    StoreCorrupt,
+    UnsafeValue,
+)
 
 __all__ = [
     "ENCODINGS",
@@ -43,6 +52,7 @@ __all__ = [
     "GuardedSerializer",
     "as_mapping",
     "decode_slot",
+    "plain",
     "where_of",
 ]
 
@@ -260,3 +270,21 @@ class DeferredSerializer:
         if isinstance(obj, list):
             obj = [self.guard.resolve(item, where) for item in obj]
         return self.guard.dumps_typed(self.guard.resolve(obj, where))
+
+
+def plain(value: Any) -> Any:
+    """A channel value as JSON (objects such as LangChain messages by their fields, anything
+    else by its ``repr``), for diffs and display."""
+    try:
+        validate(value)
+        return value
+    except CheckpointInvalid:
+        pass
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [plain(v) for v in value]
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return plain(dump())
+    return repr(value)

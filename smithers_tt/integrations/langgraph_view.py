@@ -23,17 +23,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from smithers_tt.checkpoint import validate
-from smithers_tt.errors import CheckpointInvalid
-from smithers_tt.integrations._langgraph_pauses import Breakpoints, paused_threads, waiting
-from smithers_tt.integrations.langgraph import (
+from smithers_tt.integrations._langgraph_format import (
     CHECKPOINT_CODEC,
     DOC_NODE,
     VALUE_CODEC,
     VALUE_NODE,
-    SmithersSaver,
-    _payload,
+    payload,
 )
+from smithers_tt.integrations._langgraph_pauses import (
+    Breakpoints,
+    interrupt_values,
+    paused_threads,
+    waiting,
+)
+from smithers_tt.integrations._langgraph_serde import plain
+from smithers_tt.integrations.langgraph import SmithersSaver
 from smithers_tt.store import CheckpointRef, Frame
 from smithers_tt.timetravel import Change, Snapshot, json_diff
 
@@ -75,31 +79,13 @@ class SuperStep:
     """The config naming this checkpoint (for ``get_state``, ``update_state``, replay)."""
 
 
-def plain(value: Any) -> Any:
-    """A channel value as JSON (objects such as LangChain messages by their fields, anything
-    else by its ``repr``), for diffs and display."""
-    try:
-        validate(value)
-        return value
-    except CheckpointInvalid:
-        pass
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [plain(v) for v in value]
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return plain(dump())
-    return repr(value)
-
-
 def checkpoint_frames(saver: SmithersSaver, thread_id: str, ns: str = "") -> dict[str, int]:
     """Checkpoint id -> the (newest) frame of the thread's run that holds it."""
     run_id = saver.run_id(thread_id, ns)
     out: dict[str, int] = {}
     for frame in saver.store.frames(run_id):
         if frame.kind == "checkpoint" and frame.codec == CHECKPOINT_CODEC:
-            doc = _payload(saver.store.read_content(frame.content_hash), CHECKPOINT_CODEC, "")
+            doc = payload(saver.store.read_content(frame.content_hash), CHECKPOINT_CODEC, "")
             out[str(doc["id"])] = frame.frame_no
     return out
 
@@ -163,7 +149,7 @@ def describe_frame(saver: SmithersSaver, run_id: str, frame_no: int) -> dict[str
 
 def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str, Any]:
     """:func:`describe_frame` of the checkpoint document ``content_hash`` of run ``run_id``."""
-    doc = _payload(saver.store.read_content(content_hash), CHECKPOINT_CODEC, content_hash)
+    doc = payload(saver.store.read_content(content_hash), CHECKPOINT_CODEC, content_hash)
     thread = saver.store.get_run(run_id).input or {}
     config = {"configurable": {**thread, "checkpoint_id": doc["id"]}}
     found = saver.get_tuple(config)
@@ -175,7 +161,7 @@ def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str,
         {"task": task_id, "channel": channel, "value": plain(value)}
         for task_id, channel, value in found.pending_writes or []
     ]
-    interrupts = _interrupts(found)
+    interrupts = interrupt_values(found)
     return {
         "checkpoint_id": doc["id"],
         "parent_id": doc.get("parent"),
@@ -187,16 +173,6 @@ def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str,
         "writes": writes,
         "interrupts": interrupts,
     }
-
-
-def _interrupts(found: Any) -> list[Any]:
-    """The values of the interrupts a checkpoint tuple's pending writes wait on."""
-    return [
-        plain(getattr(item, "value", item))
-        for w in found.pending_writes or []
-        if w[1] == "__interrupt__"
-        for item in (w[2] if isinstance(w[2], list | tuple) else [w[2]])
-    ]
 
 
 def _headline(shown: dict[str, Any]) -> str:
@@ -270,7 +246,7 @@ class LangGraphLens:
         """A checkpoint as :func:`describe_frame` says it; a channel value decoded."""
         if ref.codec == VALUE_CODEC:
             data = self.saver.store.read_content(ref.content_hash)
-            value = _payload(data, VALUE_CODEC, ref.content_hash)
+            value = payload(data, VALUE_CODEC, ref.content_hash)
             return plain(self.saver._decode(value, f"channel value {ref.short_hash}"))
         if not self._is_doc(ref.codec, ref.node_id):
             return None

@@ -36,10 +36,10 @@ from typing import Any
 
 from smithers_tt._extras import require_extra
 from smithers_tt.errors import LineageError, LineageUnavailable, StoreNotFound
-from smithers_tt.lineage._inherited import TABLES as INHERITED
 from smithers_tt.lineage._views import (
     CONTENTS_TABLE,
     DATA_TABLE,
+    INHERITED,
     MIRRORED,
     VIEWS,
     arrow_type,

@@ -13,21 +13,18 @@ count only frames from 0). The ``raw`` tables are the store's rows plus these
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from smithers_tt import timetravel as tt
+from smithers_tt._opened import OpenedDatabase
+from smithers_tt.lineage._connect import attach_read_only, ident, insert_rows, literal
+from smithers_tt.lineage._views import INHERITED, MIRRORED, arrow_type, raw_columns
 from smithers_tt.store import checkpoint_frame, content_sizes, frame_row, travel
 
-if TYPE_CHECKING:  # pragma: no cover
-    from smithers_tt.database import Database
 
-TABLES = ("tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frames")
-"""The tables a fork by reference has rows of once materialised (the lineage adds them)."""
-
-
-def inherited_rows(db: Database) -> dict[str, list[dict[str, Any]]]:
+def inherited_rows(db: OpenedDatabase) -> dict[str, list[dict[str, Any]]]:
     """The rows every fork by reference of ``db`` would have once materialised, by table."""
-    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in TABLES}
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in INHERITED}
     forks = travel(db.engine, lambda tx: tx.inheriting_runs(), write=False)
     for run_id in forks:
         snap = db.snapshot(run_id)
@@ -60,18 +57,15 @@ def inherited_rows(db: Database) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def add_inherited(con: Any, db: Database, path: Path) -> None:
+def add_inherited(con: Any, db: OpenedDatabase, path: Path) -> None:
     """Attach the catalog ``inherited`` of ``con``: a DuckDB file at ``path``, read-only, with
-    one table per :data:`TABLES` (the store table's columns and types) holding
-    :func:`inherited_rows`. Read-only, so that no statement can add rows the views would
-    answer with (``COPY inherited.tt_nodes FROM ...``)."""
-    from smithers_tt.lineage._connect import attach_read_only, ident, insert_rows, literal
-    from smithers_tt.lineage._views import MIRRORED, arrow_type, raw_columns
-
+    one table per :data:`~smithers_tt.lineage._views.INHERITED` (the store table's columns
+    and types) holding :func:`inherited_rows`. Read-only, so that no statement can add rows
+    the views would answer with (``COPY inherited.tt_nodes FROM ...``)."""
     rows = inherited_rows(db)
     con.execute(f"ATTACH {literal(str(path))} AS inherited")
     for table in MIRRORED:
-        if table.name not in TABLES:
+        if table.name not in INHERITED:
             continue
         spec = raw_columns(table)
         name = f"inherited.{ident(table.name)}"

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from smithers_tt._opened import OpenedDatabase
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
@@ -21,7 +22,6 @@ from smithers_tt.store import Progress
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
 
-    from smithers_tt.database import Database
 
 F = TypeVar("F", bound=Callable[..., Any])
 Reader = Literal["auto", "scanner", "arrow"]
@@ -92,7 +92,7 @@ class Lineage:
 
     def __init__(
         self,
-        db: Database,
+        db: OpenedDatabase,
         *,
         snapshot: bool = False,
         reader: Reader = "auto",
@@ -139,7 +139,7 @@ class Lineage:
 
     def _open(
         self,
-        db: Database,
+        db: OpenedDatabase,
         snapshot: bool,
         reader: Reader,
         batch_rows: int,

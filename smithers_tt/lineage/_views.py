@@ -36,6 +36,10 @@ MIRRORED: tuple[TableInfo, ...] = describe_tables(
 )
 """Store tables mirrored (typed, read-only) in the ``raw`` schema."""
 
+INHERITED = ("tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frames")
+"""The tables a fork by reference has rows of once materialised (the lineage adds them:
+:mod:`smithers_tt.lineage._inherited`)."""
+
 DATA_TABLE = "tt_checkpoint_data"
 """The ``raw`` relation holding ``(content_hash, data)``: the canonical bytes of each content."""
 

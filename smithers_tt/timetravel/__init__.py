@@ -1,20 +1,12 @@
 """Time travel: snapshots of any frame, diffs, rewind, fork, reset and the fork tree."""
 
-from smithers_tt.timetravel._at import inherited
+from smithers_tt.timetravel._at import inherited, snapshot_at
 from smithers_tt.timetravel._diff import Change, SnapshotDiff, diff, json_diff
+from smithers_tt.timetravel._fork import fork, materialize
 from smithers_tt.timetravel._html import run_html
+from smithers_tt.timetravel._lease import LIVE_OWNER_MS, acquire_lease, release_lease
 from smithers_tt.timetravel._materialize import live_rows
-from smithers_tt.timetravel._ops import (
-    LIVE_OWNER_MS,
-    acquire_lease,
-    fork,
-    materialize,
-    release_lease,
-    reset,
-    rewind,
-    snapshot_at,
-    undo_rewind,
-)
+from smithers_tt.timetravel._ops import reset, rewind, undo_rewind
 from smithers_tt.timetravel._retention import PruneReport, duration_ms, prune_runs
 from smithers_tt.timetravel._snapshot import (
     MAX_SNAPSHOT_ROWS,

@@ -8,12 +8,13 @@ not one per element), scalars by type and value.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, child_path
 from smithers_tt.store import CheckpointRef
+from smithers_tt.timetravel._html import MUTED, esc, short, table, title
 from smithers_tt.timetravel._snapshot import Snapshot
 
 
@@ -52,8 +53,6 @@ class SnapshotDiff:
 
     def _repr_html_(self) -> str:
         """The differences as escaped HTML tables in notebooks."""
-        from smithers_tt.timetravel._html import diff_html
-
         return diff_html(self)
 
 
@@ -157,3 +156,33 @@ def diff(a: Snapshot, b: Snapshot, load: Loader | None = None) -> SnapshotDiff:
         else:
             result.checkpoints[label] = json_diff(old, new)
     return result
+
+
+def _changes(changes: Sequence[Change]) -> list[tuple[str, str, str, str]]:
+    ops = {"add": "added", "remove": "removed", "change": "changed"}
+    return [
+        (
+            ops.get(c.op, c.op),
+            c.path,
+            "" if c.op == "add" else short(c.old),
+            "" if c.op == "remove" else short(c.new),
+        )
+        for c in changes
+    ]
+
+
+def diff_html(d: SnapshotDiff) -> str:
+    """A snapshot diff: one table of changes per section."""
+    (ra, fa), (rb, fb) = d.a, d.b
+    parts = [title(f"Diff A: run {ra} frame {fa} → B: run {rb} frame {fb}")]
+    if d.empty:
+        parts.append(f"<div {MUTED}>no differences</div>")
+    if d.status:
+        parts.append(f"<div>run status: {esc(d.status[0])} → {esc(d.status[1])}</div>")
+    sections = [("nodes", d.nodes), ("attempts", d.attempts), ("outputs", d.outputs)]
+    sections += [(f"checkpoint {label}", c) for label, c in d.checkpoints.items()]
+    for heading, changes in sections:
+        if changes:
+            parts.append(f"<div {MUTED}>{esc(heading)} ({len(changes)})</div>")
+            parts.append(table(["", "path", "A", "B"], _changes(changes), len(changes)))
+    return f"<div>{''.join(parts)}</div>"

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import (
+    ENDED,
     GcReport,
     Progress,
     Store,
@@ -33,10 +34,7 @@ from smithers_tt.store import (
     now_ms,
     prune_page,
 )
-from smithers_tt.timetravel._ops import materialize
-
-TERMINAL = ("finished", "failed", "cancelled")
-"""Statuses of runs that ended: the only ones retention ever deletes."""
+from smithers_tt.timetravel._fork import materialize
 
 MAX_LISTED = 1000
 """At most this many deleted run ids are listed in a report (the count is always exact)."""
@@ -108,7 +106,7 @@ def prune_runs(
     cutoff = now_ms() - older_than_ms
     report = PruneReport(cutoff_ms=cutoff)
     while not keep_forks:  # forks that read an old parent's frames get their own first
-        forks = inheriting_forks_of_old(store.engine, statuses=TERMINAL, cutoff_ms=cutoff)
+        forks = inheriting_forks_of_old(store.engine, statuses=ENDED, cutoff_ms=cutoff)
         if not forks:
             break
         for child in forks:
@@ -119,7 +117,7 @@ def prune_runs(
         while True:
             deleted, after = prune_page(
                 store.engine,
-                statuses=TERMINAL,
+                statuses=ENDED,
                 cutoff_ms=cutoff,
                 keep_forks=keep_forks,
                 page_size=page_size,
@@ -138,8 +136,6 @@ def prune_runs(
             break
 
     if keep_forks:
-        report.kept_for_forks = count_kept_for_forks(
-            store.engine, statuses=TERMINAL, cutoff_ms=cutoff
-        )
+        report.kept_for_forks = count_kept_for_forks(store.engine, statuses=ENDED, cutoff_ms=cutoff)
     report.content = collect_garbage(store.engine, progress=progress)
     return report

@@ -16,6 +16,7 @@ from typing import Any
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.errors import SnapshotInvalid
 from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.timetravel._html import MUTED, short, table, title
 
 MAX_SNAPSHOT_ROWS = 1_000_000
 """Most nodes + attempts + refs a snapshot may hold; past it time travel refuses to work."""
@@ -102,8 +103,6 @@ class Snapshot:
 
     def _repr_html_(self) -> str:
         """The snapshot as an escaped HTML table in notebooks."""
-        from smithers_tt.timetravel._html import snapshot_html
-
         return snapshot_html(self)
 
     def defer_refs(self, build: Callable[[], dict[RefKey, CheckpointRef]]) -> None:
@@ -369,3 +368,35 @@ def fold(
         apply(snap, frame)
         snap.frame_no = frame.frame_no
     return snap
+
+
+def snapshot_html(snap: Snapshot) -> str:
+    """A snapshot: status, nodes and the checkpoint refs visible at its frame."""
+    nodes = table(
+        ["node", "iteration", "state", "last attempt", "output"],
+        (
+            (n.node_id, n.iteration, n.state, n.last_attempt or "", short(n.output))
+            for _, n in sorted(snap.nodes.items())
+        ),
+        len(snap.nodes),
+    )
+    refs = table(
+        ["node", "iteration", "attempt", "seq", "purpose", "codec", "hash"],
+        (
+            (
+                r.node_id,
+                r.iteration,
+                r.attempt,
+                r.sequence,
+                r.purpose,
+                f"{r.codec} v{r.version}",
+                r.short_hash,
+            )
+            for _, r in sorted(snap.refs.items())
+        ),
+        len(snap.refs),
+    )
+    return (
+        f"<div>{title(f'Snapshot of run {snap.run_id} at frame {snap.frame_no} · {snap.status}')}"
+        f"{nodes}<div {MUTED}>checkpoint refs</div>{refs}</div>"
+    )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 
 from smithers_tt.errors import RunNotFound
 from smithers_tt.store import Frame, Store, Travel, travel
+from smithers_tt.timetravel._html import MUTED, table, title
 
 MAX_TREE = 10_000
 """Most runs a fork tree lists."""
@@ -52,8 +53,6 @@ class Timeline:
 
     def _repr_html_(self) -> str:
         """Frames and fork tree as escaped HTML tables in notebooks."""
-        from smithers_tt.timetravel._html import timeline_html
-
         return timeline_html(self)
 
 
@@ -108,3 +107,43 @@ def timeline(store: Store, run_id: str) -> Timeline:
     """Frames of ``run_id`` plus its fork tree."""
     root, tree = fork_tree(store, run_id)
     return Timeline(run_id, root, store.frames(run_id, after=-1), tree)
+
+
+def timeline_html(t: Timeline) -> str:
+    """A timeline: the run's frames (numbers, kinds, nodes) and its fork tree."""
+    frames = table(
+        ["frame", "kind", "node", "attempt", "seq", "state", "purpose"],
+        (
+            (
+                f.frame_no,
+                f.kind,
+                f.node_id or "",
+                f.attempt or "",
+                "" if f.sequence is None else f.sequence,
+                f.state or "",
+                f.purpose or "",
+            )
+            for f in t.frames
+            if f.frame_no >= 0
+        ),
+        sum(1 for f in t.frames if f.frame_no >= 0),
+    )
+    tree = table(
+        ["run", "parent", "fork frame", "status"],
+        (
+            (
+                e.run_id,
+                e.parent_run_id or "(root)",
+                ""
+                if e.parent_frame_no is None
+                else f"{e.parent_frame_no}" + (" (rewound away)" if e.fork_point_rewound else ""),
+                e.status,
+            )
+            for e in t.tree
+        ),
+        len(t.tree),
+    )
+    return (
+        f"<div>{title(f'Timeline of run {t.run_id} (root {t.root})')}{frames}"
+        f"<div {MUTED}>fork tree</div>{tree}</div>"
+    )

@@ -32,19 +32,20 @@ CHILD = textwrap.dedent(
     import sys
 
     import smithers_tt as st
-    from smithers_tt.timetravel import _ops
+    from smithers_tt.timetravel import _fork, _lease, _ops
 
     url, op, run_id, frame_no, lease_ms = sys.argv[1:]
-    _ops.LEASE_MS = int(lease_ms)
+    _lease.LEASE_MS = int(lease_ms)
     # what each operation calls first inside its transaction
     name = {"fork": "run_level_state", "materialize": "inherited_base"}.get(op, "snapshot_at")
-    real = getattr(_ops, name)
+    module = _fork if op in ("fork", "materialize") else _ops
+    real = getattr(module, name)
 
     def spy(*args, **kwargs):
         print("working", flush=True)  # inside the operation's transaction now
         return real(*args, **kwargs)
 
-    setattr(_ops, name, spy)
+    setattr(module, name, spy)
     db = st.connect(url)
     print("ready", flush=True)
     if op == "rewind":
@@ -52,7 +53,7 @@ CHILD = textwrap.dedent(
     elif op == "undo":
         db.undo_rewind(run_id)
     elif op == "materialize":
-        _ops.materialize(db.store, run_id)
+        _fork.materialize(db.store, run_id)
     else:
         db.fork(run_id, int(frame_no))
     print("done", flush=True)

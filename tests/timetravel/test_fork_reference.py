@@ -14,7 +14,7 @@ import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import ForkPointRewound, InvalidArgument
-from smithers_tt.timetravel import _ops, materialize
+from smithers_tt.timetravel import _fork, materialize
 from smithers_tt.widgets import DebuggerModel
 from tests.timetravel._support import (
     count,
@@ -179,14 +179,14 @@ def _fork_held_open(
     parent, inside its transaction, which stays open half a second more; the thread appends
     the child's id to the list."""
     inside, made = threading.Event(), []
-    real = _ops.run_level_state
+    real = _fork.run_level_state
 
     def slow_probe(*args: Any, **kwargs: Any) -> Any:
         inside.set()
         time.sleep(0.5)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(_ops, "run_level_state", slow_probe)
+    monkeypatch.setattr(_fork, "run_level_state", slow_probe)
     forking = threading.Thread(target=lambda: made.append(db.fork(run_id, at).id))
     forking.start()
     assert inside.wait(10)
