@@ -15,9 +15,9 @@ from typing import Any
 
 from smithers_tt.engine import pause_history
 from smithers_tt.errors import SmithersError
+from smithers_tt.store import ENDED
 
 WHEN = ("before", "after")
-ENDED = ("finished", "failed", "cancelled")
 
 
 class Breakpoints:
