@@ -8,6 +8,7 @@ breakpoint toggle (:mod:`~smithers_tt.widgets._timeline_gutter`) turns it on or 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from smithers_tt.widgets._bulk import paused_gc
@@ -35,18 +36,30 @@ def _figure_widget(figure: dict[str, Any]) -> Any:
     return fig
 
 
+KEEP_OPEN = 4
+"""Replaced figures kept open (their clicks still reach Python) until a view draws a newer
+one; past this many the oldest is closed anyway (a debugger never displayed draws none)."""
+
+
 class TimelineView:
     """The timeline as a plotly ``FigureWidget`` driven by (and driving) the model, with a
     switch between a frame axis and a wall-clock time axis.
 
-    Every redraw (another run, new frames, a rewind, the theme, the axis) replaces the
-    ``FigureWidget`` inside :attr:`widget` by a new one that opens with the whole figure in its
-    state, instead of editing the one shown. plotly's views apply edits (delete traces, add
-    traces, relayout) to what they drew; a view that missed or could not apply one (a view
-    rendered while the edits were in flight, a delete of traces it does not have) kept drawing
-    the old run for good, while every other part of the debugger showed the new one. A view of
-    a new widget draws all of its state, so no earlier message can leave it behind. Only the
-    selected-frame line is an edit, and each selection sends its whole position again.
+    Every redraw (another run, new frames, a rewind, the theme, the axis, and a selection: the
+    selected-frame line) replaces the ``FigureWidget`` inside :attr:`widget` by a new one that
+    opens with the whole figure in its state, instead of editing the one shown. plotly's views
+    apply edits (delete traces, add traces, relayout) to what they drew; a view that missed or
+    could not apply one (a view rendered while the edits were in flight, a delete of traces it
+    does not have, a relayout of the line that came before the view listened) kept drawing an
+    old run or an old line for good, while every other part of the debugger showed the new
+    one. A view of a new widget draws all of its state, so no earlier message can leave it
+    behind.
+
+    A replaced figure is not closed at once: the page shows it until it has drawn the new one
+    (seconds, on a busy machine), and a click there (a person's, on what they see) must not be
+    lost in a closed comm. Each figure's clicks are read against the figure data it was drawn
+    from; older figures close once a view reports it drew a newer one (plotly's view sends its
+    layout back after it plots), or when more than ``KEEP_OPEN`` wait.
     """
 
     def __init__(self, model: DebuggerModel) -> None:
@@ -62,11 +75,10 @@ class TimelineView:
             layout=W.Layout(width="auto"),
         )
         self.time_axis.observe(lambda _: self.rebuild(), names="value")
-        self.data = self._build()
-        self.figure = _figure_widget(self.data.figure)
-        self._hook_clicks()
-        self.box = W.Box([self.figure], layout=W.Layout(width="100%"))
+        self.box = W.Box([], layout=W.Layout(width="100%"))
         self.box.add_class("stt-timeline")
+        self._open: list[Any] = []  # figures laid out and not yet closed, oldest first
+        self._show(self._build())
         model.on("run", self.rebuild)
         model.on("frames", self.rebuild)
         model.on("tree", self.rebuild)
@@ -89,21 +101,49 @@ class TimelineView:
             self.theme = dict(theme)
             self.rebuild()
 
-    def _hook_clicks(self) -> None:
-        for trace in self.figure.data:
-            trace.on_click(self.on_click)
+    def _show(self, data: TimelineData) -> None:
+        """Lay out a new figure of ``data`` in place of the one shown (see the class
+        docstring)."""
+        figure = _figure_widget(data.figure)
+        run_id = self.model.run_id
+
+        def clicked(trace: Any, points: Any, selector: Any = None) -> None:
+            self._clicked(data, run_id, points)
+
+        for trace in figure.data:
+            trace.on_click(clicked)
+        figure.observe(lambda change: self._drawn(figure, change), names="_js2py_layoutDelta")
+        self.data, self.figure = data, figure
+        self._open.append(figure)
+        self.box.children = (figure,)
+        while len(self._open) > KEEP_OPEN:
+            self._open.pop(0).close()
+
+    def _drawn(self, figure: Any, change: dict[str, Any]) -> None:
+        """A view drew ``figure``: close the figures it replaced."""
+        if change["new"] and figure in self._open:
+            older = self._open[: self._open.index(figure)]
+            del self._open[: len(older)]
+            for old in older:
+                old.close()
 
     def on_click(self, trace: Any, points: Any, selector: Any = None) -> None:
-        """plotly's click callback: select the frame of the clicked point."""
-        if not points.point_inds:
-            return
-        if self.data.toggles and points.trace_index == len(self.data.frames_of) - 1:
-            node_id, when = self.data.toggles[points.point_inds[0]]
+        """plotly's click callback on the figure shown: select the frame of the clicked
+        point, or turn the clicked breakpoint toggle on or off."""
+        self._clicked(self.data, self.model.run_id, points)
+
+    def _clicked(self, data: TimelineData, run_id: str, points: Any) -> None:
+        """A click on a point of a figure drawn from ``data`` for run ``run_id`` (the one
+        shown, or one the page still shows while it draws the next)."""
+        if not points.point_inds or run_id != self.model.run_id:
+            return  # no point, or a plot of a run no longer shown: nothing it names is here
+        if data.toggles and points.trace_index == len(data.frames_of) - 1:
+            node_id, when = data.toggles[points.point_inds[0]]
             self.model.breakpoints.toggle(node_id, when)
             return
-        frames = self.data.frames_of[points.trace_index]
+        frames = data.frames_of[points.trace_index]
         frame = frames[points.point_inds[0]]
-        if frame is not None:
+        if frame is not None and frame <= self.model.last_frame:  # not one a rewind undid
             self.model.select_frame(frame)
 
     def click(self, trace_name: str, point: int = 0) -> None:
@@ -121,30 +161,17 @@ class TimelineView:
 
     def rebuild(self) -> None:
         """Redraw every trace (new frames, another run, a rewind, the theme, the axis)."""
-        self.data = self._build()
-        old, self.figure = self.figure, _figure_widget(self.data.figure)
-        self._hook_clicks()
-        self.box.children = (self.figure,)  # see the class docstring: replaced, not edited
-        old.close()
-
-    def resend_selection(self) -> None:
-        """Send the selected-frame line to every view again, even where Python's copy of the
-        layout already holds it (plotly sends only changes)."""
-        x = self.figure.layout.shapes[0].x0
-        self.figure._send_relayout_msg({"shapes[0].x0": x, "shapes[0].x1": x})
+        self._show(self._build())
 
     def show_selection(self) -> None:
-        """Move the selected-frame line, in the views shown and in the state a view shown
-        later starts from (a frame selected before ``display`` must show there too)."""
+        """Move the selected-frame line: a new figure of the same data whose line is at the
+        selected frame (drawn whole, as every redraw is, so no view can keep an old line)."""
         n = self.model.frame_no
         x: Any = _iso(self.model.frame(n).created_at_ms or 0) if self.time_axis.value else n
-        fig = self.figure
-        # not under hold_sync: plotly sends each edit by setting a trait and clearing it at
-        # once, so holding the sync would send only the cleared value
-        fig.layout.shapes[0].update(x0=x, x1=x)
-        start = dict(fig._widget_layout)
-        shapes = [dict(shape) for shape in start.get("shapes") or ()]
-        if shapes:
-            shapes[0].update(x0=x, x1=x)
-            start["shapes"] = shapes
-            fig._widget_layout = start
+        figure = self.data.figure
+        shapes = list(figure["layout"]["shapes"])
+        if not shapes or shapes[0]["x0"] == x:
+            return
+        shapes[0] = {**shapes[0], "x0": x, "x1": x}
+        layout = {**figure["layout"], "shapes": shapes}
+        self._show(replace(self.data, figure={**figure, "layout": layout}))

@@ -1,16 +1,35 @@
 """The timeline's figure is replaced on every redraw, never edited: a view cannot keep an old
-run's plot (see ``TimelineView``'s docstring, and test_browser_sequences.py in the browser)."""
+run's plot, nor an old selected-frame line (see ``TimelineView``'s docstring, and
+test_browser_sequences.py in the browser). A replaced figure stays open until a view drew a
+newer one: the page shows it until then, and a click there still reaches the debugger."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import Debugger
+from smithers_tt.widgets._timeline import KEEP_OPEN
 from smithers_tt.widgets._timeline_figure import build_timeline
 
 
 def _names_and_sizes(figure) -> list[tuple[str, int]]:
     return [(t.name, len(t.x)) for t in figure.data]
+
+
+def _drawn(figure: Any) -> None:
+    """What plotly's view sends once it plotted the figure: the layout it computed."""
+    figure._js2py_layoutDelta = {"layout_delta": {}, "layout_edit_id": 0}
+
+
+def _click(figure: Any, trace_name: str, point: int) -> None:
+    """What plotly's view sends when a person clicks a point of ``figure``."""
+    index = next(i for i, t in enumerate(figure.data) if t.name == trace_name)
+    figure._js2py_pointsCallback = {
+        "event_type": "plotly_click",
+        "points": {"xs": [0], "ys": [0], "point_indexes": [point], "trace_indexes": [index]},
+    }
 
 
 def test_every_redraw_lays_out_a_new_figure_with_the_whole_state(db: st.Database) -> None:
@@ -23,20 +42,24 @@ def test_every_redraw_lays_out_a_new_figure_with_the_whole_state(db: st.Database
     def check() -> None:
         figure = dbg.timeline.figure
         assert dbg.timeline.widget.children == (figure,)  # the one laid out is the new one
-        assert figure is not shown[-1] and shown[-1].comm is None  # the old one is closed
+        assert figure is not shown[-1] and shown[-1].comm is not None  # the page may show it
+        _drawn(figure)  # until a view drew the new one
+        assert shown[-1].comm is None and figure.comm is not None
         expected = build_timeline(dbg.model).figure
         assert _names_and_sizes(figure) == [(t["name"], len(t["x"])) for t in expected["data"]]
         # a view that renders this widget draws from its state: the same traces
         assert [t["name"] for t in figure._widget_data] == [t["name"] for t in expected["data"]]
         assert figure.layout.xaxis.range == tuple(expected["layout"]["xaxis"]["range"])
         assert figure.layout.shapes[0].x0 == dbg.model.frame_no
+        assert figure._widget_layout["shapes"][0]["x0"] == dbg.model.frame_no
         shown.append(figure)
 
     dbg.fork_tree.open(child.id)  # another run
     check()
     dbg.fork_tree.open(run.id)
     check()
-    dbg.select_frame(9)
+    dbg.select_frame(9)  # a selection: the line is part of the new figure's state
+    check()
     dbg.actions.rewind.click()
     dbg.actions.confirm.click()  # a rewind
     assert dbg.model.last_frame == 9
@@ -45,6 +68,53 @@ def test_every_redraw_lays_out_a_new_figure_with_the_whole_state(db: st.Database
     dbg.actions.confirm.click()  # and its undo
     check()
     dbg.timeline.time_axis.value = True  # the axis: a new figure, on wall-clock times
-    assert dbg.timeline.figure is not shown[-1] and shown[-1].comm is None
+    assert dbg.timeline.figure is not shown[-1]
     assert isinstance(dbg.timeline.figure.layout.shapes[0].x0, str)
+    dbg.close()
+
+
+def test_a_click_on_a_figure_the_page_still_shows_reaches_the_debugger(db: st.Database) -> None:
+    """The page draws a new figure seconds after the kernel made it: a click on the one it
+    still shows toggles the breakpoint (it was lost in a closed comm), and one on a plot of a
+    run no longer shown does nothing."""
+    wf, _ = demo_workflow()
+    run = db.run(wf, {"topic": "bee"}, break_before=["write"])
+    dbg = Debugger(db, run.id, workflow=wf, live=False)
+    shown = dbg.timeline.figure
+    toggles = list(dbg.timeline.data.toggles)
+    dbg.theme_probe.theme = {"light": True, "ink": "rgb(1, 2, 3)"}  # a redraw: a new figure
+    assert dbg.timeline.figure is not shown
+    _click(shown, "breakpoints", toggles.index(("review", "before")))  # on the old one
+    assert dbg.model.breakpoints.is_set("review", "before")
+    _click(shown, "breakpoints", toggles.index(("review", "before")))
+    assert not dbg.model.breakpoints.is_set("review", "before")
+    dbg.select_frame(2)
+    frames = dbg.timeline.data.frames_of
+    _click(shown, "run", 0)  # a point of the old figure selects its own frame
+    assert dbg.model.frame_no == frames[[t.name for t in shown.data].index("run")][0]
+    child = db.fork(run.id, 1)
+    other = dbg.timeline.figure
+    dbg.fork_tree.open(child.id)
+    before = dbg.model.frame_no
+    _click(other, "run", 0)  # a plot of the parent, while the fork is shown: nothing
+    assert dbg.model.run_id == child.id and dbg.model.frame_no == before
+    dbg.close()
+
+
+def test_replaced_figures_close_once_a_view_drew_a_newer_one_or_past_a_few(
+    db: st.Database,
+) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)  # never displayed: no view reports a draw
+    figures = [dbg.timeline.figure]
+    for n in range(1, 9):
+        dbg.select_frame(n)
+        figures.append(dbg.timeline.figure)
+    assert len(set(map(id, figures))) == len(figures)
+    assert [f.comm is not None for f in figures] == [False] * (9 - KEEP_OPEN) + [True] * KEEP_OPEN
+    _drawn(figures[-2])  # a view drew one of the open ones: those before it close
+    assert [f.comm is not None for f in figures[-KEEP_OPEN:]] == [False] * (KEEP_OPEN - 2) + [
+        True,
+        True,
+    ]
     dbg.close()
