@@ -26,22 +26,6 @@ MAX_LINES = 600
 # `outside`, widgets/ on branch `split`.
 ALLOWED_IN_CYCLES = frozenset(
     {
-        # store/: fixed on this branch (rooms).
-        "smithers_tt.store._describe",
-        "smithers_tt.store._dialect_postgres",
-        "smithers_tt.store._dialect_sqlite",
-        "smithers_tt.store._driver",
-        "smithers_tt.store._engine",
-        "smithers_tt.store._frames",
-        "smithers_tt.store._ledger",
-        "smithers_tt.store._ledger_travel",
-        "smithers_tt.store._publish",
-        "smithers_tt.store._travel",
-        "smithers_tt.store._travel_bulk",
-        "smithers_tt.store._travel_cut",
-        "smithers_tt.store._travel_delta",
-        "smithers_tt.store._travel_write",
-        # Outside store/ (branch `outside`).
         "smithers_tt.cli._app",
         "smithers_tt.cli._import",
         "smithers_tt.integrations._langgraph_history",

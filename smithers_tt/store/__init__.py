@@ -1,5 +1,6 @@
 """Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
 
+from smithers_tt.store._access import PostgresAccess, SqliteAccess
 from smithers_tt.store._bulk_write import write_history
 from smithers_tt.store._cache import cache_lookup, cache_store
 from smithers_tt.store._claims import (
@@ -14,8 +15,6 @@ from smithers_tt.store._claims import (
 )
 from smithers_tt.store._describe import (
     ColumnInfo,
-    PostgresAccess,
-    SqliteAccess,
     TableInfo,
     TableReader,
     TypeFamily,

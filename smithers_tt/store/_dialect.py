@@ -449,7 +449,7 @@ class Dialect(ABC):
     @abstractmethod
     def read_only_access(self, engine: Any) -> Any:
         """How a reader outside the store (DuckDB) reaches ``engine``'s database read-only
-        (a :class:`~smithers_tt.store._describe.SqliteAccess` or ``PostgresAccess``)."""
+        (a :class:`~smithers_tt.store._access.SqliteAccess` or ``PostgresAccess``)."""
 
     @property
     def statements(self) -> Statements:

@@ -33,6 +33,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt._extras import extra_needed
 from smithers_tt.errors import OutcomeUnknown, StoreNotFound
+from smithers_tt.store._access import PostgresAccess
 from smithers_tt.store._dialect import (
     Commit,
     Dialect,
@@ -208,9 +209,6 @@ class PostgresDialect(Dialect):
         )
 
     def read_only_access(self, engine: Any) -> Any:
-        # Imported here: _describe imports the engine, which imports this module.
-        from smithers_tt.store._describe import PostgresAccess
-
         url = engine.sa.url
         credentials = {
             key: str(value)

@@ -156,17 +156,6 @@ class LiveWrites:
 
     _conn: Connection
 
-    def content_sizes(self, hashes: Sequence[str]) -> dict[str, int]:
-        """``{content_hash: size_bytes}`` of the stored contents among ``hashes``."""
-        c = S.contents
-        found: dict[str, int] = {}
-        for part in chunks(hashes, 1):
-            rows = self._conn.execute(
-                sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(list(part)))
-            ).all()
-            found.update((r.content_hash, r.size_bytes) for r in rows)
-        return found
-
     def insert_content(self, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
         """Store content under its hash unless present (see the publish path)."""
         insert_content(self._conn, encoded, created_at_ms)
