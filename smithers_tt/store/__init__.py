@@ -1,7 +1,5 @@
 """Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
 
-from smithers_tt.store._access import PostgresAccess, SqliteAccess
-from smithers_tt.store._bulk_write import write_history
 from smithers_tt.store._cache import cache_lookup, cache_store
 from smithers_tt.store._claims import (
     Claim,
@@ -13,72 +11,14 @@ from smithers_tt.store._claims import (
     release_run,
     worker_heartbeat,
 )
-from smithers_tt.store._describe import (
-    ColumnInfo,
-    TableInfo,
-    TableReader,
-    TypeFamily,
-    content_sizes,
-    describe_tables,
-    read_only_access,
-    read_tables,
-)
-from smithers_tt.store._dialect import Dialect
-from smithers_tt.store._driver import Driver, driver
-from smithers_tt.store._engine import Engine, RetryPolicy, display_url
-from smithers_tt.store._frame_search import FrameChoices, find_frames, frame_choices, frames_at
 from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
-from smithers_tt.store._frames_columns import FrameRow, frame_rows
 from smithers_tt.store._langgraph import LangGraphStore
-from smithers_tt.store._langgraph_read import LangGraphDocument, LangGraphRead
-from smithers_tt.store._langgraph_sql import (
-    LANGGRAPH_DOC_NODE,
-    LANGGRAPH_VALUE_NODE,
-    LANGGRAPH_WORKFLOW,
-    LangGraphIndexQuery,
-    langgraph_run_id,
-)
-from smithers_tt.store._langgraph_write import LangGraphWrite
-from smithers_tt.store._ledger import (
-    AttemptEnded,
-    AttemptStarted,
-    Change,
-    Entry,
-    NodeSet,
-    Note,
-)
-from smithers_tt.store._ledger import write as write_changes
-from smithers_tt.store._ledger_langgraph import ThreadReplaced
-from smithers_tt.store._ledger_pause import ENDED, PAUSE_KINDS, RunContinued, RunPaused
-from smithers_tt.store._ledger_travel import undoable
 from smithers_tt.store._maintenance import (
     GcReport,
     Progress,
     VerifyReport,
     collect_garbage,
     verify,
-)
-from smithers_tt.store._migrate import (
-    StoreState,
-    check_shape,
-    check_store_shape,
-    migrate,
-    row_counts,
-    store_state,
-)
-from smithers_tt.store._newest import (
-    frame_span,
-    live_checkpointed_nodes,
-    live_node_keys,
-    live_node_rows,
-    live_ref,
-    live_ref_count,
-    live_ref_page,
-    live_ref_rank,
-    live_top_iteration,
-    newest_live_ref,
-    node_frame_rows,
-    seen_node_ids,
 )
 from smithers_tt.store._records import (
     MAX_PAGE_SIZE,
@@ -94,25 +34,89 @@ from smithers_tt.store._records import (
     new_run_id,
     now_ms,
 )
-from smithers_tt.store._schema import RUN_LEVEL_KINDS
 from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
-from smithers_tt.store._timeline_rows import (
-    AttemptFrame,
-    FrameBin,
-    attempt_frames,
-    frame_bins,
-    frame_times,
-    node_level_pairs,
-    numbered_frames,
-)
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
-from smithers_tt.store._travel_bulk import StoredRefs
-from smithers_tt.store._travel_prune import (
+from smithers_tt.store.backend import (
+    LANGGRAPH_DOC_NODE,
+    LANGGRAPH_VALUE_NODE,
+    LANGGRAPH_WORKFLOW,
+    RUN_LEVEL_KINDS,
+    Dialect,
+    Driver,
+    Engine,
+    LangGraphIndexQuery,
+    PostgresAccess,
+    RetryPolicy,
+    SqliteAccess,
+    StoreState,
+    check_shape,
+    check_store_shape,
+    display_url,
+    driver,
+    langgraph_run_id,
+    migrate,
+    row_counts,
+    store_state,
+)
+from smithers_tt.store.ledger import (
+    ENDED,
+    PAUSE_KINDS,
+    AttemptEnded,
+    AttemptStarted,
+    Change,
+    Entry,
+    LangGraphWrite,
+    NodeSet,
+    Note,
+    Refold,
+    RunContinued,
+    RunPaused,
+    ThreadReplaced,
     count_kept_for_forks,
     inheriting_forks_of_old,
     prune_page,
+    undoable,
+    write_history,
 )
-from smithers_tt.store._travel_write import Refold
+from smithers_tt.store.ledger import write as write_changes
+from smithers_tt.store.reads import (
+    AttemptFrame,
+    ColumnInfo,
+    FrameBin,
+    FrameChoices,
+    FrameRow,
+    LangGraphDocument,
+    LangGraphRead,
+    StoredRefs,
+    TableInfo,
+    TableReader,
+    TypeFamily,
+    attempt_frames,
+    content_sizes,
+    describe_tables,
+    find_frames,
+    frame_bins,
+    frame_choices,
+    frame_rows,
+    frame_span,
+    frame_times,
+    frames_at,
+    live_checkpointed_nodes,
+    live_node_keys,
+    live_node_rows,
+    live_ref,
+    live_ref_count,
+    live_ref_page,
+    live_ref_rank,
+    live_top_iteration,
+    newest_live_ref,
+    node_frame_rows,
+    node_level_pairs,
+    numbered_frames,
+    read_only_access,
+    read_tables,
+    seen_node_ids,
+)
 
 __all__ = [
     "ENDED",

@@ -1,10 +1,10 @@
 """Claiming runs for workers: queued runs and runs whose owner stopped heartbeating.
 
 The database is the coordination engine. A claim is one transaction that picks a run
-(the dialect's :meth:`~smithers_tt.store._dialect.Dialect.skip_locked`: PostgreSQL's ``FOR UPDATE
-SKIP LOCKED``, so concurrent workers never pick the same one; on SQLite ``BEGIN IMMEDIATE``
-serialises writers) and takes it over under a new owner epoch, which fences
-out whoever had it. Workers also register themselves so people can see who is alive.
+(the dialect's :meth:`~smithers_tt.store.backend._dialect.Dialect.skip_locked`: PostgreSQL's
+``FOR UPDATE SKIP LOCKED``, so concurrent workers never pick the same one; on SQLite
+``BEGIN IMMEDIATE`` serialises writers) and takes it over under a new owner epoch, which
+fences out whoever had it. Workers also register themselves so people can see who is alive.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import FenceLost, InvalidArgument, RunNotFound
-from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._ledger import Entry, RunReleased, touch
 from smithers_tt.store._records import Fence, now_ms
 from smithers_tt.store._store import Store, _open_ends, claim
+from smithers_tt.store.backend import Driver, driver
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger import Entry, RunReleased, touch
 
 
 @dataclass(frozen=True)

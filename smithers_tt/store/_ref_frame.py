@@ -20,8 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from smithers_tt.errors import StoreCorrupt
-from smithers_tt.store import _schema as S
 from smithers_tt.store._records import VERIFY_HINT, CheckpointRef
+from smithers_tt.store.backend import schema as S
 
 __all__ = [
     "AGREEMENT_SQL",
@@ -66,7 +66,7 @@ LIVE_REF_COLUMNS = (
     "f.purpose, f.agent_id, {created}, r.frame_no, " + AGREEMENT_SQL
 )
 """What a text statement selects of a live ref for :func:`checked_ref` (``{created}``: the
-dialect's :attr:`~smithers_tt.store._dialect.Dialect.ref_created`)."""
+dialect's :attr:`~smithers_tt.store.backend._dialect.Dialect.ref_created`)."""
 
 LIVE_REF_FROM = (
     "FROM tt_checkpoint_refs r LEFT JOIN tt_frames f "

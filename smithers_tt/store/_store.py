@@ -31,45 +31,7 @@ from smithers_tt.errors import (
     RefConflict,
     RunNotFound,
 )
-from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import Driver, driver
-from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import Frame, checkpoint_frame, frame_from_row, select_frames
-from smithers_tt.store._ledger import (
-    AttemptEnded,
-    AttemptStarted,
-    CancelRequested,
-    Change,
-    Entry,
-    NewRun,
-    NodeCancelled,
-    NodeSet,
-    Note,
-    RunCancelled,
-    RunClaimed,
-    RunEnded,
-    Write,
-    json_or_none,
-    key_tuple,
-    touch,
-    write,
-)
-from smithers_tt.store._ledger_pause import (
-    PAUSE_KINDS,
-    BreakpointsSet,
-    CheckpointEdited,
-    EditEnded,
-    RunContinued,
-    RunPaused,
-)
-from smithers_tt.store._publish import (
-    GroupCommitter,
-    PublishUnit,
-    check_purpose,
-    ref_from_row,
-    ref_key,
-    select_refs,
-)
 from smithers_tt.store._records import (
     AttemptKey,
     AttemptRecord,
@@ -85,6 +47,39 @@ from smithers_tt.store._records import (
     now_ms,
     run_from_row,
     stored_json,
+)
+from smithers_tt.store.backend import Driver, Engine, driver
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger import (
+    PAUSE_KINDS,
+    AttemptEnded,
+    AttemptStarted,
+    BreakpointsSet,
+    CancelRequested,
+    Change,
+    CheckpointEdited,
+    EditEnded,
+    Entry,
+    GroupCommitter,
+    NewRun,
+    NodeCancelled,
+    NodeSet,
+    Note,
+    PublishUnit,
+    RunCancelled,
+    RunClaimed,
+    RunContinued,
+    RunEnded,
+    RunPaused,
+    Write,
+    check_purpose,
+    json_or_none,
+    key_tuple,
+    ref_from_row,
+    ref_key,
+    select_refs,
+    touch,
+    write,
 )
 
 T = TypeVar("T")

@@ -1,7 +1,7 @@
 """Connections, transactions, transient-error retries and error translation.
 
 One SQLAlchemy Core code path serves SQLite and PostgreSQL; what differs between them is a
-:class:`~smithers_tt.store._dialect.Dialect` (:mod:`._dialect_sqlite`,
+:class:`~smithers_tt.store.backend._dialect.Dialect` (:mod:`._dialect_sqlite`,
 :mod:`._dialect_postgres`), which the :class:`Engine` holds as :attr:`Engine.backend`.
 
 Every transaction runs through :meth:`Engine.transaction`, which retries transient failures
@@ -42,8 +42,9 @@ from smithers_tt.errors import (
     StoreReadOnly,
     TransientStoreError,
 )
-from smithers_tt.store import _dialect_postgres, _dialect_sqlite  # noqa: F401 (registers them)
-from smithers_tt.store._dialect import (
+from smithers_tt.store._records import VERIFY_HINT
+from smithers_tt.store.backend import _sqlite as _dialect_sqlite  # noqa: F401 (registers them)
+from smithers_tt.store.backend._dialect import (
     DIALECTS,
     Commit,
     Dialect,
@@ -53,8 +54,7 @@ from smithers_tt.store._dialect import (
     short,
     wrap_driver_error,
 )
-from smithers_tt.store._dialect_postgres import COMMIT_TOKEN_TTL_MS, PRUNE_EVERY
-from smithers_tt.store._records import VERIFY_HINT
+from smithers_tt.store.backend._postgres import COMMIT_TOKEN_TTL_MS, PRUNE_EVERY
 
 __all__ = [
     "COMMIT_TOKEN_TTL_MS",

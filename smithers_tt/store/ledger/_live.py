@@ -16,13 +16,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, EncodedCheckpoint, canonical_bytes
-from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect import Dialect
-from smithers_tt.store._frames import FRAME_DATA_WRAPPING, checkpoint_frame
-from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
-from smithers_tt.store._publish import REF_COLUMNS, insert_content
+from smithers_tt.store._frames import (
+    FRAME_COLUMNS,
+    FRAME_DATA_WRAPPING,
+    checkpoint_frame,
+    frame_values,
+)
 from smithers_tt.store._records import CheckpointRef, now_ms
-from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
+from smithers_tt.store.backend import Dialect
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._publish import REF_COLUMNS, insert_content
+from smithers_tt.store.reads import StoredRefs, dialect_of, run_sql, stored_sizes
 
 
 class Refold(Exception):
@@ -152,9 +156,11 @@ _NO_REF = (None, None, None, None, None)
 
 
 class LiveWrites:
-    """The writes of one time-travel transaction (mixed into :class:`~._travel.Travel`)."""
+    """The bulk writes of one time-travel transaction (part of :class:`~..._travel.Travel`):
+    live state replaced from a snapshot, content, base frames of a fork, audit rows."""
 
-    _conn: Connection
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
 
     def insert_content(self, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
         """Store content under its hash unless present (see the publish path)."""
@@ -269,7 +275,7 @@ class LiveWrites:
             )
             no += copied
         rows = []
-        sizes = self.content_sizes(list({r.content_hash for r in refs}))
+        sizes = stored_sizes(self._conn, list({r.content_hash for r in refs}))
         for r in refs:
             frame = checkpoint_frame(
                 r, run_id, no, {"created_at_ms": r.created_at_ms}, r.created_at_ms

@@ -28,10 +28,9 @@ import sqlalchemy as sa
 from sqlalchemy import BigInteger, Boolean, Integer, LargeBinary, String, Text
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._access import PostgresAccess, SqliteAccess
-from smithers_tt.store._engine import Engine
-from smithers_tt.store._travel_bulk import stored_sizes
+from smithers_tt.store.backend import Engine, PostgresAccess, SqliteAccess
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._travel import stored_sizes
 
 TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
 """The portable type of a column: what a reader needs to choose its own type."""

@@ -1,7 +1,7 @@
 """Fenced, group-committed checkpoint publication: the ledger applied to a batch.
 
-A batch of units (one unit per publish, each a :class:`~smithers_tt.store._ledger.Change`)
-commits in one transaction, written by :func:`smithers_tt.store._ledger.write`:
+A batch of units (one unit per publish, each a :class:`~smithers_tt.store.ledger._write.Change`)
+commits in one transaction, written by :func:`smithers_tt.store.ledger._write.write`:
 
 1. advance each run's clock by its number of units (one ``UPDATE ... RETURNING`` that locks
    the run row) and check every unit's fence: run ``running``, owner epoch matches; a
@@ -20,7 +20,7 @@ commits in one transaction, written by :func:`smithers_tt.store._ledger.write`:
    agent, size) and the live refs (key and frame number only), one ``executemany`` each.
 
 Every statement is prebuilt driver SQL with bound parameters (see
-:class:`~smithers_tt.store._dialect.Statements`): nothing is built or compiled per publish.
+:class:`~smithers_tt.store.backend._dialect.Statements`): nothing is built or compiled per publish.
 
 A unit that fails (fence lost, conflict, corruption) writes nothing, not even content, while
 the other units of the batch commit: the batch is first applied together without savepoints;
@@ -60,13 +60,11 @@ from smithers_tt.errors import (
     StoreError,
     TransientStoreError,
 )
-from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect import disk_failure
-from smithers_tt.store._driver import Driver, driver
-from smithers_tt.store._engine import Engine, _short, is_transient
-from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, write
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, Frame, now_ms
 from smithers_tt.store._ref_frame import agreement, checked_ref, frame_of
+from smithers_tt.store.backend import Driver, Engine, _short, disk_failure, driver, is_transient
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, write
 
 __all__ = [
     "Driver",
@@ -239,7 +237,7 @@ REF_COLUMNS = ("run_id", "node_id", "iteration", "attempt", "sequence", "frame_n
 """The columns of ``tt_checkpoint_refs``: a ref's key and its checkpoint frame."""
 # Statements.insert_ref names these columns literally; the schema is defined once, in _schema.
 if tuple(S.refs.c.keys()) != REF_COLUMNS:
-    raise RuntimeError("smithers_tt.store._publish is out of step with _schema; fix the SQL")
+    raise RuntimeError("smithers_tt.store.ledger._publish is out of step with _schema; fix the SQL")
 
 
 def ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:

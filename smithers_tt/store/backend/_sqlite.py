@@ -35,8 +35,8 @@ from smithers_tt.errors import (
     StoreNotFound,
     StoreReadOnly,
 )
-from smithers_tt.store._access import SqliteAccess
-from smithers_tt.store._dialect import Commit, Dialect, register, short
+from smithers_tt.store.backend._access import SqliteAccess
+from smithers_tt.store.backend._dialect import Commit, Dialect, register, short
 
 _TRANSIENT = (
     "database is locked",

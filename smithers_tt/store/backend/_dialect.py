@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 T = TypeVar("T")
 
@@ -449,7 +449,7 @@ class Dialect(ABC):
     @abstractmethod
     def read_only_access(self, engine: Any) -> Any:
         """How a reader outside the store (DuckDB) reaches ``engine``'s database read-only
-        (a :class:`~smithers_tt.store._access.SqliteAccess` or ``PostgresAccess``)."""
+        (a :class:`~smithers_tt.store.backend._access.SqliteAccess` or ``PostgresAccess``)."""
 
     @property
     def statements(self) -> Statements:
