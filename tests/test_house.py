@@ -52,7 +52,6 @@ ALLOWED_LONG = frozenset(
         "smithers_tt/database.py",
         "smithers_tt/engine/_executor.py",
         "smithers_tt/integrations/langgraph.py",
-        "smithers_tt/store/_store.py",
         "smithers_tt/timetravel/_ops.py",
         "smithers_tt/widgets/_model.py",
         "smithers_tt/widgets/_scrub.py",

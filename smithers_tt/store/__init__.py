@@ -11,7 +11,7 @@ from smithers_tt.store._claims import (
     release_run,
     worker_heartbeat,
 )
-from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
+from smithers_tt.store._frames import PAUSE_KINDS, Frame, checkpoint_frame, frame_row
 from smithers_tt.store._langgraph import LangGraphStore
 from smithers_tt.store._maintenance import (
     GcReport,
@@ -34,7 +34,7 @@ from smithers_tt.store._records import (
     new_run_id,
     now_ms,
 )
-from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
+from smithers_tt.store._store import Store
 from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
 from smithers_tt.store.backend import (
     LANGGRAPH_DOC_NODE,
@@ -60,7 +60,6 @@ from smithers_tt.store.backend import (
 )
 from smithers_tt.store.ledger import (
     ENDED,
-    PAUSE_KINDS,
     AttemptEnded,
     AttemptStarted,
     Change,
@@ -80,6 +79,7 @@ from smithers_tt.store.ledger import (
 )
 from smithers_tt.store.ledger import write as write_changes
 from smithers_tt.store.reads import (
+    HISTORY_SCAN_BOUND,
     AttemptFrame,
     ColumnInfo,
     FrameBin,

@@ -24,6 +24,7 @@ from smithers_tt.store.backend import schema as S
 __all__ = [
     "FRAME_COLUMNS",
     "FRAME_DATA_WRAPPING",
+    "PAUSE_KINDS",
     "Frame",
     "checkpoint_frame",
     "frame_data",
@@ -96,6 +97,10 @@ def frame_data(kind: str, data: Any, size_bytes: int | None) -> Any:
     if data is None and size_bytes is not None and kind == "checkpoint":
         return {"size": size_bytes}
     return data
+
+
+PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued", "breakpoints_set")
+"""The frame kinds that say where a run paused, how it went on, and its breakpoints."""
 
 
 def checkpoint_frame(

@@ -10,7 +10,6 @@ what a fork starts from, whether a lease may be taken) are made in
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import StoreCorrupt
+from smithers_tt.store._compose import on
 from smithers_tt.store._frames import frame_from_row, select_frames
 from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
 from smithers_tt.store.backend import RUN_STATE_COLUMNS, Engine, driver
@@ -43,7 +43,6 @@ from smithers_tt.store.ledger import (
 from smithers_tt.store.reads import TravelReads, corrupt_frame, dialect_of
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 ForkEdgeRow = tuple[str, str | None, int | None, str, str, int]
 """``(run_id, parent_run_id, parent_frame_no, status, workflow, created_at_ms)`` of a run."""
@@ -108,17 +107,6 @@ _EDGE = (
 )
 
 
-def _on(part: str, method: Callable[..., R]) -> Callable[..., R]:
-    """``method`` of one of :class:`Travel`'s parts, called on that part (name, docstring
-    and signature are the part's own)."""
-
-    @functools.wraps(method)
-    def call(self: Travel, *args: Any, **kwargs: Any) -> R:
-        return method(getattr(self, part), *args, **kwargs)
-
-    return call
-
-
 class Travel:
     """The statements of one time-travel transaction (see :func:`travel`), composed of parts
     from the store's rooms, each on the same connection:
@@ -140,25 +128,25 @@ class Travel:
         self.live = LiveWrites(conn)
         self.rewinds = CutStatements(conn)
 
-    content_sizes = _on("reads", TravelReads.content_sizes)
-    frames = _on("reads", TravelReads.frames)
-    frame_span = _on("reads", TravelReads.frame_span)
-    other_frames = _on("reads", TravelReads.other_frames)
-    checkpoint_groups = _on("reads", TravelReads.checkpoint_groups)
-    stored_ref_rows = _on("reads", TravelReads.stored_ref_rows)
-    newest_stored_ref = _on("reads", TravelReads.newest_stored_ref)
-    first_frame_no = _on("reads", TravelReads.first_frame_no)
-    frames_after = _on("reads", TravelReads.frames_after)
-    node_history = _on("reads", TravelReads.node_history)
-    live_by_key = _on("reads", TravelReads.live_by_key)
-    live_rows = _on("reads", TravelReads.live_rows)
-    insert_content = _on("live", LiveWrites.insert_content)
-    audit = _on("live", LiveWrites.audit)
-    replace_live_state = _on("live", LiveWrites.replace_live_state)
-    write_base_frames = _on("live", LiveWrites.write_base_frames)
-    write_delta = _on("rewinds", CutStatements.write_delta)
-    reset_after = _on("rewinds", CutStatements.reset_after)
-    cut_live_state = _on("rewinds", CutStatements.cut_live_state)
+    content_sizes = on("reads", TravelReads.content_sizes)
+    frames = on("reads", TravelReads.frames)
+    frame_span = on("reads", TravelReads.frame_span)
+    other_frames = on("reads", TravelReads.other_frames)
+    checkpoint_groups = on("reads", TravelReads.checkpoint_groups)
+    stored_ref_rows = on("reads", TravelReads.stored_ref_rows)
+    newest_stored_ref = on("reads", TravelReads.newest_stored_ref)
+    first_frame_no = on("reads", TravelReads.first_frame_no)
+    frames_after = on("reads", TravelReads.frames_after)
+    node_history = on("reads", TravelReads.node_history)
+    live_by_key = on("reads", TravelReads.live_by_key)
+    live_rows = on("reads", TravelReads.live_rows)
+    insert_content = on("live", LiveWrites.insert_content)
+    audit = on("live", LiveWrites.audit)
+    replace_live_state = on("live", LiveWrites.replace_live_state)
+    write_base_frames = on("live", LiveWrites.write_base_frames)
+    write_delta = on("rewinds", CutStatements.write_delta)
+    reset_after = on("rewinds", CutStatements.reset_after)
+    cut_live_state = on("rewinds", CutStatements.cut_live_state)
 
     def clock(self, run_id: str) -> int | None:
         """The run's clock (its newest frame number), or ``None`` when there is no such run."""

@@ -20,11 +20,9 @@ from typing import Any
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import ConcurrencyError, InvalidArgument
 from smithers_tt.store._records import CheckpointRef, Frame
-from smithers_tt.store.ledger._publish import _insert_content, ref_key
+from smithers_tt.store._ref_frame import ref_key
+from smithers_tt.store.ledger._publish import _insert_content
 from smithers_tt.store.ledger._write import AttemptEnded, AttemptStarted, Change, RunRow, Write
-
-PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued", "breakpoints_set")
-"""The frame kinds that say where a run paused, how it went on, and its breakpoints."""
 
 ENDED = ("finished", "failed", "cancelled")
 """Statuses of a run that no executor takes up again (a breakpoint there means nothing)."""

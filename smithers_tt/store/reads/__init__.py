@@ -44,6 +44,7 @@ from smithers_tt.store.reads._newest import (
     node_frame_rows,
     seen_node_ids,
 )
+from smithers_tt.store.reads._runs import HISTORY_SCAN_BOUND, RunReads
 from smithers_tt.store.reads._timeline import (
     AttemptFrame,
     FrameBin,
@@ -66,6 +67,7 @@ from smithers_tt.store.reads._travel import (
 )
 
 __all__ = [
+    "HISTORY_SCAN_BOUND",
     "KEYS_PER_STATEMENT",
     "AttemptFrame",
     "ColumnInfo",
@@ -74,6 +76,7 @@ __all__ = [
     "FrameRow",
     "LangGraphDocument",
     "LangGraphRead",
+    "RunReads",
     "StoredRefs",
     "TableInfo",
     "TableReader",
