@@ -1,4 +1,12 @@
-"""Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
+"""Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL).
+
+The store's front door: the names users and the other packages need. Behind it are the
+store's rooms (``docs/store.md``): ``backend/`` (the database), ``ledger/`` (the one write
+path), ``reads/`` (one module per consumer), and the handles composed of them (``Store``,
+``Travel``, ``LangGraphStore``). Nothing outside ``smithers_tt.store`` imports anything but
+this module (import-linter, ``pyproject.toml``); a name goes here only when something outside
+the store uses it.
+"""
 
 from smithers_tt.store._cache import cache_lookup, cache_store
 from smithers_tt.store._claims import (
@@ -21,38 +29,31 @@ from smithers_tt.store._maintenance import (
     verify,
 )
 from smithers_tt.store._records import (
-    MAX_PAGE_SIZE,
     AttemptKey,
     AttemptRecord,
     CheckpointRef,
     Fence,
     NodeRecord,
-    Page,
-    RunId,
     RunRecord,
     check_limit,
     new_run_id,
     now_ms,
 )
 from smithers_tt.store._store import Store
-from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
+from smithers_tt.store._travel import RunState, Travel, travel
 from smithers_tt.store.backend import (
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,
     RUN_LEVEL_KINDS,
-    Dialect,
-    Driver,
     Engine,
     LangGraphIndexQuery,
     PostgresAccess,
     RetryPolicy,
     SqliteAccess,
     StoreState,
-    check_shape,
     check_store_shape,
     display_url,
-    driver,
     langgraph_run_id,
     migrate,
     row_counts,
@@ -60,16 +61,8 @@ from smithers_tt.store.backend import (
 )
 from smithers_tt.store.ledger import (
     ENDED,
-    AttemptEnded,
-    AttemptStarted,
-    Change,
-    Entry,
     LangGraphWrite,
-    NodeSet,
-    Note,
     Refold,
-    RunContinued,
-    RunPaused,
     ThreadReplaced,
     count_kept_for_forks,
     inheriting_forks_of_old,
@@ -77,7 +70,6 @@ from smithers_tt.store.ledger import (
     undoable,
     write_history,
 )
-from smithers_tt.store.ledger import write as write_changes
 from smithers_tt.store.reads import (
     HISTORY_SCAN_BOUND,
     AttemptFrame,
@@ -89,8 +81,6 @@ from smithers_tt.store.reads import (
     LangGraphRead,
     StoredRefs,
     TableInfo,
-    TableReader,
-    TypeFamily,
     attempt_frames,
     content_sizes,
     describe_tables,
@@ -124,24 +114,16 @@ __all__ = [
     "LANGGRAPH_DOC_NODE",
     "LANGGRAPH_VALUE_NODE",
     "LANGGRAPH_WORKFLOW",
-    "MAX_PAGE_SIZE",
     "PAUSE_KINDS",
     "RUN_LEVEL_KINDS",
-    "AttemptEnded",
     "AttemptFrame",
     "AttemptKey",
     "AttemptRecord",
-    "AttemptStarted",
-    "Change",
     "CheckpointRef",
     "Claim",
     "ColumnInfo",
-    "Dialect",
-    "Driver",
     "Engine",
-    "Entry",
     "Fence",
-    "ForkEdgeRow",
     "Frame",
     "FrameBin",
     "FrameChoices",
@@ -153,16 +135,10 @@ __all__ = [
     "LangGraphStore",
     "LangGraphWrite",
     "NodeRecord",
-    "NodeSet",
-    "Note",
-    "Page",
     "PostgresAccess",
     "Progress",
     "Refold",
     "RetryPolicy",
-    "RunContinued",
-    "RunId",
-    "RunPaused",
     "RunRecord",
     "RunState",
     "SqliteAccess",
@@ -170,17 +146,14 @@ __all__ = [
     "StoreState",
     "StoredRefs",
     "TableInfo",
-    "TableReader",
     "ThreadReplaced",
     "Travel",
-    "TypeFamily",
     "VerifyReport",
     "WorkerRecord",
     "attempt_frames",
     "cache_lookup",
     "cache_store",
     "check_limit",
-    "check_shape",
     "check_store_shape",
     "checkpoint_frame",
     "claim_next",
@@ -190,7 +163,6 @@ __all__ = [
     "count_runs",
     "describe_tables",
     "display_url",
-    "driver",
     "find_frames",
     "frame_bins",
     "frame_choices",
@@ -229,6 +201,5 @@ __all__ = [
     "undoable",
     "verify",
     "worker_heartbeat",
-    "write_changes",
     "write_history",
 ]

@@ -22,7 +22,7 @@ from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store._compose import on
 from smithers_tt.store._frames import frame_from_row, select_frames
 from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
-from smithers_tt.store.backend import RUN_STATE_COLUMNS, Engine, driver
+from smithers_tt.store.backend import RUN_STATE_COLUMNS, Engine, dialect_of, driver
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger import (
     AUDIT_COLUMNS,
@@ -40,7 +40,7 @@ from smithers_tt.store.ledger import (
     kept_rewinds,
     write,
 )
-from smithers_tt.store.reads import TravelReads, corrupt_frame, dialect_of
+from smithers_tt.store.reads import TravelReads, corrupt_frame
 
 T = TypeVar("T")
 

@@ -16,7 +16,12 @@ import-linter (``pyproject.toml``).
 
 from smithers_tt.store.backend import _schema as schema
 from smithers_tt.store.backend._access import PostgresAccess, SqliteAccess
-from smithers_tt.store.backend._dialect import DIALECTS, RUN_STATE_COLUMNS, Dialect, disk_failure
+from smithers_tt.store.backend._dialect import (
+    RUN_STATE_COLUMNS,
+    Dialect,
+    dialect_of,
+    disk_failure,
+)
 from smithers_tt.store.backend._driver import Driver, driver
 from smithers_tt.store.backend._engine import Engine, RetryPolicy, _short, display_url, is_transient
 from smithers_tt.store.backend._langgraph_sql import (
@@ -47,7 +52,6 @@ from smithers_tt.store.backend._schema import RUN_LEVEL_KINDS
 __all__ = [
     "AGENT",
     "CONTENTS_WHERE",
-    "DIALECTS",
     "FRAME_DOCS",
     "LANGGRAPH_DOC_NODE",
     "LANGGRAPH_VALUE_NODE",
@@ -69,6 +73,7 @@ __all__ = [
     "_short",
     "check_shape",
     "check_store_shape",
+    "dialect_of",
     "disk_failure",
     "display_url",
     "driver",

@@ -8,7 +8,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store.backend._dialect import DIALECTS, wrap_driver_error
+from smithers_tt.store.backend._dialect import dialect_of, wrap_driver_error
 from smithers_tt.store.backend._engine import token_steps
 
 
@@ -29,7 +29,7 @@ class Driver:
     __slots__ = ("_conn", "_cursor", "_error", "pipelines", "sql")
 
     def __init__(self, conn: Connection) -> None:
-        dialect = DIALECTS[conn.dialect.name]
+        dialect = dialect_of(conn)
         self.sql = dialect.statements
         self._conn = conn
         self._cursor = conn.connection.cursor()

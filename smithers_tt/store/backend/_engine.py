@@ -49,6 +49,7 @@ from smithers_tt.store.backend._dialect import (
     Commit,
     Dialect,
     dialect_of,
+    dialect_owning,
     disk_failure,
     is_transient,
     short,
@@ -279,7 +280,7 @@ def damaged(error: BaseException) -> StoreCorrupt | None:
     """:class:`StoreCorrupt` saying what to do when ``error`` means a damaged database file
     (as its dialect says, or text that is not UTF-8), else None."""
     if not isinstance(error, UnicodeDecodeError):
-        dialect = dialect_of(getattr(error, "orig", None))
+        dialect = dialect_owning(getattr(error, "orig", None))
         if dialect is None or not dialect.damaged(error):
             return None
     return StoreCorrupt(
@@ -323,7 +324,7 @@ def token_steps(conn: Connection) -> list[tuple[str, tuple[int, ...]]]:
     commit = conn.info.get(_COMMIT)
     if commit is None or commit.token is not None or conn.in_nested_transaction():
         return []
-    dialect = DIALECTS[conn.dialect.name]
+    dialect = dialect_of(conn)
     return dialect.commit_steps(commit, conn.connection.dbapi_connection)
 
 

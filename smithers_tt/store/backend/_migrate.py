@@ -34,7 +34,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store.backend import _schema
 from smithers_tt.store.backend._alembic_v1 import V1_TABLE, v1_revision, v1_rows, v1_unknown
-from smithers_tt.store.backend._dialect import DIALECTS
+from smithers_tt.store.backend._dialect import dialect_of
 from smithers_tt.store.backend._engine import Engine
 
 VERSION_TABLE = "tt_alembic_version"
@@ -102,7 +102,7 @@ def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
     ``conn``'s transaction; return their ids. :func:`migrate` is what callers use; tests call
     this one on a plain connection to build a store of an older revision.
     """
-    DIALECTS[conn.dialect.name].migration_lock(conn)
+    dialect_of(conn).migration_lock(conn)
     names = migration_names()
     target = to or names[-1]
     tables = set(sa.inspect(conn).get_table_names())

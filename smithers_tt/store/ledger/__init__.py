@@ -1,10 +1,10 @@
 """The ledger: the store's one write path, and every change it applies.
 
 Lives here: :func:`write` (advance a run's clock, check the fence, apply each change's
-projection, insert its frames, in one transaction) and every :class:`Change` (runs, attempts
-and nodes in ``_write``; publication and the group committer in ``_publish``; pauses;
-time travel's changes and bulk writes of live state, rewinds by key and by cut, retention;
-LangGraph threads; whole histories written at once).
+projection, insert its frames, in one transaction) and every :class:`Change`: runs, attempts
+and nodes (``_write``); claims, deleted attempts and restored refs (``_runs``); publication and
+the group committer (``_publish``); pauses; time travel's changes, bulk writes of live state,
+rewinds by key and by cut, retention; LangGraph threads; whole histories written at once.
 
 Contract: the ledger may import the backend and the reads (a write that must read first reads
 through them); the reads never import it; the store's handles (``Store``, ``Travel``,

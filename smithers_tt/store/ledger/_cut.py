@@ -25,10 +25,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES
+from smithers_tt.store.backend import dialect_of
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._delta import DeltaWrites
 from smithers_tt.store.ledger._live import Refold, insert_rows
-from smithers_tt.store.reads import StoredRefs, dialect_of, plain_rows, run_sql
+from smithers_tt.store.reads import StoredRefs, plain_rows, run_sql
 
 _UNCOMPARED = {
     "tt_attempts": frozenset({"run_id", "owner_epoch"}),

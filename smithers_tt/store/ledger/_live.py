@@ -23,10 +23,10 @@ from smithers_tt.store._frames import (
     frame_values,
 )
 from smithers_tt.store._records import CheckpointRef, now_ms
-from smithers_tt.store.backend import Dialect
+from smithers_tt.store.backend import Dialect, dialect_of
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._publish import REF_COLUMNS, insert_content
-from smithers_tt.store.reads import StoredRefs, dialect_of, run_sql, stored_sizes
+from smithers_tt.store.reads import StoredRefs, run_sql, stored_sizes
 
 
 class Refold(Exception):

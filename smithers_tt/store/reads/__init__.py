@@ -1,6 +1,7 @@
 """The reads: what the store's consumers read, one module per consumer, none of it writing.
 
-Lives here: the debugger's reads of a run's newest state a page at a time (``_newest``), of its
+Lives here: the Store's reads of runs, nodes, attempts, frames, refs and verified content
+(``_runs``); the debugger's reads of a run's newest state a page at a time (``_newest``), of its
 frames as light rows (``_frame_rows``), of frame searches (``_frame_search``) and timeline rows
 (``_timeline``); time travel's set-based reads of the state at frame N (``_travel``); the
 LangGraph saver's read transaction (``_langgraph``); and the store described for lineage
@@ -59,7 +60,6 @@ from smithers_tt.store.reads._travel import (
     StoredRefs,
     TravelReads,
     corrupt_frame,
-    dialect_of,
     keys_match,
     plain_rows,
     run_sql,
@@ -86,7 +86,6 @@ __all__ = [
     "content_sizes",
     "corrupt_frame",
     "describe_tables",
-    "dialect_of",
     "find_frames",
     "frame_bins",
     "frame_choices",

@@ -25,10 +25,10 @@ import sqlalchemy as sa
 from smithers_tt.store._frames import frame_fields, select_frames
 from smithers_tt.store._records import CheckpointRef
 from smithers_tt.store._ref_frame import LIVE_REF_COLUMNS, LIVE_REF_FROM, checked_ref
-from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import Engine, dialect_of
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.reads._frame_rows import FrameRow
-from smithers_tt.store.reads._travel import TravelReads, dialect_of, run_sql
+from smithers_tt.store.reads._travel import TravelReads, run_sql
 
 __all__ = [
     "frame_span",

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.errors import SnapshotInvalid, StoreCorrupt
 from smithers_tt.store._frames import Frame, frame_from_row, select_frames
 from smithers_tt.store._records import VERIFY_HINT, CheckpointRef, stored_json
-from smithers_tt.store.backend import DIALECTS, Dialect
+from smithers_tt.store.backend import Dialect, dialect_of
 from smithers_tt.store.backend import schema as S
 
 _FLOOR = -(2**62)
@@ -29,11 +29,6 @@ _FLOOR = -(2**62)
 
 AttemptKeyT = tuple[str, int, int]
 """``(node_id, iteration, attempt)`` of an attempt."""
-
-
-def dialect_of(conn: Connection) -> Dialect:
-    """The store's dialect object of ``conn``'s database."""
-    return DIALECTS[conn.dialect.name]
 
 
 def run_sql(conn: Connection, sql: str, params: dict[str, Any]) -> Any:
