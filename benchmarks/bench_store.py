@@ -621,9 +621,9 @@ CONTENT_SHARE = 10
 
 def grow_ours(db: smithers_tt.Database, fence: Any, run_id: str, target: int, have: int) -> None:
     """Bring run ``run_id`` to ``target`` refs of node ``agent`` in bulk (1,000 per attempt)."""
-    from smithers_tt.store import _schema as S
     from smithers_tt.store._frames import Frame, frame_row
     from smithers_tt.store._records import now_ms
+    from smithers_tt.store.backend import _schema as S
 
     store = db.store
     engine = db.engine

@@ -46,7 +46,7 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 from ._common import (
     QUICK,

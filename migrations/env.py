@@ -1,4 +1,4 @@
-"""Alembic's entry point, run by :mod:`smithers_tt.store._migrate` (never by hand).
+"""Alembic's entry point, run by :mod:`smithers_tt.store.backend._migrate` (never by hand).
 
 The runner opens the transaction, takes the migration lock and passes its connection in
 ``config.attributes``; this file only hands that connection to Alembic, so every pending

@@ -1,6 +1,13 @@
-"""Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL)."""
+"""Durable storage of runs, attempts and content-addressed checkpoints (SQLite, PostgreSQL).
 
-from smithers_tt.store._bulk_write import write_history
+The store's front door: the names users and the other packages need. Behind it are the
+store's rooms (``docs/store.md``): ``backend/`` (the database), ``ledger/`` (the one write
+path), ``reads/`` (one module per consumer), and the handles composed of them (``Store``,
+``Travel``, ``LangGraphStore``). Nothing outside ``smithers_tt.store`` imports anything but
+this module (import-linter, ``pyproject.toml``); a name goes here only when something outside
+the store uses it.
+"""
+
 from smithers_tt.store._cache import cache_lookup, cache_store
 from smithers_tt.store._claims import (
     Claim,
@@ -12,46 +19,8 @@ from smithers_tt.store._claims import (
     release_run,
     worker_heartbeat,
 )
-from smithers_tt.store._describe import (
-    ColumnInfo,
-    PostgresAccess,
-    SqliteAccess,
-    TableInfo,
-    TableReader,
-    TypeFamily,
-    content_sizes,
-    describe_tables,
-    read_only_access,
-    read_tables,
-)
-from smithers_tt.store._dialect import Dialect
-from smithers_tt.store._driver import Driver, driver
-from smithers_tt.store._engine import Engine, RetryPolicy, display_url
-from smithers_tt.store._frame_search import FrameChoices, find_frames, frame_choices, frames_at
-from smithers_tt.store._frames import Frame, checkpoint_frame, frame_row
-from smithers_tt.store._frames_columns import FrameRow, frame_rows
+from smithers_tt.store._frames import PAUSE_KINDS, Frame, checkpoint_frame, frame_row
 from smithers_tt.store._langgraph import LangGraphStore
-from smithers_tt.store._langgraph_read import LangGraphDocument, LangGraphRead
-from smithers_tt.store._langgraph_sql import (
-    LANGGRAPH_DOC_NODE,
-    LANGGRAPH_VALUE_NODE,
-    LANGGRAPH_WORKFLOW,
-    LangGraphIndexQuery,
-    langgraph_run_id,
-)
-from smithers_tt.store._langgraph_write import LangGraphWrite
-from smithers_tt.store._ledger import (
-    AttemptEnded,
-    AttemptStarted,
-    Change,
-    Entry,
-    NodeSet,
-    Note,
-)
-from smithers_tt.store._ledger import write as write_changes
-from smithers_tt.store._ledger_langgraph import ThreadReplaced
-from smithers_tt.store._ledger_pause import ENDED, PAUSE_KINDS, RunContinued, RunPaused
-from smithers_tt.store._ledger_travel import undoable
 from smithers_tt.store._maintenance import (
     GcReport,
     Progress,
@@ -59,16 +28,69 @@ from smithers_tt.store._maintenance import (
     collect_garbage,
     verify,
 )
-from smithers_tt.store._migrate import (
+from smithers_tt.store._records import (
+    AttemptKey,
+    AttemptRecord,
+    CheckpointRef,
+    Fence,
+    NodeRecord,
+    RunRecord,
+    check_limit,
+    new_run_id,
+    now_ms,
+)
+from smithers_tt.store._store import Store
+from smithers_tt.store._travel import RunState, Travel, travel
+from smithers_tt.store.backend import (
+    LANGGRAPH_DOC_NODE,
+    LANGGRAPH_VALUE_NODE,
+    LANGGRAPH_WORKFLOW,
+    RUN_LEVEL_KINDS,
+    Engine,
+    LangGraphIndexQuery,
+    PostgresAccess,
+    RetryPolicy,
+    SqliteAccess,
     StoreState,
-    check_shape,
     check_store_shape,
+    display_url,
+    langgraph_run_id,
     migrate,
     row_counts,
     store_state,
 )
-from smithers_tt.store._newest import (
+from smithers_tt.store.ledger import (
+    ENDED,
+    LangGraphWrite,
+    Refold,
+    ThreadReplaced,
+    count_kept_for_forks,
+    inheriting_forks_of_old,
+    prune_page,
+    undoable,
+    write_history,
+)
+from smithers_tt.store.reads import (
+    HISTORY_SCAN_BOUND,
+    AttemptFrame,
+    ColumnInfo,
+    FrameBin,
+    FrameChoices,
+    FrameRow,
+    LangGraphDocument,
+    LangGraphRead,
+    StoredRefs,
+    TableInfo,
+    attempt_frames,
+    content_sizes,
+    describe_tables,
+    find_frames,
+    frame_bins,
+    frame_choices,
+    frame_rows,
     frame_span,
+    frame_times,
+    frames_at,
     live_checkpointed_nodes,
     live_node_keys,
     live_node_rows,
@@ -79,41 +101,12 @@ from smithers_tt.store._newest import (
     live_top_iteration,
     newest_live_ref,
     node_frame_rows,
-    seen_node_ids,
-)
-from smithers_tt.store._records import (
-    MAX_PAGE_SIZE,
-    AttemptKey,
-    AttemptRecord,
-    CheckpointRef,
-    Fence,
-    NodeRecord,
-    Page,
-    RunId,
-    RunRecord,
-    check_limit,
-    new_run_id,
-    now_ms,
-)
-from smithers_tt.store._schema import RUN_LEVEL_KINDS
-from smithers_tt.store._store import HISTORY_SCAN_BOUND, Store
-from smithers_tt.store._timeline_rows import (
-    AttemptFrame,
-    FrameBin,
-    attempt_frames,
-    frame_bins,
-    frame_times,
     node_level_pairs,
     numbered_frames,
+    read_only_access,
+    read_tables,
+    seen_node_ids,
 )
-from smithers_tt.store._travel import ForkEdgeRow, RunState, Travel, travel
-from smithers_tt.store._travel_bulk import StoredRefs
-from smithers_tt.store._travel_prune import (
-    count_kept_for_forks,
-    inheriting_forks_of_old,
-    prune_page,
-)
-from smithers_tt.store._travel_write import Refold
 
 __all__ = [
     "ENDED",
@@ -121,24 +114,16 @@ __all__ = [
     "LANGGRAPH_DOC_NODE",
     "LANGGRAPH_VALUE_NODE",
     "LANGGRAPH_WORKFLOW",
-    "MAX_PAGE_SIZE",
     "PAUSE_KINDS",
     "RUN_LEVEL_KINDS",
-    "AttemptEnded",
     "AttemptFrame",
     "AttemptKey",
     "AttemptRecord",
-    "AttemptStarted",
-    "Change",
     "CheckpointRef",
     "Claim",
     "ColumnInfo",
-    "Dialect",
-    "Driver",
     "Engine",
-    "Entry",
     "Fence",
-    "ForkEdgeRow",
     "Frame",
     "FrameBin",
     "FrameChoices",
@@ -150,16 +135,10 @@ __all__ = [
     "LangGraphStore",
     "LangGraphWrite",
     "NodeRecord",
-    "NodeSet",
-    "Note",
-    "Page",
     "PostgresAccess",
     "Progress",
     "Refold",
     "RetryPolicy",
-    "RunContinued",
-    "RunId",
-    "RunPaused",
     "RunRecord",
     "RunState",
     "SqliteAccess",
@@ -167,17 +146,14 @@ __all__ = [
     "StoreState",
     "StoredRefs",
     "TableInfo",
-    "TableReader",
     "ThreadReplaced",
     "Travel",
-    "TypeFamily",
     "VerifyReport",
     "WorkerRecord",
     "attempt_frames",
     "cache_lookup",
     "cache_store",
     "check_limit",
-    "check_shape",
     "check_store_shape",
     "checkpoint_frame",
     "claim_next",
@@ -187,7 +163,6 @@ __all__ = [
     "count_runs",
     "describe_tables",
     "display_url",
-    "driver",
     "find_frames",
     "frame_bins",
     "frame_choices",
@@ -226,6 +201,5 @@ __all__ = [
     "undoable",
     "verify",
     "worker_heartbeat",
-    "write_changes",
     "write_history",
 ]

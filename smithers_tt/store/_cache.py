@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint, canonical_bytes, loads
-from smithers_tt.store import _schema as S
 from smithers_tt.store._records import AttemptKey, now_ms
 from smithers_tt.store._store import Store
+from smithers_tt.store.backend import schema as S
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,10 @@
 """Claiming runs for workers: queued runs and runs whose owner stopped heartbeating.
 
 The database is the coordination engine. A claim is one transaction that picks a run
-(the dialect's :meth:`~smithers_tt.store._dialect.Dialect.skip_locked`: PostgreSQL's ``FOR UPDATE
-SKIP LOCKED``, so concurrent workers never pick the same one; on SQLite ``BEGIN IMMEDIATE``
-serialises writers) and takes it over under a new owner epoch, which fences
-out whoever had it. Workers also register themselves so people can see who is alive.
+(the dialect's :meth:`~smithers_tt.store.backend._dialect.Dialect.skip_locked`: PostgreSQL's
+``FOR UPDATE SKIP LOCKED``, so concurrent workers never pick the same one; on SQLite
+``BEGIN IMMEDIATE`` serialises writers) and takes it over under a new owner epoch, which
+fences out whoever had it. Workers also register themselves so people can see who is alive.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import FenceLost, InvalidArgument, RunNotFound
-from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._ledger import Entry, RunReleased, touch
 from smithers_tt.store._records import Fence, now_ms
-from smithers_tt.store._store import Store, _open_ends, claim
+from smithers_tt.store._store import Store
+from smithers_tt.store.backend import Driver, driver
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger import Entry, RunReleased, claim, open_ends, touch
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ def release_run(store: Store, fence: Fence) -> bool:
         if db.one(db.sql.lock_run, (fence.run_id,)) is None:
             raise RunNotFound(f"no run {fence.run_id!r}")
         # Locked: no attempt starts meanwhile. The ledger checks the fence before any of it.
-        ends = _open_ends(db, fence.run_id, "interrupted")
+        ends = open_ends(db, fence.run_id, "interrupted")
         return [Entry(fence.run_id, fence, [RunReleased(fence.run_id), *ends])]
 
     try:

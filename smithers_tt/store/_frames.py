@@ -3,7 +3,7 @@
 Every state change of a run (run created, claimed, finished; attempt started and ended;
 checkpoint published; node state and output) advances the run's ``clock`` in the same
 transaction and records one frame whose ``frame_no`` is that clock; all of them are written
-by the ledger (:mod:`smithers_tt.store._ledger`), which also serialises the run's writers, so
+by the ledger (:mod:`smithers_tt.store.ledger._write`), which also serialises the run's writers, so
 frame numbers are dense and follow commit order; wall-clock times are never compared.
 
 A frame carries what changed (and, for checkpoints, the whole ref, pinning its content by
@@ -17,19 +17,90 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._ledger import FRAME_COLUMNS, frame_data, frame_values
+from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.store._records import FRAME_DATA_WRAPPING, Frame, stored_json
+from smithers_tt.store.backend import schema as S
 
 __all__ = [
+    "FRAME_COLUMNS",
     "FRAME_DATA_WRAPPING",
+    "PAUSE_KINDS",
     "Frame",
     "checkpoint_frame",
+    "frame_data",
     "frame_fields",
     "frame_from_row",
     "frame_row",
+    "frame_values",
     "select_frames",
 ]
+
+
+FRAME_COLUMNS = (
+    "run_id",
+    "frame_no",
+    "kind",
+    "node_id",
+    "iteration",
+    "attempt",
+    "sequence",
+    "state",
+    "content_hash",
+    "codec",
+    "version",
+    "purpose",
+    "agent_id",
+    "data_json",
+    "created_at_ms",
+    "size_bytes",
+)
+# Statements.insert_frame names these columns literally; the schema is defined once, in _schema.
+if tuple(S.frames.c.keys()) != FRAME_COLUMNS:
+    raise RuntimeError("smithers_tt.store._frames is out of step with _schema; fix the SQL")
+
+
+def frame_values(frame: Frame) -> tuple[Any, ...]:
+    """A frame's column values in ``tt_frames`` order.
+
+    A checkpoint frame's ``data["size"]`` (an integer) goes to ``size_bytes``; when that is
+    all the data holds, ``data_json`` stays NULL (:func:`frame_data` reads it back)."""
+    data, size = frame.data, None
+    if frame.kind == "checkpoint" and type(data) is dict:
+        size = data.get("size")
+        if type(size) is not int:
+            size = None
+        elif len(data) == 1:
+            data = None
+    return (
+        frame.run_id,
+        frame.frame_no,
+        frame.kind,
+        frame.node_id,
+        frame.iteration,
+        frame.attempt,
+        frame.sequence,
+        frame.state,
+        frame.content_hash,
+        frame.codec,
+        frame.version,
+        frame.purpose,
+        frame.agent_id,
+        None if data is None else canonical_bytes(data, wrapping=FRAME_DATA_WRAPPING).decode(),
+        frame.created_at_ms,
+        size,
+    )
+
+
+def frame_data(kind: str, data: Any, size_bytes: int | None) -> Any:
+    """A frame's ``data`` from its (parsed) ``data_json`` and ``size_bytes`` columns: the
+    inverse of :func:`frame_values`."""
+    if data is None and size_bytes is not None and kind == "checkpoint":
+        return {"size": size_bytes}
+    return data
+
+
+PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued", "breakpoints_set")
+"""The frame kinds that say where a run paused, how it went on, and its breakpoints."""
 
 
 def checkpoint_frame(

@@ -1,7 +1,7 @@
 """The store's side of the LangGraph saver (``smithers_tt.integrations.langgraph``).
 
 :class:`LangGraphStore` runs the saver's transactions: writes through the store's group
-committer (:class:`~smithers_tt.store._publish.GroupCommitter`, shared with publishes), each
+committer (:class:`~smithers_tt.store.ledger._publish.GroupCommitter`, shared with publishes), each
 handed a :class:`LangGraphWrite`; reads handed a :class:`LangGraphRead`. The saver keeps what
 is LangGraph's (serialisation, configs, ``CheckpointTuple``); this keeps the SQL.
 """
@@ -13,11 +13,9 @@ from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store._engine import Engine
-from smithers_tt.store._langgraph_read import LangGraphRead
-from smithers_tt.store._langgraph_sql import LangGraphSql
-from smithers_tt.store._langgraph_write import LangGraphWrite, PinCache
-from smithers_tt.store._publish import WorkUnit
+from smithers_tt.store.backend import Engine, LangGraphSql
+from smithers_tt.store.ledger import LangGraphWrite, PinCache, WorkUnit
+from smithers_tt.store.reads import LangGraphRead
 
 T = TypeVar("T")
 

@@ -13,11 +13,11 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import content_hash
 from smithers_tt.errors import StoreCorrupt
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
-from smithers_tt.store._ledger_travel import NEWEST_FIRST, KeptRewind, release_rewinds, undoable
 from smithers_tt.store._records import check_limit, stored_json
 from smithers_tt.store._ref_frame import agrees, frame_of
+from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger import NEWEST_FIRST, KeptRewind, release_rewinds, undoable
 
 Progress = Callable[[int], None]
 """Called after each page with the number of rows that page handled."""
@@ -100,7 +100,7 @@ def collect_garbage(
     """Delete content that nothing reaches, ``page_size`` rows per transaction.
 
     Safe while publishers run: each page locks its candidates with the dialect's
-    :meth:`~smithers_tt.store._dialect.Dialect.skip_locked` (on PostgreSQL ``FOR UPDATE SKIP
+    :meth:`~smithers_tt.store.backend._dialect.Dialect.skip_locked` (on PostgreSQL ``FOR UPDATE SKIP
     LOCKED``: content a publisher is upserting is skipped) and re-checks reachability in the
     deleting statement; on SQLite writers are serialised. ``max_pages`` bounds the work of one
     call; pass the returned ``cursor`` back to continue.

@@ -19,9 +19,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from smithers_tt.errors import StoreCorrupt
-from smithers_tt.store import _schema as S
+from smithers_tt.errors import InvalidArgument, StoreCorrupt
 from smithers_tt.store._records import VERIFY_HINT, CheckpointRef
+from smithers_tt.store.backend import schema as S
 
 __all__ = [
     "AGREEMENT_SQL",
@@ -66,7 +66,7 @@ LIVE_REF_COLUMNS = (
     "f.purpose, f.agent_id, {created}, r.frame_no, " + AGREEMENT_SQL
 )
 """What a text statement selects of a live ref for :func:`checked_ref` (``{created}``: the
-dialect's :attr:`~smithers_tt.store._dialect.Dialect.ref_created`)."""
+dialect's :attr:`~smithers_tt.store.backend._dialect.Dialect.ref_created`)."""
 
 LIVE_REF_FROM = (
     "FROM tt_checkpoint_refs r LEFT JOIN tt_frames f "
@@ -94,3 +94,53 @@ def checked_ref(run_id: str, row: Sequence[Any]) -> CheckpointRef:
             frame_no=row[10],
         )
     return CheckpointRef(run_id, *row[:10])
+
+
+def ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
+    """A ref's key, the primary key of ``tt_checkpoint_refs``."""
+    return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+
+
+def check_purpose(purpose: str) -> str:
+    """Validate a ref purpose."""
+    if purpose not in S.PURPOSES:
+        raise InvalidArgument(f"purpose must be one of {list(S.PURPOSES)}, got {purpose!r}")
+    return purpose
+
+
+def select_refs(purpose: str | None = None) -> Any:
+    """Live refs as :func:`ref_from_row` reads them: ``tt_checkpoint_refs`` with the
+    checkpoint frames that hold their hash, codec, version, purpose, agent and time, kept when
+    the frame is gone, and whether each agrees with its frame (see :mod:`._ref_frame`).
+
+    With ``purpose``, only refs of that purpose, and those that disagree with their frame
+    (whose purpose cannot be told: reading them refuses).
+    """
+    r, f = S.refs, S.frames
+    stmt = sa.select(
+        r.c.run_id,
+        r.c.node_id,
+        r.c.iteration,
+        r.c.attempt,
+        r.c.sequence,
+        f.c.content_hash,
+        f.c.codec,
+        f.c.version,
+        f.c.purpose,
+        f.c.agent_id,
+        f.c.created_at_ms,
+        r.c.frame_no,
+        agreement(r, f).label("agrees"),
+    ).select_from(r.outerjoin(f, frame_of(r, f)))
+    if purpose is None:
+        return stmt
+    return stmt.where(sa.or_(f.c.purpose == check_purpose(purpose), agreement(r, f) == 0))
+
+
+def ref_from_row(row: Any) -> CheckpointRef:
+    """Build a :class:`CheckpointRef` from a row of :func:`select_refs`.
+
+    Raises:
+        StoreCorrupt: the ref does not agree with its frame.
+    """
+    return checked_ref(row[0], row[1:])

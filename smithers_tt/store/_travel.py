@@ -19,26 +19,28 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import StoreCorrupt
-from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect import RUN_STATE_COLUMNS
-from smithers_tt.store._driver import driver
-from smithers_tt.store._engine import Engine
+from smithers_tt.store._compose import on
 from smithers_tt.store._frames import frame_from_row, select_frames
-from smithers_tt.store._ledger import Entry, write
-from smithers_tt.store._ledger_travel import (
+from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
+from smithers_tt.store.backend import RUN_STATE_COLUMNS, Engine, dialect_of, driver
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger import (
+    AUDIT_COLUMNS,
     AttemptRow,
+    CutStatements,
+    Entry,
     Forked,
     KeptRewind,
+    LiveWrites,
     NodesReset,
     RewindUndone,
     Rewound,
+    audit_row,
     fork_row,
     kept_rewinds,
+    write,
 )
-from smithers_tt.store._records import Frame, RunRecord, now_ms, stored_json
-from smithers_tt.store._travel_bulk import BulkReads, corrupt_frame, dialect_of
-from smithers_tt.store._travel_cut import CutStatements
-from smithers_tt.store._travel_write import AUDIT_COLUMNS, LiveWrites, audit_row
+from smithers_tt.store.reads import TravelReads, corrupt_frame
 
 T = TypeVar("T")
 
@@ -105,18 +107,46 @@ _EDGE = (
 )
 
 
-class Travel(BulkReads, LiveWrites, CutStatements):
-    """The statements of one time-travel transaction (see :func:`travel`).
+class Travel:
+    """The statements of one time-travel transaction (see :func:`travel`), composed of parts
+    from the store's rooms, each on the same connection:
 
-    Reads of frames and refs come from :class:`~._travel_bulk.BulkReads`, bulk writes of live
-    state and frames from :class:`~._travel_write.LiveWrites`, reads and writes by key of a
-    rewind that changes only what it touches from :class:`~._travel_delta.DeltaStatements`
-    (and, keeping the rows at or below its cut, :class:`~._travel_cut.CutStatements`);
-    the run row is read and changed here.
+    * :attr:`reads` (:class:`~.reads._travel.TravelReads`): frames, the state at frame N with
+      its refs left in SQL, live rows by key;
+    * :attr:`live` (:class:`~.ledger._live.LiveWrites`): live state replaced in bulk,
+      content, base frames of a fork, audit rows;
+    * :attr:`rewinds` (:class:`~.ledger._cut.CutStatements`): a rewind's writes by key,
+      keeping the rows at or below its cut;
+
+    and the run row read and changed here (its changes through the ledger). The parts'
+    methods are offered on the handle by name, below, so callers hold one object.
     """
 
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
+        self.reads = TravelReads(conn)
+        self.live = LiveWrites(conn)
+        self.rewinds = CutStatements(conn)
+
+    content_sizes = on("reads", TravelReads.content_sizes)
+    frames = on("reads", TravelReads.frames)
+    frame_span = on("reads", TravelReads.frame_span)
+    other_frames = on("reads", TravelReads.other_frames)
+    checkpoint_groups = on("reads", TravelReads.checkpoint_groups)
+    stored_ref_rows = on("reads", TravelReads.stored_ref_rows)
+    newest_stored_ref = on("reads", TravelReads.newest_stored_ref)
+    first_frame_no = on("reads", TravelReads.first_frame_no)
+    frames_after = on("reads", TravelReads.frames_after)
+    node_history = on("reads", TravelReads.node_history)
+    live_by_key = on("reads", TravelReads.live_by_key)
+    live_rows = on("reads", TravelReads.live_rows)
+    insert_content = on("live", LiveWrites.insert_content)
+    audit = on("live", LiveWrites.audit)
+    replace_live_state = on("live", LiveWrites.replace_live_state)
+    write_base_frames = on("live", LiveWrites.write_base_frames)
+    write_delta = on("rewinds", CutStatements.write_delta)
+    reset_after = on("rewinds", CutStatements.reset_after)
+    cut_live_state = on("rewinds", CutStatements.cut_live_state)
 
     def clock(self, run_id: str) -> int | None:
         """The run's clock (its newest frame number), or ``None`` when there is no such run."""

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from smithers_tt.cli import cli
-from smithers_tt.store._migrate import upgrade
+from smithers_tt.store.backend._migrate import upgrade
 from tests.conftest import PG_URL, require_pg, table_names
 
 READERS = {
@@ -224,7 +224,7 @@ _DRIVER = """
 import json, sys
 from click.testing import CliRunner
 from smithers_tt.cli import cli
-from smithers_tt.store._migrate import VERSION_TABLE, upgrade
+from smithers_tt.store.backend._migrate import VERSION_TABLE, upgrade
 from tests.conftest import PG_URL, require_pg, table_names
 results = {}
 for name, args in json.loads(sys.argv[1]).items():

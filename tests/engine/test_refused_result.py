@@ -6,7 +6,7 @@ from __future__ import annotations
 import smithers_tt as st
 from smithers_tt import GenerateRequest, GenerateResult, Retry, Workflow
 from smithers_tt.errors import CheckpointTooLarge
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 from ._workflows import ScriptedAgent, count, state
 

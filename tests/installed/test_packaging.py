@@ -17,7 +17,7 @@ REVISIONS = sorted((ROOT / "migrations" / "versions").glob("[0-9][0-9][0-9][0-9]
 MIGRATE_A_NEW_DATABASE = """
 import json, sqlite3, sys
 import smithers_tt
-from smithers_tt.store._migrate import migrations_dir
+from smithers_tt.store.backend._migrate import migrations_dir
 path = sys.argv[1]
 smithers_tt.connect("sqlite:///" + path).close()
 rows = sqlite3.connect(path).execute("SELECT version_num FROM tt_alembic_version").fetchall()

@@ -28,7 +28,7 @@ from smithers_tt.integrations.langgraph import (
     SmithersSaver,
     thread_run_id,
 )
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 CLAIMED = {
     "put",

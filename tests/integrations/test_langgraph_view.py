@@ -225,7 +225,7 @@ def test_an_ordinary_run_offers_nothing_to_open(db: st.Database) -> None:
 def test_a_corrupt_checkpoint_keeps_the_debugger_open_and_says_so(db: st.Database) -> None:
     pytest.importorskip("ipywidgets")
     from smithers_tt.integrations.langgraph_view import debug
-    from smithers_tt.store import _schema as S
+    from smithers_tt.store.backend import _schema as S
 
     saver = SmithersSaver(db)
     _app(saver).invoke({"topic": "bees", "notes": []}, {"configurable": {"thread_id": "t"}})

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.store import AttemptKey, CheckpointRef, Fence, Store
-from smithers_tt.store._schema import refs as refs_table
+from smithers_tt.store.backend._schema import refs as refs_table
 
 
 def checkpoint(n: Any = 0, *, codec: str = "test", version: int = 1) -> st.AgentCheckpoint:

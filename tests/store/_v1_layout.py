@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
-from smithers_tt.store._migrate import upgrade
+from smithers_tt.store.backend._alembic_v1 import V1_CHECKSUMS
+from smithers_tt.store.backend._migrate import upgrade
 
 V1_HEAD = "0005_commit_tokens"
 """The last migration smithers_tt 0.1 shipped: its tables are those of this revision."""

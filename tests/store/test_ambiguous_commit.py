@@ -29,9 +29,9 @@ from smithers_tt.errors import (
 )
 from smithers_tt.store import Fence, Store
 from smithers_tt.store._claims import claim_next, register_worker, worker_heartbeat
-from smithers_tt.store._engine import RetryPolicy
-from smithers_tt.store._publish import PublishUnit
 from smithers_tt.store._records import now_ms
+from smithers_tt.store.backend._engine import RetryPolicy
+from smithers_tt.store.ledger._publish import PublishUnit
 from tests.faults import PgProxy
 
 from ._support import checkpoint, count, execute, orphan, refs_of
@@ -552,7 +552,7 @@ def test_lost_commit_reply_with_the_database_gone_raises_outcome_unknown(
 
 
 def test_expired_commit_tokens_are_pruned_by_later_writes(pdb: st.Database) -> None:
-    from smithers_tt.store._engine import _PRUNE_EVERY, COMMIT_TOKEN_TTL_MS
+    from smithers_tt.store.backend._engine import _PRUNE_EVERY, COMMIT_TOKEN_TTL_MS
 
     old = now_ms() - COMMIT_TOKEN_TTL_MS - 60_000
     for n in range(100):

@@ -22,7 +22,7 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import AttemptKey, Fence, Store
-from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content
+from smithers_tt.store.ledger._publish import PublishUnit, WorkUnit, insert_content
 
 from ._support import checkpoint, count, refs_of, squat_next_sequence
 

@@ -12,7 +12,7 @@ import pytest
 import smithers_tt as st
 from smithers_tt._ids import MAX_ID_CHARS
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 BAD = {
     "nul": "a\x00b",

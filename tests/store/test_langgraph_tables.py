@@ -23,7 +23,7 @@ from smithers_tt.store import (
     LangGraphWrite,
     langgraph_run_id,
 )
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 
 def _encoded(codec: str, payload: object) -> EncodedCheckpoint:

@@ -20,9 +20,9 @@ from smithers_tt.errors import (
     StoreCorrupt,
 )
 from smithers_tt.store import AttemptKey, Fence, Frame, Store, release_run
-from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
+from smithers_tt.store._frames import FRAME_COLUMNS, frame_values
 from smithers_tt.store._records import now_ms
-from smithers_tt.store._schema import frames as frames_table
+from smithers_tt.store.backend._schema import frames as frames_table
 from smithers_tt.timetravel import fold
 
 from ._support import checkpoint, count, execute

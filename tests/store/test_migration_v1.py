@@ -24,9 +24,15 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.errors import MigrationError, SchemaMismatch
-from smithers_tt.store import Engine, _schema, check_store_shape, migrate, store_state
-from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
-from smithers_tt.store._migrate import VERSION_TABLE, migration_names, migrations_dir, upgrade
+from smithers_tt.store import Engine, check_store_shape, migrate, store_state
+from smithers_tt.store.backend import _schema
+from smithers_tt.store.backend._alembic_v1 import V1_CHECKSUMS
+from smithers_tt.store.backend._migrate import (
+    VERSION_TABLE,
+    migration_names,
+    migrations_dir,
+    upgrade,
+)
 from tests.conftest import PG_URL
 from tests.conftest import table_names as conftest_table_names
 from tests.fixtures.v1 import v1_support

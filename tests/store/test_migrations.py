@@ -10,10 +10,10 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, migrate
-from smithers_tt.store import _schema as S
-from smithers_tt.store._alembic_v1 import V1_CHECKSUMS
-from smithers_tt.store._migrate import VERSION_TABLE, migration_names, upgrade
-from smithers_tt.store._schema import metadata
+from smithers_tt.store.backend import _schema as S
+from smithers_tt.store.backend._alembic_v1 import V1_CHECKSUMS
+from smithers_tt.store.backend._migrate import VERSION_TABLE, migration_names, upgrade
+from smithers_tt.store.backend._schema import metadata
 
 from ._support import count, execute, run_together
 from ._v1_layout import make_v1_layout

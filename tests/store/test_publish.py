@@ -19,7 +19,7 @@ from smithers_tt.errors import (
     StoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Store
-from smithers_tt.store._publish import PublishUnit, WorkUnit, insert_content
+from smithers_tt.store.ledger._publish import PublishUnit, WorkUnit, insert_content
 
 from ._support import checkpoint, count, refs_of, squat_next_sequence
 

@@ -20,7 +20,7 @@ from smithers_tt.errors import (
     TransientStoreError,
 )
 from smithers_tt.store import AttemptKey, Fence, Frame, Store
-from smithers_tt.store._publish import PublishUnit
+from smithers_tt.store.ledger._publish import PublishUnit
 
 from ._support import checkpoint, count, execute, refs_of
 

@@ -2,7 +2,7 @@
 rewinds behind.
 
 Since migration 0013 no foreign key ties a kept frame (``tt_rewound_frames``) to its rewind,
-so nothing cascades to it: :func:`smithers_tt.store._ledger_travel.delete_runs` deletes the
+so nothing cascades to it: :func:`smithers_tt.store.ledger._travel.delete_runs` deletes the
 frames the kept rewinds of the runs it deletes hold. A statement deleting ``tt_runs`` rows
 anywhere else would leave them behind (orphans pinning content forever). The scan below fails
 on any such statement in the package; the behaviour tests delete rewound runs every public
@@ -32,9 +32,9 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import NothingToUndo
-from smithers_tt.store import _ledger_travel
-from smithers_tt.store import _schema as S
 from smithers_tt.store._records import now_ms
+from smithers_tt.store.backend import _schema as S
+from smithers_tt.store.ledger import _travel as _ledger_travel
 
 PACKAGE = Path(st.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -53,7 +53,7 @@ SQL_DELETE = re.compile(
 """SQL text deleting from a guarded table (any case and spacing, quoted or schema-qualified)."""
 
 ADVICE = (
-    "delete runs only through smithers_tt.store._ledger_travel.delete_runs(conn, run_ids, ...): "
+    "delete runs only through smithers_tt.store.ledger._travel.delete_runs(conn, run_ids, ...): "
     "tt_rewound_frames has no foreign key (migration 0013), so only delete_runs deletes the "
     "frames kept by the rewinds of the runs it deletes; a rewind itself is deleted only there "
     "too (RewindUndone, delete_runs)"
@@ -172,9 +172,12 @@ class _Scanner:
                     for alias in node.names:
                         full = f"{module}.{alias.name}" if module else alias.name
                         local = alias.asname or alias.name.split(".")[0]
-                        if full.endswith("store._schema") or full == "_schema":
+                        if (
+                            full.endswith(("store.backend._schema", "store.backend.schema"))
+                            or full == "_schema"
+                        ):
                             scope.schemas.add(local)
-                        elif module.endswith("store._schema") and alias.name in TABLE_ATTRS:
+                        elif module.endswith("store.backend._schema") and alias.name in TABLE_ATTRS:
                             scope.tables[local] = f"tt_{alias.name}"
                 elif isinstance(node, ast.Assign):
                     for target in node.targets:
@@ -256,7 +259,7 @@ def scan_package() -> list[Finding]:
 
 
 def test_no_module_but_delete_runs_own_deletes_runs_or_rewinds() -> None:
-    assert OWNER.name == "_ledger_travel.py" and OWNER.is_file()
+    assert OWNER.parts[-2:] == ("ledger", "_travel.py") and OWNER.is_file()
     assert len(package_modules()) > 50  # it scanned the package, not an empty directory
     findings = scan_package()
     assert not findings, (
@@ -293,9 +296,11 @@ PLANTED = {
         "    conn.execute(rf.delete())\n"
     ),
     "loop": "for table in (S.refs, S.runs):\n    conn.execute(table.delete())",
-    "from import": ("from smithers_tt.store._schema import runs\nconn.execute(runs.delete())"),
+    "from import": (
+        "from smithers_tt.store.backend._schema import runs\nconn.execute(runs.delete())"
+    ),
     "module import": (
-        "import smithers_tt.store._schema as schema\nconn.execute(schema.rewinds.delete())"
+        "import smithers_tt.store.backend._schema as schema\nconn.execute(schema.rewinds.delete())"
     ),
     "lightweight table": 'conn.execute(sa.table("tt_runs").delete())',
     "metadata lookup": 'conn.execute(sa.delete(metadata.tables["tt_runs"]))',
@@ -313,7 +318,7 @@ PLANTED = {
 
 @pytest.mark.parametrize("source", list(PLANTED.values()), ids=list(PLANTED))
 def test_the_scanner_flags_a_planted_delete_of_runs(source: str) -> None:
-    findings = scan_source("from smithers_tt.store import _schema as S\n" + source)
+    findings = scan_source("from smithers_tt.store.backend import schema as S\n" + source)
     assert findings, source
     assert {f.table for f in findings} <= set(GUARDED)
     message = str(findings[0])
@@ -337,11 +342,11 @@ CLEAN = {
 
 @pytest.mark.parametrize("source", list(CLEAN.values()), ids=list(CLEAN))
 def test_the_scanner_leaves_other_deletes_alone(source: str) -> None:
-    assert scan_source("from smithers_tt.store import _schema as S\n" + source) == []
+    assert scan_source("from smithers_tt.store.backend import schema as S\n" + source) == []
 
 
 def test_a_finding_says_where_and_what_to_use_instead() -> None:
-    source = "from smithers_tt.store import _schema as S\n\n\nx = S.runs.delete()\n"
+    source = "from smithers_tt.store.backend import schema as S\n\n\nx = S.runs.delete()\n"
     (finding,) = scan_source(source, "smithers_tt/store/_new.py")
     assert str(finding) == "smithers_tt/store/_new.py:4: deletes from tt_runs: S.runs.delete()"
     assert "delete_runs" in ADVICE

@@ -12,10 +12,10 @@ import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.engine import GenerateRequest, Workflow
 from smithers_tt.store import Frame
-from smithers_tt.store import _schema as S
 from smithers_tt.store._frames import frame_row
 from smithers_tt.store._records import now_ms
-from smithers_tt.store._travel_write import insert_rows
+from smithers_tt.store.backend import _schema as S
+from smithers_tt.store.ledger._live import insert_rows
 from smithers_tt.timetravel import Snapshot
 
 TOPIC = {"topic": "bee"}

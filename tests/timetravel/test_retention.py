@@ -11,8 +11,8 @@ import pytest
 import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store._publish import insert_content
 from smithers_tt.store._records import now_ms
+from smithers_tt.store.ledger._publish import insert_content
 from smithers_tt.timetravel import acquire_lease, prune_runs
 from tests.timetravel._support import count, dump, execute, snapshot_view
 

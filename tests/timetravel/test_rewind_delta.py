@@ -13,7 +13,7 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt import GenerateRequest, GenerateResult, Loop, Retry, Workflow
 from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 from smithers_tt.timetravel import _delta
 from tests.engine._workflows import ScriptedAgent, state
 from tests.timetravel._support import dump, execute

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import smithers_tt as st
-import smithers_tt.store._publish as publish_module
 import smithers_tt.store._store as store_module
+import smithers_tt.store.ledger._publish as publish_module
 from smithers_tt.checkpoint import AgentCheckpoint
 from tests.timetravel._support import (
     TOPIC,

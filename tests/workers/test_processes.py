@@ -40,7 +40,7 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.checkpoint import content_hash
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 from ._flows import DELAY_ENV, LOG_ENV, logged
 

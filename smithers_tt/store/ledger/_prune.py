@@ -13,11 +13,11 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
-from smithers_tt.store._ledger_travel import delete_runs
 from smithers_tt.store._records import now_ms
-from smithers_tt.store._travel_write import audit_row, insert_rows
+from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._live import audit_row, insert_rows
+from smithers_tt.store.ledger._travel import delete_runs
 
 _CHILD = S.runs.alias("child")
 

@@ -1,8 +1,9 @@
 """The changes time travel and bulk writes make to a run, written through the ledger.
 
-Each is a :class:`~smithers_tt.store._ledger.Change`: :func:`~smithers_tt.store._ledger.write`
-advances the run's clock once (or inserts a new run), checks the fence, applies the change's
-projection and inserts its frame, exactly as for the engine's changes. What is particular to
+Each is a :class:`~smithers_tt.store.ledger._write.Change`:
+:func:`~smithers_tt.store.ledger._write.write` advances the run's clock once (or inserts a new
+run), checks the fence, applies the change's projection and inserts its frame, exactly as for
+the engine's changes. What is particular to
 time travel is the projection: set-based statements on the transaction's SQLAlchemy
 connection (``INSERT ... SELECT`` copies, multi-row inserts), given to the change as a
 callable so the rows never pass through Python one by one.
@@ -24,10 +25,10 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect import Dialect
-from smithers_tt.store._ledger import Change, NewRun, Write, json_or_none
 from smithers_tt.store._records import Frame
+from smithers_tt.store.backend import Dialect
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._write import Change, NewRun, Write, json_or_none
 
 AttemptRow = tuple[str, int, int, str]
 """``(node_id, iteration, attempt, state)`` of a live attempt."""
@@ -119,7 +120,7 @@ def fork_row(
     error: str | None,
     inherits: bool,
 ) -> NewRun:
-    """The ``create`` of a fork's :class:`~smithers_tt.store._ledger.Entry`: the run row of a
+    """The ``create`` of a fork's :class:`~smithers_tt.store.ledger._write.Entry`: the run row of a
     fork of ``parent`` (a run state) at ``parent_frame_no``: unowned, the parent's workflow,
     graph and checkpoint ceiling; ``output`` and ``error`` are those of a fork that keeps its
     parent's ending; ``inherits`` marks a fork by reference (its history before frame 0 is

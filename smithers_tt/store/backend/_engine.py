@@ -1,7 +1,7 @@
 """Connections, transactions, transient-error retries and error translation.
 
 One SQLAlchemy Core code path serves SQLite and PostgreSQL; what differs between them is a
-:class:`~smithers_tt.store._dialect.Dialect` (:mod:`._dialect_sqlite`,
+:class:`~smithers_tt.store.backend._dialect.Dialect` (:mod:`._dialect_sqlite`,
 :mod:`._dialect_postgres`), which the :class:`Engine` holds as :attr:`Engine.backend`.
 
 Every transaction runs through :meth:`Engine.transaction`, which retries transient failures
@@ -42,19 +42,20 @@ from smithers_tt.errors import (
     StoreReadOnly,
     TransientStoreError,
 )
-from smithers_tt.store import _dialect_postgres, _dialect_sqlite  # noqa: F401 (registers them)
-from smithers_tt.store._dialect import (
+from smithers_tt.store._records import VERIFY_HINT
+from smithers_tt.store.backend import _sqlite as _dialect_sqlite  # noqa: F401 (registers them)
+from smithers_tt.store.backend._dialect import (
     DIALECTS,
     Commit,
     Dialect,
     dialect_of,
+    dialect_owning,
     disk_failure,
     is_transient,
     short,
     wrap_driver_error,
 )
-from smithers_tt.store._dialect_postgres import COMMIT_TOKEN_TTL_MS, PRUNE_EVERY
-from smithers_tt.store._records import VERIFY_HINT
+from smithers_tt.store.backend._postgres import COMMIT_TOKEN_TTL_MS, PRUNE_EVERY
 
 __all__ = [
     "COMMIT_TOKEN_TTL_MS",
@@ -279,7 +280,7 @@ def damaged(error: BaseException) -> StoreCorrupt | None:
     """:class:`StoreCorrupt` saying what to do when ``error`` means a damaged database file
     (as its dialect says, or text that is not UTF-8), else None."""
     if not isinstance(error, UnicodeDecodeError):
-        dialect = dialect_of(getattr(error, "orig", None))
+        dialect = dialect_owning(getattr(error, "orig", None))
         if dialect is None or not dialect.damaged(error):
             return None
     return StoreCorrupt(
@@ -323,7 +324,7 @@ def token_steps(conn: Connection) -> list[tuple[str, tuple[int, ...]]]:
     commit = conn.info.get(_COMMIT)
     if commit is None or commit.token is not None or conn.in_nested_transaction():
         return []
-    dialect = DIALECTS[conn.dialect.name]
+    dialect = dialect_of(conn)
     return dialect.commit_steps(commit, conn.connection.dbapi_connection)
 
 

@@ -6,12 +6,12 @@ Rules (see DESIGN.md, "Persistence", and docs/migrations.md):
   transaction lock, or SQLite's ``BEGIN IMMEDIATE``; so several processes starting at once
   all succeed, one migrating and the others finding the work done;
 * each revision states its DDL literally (frozen: it never reads
-  :mod:`smithers_tt.store._schema`); the version is kept in :data:`VERSION_TABLE`; a version
+  :mod:`smithers_tt.store.backend._schema`); the version is kept in :data:`VERSION_TABLE`; a version
   this smithers_tt does not know (a newer one migrated the database) stops everything with a
   clear error;
 * a store made by smithers_tt 0.1 (hand-written migrations recorded in ``tt_migrations``) is
   recognised, stamped at its revision and upgraded in place (:mod:`._alembic_v1`);
-* after migrating, every table is compared with :mod:`smithers_tt.store._schema` (columns,
+* after migrating, every table is compared with :mod:`smithers_tt.store.backend._schema` (columns,
   nullability, primary keys, type families); an unexpected shape fails closed with
   :class:`~smithers_tt.errors.SchemaMismatch` and nothing is committed.
 """
@@ -32,10 +32,10 @@ from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import MigrationError, SchemaMismatch
-from smithers_tt.store import _schema
-from smithers_tt.store._alembic_v1 import V1_TABLE, v1_revision, v1_rows, v1_unknown
-from smithers_tt.store._dialect import DIALECTS
-from smithers_tt.store._engine import Engine
+from smithers_tt.store.backend import _schema
+from smithers_tt.store.backend._alembic_v1 import V1_TABLE, v1_revision, v1_rows, v1_unknown
+from smithers_tt.store.backend._dialect import dialect_of
+from smithers_tt.store.backend._engine import Engine
 
 VERSION_TABLE = "tt_alembic_version"
 """Alembic's one-row table holding the revision the store is at (``tt_`` like every table)."""
@@ -43,7 +43,7 @@ VERSION_TABLE = "tt_alembic_version"
 
 def migrations_dir() -> Path:
     """Where the migrations are: inside the installed wheel, or the source checkout."""
-    package = Path(__file__).resolve().parent.parent
+    package = Path(__file__).resolve().parents[2]
     shipped = package / "_migrations"
     return shipped if shipped.is_dir() else package.parent / "migrations"
 
@@ -102,7 +102,7 @@ def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
     ``conn``'s transaction; return their ids. :func:`migrate` is what callers use; tests call
     this one on a plain connection to build a store of an older revision.
     """
-    DIALECTS[conn.dialect.name].migration_lock(conn)
+    dialect_of(conn).migration_lock(conn)
     names = migration_names()
     target = to or names[-1]
     tables = set(sa.inspect(conn).get_table_names())

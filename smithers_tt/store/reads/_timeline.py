@@ -20,11 +20,11 @@ from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_fields
-from smithers_tt.store._frames_columns import FrameRow
 from smithers_tt.store._records import stored_json
+from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._frame_rows import FrameRow
 
 __all__ = [
     "AttemptFrame",

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import content_hash
 from smithers_tt.errors import CheckpointCorrupt, CheckpointMissing
-from smithers_tt.store._langgraph_sql import (
+from smithers_tt.store.backend import (
     CONTENTS_WHERE,
     FRAME_DOCS,
     LANGGRAPH_DOC_NODE,

@@ -16,13 +16,17 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, EncodedCheckpoint, canonical_bytes
-from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect import Dialect
-from smithers_tt.store._frames import FRAME_DATA_WRAPPING, checkpoint_frame
-from smithers_tt.store._ledger import FRAME_COLUMNS, frame_values
-from smithers_tt.store._publish import REF_COLUMNS, insert_content
+from smithers_tt.store._frames import (
+    FRAME_COLUMNS,
+    FRAME_DATA_WRAPPING,
+    checkpoint_frame,
+    frame_values,
+)
 from smithers_tt.store._records import CheckpointRef, now_ms
-from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, run_sql
+from smithers_tt.store.backend import Dialect, dialect_of
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._publish import REF_COLUMNS, insert_content
+from smithers_tt.store.reads import StoredRefs, run_sql, stored_sizes
 
 
 class Refold(Exception):
@@ -152,20 +156,11 @@ _NO_REF = (None, None, None, None, None)
 
 
 class LiveWrites:
-    """The writes of one time-travel transaction (mixed into :class:`~._travel.Travel`)."""
+    """The bulk writes of one time-travel transaction (part of :class:`~..._travel.Travel`):
+    live state replaced from a snapshot, content, base frames of a fork, audit rows."""
 
-    _conn: Connection
-
-    def content_sizes(self, hashes: Sequence[str]) -> dict[str, int]:
-        """``{content_hash: size_bytes}`` of the stored contents among ``hashes``."""
-        c = S.contents
-        found: dict[str, int] = {}
-        for part in chunks(hashes, 1):
-            rows = self._conn.execute(
-                sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(list(part)))
-            ).all()
-            found.update((r.content_hash, r.size_bytes) for r in rows)
-        return found
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
 
     def insert_content(self, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
         """Store content under its hash unless present (see the publish path)."""
@@ -280,7 +275,7 @@ class LiveWrites:
             )
             no += copied
         rows = []
-        sizes = self.content_sizes(list({r.content_hash for r in refs}))
+        sizes = stored_sizes(self._conn, list({r.content_hash for r in refs}))
         for r in refs:
             frame = checkpoint_frame(
                 r, run_id, no, {"created_at_ms": r.created_at_ms}, r.created_at_ms

@@ -295,7 +295,7 @@ workers = Table(
     Column("heartbeat_at_ms", BigInteger, nullable=False),
 )
 
-# --- commit tokens (smithers_tt.store._engine) ---------------------------------------------
+# --- commit tokens (smithers_tt.store.backend._engine) --------------------------------------
 # Every PostgreSQL write transaction inserts one row here, pipelined with its COMMIT. When the
 # COMMIT's reply is lost the store looks the row up to tell a committed transaction from one
 # that rolled back (DESIGN invariant 8). Rows are only needed for seconds; writers delete

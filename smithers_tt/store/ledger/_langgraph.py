@@ -1,7 +1,7 @@
 """The ledger's changes for the LangGraph saver's runs (see :mod:`._ledger`).
 
-A LangGraph thread's run is created by one :func:`~smithers_tt.store._ledger.write` of an
-:class:`~smithers_tt.store._ledger.Entry` with ``create`` set: :class:`ThreadCreated`
+A LangGraph thread's run is created by one :func:`~smithers_tt.store.ledger._write.write` of an
+:class:`~smithers_tt.store.ledger._write.Entry` with ``create`` set: :class:`ThreadCreated`
 (frame 0, which also maps the run to its thread in ``tt_lg_threads``) and one
 :class:`NodeOpened` per node (frames 1 and 2, the attempts the saver's frames belong to),
 followed by the changes of the write that found the thread missing.
@@ -20,10 +20,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from smithers_tt.checkpoint import EncodedCheckpoint
-from smithers_tt.store._langgraph_sql import AGENT, LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE
-from smithers_tt.store._ledger import AttemptStarted, Change, Note, RunRow, Step, Write
-from smithers_tt.store._publish import _insert_content
 from smithers_tt.store._records import Fence, Frame
+from smithers_tt.store.backend import AGENT, LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE
+from smithers_tt.store.ledger._publish import _insert_content
+from smithers_tt.store.ledger._write import AttemptStarted, Change, Note, RunRow, Step, Write
 
 
 class ThreadReplaced(Exception):  # a condition the saver handles, not a fault

@@ -22,14 +22,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_fields, select_frames
-from smithers_tt.store._frames_columns import FrameRow
 from smithers_tt.store._records import CheckpointRef
 from smithers_tt.store._ref_frame import LIVE_REF_COLUMNS, LIVE_REF_FROM, checked_ref
-from smithers_tt.store._travel import Travel
-from smithers_tt.store._travel_bulk import dialect_of, run_sql
+from smithers_tt.store.backend import Engine, dialect_of
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._frame_rows import FrameRow
+from smithers_tt.store.reads._travel import TravelReads, run_sql
 
 __all__ = [
     "frame_span",
@@ -67,7 +66,7 @@ def _read(engine: Engine, work: Any) -> Any:
 def frame_span(engine: Engine, run_id: str, upto: int) -> tuple[int, int | None]:
     """How many frames the run has at or below ``upto``, and the lowest frame number."""
     result: tuple[int, int | None] = _read(
-        engine, lambda conn: Travel(conn).frame_span(run_id, upto)
+        engine, lambda conn: TravelReads(conn).frame_span(run_id, upto)
     )
     return result
 
@@ -291,7 +290,7 @@ def live_node_rows(
 ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """The node rows and every attempt of the (node id, iteration) ``keys`` at the newest
     frame, as the fold's node and attempt views hold them (see
-    :meth:`Travel.live_by_key`), in no particular order.
+    :meth:`TravelReads.live_by_key`), in no particular order.
 
     Raises:
         StoreCorrupt: a stored output is not JSON.
@@ -306,7 +305,7 @@ def live_node_rows(
     def read(conn: Any) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         nodes: list[tuple[Any, ...]] = []
         attempts: list[tuple[Any, ...]] = []
-        travel = Travel(conn)
+        travel = TravelReads(conn)
         for node_id, (low, high) in sorted(spans.items()):
             found = travel.live_rows(
                 run_id,

@@ -15,143 +15,22 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt.errors import StoreCorrupt
-from smithers_tt.store import _schema as S
-from smithers_tt.store._frames import Frame, frame_from_row, select_frames
-from smithers_tt.store._records import stored_json
-from smithers_tt.store._travel_bulk import corrupt_frame
-from smithers_tt.store._travel_write import chunks, insert_rows
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._live import chunks, insert_rows
+from smithers_tt.store.reads import KEYS_PER_STATEMENT, keys_match
 
 NodeKey = tuple[str, int]
 AttemptKey = tuple[str, int, int]
 RefKey = tuple[str, int, int, int]
 
-_KEYS_PER_STATEMENT = 200
-"""Keys matched by one ``OR`` of equalities (``_keys``)."""
 
+class DeltaWrites:
+    """The writes by key of one time-travel transaction: a rewind (or its undo) that changes
+    only the live rows the frames it removes touched (part of :class:`~..._travel.Travel`;
+    the reads by key are :class:`~...reads._travel.TravelReads`')."""
 
-def _frames(conn: Connection, run_id: str, stmt: sa.Select) -> list[Frame]:
-    frames = []
-    for row in conn.execute(stmt):
-        try:
-            frames.append(frame_from_row(row))
-        except StoreCorrupt as error:  # data_json that is not JSON at all
-            raise corrupt_frame(run_id, row.frame_no, row.kind, error.__cause__) from error
-    return frames
-
-
-def _keys(columns: Sequence[sa.Column], keys: Sequence[tuple[Any, ...]]) -> Any:
-    """``columns`` equal one of ``keys``: an ``OR`` of equalities, which both databases
-    evaluate row by row cheaply and match against a primary key (a row-value ``IN`` makes
-    SQLite scan)."""
-    return sa.or_(*(sa.and_(*(c == v for c, v in zip(columns, key, strict=True))) for key in keys))
-
-
-class DeltaStatements:
-    """Reads and writes by key of one time-travel transaction (mixed into
-    :class:`~._travel.Travel`)."""
-
-    _conn: Connection
-
-    def first_frame_no(self, run_id: str) -> int | None:
-        """The lowest frame number of the run (below 0 for a fork), one index seek."""
-        f = S.frames
-        return self._conn.execute(
-            sa.select(sa.func.min(f.c.frame_no)).where(f.c.run_id == run_id)
-        ).scalar_one_or_none()
-
-    def frames_after(self, run_id: str, after: int) -> list[Frame]:
-        """The run's frames above ``after``, in order (read by number: O(frames read)).
-
-        Raises:
-            SnapshotInvalid: a frame's data is not JSON at all.
-        """
-        return _frames(self._conn, run_id, select_frames(run_id, after=after))
-
-    def node_history(self, run_id: str, upto: int, pairs: Sequence[NodeKey]) -> list[Frame]:
-        """Every frame at or below ``upto`` that changed a node or an attempt of the
-        ``(node_id, iteration)`` pairs, and every ``reset`` at or below ``upto``, in frame
-        order: what those nodes and attempts were at ``upto`` folds from them alone.
-
-        Reads the partial indexes ``tt_frames_node_level`` (one range per pair: a few frames
-        per attempt) and ``tt_frames_run_level`` (resets are rare), never the checkpoints.
-
-        Raises:
-            SnapshotInvalid: a frame's data is not JSON at all.
-        """
-        f = S.frames
-        found = _frames(
-            self._conn,
-            run_id,
-            select_frames(run_id, upto=upto).where(S.RUN_LEVEL_WHERE, f.c.kind == "reset"),
-        )
-        for node_id, iteration in sorted(set(pairs)):
-            found += _frames(
-                self._conn,
-                run_id,
-                select_frames(run_id, upto=upto).where(
-                    S.NODE_LEVEL_WHERE, f.c.node_id == node_id, f.c.iteration == iteration
-                ),
-            )
-        found.sort(key=lambda frame: frame.frame_no)
-        return found
-
-    def live_by_key(
-        self, run_id: str, nodes: Sequence[NodeKey], attempts: Sequence[AttemptKey]
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """The run's live rows of these keys, by primary key: nodes as ``(node_id,
-        iteration, state, last_attempt, output)`` (the output parsed), attempts as
-        ``(node_id, iteration, attempt, state, resumed_from, error, error_code,
-        discard_resume, started_at_ms, finished_at_ms)`` (``resumed_from`` a 5-tuple or
-        ``None``): the fields of the fold's node and attempt views.
-
-        Raises:
-            StoreCorrupt: a stored output is not JSON.
-        """
-        n, a = S.nodes, S.attempts
-        found_nodes: list[tuple[Any, ...]] = []
-        found_attempts: list[tuple[Any, ...]] = []
-        for part in chunks(nodes, 2, _KEYS_PER_STATEMENT):
-            found_nodes += self.live_rows(run_id, _keys([n.c.node_id, n.c.iteration], part))[0]
-        for part in chunks(attempts, 3, _KEYS_PER_STATEMENT):
-            where = _keys([a.c.node_id, a.c.iteration, a.c.attempt], part)
-            found_attempts += self.live_rows(run_id, None, where)[1]
-        return found_nodes, found_attempts
-
-    def live_rows(
-        self, run_id: str, nodes: Any = None, attempts: Any = None
-    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        """The run's live node rows where ``nodes`` holds and attempt rows where ``attempts``
-        holds (conditions on ``tt_nodes`` and ``tt_attempts``; None reads none), as
-        :meth:`live_by_key` gives them.
-
-        Raises:
-            StoreCorrupt: a stored output is not JSON.
-        """
-        conn = self._conn
-        n, a = S.nodes, S.attempts
-        found_nodes: list[tuple[Any, ...]] = []
-        found_attempts: list[tuple[Any, ...]] = []
-        if nodes is not None:
-            for row in conn.execute(
-                sa.select(
-                    n.c.node_id, n.c.iteration, n.c.state, n.c.last_attempt, n.c.output_json
-                ).where(n.c.run_id == run_id, nodes)
-            ):
-                where = f"tt_nodes.output_json of {row[0]!r} in run {run_id!r}"
-                found_nodes.append((*row[:4], stored_json(row[4], where)))
-        resumed = [a.c.resumed_run_id, a.c.resumed_node_id, a.c.resumed_iteration,
-                   a.c.resumed_attempt, a.c.resumed_sequence]  # fmt: skip
-        if attempts is not None:
-            for row in conn.execute(
-                sa.select(
-                    a.c.node_id, a.c.iteration, a.c.attempt, a.c.state, *resumed, a.c.error,
-                    a.c.error_code, a.c.discard_resume, a.c.started_at_ms, a.c.finished_at_ms,
-                ).where(a.c.run_id == run_id, attempts)
-            ):  # fmt: skip
-                src = None if row[4] is None else tuple(row[4:9])
-                found_attempts.append((*row[:4], src, row[9], row[10], bool(row[11]), *row[12:]))
-        return found_nodes, found_attempts
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
 
     def write_delta(
         self,
@@ -222,13 +101,13 @@ class DeltaStatements:
         a = S.attempts
         keys = [(row["node_id"], row["iteration"], row["attempt"]) for row in rows]
         present: set[tuple[Any, ...]] = set()
-        for part in chunks(keys, 3, _KEYS_PER_STATEMENT):
+        for part in chunks(keys, 3, KEYS_PER_STATEMENT):
             present.update(
                 tuple(k)
                 for k in conn.execute(
                     sa.select(a.c.node_id, a.c.iteration, a.c.attempt).where(
                         a.c.run_id == run_id,
-                        _keys([a.c.node_id, a.c.iteration, a.c.attempt], part),
+                        keys_match([a.c.node_id, a.c.iteration, a.c.attempt], part),
                     )
                 )
             )

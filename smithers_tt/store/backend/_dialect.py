@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store import _schema as S
+from smithers_tt.store.backend import _schema as S
 
 T = TypeVar("T")
 
@@ -49,7 +49,7 @@ def is_transient(error: BaseException) -> bool:
     if isinstance(error, exc.DBAPIError) and error.connection_invalidated:
         return True
     orig = getattr(error, "orig", error)
-    dialect = dialect_of(orig)
+    dialect = dialect_owning(orig)
     return dialect is not None and dialect.transient(error, orig)
 
 
@@ -58,11 +58,11 @@ def disk_failure(error: BaseException) -> str | None:
     the dialect whose driver raised it says; else None. Never transient: a retry at once meets
     the same disk."""
     orig = getattr(error, "orig", error)
-    dialect = dialect_of(orig)
+    dialect = dialect_owning(orig)
     return None if dialect is None else dialect.disk_failure(orig)
 
 
-def dialect_of(orig: BaseException | None) -> Dialect | None:
+def dialect_owning(orig: BaseException | None) -> Dialect | None:
     """The registered dialect whose driver raised ``orig``, if any."""
     for dialect in DIALECTS.values():
         if orig is not None and dialect.owns(orig):
@@ -307,6 +307,12 @@ DIALECTS: dict[str, Dialect] = {}
 """Every dialect the store runs on, by backend name (filled by :func:`register`)."""
 
 
+def dialect_of(conn: Connection) -> Dialect:
+    """The store's dialect object of ``conn``'s database (the one place a connection's dialect
+    is looked up; an :class:`~._engine.Engine` holds its own as ``engine.backend``)."""
+    return DIALECTS[conn.dialect.name]
+
+
 def register(dialect: Dialect) -> Dialect:
     """Make ``dialect`` the one used for its backend name."""
     DIALECTS[dialect.name] = dialect
@@ -449,7 +455,7 @@ class Dialect(ABC):
     @abstractmethod
     def read_only_access(self, engine: Any) -> Any:
         """How a reader outside the store (DuckDB) reaches ``engine``'s database read-only
-        (a :class:`~smithers_tt.store._describe.SqliteAccess` or ``PostgresAccess``)."""
+        (a :class:`~smithers_tt.store.backend._access.SqliteAccess` or ``PostgresAccess``)."""
 
     @property
     def statements(self) -> Statements:

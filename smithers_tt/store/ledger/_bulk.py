@@ -17,15 +17,14 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import driver
-from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._ledger import Entry, write
-from smithers_tt.store._ledger_travel import HistoryEnded, Restated
 from smithers_tt.store._records import CheckpointRef, now_ms
-from smithers_tt.store._travel import Travel
-from smithers_tt.store._travel_write import insert_rows
+from smithers_tt.store.backend import Engine, driver
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._live import LiveWrites, insert_rows
+from smithers_tt.store.ledger._travel import HistoryEnded, Restated
+from smithers_tt.store.ledger._write import Entry, write
+from smithers_tt.store.reads import stored_sizes
 
 Row = Mapping[str, Any]
 """Column values of one row, by column name."""
@@ -66,11 +65,11 @@ def write_history(
     live_refs = list(refs)
 
     def work(conn: Connection) -> None:
-        tx = Travel(conn)
+        live = LiveWrites(conn)
         stamp = now_ms()
 
         def project() -> None:
-            stored = tx.content_sizes(list(contents_by_hash))
+            stored = stored_sizes(conn, list(contents_by_hash))
             insert_rows(
                 conn,
                 S.contents,
@@ -93,6 +92,6 @@ def write_history(
         with driver(conn) as db:
             write(db, [Entry(run_id, None, changes)], stamp)
         # After the frames: each live ref points at its checkpoint frame.
-        tx.replace_live_state(run_id, nodes, attempts, live_refs, None)
+        live.replace_live_state(run_id, nodes, attempts, live_refs, None)
 
     engine.transaction(work)

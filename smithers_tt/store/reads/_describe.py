@@ -22,16 +22,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 import sqlalchemy as sa
 from sqlalchemy import BigInteger, Boolean, Integer, LargeBinary, String, Text
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
-from smithers_tt.store._travel import Travel
+from smithers_tt.store.backend import Engine, PostgresAccess, SqliteAccess
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._travel import stored_sizes
 
 TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
 """The portable type of a column: what a reader needs to choose its own type."""
@@ -88,30 +87,6 @@ def describe_tables(names: Sequence[str]) -> tuple[TableInfo, ...]:
 # --- reaching the database read-only ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class SqliteAccess:
-    """The store is this SQLite file (resolved; it may not exist)."""
-
-    path: Path
-
-
-@dataclass(frozen=True)
-class PostgresAccess:
-    """How to reach the store's PostgreSQL database read-only.
-
-    Attributes:
-        schema: the schema holding the store's tables, as the store's search_path finds it.
-        credentials: the libpq parameters among ``host``, ``port``, ``dbname``, ``user`` and
-            ``password`` that the URL sets (keep them out of anything shown to people).
-        conninfo: a libpq conninfo of the URL's other parameters, with every session
-            read-only on the server (``default_transaction_read_only``).
-    """
-
-    schema: str
-    credentials: dict[str, str]
-    conninfo: str
-
-
 def read_only_access(engine: Engine) -> SqliteAccess | PostgresAccess:
     """How a reader outside the store (DuckDB) reaches this store's database read-only.
 
@@ -159,4 +134,4 @@ def content_sizes(engine: Engine, hashes: Iterable[str]) -> dict[str, int]:
     wanted = sorted(set(hashes))
     if not wanted:
         return {}
-    return engine.transaction(lambda conn: Travel(conn).content_sizes(wanted), write=False)
+    return engine.transaction(lambda conn: stored_sizes(conn, wanted), write=False)

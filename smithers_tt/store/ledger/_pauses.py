@@ -10,7 +10,7 @@ paused under the epoch the continuer saw: of two continuers, the second finds an
 :class:`~smithers_tt.errors.ConcurrencyError` with nothing written.
 
 A pause, a continue and a release hand the run back the same way: one prebuilt statement
-(:attr:`~smithers_tt.store._dialect.Statements.hand_back_run`) with the status they leave.
+(:attr:`~smithers_tt.store.backend._dialect.Statements.hand_back_run`) with the status they leave.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from typing import Any
 
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import ConcurrencyError, InvalidArgument
-from smithers_tt.store._ledger import AttemptEnded, AttemptStarted, Change, RunRow, Write
-from smithers_tt.store._publish import _insert_content, ref_key
 from smithers_tt.store._records import CheckpointRef, Frame
-
-PAUSE_KINDS = ("run_created", "forked", "run_paused", "run_continued", "breakpoints_set")
-"""The frame kinds that say where a run paused, how it went on, and its breakpoints."""
+from smithers_tt.store._ref_frame import ref_key
+from smithers_tt.store.ledger._publish import _insert_content
+from smithers_tt.store.ledger._write import AttemptEnded, AttemptStarted, Change, RunRow, Write
 
 ENDED = ("finished", "failed", "cancelled")
 """Statuses of a run that no executor takes up again (a breakpoint there means nothing)."""

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_fields, select_frames
 from smithers_tt.store._records import CheckpointRef, Frame
+from smithers_tt.store.backend import Engine
 
 __all__ = ["FrameRow", "frame_rows"]
 

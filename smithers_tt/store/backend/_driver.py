@@ -8,8 +8,8 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store._dialect import DIALECTS, wrap_driver_error
-from smithers_tt.store._engine import token_steps
+from smithers_tt.store.backend._dialect import dialect_of, wrap_driver_error
+from smithers_tt.store.backend._engine import token_steps
 
 
 class Driver:
@@ -22,14 +22,14 @@ class Driver:
     errors are translated the way SQLAlchemy translates them: wrapped in the matching
     :class:`sqlalchemy.exc.DBAPIError`, with ``connection_invalidated`` set (and the
     connection invalidated) when the dialect says the connection is gone, so
-    :func:`~smithers_tt.store._engine.is_transient` and the retries see exactly what they see
-    for any other statement.
+    :func:`~smithers_tt.store.backend._engine.is_transient` and the retries see exactly what
+    they see for any other statement.
     """
 
     __slots__ = ("_conn", "_cursor", "_error", "pipelines", "sql")
 
     def __init__(self, conn: Connection) -> None:
-        dialect = DIALECTS[conn.dialect.name]
+        dialect = dialect_of(conn)
         self.sql = dialect.statements
         self._conn = conn
         self._cursor = conn.connection.cursor()

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from smithers_tt.store import _schema as S
-from smithers_tt.store._engine import Engine
 from smithers_tt.store._frames import frame_fields, select_frames
-from smithers_tt.store._frames_columns import FrameRow
+from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._frame_rows import FrameRow
 
 __all__ = ["FrameChoices", "find_frames", "frame_choices", "frames_at"]
 

@@ -5,7 +5,7 @@ ambiguous commits.
 reached the server and was carried out while its reply was lost; running the work again would
 apply it twice. So every write transaction inserts a unique token row (``tt_commit_tokens``)
 without an extra round trip: it rides in the first pipeline of statements the transaction
-sends (the publication's, see :func:`~smithers_tt.store._engine.token_steps`), or else is
+sends (the publication's, see :func:`~smithers_tt.store.backend._engine.token_steps`), or else is
 pipelined with the COMMIT (:meth:`PostgresDialect.seal`). When the COMMIT fails with a lost
 connection, :meth:`PostgresDialect.settle` makes sure the old session is gone
 (``pg_terminate_backend`` on its backend, so no COMMIT of it can still land afterwards) and
@@ -33,7 +33,8 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt._extras import extra_needed
 from smithers_tt.errors import OutcomeUnknown, StoreNotFound
-from smithers_tt.store._dialect import (
+from smithers_tt.store.backend._access import PostgresAccess
+from smithers_tt.store.backend._dialect import (
     Commit,
     Dialect,
     is_transient,
@@ -208,9 +209,6 @@ class PostgresDialect(Dialect):
         )
 
     def read_only_access(self, engine: Any) -> Any:
-        # Imported here: _describe imports the engine, which imports this module.
-        from smithers_tt.store._describe import PostgresAccess
-
         url = engine.sa.url
         credentials = {
             key: str(value)

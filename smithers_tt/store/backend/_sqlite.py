@@ -35,7 +35,8 @@ from smithers_tt.errors import (
     StoreNotFound,
     StoreReadOnly,
 )
-from smithers_tt.store._dialect import Commit, Dialect, register, short
+from smithers_tt.store.backend._access import SqliteAccess
+from smithers_tt.store.backend._dialect import Commit, Dialect, register, short
 
 _TRANSIENT = (
     "database is locked",
@@ -107,9 +108,6 @@ class SqliteDialect(Dialect):
             conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
 
     def read_only_access(self, engine: Any) -> Any:
-        # Imported here: _describe imports the engine, which imports this module.
-        from smithers_tt.store._describe import SqliteAccess
-
         return SqliteAccess(Path(engine.sa.url.database or "").resolve())
 
     def create_engine(

@@ -1,7 +1,7 @@
 """Fenced, group-committed checkpoint publication: the ledger applied to a batch.
 
-A batch of units (one unit per publish, each a :class:`~smithers_tt.store._ledger.Change`)
-commits in one transaction, written by :func:`smithers_tt.store._ledger.write`:
+A batch of units (one unit per publish, each a :class:`~smithers_tt.store.ledger._write.Change`)
+commits in one transaction, written by :func:`smithers_tt.store.ledger._write.write`:
 
 1. advance each run's clock by its number of units (one ``UPDATE ... RETURNING`` that locks
    the run row) and check every unit's fence: run ``running``, owner epoch matches; a
@@ -20,7 +20,7 @@ commits in one transaction, written by :func:`smithers_tt.store._ledger.write`:
    agent, size) and the live refs (key and frame number only), one ``executemany`` each.
 
 Every statement is prebuilt driver SQL with bound parameters (see
-:class:`~smithers_tt.store._dialect.Statements`): nothing is built or compiled per publish.
+:class:`~smithers_tt.store.backend._dialect.Statements`): nothing is built or compiled per publish.
 
 A unit that fails (fence lost, conflict, corruption) writes nothing, not even content, while
 the other units of the batch commit: the batch is first applied together without savepoints;
@@ -45,7 +45,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-import sqlalchemy as sa
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection
 
@@ -55,18 +54,15 @@ from smithers_tt.errors import (
     CheckpointCorrupt,
     CheckpointTooLarge,
     FenceLost,
-    InvalidArgument,
     SmithersError,
     StoreError,
     TransientStoreError,
 )
-from smithers_tt.store import _schema as S
-from smithers_tt.store._dialect import disk_failure
-from smithers_tt.store._driver import Driver, driver
-from smithers_tt.store._engine import Engine, _short, is_transient
-from smithers_tt.store._ledger import Change, Entry, RunRow, Step, Write, write
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, Frame, now_ms
-from smithers_tt.store._ref_frame import agreement, checked_ref, frame_of
+from smithers_tt.store._ref_frame import ref_key
+from smithers_tt.store.backend import Driver, Engine, _short, disk_failure, driver, is_transient
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, write
 
 __all__ = [
     "Driver",
@@ -74,12 +70,8 @@ __all__ = [
     "PublishUnit",
     "Unit",
     "WorkUnit",
-    "check_purpose",
     "driver",
     "insert_content",
-    "ref_from_row",
-    "ref_key",
-    "select_refs",
 ]
 
 
@@ -239,12 +231,7 @@ REF_COLUMNS = ("run_id", "node_id", "iteration", "attempt", "sequence", "frame_n
 """The columns of ``tt_checkpoint_refs``: a ref's key and its checkpoint frame."""
 # Statements.insert_ref names these columns literally; the schema is defined once, in _schema.
 if tuple(S.refs.c.keys()) != REF_COLUMNS:
-    raise RuntimeError("smithers_tt.store._publish is out of step with _schema; fix the SQL")
-
-
-def ref_key(ref: CheckpointRef) -> tuple[str, str, int, int, int]:
-    """A ref's key, the primary key of ``tt_checkpoint_refs``."""
-    return (ref.run_id, ref.node_id, ref.iteration, ref.attempt, ref.sequence)
+    raise RuntimeError("smithers_tt.store.ledger._publish is out of step with _schema; fix the SQL")
 
 
 def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
@@ -298,51 +285,6 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     with driver(conn) as db:
         entries = write(db, [Entry(u.key.run_id, u.fence, (u,)) for u in units], now_ms())
     return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
-
-
-def check_purpose(purpose: str) -> str:
-    """Validate a ref purpose."""
-    if purpose not in S.PURPOSES:
-        raise InvalidArgument(f"purpose must be one of {list(S.PURPOSES)}, got {purpose!r}")
-    return purpose
-
-
-def select_refs(purpose: str | None = None) -> Any:
-    """Live refs as :func:`ref_from_row` reads them: ``tt_checkpoint_refs`` with the
-    checkpoint frames that hold their hash, codec, version, purpose, agent and time, kept when
-    the frame is gone, and whether each agrees with its frame (see :mod:`._ref_frame`).
-
-    With ``purpose``, only refs of that purpose, and those that disagree with their frame
-    (whose purpose cannot be told: reading them refuses).
-    """
-    r, f = S.refs, S.frames
-    stmt = sa.select(
-        r.c.run_id,
-        r.c.node_id,
-        r.c.iteration,
-        r.c.attempt,
-        r.c.sequence,
-        f.c.content_hash,
-        f.c.codec,
-        f.c.version,
-        f.c.purpose,
-        f.c.agent_id,
-        f.c.created_at_ms,
-        r.c.frame_no,
-        agreement(r, f).label("agrees"),
-    ).select_from(r.outerjoin(f, frame_of(r, f)))
-    if purpose is None:
-        return stmt
-    return stmt.where(sa.or_(f.c.purpose == check_purpose(purpose), agreement(r, f) == 0))
-
-
-def ref_from_row(row: Any) -> CheckpointRef:
-    """Build a :class:`CheckpointRef` from a row of :func:`select_refs`.
-
-    Raises:
-        StoreCorrupt: the ref does not agree with its frame.
-    """
-    return checked_ref(row[0], row[1:])
 
 
 class GroupCommitter:

@@ -5,33 +5,30 @@ checkpoints in Python and asks these statements about the checkpoint frames, whi
 the database: how many there are per attempt, whether each is well-formed (what ``fold``
 checks), and which are visible at frame N (after the last ``reset`` of their node). The refs
 stay described by a :class:`StoredRefs` (plain data: the cut per node) that rewind and fork
-copy with one ``INSERT ... SELECT`` (see :mod:`smithers_tt.store._travel_write`).
+copy with one ``INSERT ... SELECT`` (see :mod:`smithers_tt.store.ledger._live`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import SnapshotInvalid, StoreCorrupt
-from smithers_tt.store._dialect import DIALECTS, Dialect
 from smithers_tt.store._frames import Frame, frame_from_row, select_frames
-from smithers_tt.store._records import VERIFY_HINT, CheckpointRef
+from smithers_tt.store._records import VERIFY_HINT, CheckpointRef, stored_json
+from smithers_tt.store.backend import Dialect, dialect_of
+from smithers_tt.store.backend import schema as S
 
 _FLOOR = -(2**62)
 """Below every frame number (base frames of a fork are negative)."""
 
 AttemptKeyT = tuple[str, int, int]
 """``(node_id, iteration, attempt)`` of an attempt."""
-
-
-def dialect_of(conn: Connection) -> Dialect:
-    """The store's dialect object of ``conn``'s database."""
-    return DIALECTS[conn.dialect.name]
 
 
 def run_sql(conn: Connection, sql: str, params: dict[str, Any]) -> Any:
@@ -48,6 +45,18 @@ def plain_rows(conn: Connection, sql: str, params: dict[str, Any]) -> list[tuple
     """Every row of ``sql`` (see :func:`run_sql`) as the driver's own tuples, taken from its
     cursor: no per-row object of SQLAlchemy's (a few microseconds each, on 100,000 rows)."""
     return run_sql(conn, sql, params).cursor.fetchall()
+
+
+def stored_sizes(conn: Connection, hashes: Sequence[str]) -> dict[str, int]:
+    """``{content_hash: size_bytes}`` of the stored contents among ``hashes``."""
+    c = S.contents
+    found: dict[str, int] = {}
+    for part in Dialect.chunks(hashes, 1):
+        rows = conn.execute(
+            sa.select(c.c.content_hash, c.c.size_bytes).where(c.c.content_hash.in_(list(part)))
+        ).all()
+        found.update((r.content_hash, r.size_bytes) for r in rows)
+    return found
 
 
 @dataclass
@@ -118,10 +127,42 @@ def corrupt_frame(run_id: str, frame_no: int, kind: str, why: object) -> Snapsho
     )
 
 
-class BulkReads:
-    """The reads of one time-travel transaction (mixed into :class:`~._travel.Travel`)."""
+NodeKey = tuple[str, int]
+AttemptKey = tuple[str, int, int]
+RefKey = tuple[str, int, int, int]
 
-    _conn: Connection
+KEYS_PER_STATEMENT = 200
+"""Keys matched by one ``OR`` of equalities (``_keys``)."""
+
+
+def _checked_frames(conn: Connection, run_id: str, stmt: sa.Select) -> list[Frame]:
+    frames = []
+    for row in conn.execute(stmt):
+        try:
+            frames.append(frame_from_row(row))
+        except StoreCorrupt as error:  # data_json that is not JSON at all
+            raise corrupt_frame(run_id, row.frame_no, row.kind, error.__cause__) from error
+    return frames
+
+
+def keys_match(columns: Sequence[sa.Column], keys: Sequence[tuple[Any, ...]]) -> Any:
+    """``columns`` equal one of ``keys``: an ``OR`` of equalities, which both databases
+    evaluate row by row cheaply and match against a primary key (a row-value ``IN`` makes
+    SQLite scan)."""
+    return sa.or_(*(sa.and_(*(c == v for c, v in zip(columns, key, strict=True))) for key in keys))
+
+
+class TravelReads:
+    """The reads of one time-travel transaction (part of :class:`~..._travel.Travel`): the
+    state at frame N with its refs left in SQL, and the frames and live rows by key that a
+    rewind changing only what it touches reads."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def content_sizes(self, hashes: Sequence[str]) -> dict[str, int]:
+        """``{content_hash: size_bytes}`` of the stored contents among ``hashes``."""
+        return stored_sizes(self._conn, hashes)
 
     def frames(self, run_id: str, upto: int | None = None) -> list[Frame]:
         """Every frame of ``run_id`` up to ``upto``, in order, as the full fold reads them.
@@ -223,3 +264,103 @@ class BulkReads:
             dict(params, newest_node=node_id),
         ).first()
         return None if row is None else CheckpointRef(refs.run_id, *row)
+
+    def first_frame_no(self, run_id: str) -> int | None:
+        """The lowest frame number of the run (below 0 for a fork), one index seek."""
+        f = S.frames
+        return self._conn.execute(
+            sa.select(sa.func.min(f.c.frame_no)).where(f.c.run_id == run_id)
+        ).scalar_one_or_none()
+
+    def frames_after(self, run_id: str, after: int) -> list[Frame]:
+        """The run's frames above ``after``, in order (read by number: O(frames read)).
+
+        Raises:
+            SnapshotInvalid: a frame's data is not JSON at all.
+        """
+        return _checked_frames(self._conn, run_id, select_frames(run_id, after=after))
+
+    def node_history(self, run_id: str, upto: int, pairs: Sequence[NodeKey]) -> list[Frame]:
+        """Every frame at or below ``upto`` that changed a node or an attempt of the
+        ``(node_id, iteration)`` pairs, and every ``reset`` at or below ``upto``, in frame
+        order: what those nodes and attempts were at ``upto`` folds from them alone.
+
+        Reads the partial indexes ``tt_frames_node_level`` (one range per pair: a few frames
+        per attempt) and ``tt_frames_run_level`` (resets are rare), never the checkpoints.
+
+        Raises:
+            SnapshotInvalid: a frame's data is not JSON at all.
+        """
+        f = S.frames
+        found = _checked_frames(
+            self._conn,
+            run_id,
+            select_frames(run_id, upto=upto).where(S.RUN_LEVEL_WHERE, f.c.kind == "reset"),
+        )
+        for node_id, iteration in sorted(set(pairs)):
+            found += _checked_frames(
+                self._conn,
+                run_id,
+                select_frames(run_id, upto=upto).where(
+                    S.NODE_LEVEL_WHERE, f.c.node_id == node_id, f.c.iteration == iteration
+                ),
+            )
+        found.sort(key=lambda frame: frame.frame_no)
+        return found
+
+    def live_by_key(
+        self, run_id: str, nodes: Sequence[NodeKey], attempts: Sequence[AttemptKey]
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The run's live rows of these keys, by primary key: nodes as ``(node_id,
+        iteration, state, last_attempt, output)`` (the output parsed), attempts as
+        ``(node_id, iteration, attempt, state, resumed_from, error, error_code,
+        discard_resume, started_at_ms, finished_at_ms)`` (``resumed_from`` a 5-tuple or
+        ``None``): the fields of the fold's node and attempt views.
+
+        Raises:
+            StoreCorrupt: a stored output is not JSON.
+        """
+        n, a = S.nodes, S.attempts
+        found_nodes: list[tuple[Any, ...]] = []
+        found_attempts: list[tuple[Any, ...]] = []
+        for part in Dialect.chunks(nodes, 2, KEYS_PER_STATEMENT):
+            found_nodes += self.live_rows(run_id, keys_match([n.c.node_id, n.c.iteration], part))[0]
+        for part in Dialect.chunks(attempts, 3, KEYS_PER_STATEMENT):
+            where = keys_match([a.c.node_id, a.c.iteration, a.c.attempt], part)
+            found_attempts += self.live_rows(run_id, None, where)[1]
+        return found_nodes, found_attempts
+
+    def live_rows(
+        self, run_id: str, nodes: Any = None, attempts: Any = None
+    ) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """The run's live node rows where ``nodes`` holds and attempt rows where ``attempts``
+        holds (conditions on ``tt_nodes`` and ``tt_attempts``; None reads none), as
+        :meth:`live_by_key` gives them.
+
+        Raises:
+            StoreCorrupt: a stored output is not JSON.
+        """
+        conn = self._conn
+        n, a = S.nodes, S.attempts
+        found_nodes: list[tuple[Any, ...]] = []
+        found_attempts: list[tuple[Any, ...]] = []
+        if nodes is not None:
+            for row in conn.execute(
+                sa.select(
+                    n.c.node_id, n.c.iteration, n.c.state, n.c.last_attempt, n.c.output_json
+                ).where(n.c.run_id == run_id, nodes)
+            ):
+                where = f"tt_nodes.output_json of {row[0]!r} in run {run_id!r}"
+                found_nodes.append((*row[:4], stored_json(row[4], where)))
+        resumed = [a.c.resumed_run_id, a.c.resumed_node_id, a.c.resumed_iteration,
+                   a.c.resumed_attempt, a.c.resumed_sequence]  # fmt: skip
+        if attempts is not None:
+            for row in conn.execute(
+                sa.select(
+                    a.c.node_id, a.c.iteration, a.c.attempt, a.c.state, *resumed, a.c.error,
+                    a.c.error_code, a.c.discard_resume, a.c.started_at_ms, a.c.finished_at_ms,
+                ).where(a.c.run_id == run_id, attempts)
+            ):  # fmt: skip
+                src = None if row[4] is None else tuple(row[4:9])
+                found_attempts.append((*row[:4], src, row[9], row[10], bool(row[11]), *row[12:]))
+        return found_nodes, found_attempts

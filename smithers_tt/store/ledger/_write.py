@@ -21,7 +21,7 @@ caller's transaction:
 4. inserts every frame with one ``executemany`` (refs the projections deferred go with it,
    one ``executemany`` each, in one round trip on PostgreSQL).
 
-Every statement is prebuilt driver SQL (:class:`~smithers_tt.store._dialect.Statements`):
+Every statement is prebuilt driver SQL (:class:`~smithers_tt.store.backend._dialect.Statements`):
 nothing is built or compiled per write, which is what keeps the group-committed publish (the
 ledger applied to a batch of many units of many runs) on its hot path. A run's frame numbers
 are dense and follow commit order; wall-clock stamps (``stamp``, given by the caller) are
@@ -55,10 +55,8 @@ from typing import Any, NamedTuple
 
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import AttemptNotFound, FenceLost, RunNotFound
-from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import Driver
+from smithers_tt.store._frames import frame_values
 from smithers_tt.store._records import (
-    FRAME_DATA_WRAPPING,
     AttemptKey,
     AttemptRecord,
     Fence,
@@ -67,31 +65,10 @@ from smithers_tt.store._records import (
     run_from_row,
     stored_json,
 )
+from smithers_tt.store.backend import Driver
 
 Step = tuple[str, Any]
 """A statement and its parameters."""
-
-FRAME_COLUMNS = (
-    "run_id",
-    "frame_no",
-    "kind",
-    "node_id",
-    "iteration",
-    "attempt",
-    "sequence",
-    "state",
-    "content_hash",
-    "codec",
-    "version",
-    "purpose",
-    "agent_id",
-    "data_json",
-    "created_at_ms",
-    "size_bytes",
-)
-# Statements.insert_frame names these columns literally; the schema is defined once, in _schema.
-if tuple(S.frames.c.keys()) != FRAME_COLUMNS:
-    raise RuntimeError("smithers_tt.store._ledger is out of step with _schema; fix the SQL")
 
 
 class RunClock(NamedTuple):
@@ -278,46 +255,6 @@ def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:
             run_id=run_id,
             epoch=fence.epoch,
         )
-
-
-def frame_values(frame: Frame) -> tuple[Any, ...]:
-    """A frame's column values in ``tt_frames`` order.
-
-    A checkpoint frame's ``data["size"]`` (an integer) goes to ``size_bytes``; when that is
-    all the data holds, ``data_json`` stays NULL (:func:`frame_data` reads it back)."""
-    data, size = frame.data, None
-    if frame.kind == "checkpoint" and type(data) is dict:
-        size = data.get("size")
-        if type(size) is not int:
-            size = None
-        elif len(data) == 1:
-            data = None
-    return (
-        frame.run_id,
-        frame.frame_no,
-        frame.kind,
-        frame.node_id,
-        frame.iteration,
-        frame.attempt,
-        frame.sequence,
-        frame.state,
-        frame.content_hash,
-        frame.codec,
-        frame.version,
-        frame.purpose,
-        frame.agent_id,
-        None if data is None else canonical_bytes(data, wrapping=FRAME_DATA_WRAPPING).decode(),
-        frame.created_at_ms,
-        size,
-    )
-
-
-def frame_data(kind: str, data: Any, size_bytes: int | None) -> Any:
-    """A frame's ``data`` from its (parsed) ``data_json`` and ``size_bytes`` columns: the
-    inverse of :func:`frame_values`."""
-    if data is None and size_bytes is not None and kind == "checkpoint":
-        return {"size": size_bytes}
-    return data
 
 
 def json_or_none(value: Any, **options: Any) -> str | None:

@@ -16,19 +16,20 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import InvalidArgument, RunNotFound
-from smithers_tt.store import _schema as S
-from smithers_tt.store._driver import Driver, driver
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._langgraph_sql import (
+from smithers_tt.store._records import now_ms
+from smithers_tt.store.backend import (
     AGENT,
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,
+    Driver,
     LangGraphSql,
+    driver,
     langgraph_run_id,
 )
-from smithers_tt.store._ledger import Change, Entry, NewRun, write
-from smithers_tt.store._ledger_langgraph import (
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._langgraph import (
     DocumentPut,
     FrameCopied,
     Incarnation,
@@ -39,8 +40,8 @@ from smithers_tt.store._ledger_langgraph import (
     ValuePinned,
     WritesPut,
 )
-from smithers_tt.store._ledger_travel import delete_runs
-from smithers_tt.store._records import now_ms
+from smithers_tt.store.ledger._travel import delete_runs
+from smithers_tt.store.ledger._write import Change, Entry, NewRun, write
 
 Thread = tuple[str, str]
 """``(thread_id, checkpoint_ns)``."""

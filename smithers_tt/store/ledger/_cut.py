@@ -25,10 +25,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES
-from smithers_tt.store import _schema as S
-from smithers_tt.store._travel_bulk import StoredRefs, dialect_of, plain_rows, run_sql
-from smithers_tt.store._travel_delta import DeltaStatements
-from smithers_tt.store._travel_write import Refold, insert_rows
+from smithers_tt.store.backend import dialect_of
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._delta import DeltaWrites
+from smithers_tt.store.ledger._live import Refold, insert_rows
+from smithers_tt.store.reads import StoredRefs, plain_rows, run_sql
 
 _UNCOMPARED = {
     "tt_attempts": frozenset({"run_id", "owner_epoch"}),
@@ -39,9 +40,9 @@ written under (a full replace writes 0; every owner is fenced by the run's new e
 the time a node row was written."""
 
 
-class CutStatements(DeltaStatements):
-    """The statements of a rewind that keeps the rows at or below its cut (mixed into
-    :class:`~._travel.Travel`)."""
+class CutStatements(DeltaWrites):
+    """The statements of a rewind that keeps the rows at or below its cut (part of
+    :class:`~..._travel.Travel`)."""
 
     def reset_after(self, run_id: str, frame_no: int) -> bool:
         """Whether a ``reset`` frame of the run lies above ``frame_no`` (one probe of the
