@@ -126,9 +126,11 @@ class Debugger(W.VBox):
         self.add_class("stt-debugger")
 
     def _theme_reported(self, change: dict[str, Any]) -> None:
-        """A view reported the theme: colour the figure for it (the selected-frame line is
-        part of every figure's state: nothing to send again)."""
+        """A view reported the theme: colour the figure for it, and send the selected-frame
+        line again (a view drawn from state older than a selection made before display
+        missed the message that moved it)."""
         self.timeline.set_theme(clean_theme(change["new"]))
+        self.timeline.resend_selection()
 
     def update_header(self) -> None:
         """Show the run's id, workflow, status, frames and lineage."""

@@ -8,7 +8,6 @@ breakpoint toggle (:mod:`~smithers_tt.widgets._timeline_gutter`) turns it on or 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from smithers_tt.widgets._bulk import paused_gc
@@ -45,15 +44,15 @@ class TimelineView:
     """The timeline as a plotly ``FigureWidget`` driven by (and driving) the model, with a
     switch between a frame axis and a wall-clock time axis.
 
-    Every redraw (another run, new frames, a rewind, the theme, the axis, and a selection: the
-    selected-frame line) replaces the ``FigureWidget`` inside :attr:`widget` by a new one that
+    Every redraw (another run, new frames, a rewind, the theme, the axis) replaces the
+    ``FigureWidget`` inside :attr:`widget` by a new one that
     opens with the whole figure in its state, instead of editing the one shown. plotly's views
     apply edits (delete traces, add traces, relayout) to what they drew; a view that missed or
     could not apply one (a view rendered while the edits were in flight, a delete of traces it
     does not have, a relayout of the line that came before the view listened) kept drawing an
     old run or an old line for good, while every other part of the debugger showed the new
     one. A view of a new widget draws all of its state, so no earlier message can leave it
-    behind.
+    behind. Only the selected-frame line is an edit (:meth:`show_selection` says why).
 
     A replaced figure is not closed at once: the page shows it until it has drawn the new one
     (seconds, on a busy machine), and a click there (a person's, on what they see) must not be
@@ -163,15 +162,30 @@ class TimelineView:
         """Redraw every trace (new frames, another run, a rewind, the theme, the axis)."""
         self._show(self._build())
 
+    def resend_selection(self) -> None:
+        """Send the selected-frame line to every view again, even where Python's copy of the
+        layout already holds it (plotly sends only changes)."""
+        x = self.figure.layout.shapes[0].x0
+        self.figure._send_relayout_msg({"shapes[0].x0": x, "shapes[0].x1": x})
+
     def show_selection(self) -> None:
-        """Move the selected-frame line: a new figure of the same data whose line is at the
-        selected frame (drawn whole, as every redraw is, so no view can keep an old line)."""
+        """Move the selected-frame line, in the views shown and in the state a view shown
+        later starts from (a frame selected before ``display`` must show there too).
+
+        The one edit of a figure shown, not a new figure: a new figure per selection (tried)
+        made every scrub step blank the plot until the page drew it again (seconds, under
+        load) and tripled a selection's cost at 100,000 frames. The price: a view that renders
+        while the edit is in flight can keep the old line (seen under load in the browser
+        sequences), until the next selection or redraw."""
         n = self.model.frame_no
         x: Any = _iso(self.model.frame(n).created_at_ms or 0) if self.time_axis.value else n
-        figure = self.data.figure
-        shapes = list(figure["layout"]["shapes"])
-        if not shapes or shapes[0]["x0"] == x:
-            return
-        shapes[0] = {**shapes[0], "x0": x, "x1": x}
-        layout = {**figure["layout"], "shapes": shapes}
-        self._show(replace(self.data, figure={**figure, "layout": layout}))
+        fig = self.figure
+        # not under hold_sync: plotly sends each edit by setting a trait and clearing it at
+        # once, so holding the sync would send only the cleared value
+        fig.layout.shapes[0].update(x0=x, x1=x)
+        start = dict(fig._widget_layout)
+        shapes = [dict(shape) for shape in start.get("shapes") or ()]
+        if shapes:
+            shapes[0].update(x0=x, x1=x)
+            start["shapes"] = shapes
+            fig._widget_layout = start

@@ -200,7 +200,8 @@ def _drive(
     """Run the notebook, click a point, look, search, fork; return (selected frame, child
     id, hostile id)."""
     out = run_notebook(page, base, token, "debugger.ipynb")
-    assert out.locator(".js-plotly-plot svg.main-svg").count() > 0  # the timeline drew
+    # the timeline drew (a redraw for the page's theme may lay out a new figure meanwhile)
+    out.locator(".js-plotly-plot svg.main-svg").first.wait_for(state="attached")
     hostile_id = (root / "hostile_id.txt").read_text().strip()
     with st.connect(db_url) as db:
         last = db.get_run(hostile_id).record.clock

@@ -58,8 +58,10 @@ def test_every_redraw_lays_out_a_new_figure_with_the_whole_state(db: st.Database
     check()
     dbg.fork_tree.open(run.id)
     check()
-    dbg.select_frame(9)  # a selection: the line is part of the new figure's state
-    check()
+    figure = dbg.timeline.figure
+    dbg.select_frame(9)  # a selection: an edit of the line, in the views and their start state
+    assert dbg.timeline.figure is figure
+    assert figure.layout.shapes[0].x0 == 9 and figure._widget_layout["shapes"][0]["x0"] == 9
     dbg.actions.rewind.click()
     dbg.actions.confirm.click()  # a rewind
     assert dbg.model.last_frame == 9
@@ -108,7 +110,7 @@ def test_replaced_figures_close_once_a_view_drew_a_newer_one_or_past_a_few(
     dbg = Debugger(db, run.id, live=False)  # never displayed: no view reports a draw
     figures = [dbg.timeline.figure]
     for n in range(1, 9):
-        dbg.select_frame(n)
+        dbg.timeline.set_theme({**dbg.timeline.theme, "panel": f"#00000{n}"})  # a redraw each
         figures.append(dbg.timeline.figure)
     assert len(set(map(id, figures))) == len(figures)
     assert [f.comm is not None for f in figures] == [False] * (9 - KEEP_OPEN) + [True] * KEEP_OPEN
