@@ -5,7 +5,7 @@ Opening a 100,000-frame run must not fold 100,000 frames to show the newest one:
 first sees that frame's inspector (its status, a page of nodes, a page of checkpoint refs,
 one payload) and its diff with the frame before. For a run that reads nothing from a parent,
 the store's live tables hold exactly the newest snapshot, so :class:`NewestView` answers those
-questions from them (:mod:`smithers_tt.store._newest`): a count, a page, one ref. The diff
+questions from them (:mod:`smithers_tt.store.reads._newest`): a count, a page, one ref. The diff
 folds only the frames of the node the newest frame changed (and the run's own frames), which
 decide everything the diff of two neighbouring frames compares.
 
