@@ -77,6 +77,7 @@ class TimelineView:
         self.box = W.Box([], layout=W.Layout(width="100%"))
         self.box.add_class("stt-timeline")
         self._open: list[Any] = []  # figures laid out and not yet closed, oldest first
+        self._lined: Any = None  # the figure whose first draw got the line sent again
         self._show(self._build())
         model.on("run", self.rebuild)
         model.on("frames", self.rebuild)
@@ -119,12 +120,18 @@ class TimelineView:
             self._open.pop(0).close()
 
     def _drawn(self, figure: Any, change: dict[str, Any]) -> None:
-        """A view drew ``figure``: close the figures it replaced."""
-        if change["new"] and figure in self._open:
-            older = self._open[: self._open.index(figure)]
-            del self._open[: len(older)]
-            for old in older:
-                old.close()
+        """A view drew ``figure``: close the figures it replaced, and, the first time, send it
+        the selected-frame line again (a view that rendered while a selection's edit was in
+        flight drew the line from before it; once it reports a draw it listens)."""
+        if not change["new"] or figure not in self._open:
+            return
+        older = self._open[: self._open.index(figure)]
+        del self._open[: len(older)]
+        for old in older:
+            old.close()
+        if figure is self.figure and self._lined is not figure:
+            self._lined = figure  # once per figure: the view answers each edit with a draw
+            self.resend_selection()
 
     def on_click(self, trace: Any, points: Any, selector: Any = None) -> None:
         """plotly's click callback on the figure shown: select the frame of the clicked

@@ -120,3 +120,22 @@ def test_replaced_figures_close_once_a_view_drew_a_newer_one_or_past_a_few(
         True,
     ]
     dbg.close()
+
+
+def test_a_views_first_draw_gets_the_selected_frame_line_again_once(db: st.Database) -> None:
+    """A view that rendered while a selection's edit was in flight drew the old line; its
+    first report of a draw gets the line sent again, and later reports (each edit is answered
+    by one) do not, so the two never ping-pong."""
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    figure = dbg.timeline.figure
+    sent: list[dict[str, Any]] = []
+    figure._send_relayout_msg = lambda edit, *args, **kwargs: sent.append(edit)
+    dbg.select_frame(4)
+    sent.clear()  # the selection's own edit (the one a late view missed)
+    _drawn(figure)
+    assert sent == [{"shapes[0].x0": 4, "shapes[0].x1": 4}]
+    _drawn(figure)
+    figure._js2py_layoutDelta = {"layout_delta": {}, "layout_edit_id": 1}
+    assert len(sent) == 1
+    dbg.close()
