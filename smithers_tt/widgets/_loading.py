@@ -82,31 +82,35 @@ class Loading(DebuggerState):
     """The shown run and its history (see the module docstring)."""
 
     def _load_run(self, run_id: str) -> None:
+        # Everything read first, then set: a read that fails (the run deleted, the store
+        # away) leaves the run shown before whole, never half of each.
         record = self.db.store.get_run(run_id)  # RunNotFound before anything changes
-        self.run_id = record.run_id
-        self.record = record
+        run_id = record.run_id
         # What a fork by reference inherits, read before its frames: if it is materialised
         # in between, its new base frames restate that same state (folding them changes none).
-        self._base = tt.inherited(self.db.store, run_id)
-        self._nodes_seen: dict[str, None] | None = {}
-        self._history: _History | None = None
-        self._newest: NewestView | None = None
-        self._drop_preload()  # another run's
-        self._stale = False
+        base = tt.inherited(self.db.store, run_id)
         clock = record.clock
+        newest: NewestView | None = None
         if (
-            self._base is None
+            base is None
             and self.lens is None
             and record.status not in LIVE_STATUSES
             and frame_span(self.db.store.engine, run_id, clock) == (clock + 1, 0)
         ):  # nothing inherited, no base frames, none missing, not changing: open on the newest
             rows = load_frames(self.db, run_id, after=clock - 1)
             if rows and rows[-1].frame_no == clock:
-                self._newest = NewestView(self.db, run_id, rows[-1], self.load)
-                self._nodes_seen = None  # read when asked
-        if self._newest is None:
-            self._set_history(load_frames(self.db, run_id), self._base)
-        self.root, self.tree = tt.fork_tree(self.db.store, run_id)
+                newest = NewestView(self.db, run_id, rows[-1], self.load)
+        every = load_frames(self.db, run_id) if newest is None else None
+        root, tree = tt.fork_tree(self.db.store, run_id)
+        self.run_id, self.record, self._base = run_id, record, base
+        self._nodes_seen: dict[str, None] | None = {} if newest is None else None  # when asked
+        self._history: _History | None = None
+        self._newest: NewestView | None = newest
+        self._drop_preload()  # another run's
+        self._stale = False
+        if every is not None:
+            self._set_history(every, base)
+        self.root, self.tree = root, tree
         self._other_snapshots: OrderedDict[tuple[str, int], Snapshot] = OrderedDict()
         self.frame_no = self.last_frame
         self.ref_key: RefKey | None = None
@@ -144,7 +148,8 @@ class Loading(DebuggerState):
         if self._history is None:
             known = self._last_row()
             ready = None if self._preload is None else self._preload.result()
-            rows = ready.rows if ready else load_frames(self.db, self.run_id, upto=self.last_frame)
+            upto = known[-1].frame_no if known else None  # the newest shown, else all
+            rows = ready.rows if ready else load_frames(self.db, self.run_id, upto=upto)
             self._set_history(rows, self._base, ready)
             # rewritten since the newest frame was read (rewound elsewhere): the next refresh
             # reads it all again, as for any history rewritten under the debugger
@@ -229,11 +234,16 @@ class Loading(DebuggerState):
         return rows[-1].frame_no if rows else 0
 
     def _last_row(self) -> list[FrameRow]:
-        """The newest frame known, as a list of at most one row."""
+        """The newest frame known, as a list of at most one row (none when neither the
+        newest frame nor the history is held: a run switch that stopped half-way; the
+        history is then read whole). Never reads the history itself: :meth:`_loaded` asks
+        this, and the two called each other until the stack ran out (a RecursionError seen
+        in the browser sequences after a replay and a run switch)."""
         newest = self._newest  # once: a live poll reads this from a worker thread
         if newest is not None:
             return [newest.last]
-        return self._loaded().frames.rows[-1:]
+        history = self._history
+        return history.frames.rows[-1:] if history is not None else []
 
     @property
     def visible_frames(self) -> FrameList:
