@@ -180,7 +180,8 @@ def click_point(page: Any, out: Any, index: int = 0) -> None:
     """Click a point of the timeline by its coordinates (as a person does)."""
     points = out.locator(".js-plotly-plot .scatterlayer .points path")
     # a redraw lays out a new figure, drawn a moment later: wait for the point to be drawn
-    points.nth(index).wait_for(state="visible", timeout=TIMEOUT_MS)
+    # ("attached", not "visible": a node-state marker is a vertical line, zero pixels wide)
+    points.nth(index).wait_for(state="attached", timeout=TIMEOUT_MS)
     box = points.nth(index).bounding_box()
     assert box is not None
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
