@@ -46,6 +46,7 @@ from smithers_tt.store import (
     travel,
     verify,
 )
+from smithers_tt.triage import Failures, failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
@@ -504,6 +505,11 @@ class Database:
         )
 
     # --- analytics -----------------------------------------------------------------------
+
+    def failures(self, **options: Any) -> Failures:
+        """The store's failures grouped across runs: see :func:`smithers_tt.triage.failures`
+        for the options (``workflow``, ``since``, ``stuck_after``, ``limit``)."""
+        return failures(self, **options)
 
     def lineage(self, **options: Any) -> Lineage:
         """Read-only DuckDB analytics over this store, answered as pandas DataFrames.

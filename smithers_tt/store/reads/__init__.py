@@ -23,6 +23,7 @@ from smithers_tt.store.reads._describe import (
     read_only_access,
     read_tables,
 )
+from smithers_tt.store.reads._failures import FailureRow, failure_rows
 from smithers_tt.store.reads._frame_rows import FrameRow, frame_rows
 from smithers_tt.store.reads._frame_search import (
     FrameChoices,
@@ -71,6 +72,7 @@ __all__ = [
     "KEYS_PER_STATEMENT",
     "AttemptFrame",
     "ColumnInfo",
+    "FailureRow",
     "FrameBin",
     "FrameChoices",
     "FrameRow",
@@ -86,6 +88,7 @@ __all__ = [
     "content_sizes",
     "corrupt_frame",
     "describe_tables",
+    "failure_rows",
     "find_frames",
     "frame_bins",
     "frame_choices",
