@@ -11,48 +11,19 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 import smithers_tt as st
-from smithers_tt import GenerateRequest, Retry, Workflow
+from smithers_tt import Workflow
 from smithers_tt.cli import cli
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.triage import error_class, normalise
 
+from ._triage_flows import failing_runs, workflow
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def _workflow(mended: set[str] = frozenset()) -> Workflow:
-    """``fetch`` times out (a message with numbers and a host in it) on input ``down``;
-    ``parse`` fails on input ``bad`` with another error; input ``flaky`` fails its first fetch
-    attempt only (its retry finishes the run); the faults named in ``mended`` are gone."""
-
-    async def fetch(request: GenerateRequest) -> Any:
-        key, n = request.input["key"], request.input["n"]
-        if (key == "down" and "down" not in mended) or (key == "flaky" and request.attempt == 1):
-            raise TimeoutError(f"fetch of 'doc-{n}' timed out after {n + 30}.5 s on 10.0.0.{n}")
-        return {"page": key}
-
-    async def parse(request: GenerateRequest) -> Any:
-        if request.input["key"] == "bad" and "bad" not in mended:
-            raise ValueError("no title in page")
-        return {"title": request.needs["fetch"]["page"]}
-
-    wf = Workflow("triage-flow")
-    wf.task("fetch", agent=fetch, retry=Retry(count=1, on=(TimeoutError,)))
-    wf.task("parse", agent=parse, needs=["fetch"])
-    return wf
-
-
-def _runs(db: st.Database) -> dict[str, str]:
-    wf = _workflow()
-    runs = {}
-    for n, key in enumerate(["down", "down", "down", "bad", "flaky"]):
-        runs[f"{key}-{n}"] = db.run(wf, {"key": key, "n": n}).id
-    return runs
 
 
 def test_normalised_messages_drop_what_differs_between_occurrences() -> None:
@@ -67,7 +38,7 @@ def test_normalised_messages_drop_what_differs_between_occurrences() -> None:
 
 
 def test_failures_are_grouped_by_node_class_and_message_across_runs(db: st.Database) -> None:
-    runs = _runs(db)
+    runs = failing_runs(db)
     found = db.failures()
     by_node = {(g.node_id, g.error_class): g for g in found}
     assert set(by_node) == {("fetch", "TimeoutError"), ("parse", "ValueError")}
@@ -93,7 +64,7 @@ def test_failures_are_grouped_by_node_class_and_message_across_runs(db: st.Datab
 
 
 def test_a_groups_frame_has_one_row_per_group(db: st.Database) -> None:
-    _runs(db)
+    failing_runs(db)
     frame = db.failures().frame()
     assert list(frame["node_id"]) == ["fetch", "parse"]
     assert list(frame["count"]) == [7, 1]
@@ -104,11 +75,11 @@ def test_a_groups_frame_has_one_row_per_group(db: st.Database) -> None:
 def test_a_retry_resets_the_failing_node_of_each_failed_run_and_resumes_it(
     db: st.Database,
 ) -> None:
-    runs = _runs(db)
+    runs = failing_runs(db)
     found = db.failures()
     group = found[0]
     seen: list[str] = []
-    mended = _workflow({"down", "bad"})
+    mended = workflow({"down", "bad"})
     results = found.retry(group, mended, on_result=lambda r: seen.append(r.run_id))
 
     by_run = {r.run_id: r for r in results}
@@ -125,7 +96,7 @@ def test_a_retry_resets_the_failing_node_of_each_failed_run_and_resumes_it(
 
 
 def test_a_retry_refuses_another_workflow_and_a_group_without_a_node(db: st.Database) -> None:
-    _runs(db)
+    failing_runs(db)
     found = db.failures()
     with pytest.raises(InvalidArgument, match="triage-flow"):
         found.retry(0, Workflow("another"))
@@ -177,7 +148,7 @@ def test_a_run_whose_process_was_killed_shows_as_stuck_in_its_node(
 
 
 def test_the_cli_lists_groups_and_retries_one_after_asking(db: st.Database, db_url: str) -> None:
-    runs = _runs(db)
+    runs = failing_runs(db)
     listed = CliRunner().invoke(cli, ["--db", db_url, "failures"])
     assert listed.exit_code == 0, listed.output
     first = listed.stdout.splitlines()[1].split()
@@ -197,7 +168,8 @@ def test_the_cli_lists_groups_and_retries_one_after_asking(db: st.Database, db_u
     nothing = CliRunner().invoke(cli, ["--db", db_url, "failures", "--retry", "9"])
     assert nothing.exit_code == 1 and "there is no group 9" in nothing.output
     refused = CliRunner().invoke(
-        cli, ["--db", db_url, "failures", "--retry", "2", "--workflow", "tests.test_triage:healed"]
+        cli,
+        ["--db", db_url, "failures", "--retry", "2", "--workflow", "tests._triage_flows:healed"],
     )
     assert refused.exit_code == 1 and "--yes" in refused.output  # no terminal to ask
     assert db.get_run(runs["bad-3"]).status == "failed"
@@ -211,14 +183,9 @@ def test_the_cli_lists_groups_and_retries_one_after_asking(db: st.Database, db_u
             "2",
             "--yes",
             "--workflow",
-            "tests.test_triage:healed",
+            "tests._triage_flows:healed",
         ],
     )
     assert done.exit_code == 0, done.output
     assert f"run {runs['bad-3']} resumed: finished" in done.stdout
     assert db.get_run(runs["bad-3"]).status == "finished"
-
-
-def healed() -> Workflow:
-    """The workflow with its faults mended (for ``--workflow tests.test_triage:healed``)."""
-    return _workflow({"down", "bad"})
