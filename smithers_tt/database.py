@@ -461,6 +461,14 @@ class Database:
         """A run's frames plus the tree of runs forked from the same root."""
         return tt.timeline(self.store, check_id(run_id, "run_id"))
 
+    def browse(self, workflows: Iterable[Workflow] = (), **filters: Any) -> Any:
+        """The run browser (``notebook`` extra): runs newest first, filtered, opened in place;
+        see :class:`smithers_tt.widgets.RunBrowser` for the ``filters``."""
+        require_extra("ipywidgets", "plotly", "anywidget", needed_for="the run browser")
+        from smithers_tt.widgets import RunBrowser  # optional dependency: import on use
+
+        return RunBrowser(self, workflows, **filters)
+
     def debug(self, run_id: str, **kw: Any) -> Any:
         """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
         ``notebook`` extra; imported only when called)."""

@@ -9,13 +9,14 @@ by placeholders, so "timed out after 31 s on run 1a24..." and "timed out after 3
 time it was seen and an example to open in the debugger; :meth:`Failures.frame` gives the
 groups as a pandas DataFrame (``lineage`` extra), and :meth:`Failures.retry` resets the
 failing node of every run of a group that can run again and resumes it, reporting each run.
+In a notebook, :class:`smithers_tt.widgets.TriageView` shows the groups with buttons.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -127,9 +128,7 @@ class RetryResult:
 class Failures:
     """The groups of failures of a store, largest first (``len``, iteration, indexing)."""
 
-    def __init__(
-        self, rows: list[FailureRow], *, more: bool, db: Any, options: dict[str, Any] | None = None
-    ) -> None:
+    def __init__(self, rows: list[FailureRow], *, more: bool, db: Any) -> None:
         groups: dict[tuple[Any, ...], FailureGroup] = {}
         for row in rows:
             cls = "Stuck" if row.kind == "stuck" else error_class(row.error_code, row.error)
@@ -143,7 +142,6 @@ class Failures:
         self.truncated = more
         """True when the store held more failures than were read (``limit``)."""
         self._db = db
-        self._options = dict(options or {})
 
     def __len__(self) -> int:
         return len(self.groups)
@@ -192,16 +190,6 @@ class Failures:
                 "run_ids",
             ],
         )
-
-    def view(self, workflows: Iterable[Workflow] = (), **options: Any) -> Any:
-        """These failures in the notebook: a :class:`smithers_tt.widgets.TriageView` (the
-        ``notebook`` extra) that lists the groups, opens an example in the debugger and
-        retries a group with its workflow from ``workflows``; ``options`` are those this
-        was read with (``since``, ``workflow``, ``stuck_after``, ``limit``)."""
-        require_extra("ipywidgets", "plotly", "anywidget", needed_for="the triage view")
-        from smithers_tt.widgets import TriageView  # optional dependency: import on use
-
-        return TriageView(self._db, workflows, **{**self._options, **options})
 
     def retry(
         self,
@@ -275,5 +263,4 @@ def failures(
     rows, more = failure_rows(
         db.engine, stuck_before_ms=now - stuck_ms, since_ms=since_ms, workflow=workflow, limit=limit
     )
-    options = {"workflow": workflow, "since": since, "stuck_after": stuck_after, "limit": limit}
-    return Failures(rows, more=more, db=db, options=options)
+    return Failures(rows, more=more, db=db)

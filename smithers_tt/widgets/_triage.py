@@ -1,6 +1,6 @@
 """The failure triage view: the store's failures grouped across runs, in the notebook.
 
-``db.failures().view(workflows=[wf])`` (or ``TriageView(db, workflows=[wf])``) lists the
+``TriageView(db, workflows=[wf])`` (from ``smithers_tt.widgets``) lists the
 groups of :func:`smithers_tt.triage.failures`, largest first: count, runs, kind, workflow,
 node, error and when last seen. Per group, **Open example** shows the newest failure's run in
 a debugger in place, at the frame where it failed (**Back to failures** returns to the list),
@@ -20,6 +20,7 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._inplace import InPlace
 
 MAX_GROUPS = 50
 """Groups listed; the rest are counted in a note (narrow with ``since`` / ``workflow``)."""
@@ -47,7 +48,6 @@ class TriageView(W.VBox):
         self.workflows = {wf.name: wf for wf in workflows}
         self.options = options
         self.failures: Failures | None = None
-        self.debugger: Any = None
         self.title = W.HTML()
         self.refresh_button = W.Button(description="Refresh", tooltip="read the failures again")
         self.refresh_button.on_click(lambda _: self.refresh())
@@ -65,8 +65,6 @@ class TriageView(W.VBox):
         )
         self.report = W.HTML()
         self.pending: FailureGroup | None = None
-        self.back_button = W.Button(description="← Back to failures")
-        self.back_button.on_click(lambda _: self.back())
         self.list_box = W.VBox(
             [
                 W.HBox([self.title, self.refresh_button], layout=W.Layout(align_items="center")),
@@ -76,9 +74,9 @@ class TriageView(W.VBox):
                 self.report,
             ]
         )
-        self.debug_box = W.VBox([self.back_button], layout=W.Layout(display="none"))
+        self.in_place = InPlace(db, self.list_box, "failures", self.refresh)
         super().__init__(
-            [W.HTML(CSS), self.list_box, self.debug_box],
+            [W.HTML(CSS), self.in_place.widget],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
         )
         self.add_class("stt-triage")
@@ -171,24 +169,16 @@ class TriageView(W.VBox):
 
     # --- open an example ------------------------------------------------------------------
 
-    def open_example(self, number: int) -> None:
-        """Show the group's newest failure in a debugger, at the frame where it happened."""
+    def open_example(self, number: int) -> Any:
+        """Show the group's newest failure in a debugger, at the frame where it happened
+        (``in_place.back()``, the Back button, returns to the list read again)."""
         assert self.failures is not None
         g = self.failures[number]
         if g.example is None:
-            return
-        from smithers_tt.widgets._debugger import Debugger
-
-        if self.debugger is not None:
-            self.debugger.close()
+            return None
         ex = g.example
-        self.debugger = Debugger(self.db, ex.run_id, self.workflows.get(g.workflow), live=False)
         frame = self._failure_frame(ex.run_id, g)
-        if frame is not None:
-            self.debugger.select_frame(frame)
-        self.debug_box.children = [self.back_button, self.debugger]
-        self.list_box.layout.display = "none"
-        self.debug_box.layout.display = None
+        return self.in_place.open(ex.run_id, self.workflows.get(g.workflow), frame)
 
     def _failure_frame(self, run_id: str, g: FailureGroup) -> int | None:
         ex = g.example
@@ -204,16 +194,6 @@ class TriageView(W.VBox):
             if frame.kind == "attempt_finished" or (ex.kind == "stuck" and found is None):
                 found = frame.frame_no
         return found
-
-    def back(self) -> None:
-        """Close the debugger and show the list again (as it was, then read again)."""
-        if self.debugger is not None:
-            self.debugger.close()
-            self.debugger = None
-        self.debug_box.children = [self.back_button]
-        self.debug_box.layout.display = "none"
-        self.list_box.layout.display = None
-        self.refresh()
 
     # --- retry a group --------------------------------------------------------------------
 

@@ -23,7 +23,7 @@ def test_the_view_lists_the_groups_largest_first_with_what_a_person_needs(
     db: st.Database,
 ) -> None:
     failing_runs(db)
-    view = db.failures().view()
+    view = TriageView(db)
     assert "Failures: 2 group(s), 8 failure(s)" in _text(view.title.value)
     first, second = _groups(view)
     assert first.startswith("7 4 failed attempt triage-flow fetch TimeoutError: fetch of")
@@ -49,17 +49,19 @@ def test_open_example_shows_the_run_at_its_failing_frame_and_back_returns(
 ) -> None:
     runs = failing_runs(db)
     view = TriageView(db, workflows=[workflow()])
-    view.open_example(1)  # the parse group: one run
-    debugger = view.debugger
-    assert view.list_box.layout.display == "none" and view.debug_box.layout.display is None
+    debugger = view.open_example(1)  # the parse group: one run
+    place = view.in_place
+    assert place.debugger is debugger
+    assert view.list_box.layout.display == "none" and place.debug_box.layout.display is None
+    assert place.debug_box.children == (place.back_button, debugger)
     assert debugger.model.run_id == runs["bad-3"]
     frame = debugger.model.frame()
     assert (frame.kind, frame.node_id, frame.state) == ("attempt_finished", "parse", "failed")
     assert runs["bad-3"] in _text(debugger.header.value)
 
-    view.back()
-    assert view.debugger is None and view.list_box.layout.display is None
-    assert view.debug_box.layout.display == "none"
+    place.back_button.click()
+    assert place.debugger is None and view.list_box.layout.display is None
+    assert place.debug_box.layout.display == "none"
     assert len(_groups(view)) == 2
 
 

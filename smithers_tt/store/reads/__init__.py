@@ -13,6 +13,7 @@ the ledger and the store's handles import it through this front door; nothing ou
 ``smithers_tt.store`` imports it. Held by import-linter (``pyproject.toml``).
 """
 
+from smithers_tt.store.reads._browse import RunFilter, RunListing, run_listing, run_workflows
 from smithers_tt.store.reads._describe import (
     ColumnInfo,
     TableInfo,
@@ -78,6 +79,8 @@ __all__ = [
     "FrameRow",
     "LangGraphDocument",
     "LangGraphRead",
+    "RunFilter",
+    "RunListing",
     "RunReads",
     "StoredRefs",
     "TableInfo",
@@ -112,7 +115,9 @@ __all__ = [
     "plain_rows",
     "read_only_access",
     "read_tables",
+    "run_listing",
     "run_sql",
+    "run_workflows",
     "seen_node_ids",
     "stored_sizes",
 ]
