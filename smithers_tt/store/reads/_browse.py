@@ -60,7 +60,9 @@ def run_listing(
     stmt = sa.select(r).order_by(r.c.run_id.desc()).limit(limit + 1)
     if before is not None:
         stmt = stmt.where(r.c.run_id < before)
-    if where.statuses:
+    if len(where.statuses) == 1:  # the status index's walk, newest first
+        stmt = stmt.where(r.c.status == where.statuses[0])
+    elif where.statuses:
         stmt = stmt.where(r.c.status.in_(list(where.statuses)))
     if where.workflow is not None:
         stmt = stmt.where(r.c.workflow == where.workflow)
