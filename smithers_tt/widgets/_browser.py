@@ -30,6 +30,7 @@ from smithers_tt.store import (
 )
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inplace import InPlace
+from smithers_tt.widgets._rows import cells, header, line, titled
 
 PAGE = 25
 """Runs per page."""
@@ -39,8 +40,9 @@ STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "i
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
-_WIDTHS = ("2em", "12em", "9em", "7em", "10.5em", "5em", "4em", "4em", "auto", "5em")
-_HEAD = ("", "run", "workflow", "status", "started", "took", "frames", "forks", "error", "")
+_WIDTHS = ("12em", "9em", "7em", "10.5em", "5em", "4em", "4em", "auto")
+_HEAD = ("run", "workflow", "status", "started", "took", "frames", "forks", "error")
+_TICK, _OPEN = "2em", "5em"
 
 
 def _when(ms: int) -> str:
@@ -52,15 +54,6 @@ def _took(run: RunRecord) -> str:
         return "…"
     seconds = max(0, run.updated_at_ms - run.created_at_ms) / 1000
     return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def _cells(values: Iterable[str], tag: str = "td") -> str:
-    cells = "".join(
-        f'<{tag} style="width:{w};text-align:left;padding:0 4px;overflow:hidden;'
-        f'text-overflow:ellipsis;white-space:nowrap">{v}</{tag}>'
-        for v, w in zip(values, _WIDTHS[1:-1], strict=True)
-    )
-    return f'<table style="table-layout:fixed;width:100%"><tr>{cells}</tr></table>'
 
 
 class RunBrowser(W.VBox):
@@ -105,7 +98,7 @@ class RunBrowser(W.VBox):
         for control in (self.status, self.workflow, self.since, self.text):
             control.layout = W.Layout(width="auto", min_width="0")
             control.observe(lambda _: self.first_page(), names="value")
-        self.header = W.HTML(wrap(f"<b>{_cells(_HEAD[1:-1], 'th')}</b>"))
+        self.header = header([_TICK], cells(_HEAD, _WIDTHS, header=True), [_OPEN])
         self.rows = W.VBox()
         self.note = W.HTML()
         self.newer = W.Button(description="← Newer", layout=W.Layout(width="auto"))
@@ -199,32 +192,23 @@ class RunBrowser(W.VBox):
     def _row(self, run: RunRecord) -> W.HBox:
         assert self.listing is not None
         tick = W.Checkbox(value=run.run_id in self.selected, indent=False)
-        tick.layout = W.Layout(width=_WIDTHS[0])
+        tick.layout = W.Layout(width=_TICK)
         tick.observe(lambda c, r=run.run_id: self._tick(r, c["new"]), names="value")
         error = (run.error or "").splitlines()[0] if run.error else ""
-        cells = W.HTML(
-            wrap(
-                _cells(
-                    (
-                        f'<span title="{esc(run.run_id)}">{esc(run.run_id)}</span>',
-                        esc(run.workflow),
-                        badge(run.status),
-                        esc(_when(run.created_at_ms)),
-                        esc(_took(run)),
-                        str(run.clock + 1),
-                        str(self.listing.forks.get(run.run_id, 0)),
-                        f'<span title="{esc(run.error or "")}">{esc(error)}</span>',
-                    )
-                )
-            ),
-            layout=W.Layout(flex="1 1 auto", min_width="0"),
+        values = (
+            titled(run.run_id),
+            esc(run.workflow),
+            badge(run.status),
+            esc(_when(run.created_at_ms)),
+            esc(_took(run)),
+            str(run.clock + 1),
+            str(self.listing.forks.get(run.run_id, 0)),
+            titled(error),
         )
         open_button = W.Button(description="Open", tooltip=f"open run {run.run_id} here")
-        open_button.layout = W.Layout(width=_WIDTHS[-1])
+        open_button.layout = W.Layout(width=_OPEN)
         open_button.on_click(lambda _, r=run: self.open_run(r.run_id))
-        row = W.HBox([tick, cells, open_button], layout=W.Layout(align_items="center"))
-        row.add_class("stt-browser-run")
-        return row
+        return line([tick], cells(values, _WIDTHS), [open_button], "stt-browser-run")
 
     def open_run(self, run_id: str) -> Any:
         """Show ``run_id``'s debugger in place of the list (Back returns to it)."""

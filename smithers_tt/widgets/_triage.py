@@ -21,15 +21,19 @@ from smithers_tt.errors import SmithersError
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inplace import InPlace
+from smithers_tt.widgets._rows import cells, header, line
 
 MAX_GROUPS = 50
 """Groups listed; the rest are counted in a note (narrow with ``since`` / ``workflow``)."""
 
-_COLUMNS = ("count", "runs", "kind", "workflow", "node", "error", "last seen")
+_COLUMNS = ("count", "runs", "kind", "workflow", "node", "last seen")
+_WIDTHS = ("3.5em", "3.5em", "5em", "auto", "auto", "7.5em")
+_OPEN, _RETRY = "9.5em", "7em"
 
 
 def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return f'<span title="{when:%Y-%m-%d %H:%M:%S} UTC">{when:%m-%d %H:%M}</span>'
 
 
 class TriageView(W.VBox):
@@ -99,9 +103,9 @@ class TriageView(W.VBox):
             + (f", {stuck} stuck run(s)" if stuck else "")
             + "</h4>"
         )
-        header = W.HTML(wrap(self._cells(_COLUMNS, header=True)))
+        top = header([], cells(_COLUMNS, _WIDTHS, header=True), [_OPEN, _RETRY])
         self.rows.children = [
-            header,
+            top,
             *(self._row(n, g) for n, g in enumerate(f.groups[:MAX_GROUPS])),
         ]
         notes = []
@@ -113,50 +117,32 @@ class TriageView(W.VBox):
             notes.append("no failures: every attempt finished, and no run is stuck")
         self.note.value = wrap("".join(f'<div class="stt-muted">{esc(n)}</div>' for n in notes))
 
-    @staticmethod
-    def _cells(values: Iterable[str], *, header: bool = False) -> str:
-        tag = "th" if header else "td"
-        widths = ("4em", "4em", "5em", "9em", "8em", "auto", "11em")
-        cells = "".join(
-            f'<{tag} style="width:{w};text-align:left;padding:0 6px">{v}</{tag}>'
-            for v, w in zip(values, widths, strict=True)
-        )
-        return f'<table style="table-layout:fixed;width:100%"><tr>{cells}</tr></table>'
-
     def _row(self, number: int, g: FailureGroup) -> W.HBox:
         error = f"{g.error_class}: {g.message}" if g.message else g.error_class
-        cells = W.HTML(
-            wrap(
-                self._cells(
-                    (
-                        str(g.count),
-                        str(len(g.run_ids)),
-                        badge("failed" if g.kind != "stuck" else "running") + f" {esc(g.kind)}",
-                        esc(g.workflow),
-                        esc(g.node_id or "-"),
-                        f'<span title="{esc(error)}">{esc(error)}</span>',
-                        esc(_when(g.last_ms)),
-                    )
-                )
-            ),
-            layout=W.Layout(flex="1 1 auto", min_width="0"),
+        values = (
+            str(g.count),
+            str(len(g.run_ids)),
+            esc(g.kind),
+            esc(g.workflow),
+            esc(g.node_id or "-"),
+            _when(g.last_ms),
         )
         open_button = W.Button(
             description="Open example",
             tooltip=f"open run {g.example.run_id if g.example else ''} in the debugger",
-            layout=W.Layout(width="auto"),
+            layout=W.Layout(width=_OPEN),
         )
         open_button.on_click(lambda _, n=number: self.open_example(n))
         retry_button = W.Button(
-            description=f"Retry {len(g.retryable)}…", layout=W.Layout(width="auto")
+            description=f"Retry {len(g.retryable)}…", layout=W.Layout(width=_RETRY)
         )
         why = self._why_not(g)
         retry_button.disabled = why is not None
         retry_button.tooltip = why or f"reset {g.node_id} of {len(g.retryable)} run(s), resume"
         retry_button.on_click(lambda _, n=number: self.ask(n))
-        row = W.HBox([cells, open_button, retry_button], layout=W.Layout(align_items="center"))
-        row.add_class("stt-triage-group")
-        return row
+        what = f'<div class="stt-error" style="padding:0 4px">{esc(error)}</div>'
+        table = cells(values, _WIDTHS)
+        return line([], wrap(what) + table, [open_button, retry_button], "stt-triage-group")
 
     def _why_not(self, g: FailureGroup) -> str | None:
         if g.node_id is None:
