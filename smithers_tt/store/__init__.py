@@ -61,6 +61,7 @@ from smithers_tt.store.backend import (
 )
 from smithers_tt.store.ledger import (
     ENDED,
+    ForkRows,
     LangGraphWrite,
     Refold,
     ThreadReplaced,
@@ -124,6 +125,7 @@ __all__ = [
     "ColumnInfo",
     "Engine",
     "Fence",
+    "ForkRows",
     "Frame",
     "FrameBin",
     "FrameChoices",
