@@ -121,7 +121,7 @@ def after_a_reset(db: st.Database) -> str:
     """A fork at the end of a run whose ``write`` was reset and ran again (its attempt
     numbers used twice in the history)."""
     run_id = _demo(db)
-    assert db.reset(run_id, "write") == ["write", "review"]
+    assert db.reset(run_id, "write", dependents=True) == ["review", "write"]
     assert db.resume(run_id, fresh_workflow()).status == "finished"
     return db.fork(run_id, db.get_run(run_id).record.clock).id
 
