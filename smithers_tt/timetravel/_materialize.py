@@ -147,7 +147,7 @@ def write_base_frames(tx: Travel, snap: Snapshot, run_id: str) -> int:
     """Write the frames numbered below 0 that restate ``snap`` as the starting history of
     ``run_id`` (frame 0 is the fork's own); return how many base frames there are: see
     :func:`base_frames`."""
-    return tx.write_base_frames(run_id, *_restating(snap))
+    return tx.write_base_frames(tx.base_frames(run_id, *_restating(snap)))
 
 
 def fork_rows(tx: Travel, snap: Snapshot, run_id: str) -> ForkRows:

@@ -288,24 +288,13 @@ class LiveWrites:
             no += 1
         return BaseFrames(run_id, tuple(rows), stored if copied else None, first_copied, total)
 
-    def write_base_frames(
-        self,
-        run_id: str,
-        attempts: Sequence[tuple[Any, ...]],
-        stored: StoredRefs | None,
-        refs: Sequence[CheckpointRef],
-        nodes: Sequence[tuple[Any, ...]],
-    ) -> int:
-        """Write the frames :meth:`base_frames` restates a snapshot in; return how many."""
-        frames = self.base_frames(run_id, attempts, stored, refs, nodes)
-        self._write_frames(frames)
-        return frames.count
-
-    def _write_frames(self, frames: BaseFrames) -> None:
+    def write_base_frames(self, frames: BaseFrames) -> int:
+        """Write ``frames`` (see :meth:`base_frames`); return how many there are."""
         insert_tuples(self._conn, S.frames, FRAME_COLUMNS, frames.rows)
         if frames.copied is not None:  # never through Python: one INSERT ... SELECT
             sql, params = _copied_frames(self._conn, frames)
             run_sql(self._conn, f"INSERT INTO tt_frames ({', '.join(FRAME_COLUMNS)}) {sql}", params)
+        return frames.count
 
     def fork_rows(
         self,
@@ -332,7 +321,7 @@ class LiveWrites:
         conn, run_id = self._conn, fork.run_id
         f = S.frames
         conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no < 0))
-        self._write_frames(fork.frames)
+        self.write_base_frames(fork.frames)
         for table in (S.refs, S.attempts, S.nodes):
             conn.execute(table.delete().where(table.c.run_id == run_id))
         insert_rows(conn, S.nodes, fork.nodes)
