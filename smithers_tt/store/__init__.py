@@ -61,6 +61,7 @@ from smithers_tt.store.backend import (
 )
 from smithers_tt.store.ledger import (
     ENDED,
+    ForkRows,
     LangGraphWrite,
     Refold,
     ThreadReplaced,
@@ -131,6 +132,7 @@ __all__ = [
     "Engine",
     "FailureRow",
     "Fence",
+    "ForkRows",
     "Frame",
     "FrameBin",
     "FrameChoices",

@@ -16,7 +16,14 @@ from smithers_tt.store.ledger._bulk import write_history
 from smithers_tt.store.ledger._cut import CutStatements
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
 from smithers_tt.store.ledger._langgraph_write import LangGraphWrite, PinCache
-from smithers_tt.store.ledger._live import AUDIT_COLUMNS, LiveWrites, Refold, audit_row
+from smithers_tt.store.ledger._live import (
+    AUDIT_COLUMNS,
+    BaseFrames,
+    ForkRows,
+    LiveWrites,
+    Refold,
+    audit_row,
+)
 from smithers_tt.store.ledger._pauses import (
     ENDED,
     BreakpointsSet,
@@ -78,6 +85,7 @@ __all__ = [
     "AttemptEnded",
     "AttemptRow",
     "AttemptStarted",
+    "BaseFrames",
     "BreakpointsSet",
     "CancelRequested",
     "Change",
@@ -85,6 +93,7 @@ __all__ = [
     "CutStatements",
     "EditEnded",
     "Entry",
+    "ForkRows",
     "Forked",
     "GroupCommitter",
     "KeptRewind",
