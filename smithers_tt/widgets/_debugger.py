@@ -13,6 +13,7 @@ from smithers_tt.widgets._diffview import DiffView
 from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
 from smithers_tt.widgets._frametable import FrameTable
+from smithers_tt.widgets._graph import GraphView
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inspector import Inspector
 from smithers_tt.widgets._live import LiveRefresh
@@ -39,7 +40,8 @@ class Debugger(W.VBox):
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
-    ``.fork_tree``, ``.frame_table``, ``.export``, ``.theme_probe``, ``.live`` and
+    ``.fork_tree``, ``.frame_table``, ``.graph`` (the workflow's tasks at the selected frame),
+    ``.export``, ``.theme_probe``, ``.live`` and
     ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) and
     ``.pause_bar`` (the Paused banner, Continue / Step / Abort) are the parts; the breakpoint
     toggles are on the timeline's node rows (``debugger.model.breakpoints``).
@@ -88,6 +90,7 @@ class Debugger(W.VBox):
         self.update_related()
         self.theme_probe = ThemeProbe()
         self.timeline = TimelineView(self.model)
+        self.graph = GraphView(self.model, layout=W.Layout(flex="1 1 240px", overflow="auto"))
         self.theme_probe.observe(self._theme_reported, names="theme")
         self.scrubber = Scrubber(self.model)
         self.inspector = Inspector(self.model)
@@ -104,6 +107,8 @@ class Debugger(W.VBox):
         self.update_header()
         wrapping = {"flex_flow": "row wrap", "width": "100%", "align_items": "flex-start"}
         self.header.layout = W.Layout(flex="1 1 300px", min_width="0")
+        # the graph beside the timeline when both fit, under it when not
+        self.timeline.widget.layout = W.Layout(flex="3 1 600px", min_width="0", width="auto")
         super().__init__(
             [
                 W.HTML(CSS),
@@ -113,7 +118,7 @@ class Debugger(W.VBox):
                     layout=W.Layout(**{**wrapping, "align_items": "center"}),
                 ),
                 self.pause_bar.widget,
-                self.timeline.widget,
+                W.HBox([self.timeline.widget, self.graph], layout=W.Layout(**wrapping)),
                 self.scrubber.widget,
                 self.frame_table.widget,
                 W.HBox([self.inspector.widget, self.diff.widget], layout=W.Layout(**wrapping)),

@@ -135,6 +135,16 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
                              && Math.abs(gd._fullLayout.xaxis.range[1] - 5.5) <= 1; }""",
                 timeout=TIMEOUT_MS,
             )
+            # the graph beside it: fetch failed at frame 5; a click selects its frame 4
+            node = debugger.locator('.stt-graph-node[data-node="fetch"]')
+            assert node.get_attribute("data-state") == "failed"
+            node.click()
+            debugger.get_by_text("frame 4 of 5").wait_for(timeout=TIMEOUT_MS)
+            page.wait_for_function(
+                """() => document.querySelector('.stt-browser .stt-graph-node[data-node="fetch"]')
+                          .classList.contains('stt-graph-current')""",
+                timeout=TIMEOUT_MS,
+            )
             assert _rows(page) == []  # the list is hidden while the run is open
             page.locator(".stt-browser").screenshot(path=str(ARTIFACTS / "browser-open.png"))
             page.locator(".stt-browser .stt-back").click()

@@ -1,0 +1,85 @@
+"""The workflow graph beside the timeline: laid out from the stored graph, coloured by each
+task's state at the selected frame, following every selection, and selecting a task's frame
+when the task is clicked."""
+
+from __future__ import annotations
+
+import smithers_tt as st
+from smithers_tt import GenerateRequest, Loop, Workflow
+from smithers_tt.demo import demo_workflow
+from smithers_tt.widgets import Debugger
+from smithers_tt.widgets._graph import layout
+
+
+def _diamond() -> Workflow:
+    async def work(request: GenerateRequest) -> dict:
+        return {"n": request.iteration}
+
+    wf = Workflow("diamond")
+    wf.task("plan", agent=work)
+    wf.task("left", agent=work, needs=["plan"])
+    wf.task("right", agent=work, needs=["plan"], loop=Loop(max=3))
+    wf.task("join", agent=work, needs=["left", "right"])
+    return wf
+
+
+def test_tasks_are_laid_out_in_layers_after_what_they_need() -> None:
+    drawn = layout({"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"], "e": []})
+    x = {n["id"]: n["x"] for n in drawn["nodes"]}
+    y = {n["id"]: n["y"] for n in drawn["nodes"]}
+    assert x["a"] == x["e"] < x["b"] == x["c"] < x["d"]
+    assert y["b"] != y["c"] and y["a"] != y["e"]
+    assert sorted((e["from"], e["to"]) for e in drawn["edges"]) == [
+        ("a", "b"), ("a", "c"), ("b", "d"), ("c", "d"),
+    ]  # fmt: skip
+    for n in drawn["nodes"]:  # inside the picture
+        assert n["x"] + drawn["w"] <= drawn["width"] and n["y"] + drawn["h"] <= drawn["height"]
+
+
+def test_the_graph_follows_every_frame_with_each_tasks_state(db: st.Database) -> None:
+    wf = _diamond()
+    run = db.run(wf)
+    d = Debugger(db, run.id, wf, live=False)
+    g = d.graph
+    assert run.status == "finished"
+    assert all(e["fork"] is False for e in g.graph["edges"])
+    for n in range(d.model.last_frame + 1):
+        d.select_frame(n)
+        snap = db.snapshot(run.id, n)
+        newest: dict[str, tuple[int, str]] = {}
+        for (node, iteration), view in snap.nodes.items():
+            if node not in newest or iteration > newest[node][0]:
+                newest[node] = (iteration, view.state)
+        assert g.states == {k: v for k, (_, v) in newest.items()}, n
+        assert g.current == d.model.frame().node_id, n
+
+
+def test_clicking_a_task_selects_its_newest_frame_at_or_before_the_selected_one(
+    db: st.Database,
+) -> None:
+    wf = _diamond()
+    run = db.run(wf)
+    d = Debugger(db, run.id, wf, live=False)
+    frames = run.frames()
+    d.select_frame(len(frames) - 1)
+    d.graph.clicked = ["right", 1]  # what the view sends on a click
+    newest_right = max(f.frame_no for f in frames if f.node_id == "right")
+    assert d.model.frame_no == newest_right
+    assert d.graph.current == "right"
+    first_join = min(f.frame_no for f in frames if f.node_id == "join")
+    d.select_frame(1)  # before join ran: its first frame after
+    d.graph.clicked = ["join", 2]
+    assert d.model.frame_no == first_join
+    assert d.scrubber.slider.value == first_join  # the rest of the debugger follows
+
+
+def test_the_graph_shows_the_run_switched_to(db: st.Database) -> None:
+    demo, _ = demo_workflow()
+    first = db.run(_diamond())
+    other = db.run(demo, {"topic": "bees"})
+    d = Debugger(db, first.id, demo, live=False)
+    d.model.switch_run(other.id)
+    assert {n["id"] for n in d.graph.graph["nodes"]} == set(demo.tasks)
+    edges = {(e["from"], e["to"]): e["fork"] for e in d.graph.graph["edges"]}
+    assert edges == {("research", "write"): False, ("write", "review"): True}  # a task fork
+    assert d.graph.current == d.model.frame().node_id
