@@ -15,6 +15,7 @@ from smithers_tt import timetravel as tt
 from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.widgets._records import ActionResult, Pending
 from smithers_tt.widgets._state import DebuggerState
+from smithers_tt.widgets._words import run_status
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +189,8 @@ class Control(DebuggerState):
             "fork",
             True,
             f"Forked run {pending.run_id} at frame {pending.frame_no}: new run {child.id} "
-            f"({child.status}, frame 0). Open it in the fork tree; run it with Replay or "
+            f"({run_status(child.status, forked=True, started=False)}, frame 0). Open it in the "
+            "fork tree; run it with Replay or "
             f"db.resume({child.id!r}, workflow).",
             child.id,
             0,

@@ -150,7 +150,7 @@ class Debugger(W.VBox):
             lineage += f" · {children} fork(s)"
         live = " · <b>live</b>" if self.live.running else ""
         self.header.value = wrap(
-            f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(r.status)} · "
+            f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(m.run_status())} · "
             f"frames 0 to {m.last_frame}{lineage}{live}</h4>"
         )
 

@@ -8,6 +8,7 @@ from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import ForkEdge
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._words import edge_status
 
 MAX_SHOWN = 200
 """Runs listed; a larger tree says how many more there are."""
@@ -50,7 +51,7 @@ class ForkTree:
             elif edge.fork_point_rewound:
                 where += " (that frame was rewound away)"
             button = W.Button(
-                description=f"{edge.run_id} · {edge.status} · {where}",
+                description=f"{edge.run_id} · {edge_status(edge)} · {where}",
                 tooltip=f"show run {edge.run_id}",
                 button_style="info" if edge.run_id == m.run_id else "",
                 layout=W.Layout(

@@ -25,6 +25,7 @@ STATE_COLOURS = {
     "cached": "#17becf",
     "skipped": "#bcbd22",
     "queued": "#aec7e8",
+    "not started": "#6b8fb3",
     "paused": "#e377c2",
     "inherited": "#c7c7c7",
 }

@@ -120,8 +120,8 @@ class Inspector:
         self.summary.value = wrap(
             f"<h4>Frame {frame.frame_no} · run {esc(m.run_id)}</h4>"
             f"<div>{esc(m.frame_title(frame))}</div>"
-            f"<div>{esc(frame_time(frame))} · run status at this frame: {badge(m.status_at())}"
-            "</div>"
+            f"<div>{esc(frame_time(frame))} · run status at this frame: "
+            f"{badge(m.run_status(at_frame=True))}</div>"
         )
         self.nodes.value = wrap(self._nodes_html())
         self._drawn = None
