@@ -9,6 +9,7 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._actions import Actions
 from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._close import close_all, held
 from smithers_tt.widgets._diffview import DiffView
 from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
@@ -75,7 +76,7 @@ class Debugger(W.VBox):
         **kwargs: Any,
     ) -> None:
         self.model = DebuggerModel(db, run_id, workflow, lens)
-        self.header = W.HTML()
+        self.header = W.HTML(layout=W.Layout(flex="1 1 300px", min_width="0"))
         self.refresh_button = W.Button(
             description="Refresh", tooltip="read the run again from the database"
         )
@@ -103,7 +104,6 @@ class Debugger(W.VBox):
             self.model.on(event, self.update_header)
         self.update_header()
         wrapping = {"flex_flow": "row wrap", "width": "100%", "align_items": "flex-start"}
-        self.header.layout = W.Layout(flex="1 1 300px", min_width="0")
         super().__init__(
             [
                 W.HTML(CSS),
@@ -184,11 +184,16 @@ class Debugger(W.VBox):
         self.model.select_frame(frame_no)
 
     def close(self) -> None:
-        """Stop live refresh and close the widget."""
+        """Stop live refresh and close the debugger and every widget it made (its parts,
+        their layouts and styles, and the figures the timeline keeps open for the page)."""
         live = getattr(self, "live", None)  # None when __init__ failed half-way
         if live is not None:
             live.stop()
         model = getattr(self, "model", None)
         if model is not None:
             model.drop_caches()
+        for part in (getattr(self, "timeline", None), getattr(self, "actions", None)):
+            if part is not None:  # what they made that the layout may not hold
+                part.close()
+        close_all(held(self))
         super().close()

@@ -52,7 +52,7 @@ class Inspector:
         self.prev_page = W.Button(description="◀", tooltip="previous page of checkpoints")
         self.next_page = W.Button(description="▶", tooltip="next page of checkpoints")
         for b in (self.prev_page, self.next_page):
-            b.layout = W.Layout(width="auto")
+            b.layout.width = "auto"  # the layout it has (a new one would leave that open)
         self.prev_page.on_click(lambda _: self.turn(-1))
         self.next_page.on_click(lambda _: self.turn(1))
         self.page_label = W.Label()
