@@ -105,6 +105,7 @@ CSS = """
   overflow-y: auto; }
 .stt-debugger .stt-frame-rows option { height: 18px; line-height: 18px; padding: 0 4px;
   box-sizing: border-box; white-space: pre; overflow: hidden; text-overflow: ellipsis; }
+.stt-debugger .stt-refs option { white-space: pre; overflow: hidden; text-overflow: ellipsis; }
 </style>
 """
 
