@@ -357,7 +357,7 @@ def selection_line(x: Any, theme: dict[str, Any]) -> dict[str, Any]:
 SMALL_RUN = 8
 """Runs with fewer frames than this have a tick at every frame: nine at most, which fit the
 368 px cell of an 800 px JupyterLab window with the file browser open (a tick a frame up to
-20 frames drew labels on top of each other there)."""
+20 frames crowded 18 labels into about 250 px there)."""
 
 LANE = 17
 """Pixels of one fork label's line above the plot (each label has a line of its own)."""
