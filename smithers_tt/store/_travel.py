@@ -45,8 +45,9 @@ from smithers_tt.store.reads import TravelReads, corrupt_frame
 
 T = TypeVar("T")
 
-ForkEdgeRow = tuple[str, str | None, int | None, str, str, int]
-"""``(run_id, parent_run_id, parent_frame_no, status, workflow, created_at_ms)`` of a run."""
+ForkEdgeRow = tuple[str, str | None, int | None, str, str, int, int]
+"""``(run_id, parent_run_id, parent_frame_no, status, workflow, created_at_ms, clock)`` of a
+run."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +106,7 @@ _EDGE = (
     S.runs.c.status,
     S.runs.c.workflow,
     S.runs.c.created_at_ms,
+    S.runs.c.clock,
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from smithers_tt.errors import RunNotFound
 from smithers_tt.store import Frame, Store, Travel, travel
@@ -27,6 +28,9 @@ class ForkEdge:
     workflow: str
     created_at_ms: int
     fork_point_rewound: bool = False
+    started: bool = True
+    """Whether the run has a frame after its frame 0: False for a fork that nothing has run
+    yet (its status is ``interrupted`` until something does)."""
 
     @property
     def where(self) -> str:
@@ -74,15 +78,21 @@ def fork_tree(store: Store, run_id: str) -> tuple[str, list[ForkEdge]]:
                 break
             child, root = row, row[1]
             seen.add(root)
-        edges = [ForkEdge(*row)]
+        edges = [_edge(row)]
         level = [root]
         while level and len(edges) < MAX_TREE:
             rows = tx.fork_children(level)
-            edges.extend(ForkEdge(*r) for r in rows)
+            edges.extend(_edge(r) for r in rows)
             level = [r[0] for r in rows]
         return root, _mark_rewound(tx, edges[:MAX_TREE])
 
     return travel(store.engine, work, write=False)
+
+
+def _edge(row: tuple[Any, ...]) -> ForkEdge:
+    """A fork-tree entry of a row of :meth:`Travel.fork_edge` (its last column the clock)."""
+    *fields, clock = row
+    return ForkEdge(*fields, started=clock > 0)
 
 
 def _mark_rewound(tx: Travel, edges: list[ForkEdge]) -> list[ForkEdge]:

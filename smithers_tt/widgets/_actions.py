@@ -11,6 +11,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt.widgets._close import close_all
 from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
 from smithers_tt.widgets._editor import CheckpointEditor
 from smithers_tt.widgets._html import esc, wrap
@@ -103,6 +104,7 @@ class Actions:
         self.report.add_class("stt-report")
         self.progress = W.Box()
         """While an action runs, a bar saying so; afterwards, how long it took."""
+        self._bar: ProgressBar | None = None
         self.widget = W.VBox(
             [
                 self.title,
@@ -187,6 +189,8 @@ class Actions:
             return
         bar = ProgressBar(_UNDER_WAY[pending.action], unit="")
         self.progress.children = (bar,)
+        self.close()  # the bar of the action before (shown, or hidden by a message)
+        self._bar = bar
         result = None
         try:
             result = self.model.confirm()
@@ -196,6 +200,13 @@ class Actions:
                 self.progress.children = (bar,)  # a fork or replay moved to the new run
             else:  # no green "done" over work that failed: the report line says why
                 self.progress.children = ()
+
+    def close(self) -> None:
+        """Close the progress bar of the last action (hidden or not): the only widget of the
+        actions that is not always in :attr:`widget`."""
+        if self._bar is not None:
+            close_all([self._bar])
+            self._bar = None
 
     def show_pending(self) -> None:
         """Show or hide the Confirm / Cancel row."""

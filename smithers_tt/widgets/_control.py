@@ -14,7 +14,9 @@ from typing import Any
 from smithers_tt import timetravel as tt
 from smithers_tt.errors import ForkPointRewound, InvalidArgument, SmithersError
 from smithers_tt.widgets._records import ActionResult, Pending
+from smithers_tt.widgets._refresh import changed_elsewhere
 from smithers_tt.widgets._state import DebuggerState
+from smithers_tt.widgets._words import run_status
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,8 @@ class Control(DebuggerState):
     def request_rewind(self, reason: str = "") -> Pending | None:
         """Ask to rewind the run to the selected frame; nothing changes until :meth:`confirm`.
         ``reason`` (why) is recorded in the audit with the rewind."""
+        if self._rewritten():
+            return None
         n, last = self.frame_no, self.record.clock
         if n >= last:
             self._say("info", f"run {self.run_id} is already at frame {last}: nothing to rewind")
@@ -47,6 +51,8 @@ class Control(DebuggerState):
 
     def request_undo_rewind(self, reason: str = "") -> Pending | None:
         """Ask to undo the run's newest rewind; nothing changes until :meth:`confirm`."""
+        if self._rewritten():
+            return None
         options = {"reason": reason.strip()} if reason.strip() else {}
         summary = (
             f"Undo the newest rewind of run {self.run_id}: its removed frames come back and "
@@ -59,6 +65,8 @@ class Control(DebuggerState):
 
     def request_fork(self, **form: Any) -> Pending | None:
         """Validate the fork form and ask for confirmation (see :meth:`fork_options`)."""
+        if self._rewritten():
+            return None
         try:
             options = self.fork_options(**form)
         except SmithersError as error:
@@ -72,6 +80,8 @@ class Control(DebuggerState):
 
     def request_replay(self, **form: Any) -> Pending | None:
         """Validate the form and ask to replay (fork, then execute) from the selected frame."""
+        if self._rewritten():
+            return None
         if self.workflow is None:
             self._refuse(REPLAY_NEEDS_WORKFLOW)
             return None
@@ -86,6 +96,18 @@ class Control(DebuggerState):
             f"with workflow {self.workflow.name!r} (agents are called again)."
         )
         return self._set_pending(Pending("replay", self.run_id, self.frame_no, summary, options))
+
+    def _rewritten(self) -> bool:
+        """Whether the run's history was rewritten elsewhere since it was read (it is read
+        again, :meth:`catch_up`): then what the person asked for, at a frame of the history
+        they saw, is refused, and nothing is done."""
+        if not self.catch_up():
+            return False
+        self._refuse(
+            f"{changed_elsewhere(self.run_id, self.last_frame)} Nothing was done: look at it "
+            "and ask again."
+        )
+        return True
 
     def _refuse(self, text: str) -> None:
         """Say why a request was refused; an action asked for before is no longer pending (a
@@ -120,6 +142,11 @@ class Control(DebuggerState):
         try:
             if pending.run_id != self.run_id:
                 raise InvalidArgument("the debugger shows another run now; ask again")
+            if self.catch_up():  # what the person confirmed is about a history now gone
+                raise InvalidArgument(
+                    f"{changed_elsewhere(self.run_id, self.last_frame)} Nothing was done: "
+                    "look at it and ask again"
+                )
             result = getattr(self, f"_do_{pending.action}")(pending)
         except ForkPointRewound as error:  # ask again, offering to rewind past the forks
             self._set_pending(
@@ -188,7 +215,8 @@ class Control(DebuggerState):
             "fork",
             True,
             f"Forked run {pending.run_id} at frame {pending.frame_no}: new run {child.id} "
-            f"({child.status}, frame 0). Open it in the fork tree; run it with Replay or "
+            f"({run_status(child.status, forked=True, started=False)}, frame 0). Open it in the "
+            "fork tree; run it with Replay or "
             f"db.resume({child.id!r}, workflow).",
             child.id,
             0,

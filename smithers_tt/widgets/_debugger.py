@@ -9,6 +9,7 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._actions import Actions
 from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._close import close_all, held
 from smithers_tt.widgets._diffview import DiffView
 from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
@@ -77,7 +78,7 @@ class Debugger(W.VBox):
         **kwargs: Any,
     ) -> None:
         self.model = DebuggerModel(db, run_id, workflow, lens)
-        self.header = W.HTML()
+        self.header = W.HTML(layout=W.Layout(flex="1 1 300px", min_width="0"))
         self.refresh_button = W.Button(
             description="Refresh", tooltip="read the run again from the database"
         )
@@ -106,9 +107,10 @@ class Debugger(W.VBox):
             self.model.on(event, self.update_header)
         self.update_header()
         wrapping = {"flex_flow": "row wrap", "width": "100%", "align_items": "flex-start"}
-        self.header.layout = W.Layout(flex="1 1 300px", min_width="0")
-        # the graph beside the timeline when both fit, under it when not
-        self.timeline.widget.layout = W.Layout(flex="3 1 600px", min_width="0", width="auto")
+        # the graph beside the timeline when both fit, under it when not (set in place: a
+        # replaced layout would stay open)
+        box = self.timeline.widget.layout
+        box.flex, box.min_width, box.width = "3 1 600px", "0", "auto"
         super().__init__(
             [
                 W.HTML(CSS),
@@ -155,7 +157,7 @@ class Debugger(W.VBox):
             lineage += f" · {children} fork(s)"
         live = " · <b>live</b>" if self.live.running else ""
         self.header.value = wrap(
-            f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(r.status)} · "
+            f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(m.run_status())} · "
             f"frames 0 to {m.last_frame}{lineage}{live}</h4>"
         )
 
@@ -189,11 +191,16 @@ class Debugger(W.VBox):
         self.model.select_frame(frame_no)
 
     def close(self) -> None:
-        """Stop live refresh and close the widget."""
+        """Stop live refresh and close the debugger and every widget it made (its parts,
+        their layouts and styles, and the figures the timeline keeps open for the page)."""
         live = getattr(self, "live", None)  # None when __init__ failed half-way
         if live is not None:
             live.stop()
         model = getattr(self, "model", None)
         if model is not None:
             model.drop_caches()
+        for part in (getattr(self, "timeline", None), getattr(self, "actions", None)):
+            if part is not None:  # what they made that the layout may not hold
+                part.close()
+        close_all(held(self))
         super().close()

@@ -17,6 +17,7 @@ import ipywidgets as W
 
 from smithers_tt.checkpoint import read_json
 from smithers_tt.errors import InvalidArgument
+from smithers_tt.widgets._close import show_only
 from smithers_tt.widgets._diffview import render_diff
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel
@@ -80,7 +81,7 @@ class CheckpointEditor:
             return  # keep the fields as they are while the raw text is broken
         if not isinstance(payload, dict) or len(payload) > FIELDS_AT_MOST:
             self._boxes = {}
-            self.fields.children = ()
+            show_only(self.fields, ())
             return
         if set(payload) == set(self._boxes):
             self._fill(payload)
@@ -97,11 +98,13 @@ class CheckpointEditor:
             box.add_class("stt-field")
             box.observe(lambda change, key=key: self._field_changed(key, change), names="value")
             boxes[key] = box
-            label = W.HTML(wrap(f'<span class="stt-key">{esc(key)}</span>'))
-            label.layout = W.Layout(width="120px", min_width="60px")
+            label = W.HTML(
+                wrap(f'<span class="stt-key">{esc(key)}</span>'),
+                layout=W.Layout(width="120px", min_width="60px"),
+            )
             rows.append(W.HBox([label, box], layout=W.Layout(flex_flow="row wrap", width="100%")))
         self._boxes = boxes
-        self.fields.children = rows
+        show_only(self.fields, rows)
         self._fill(payload)
 
     def _fill(self, payload: dict[str, Any]) -> None:

@@ -6,8 +6,10 @@ import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import ForkEdge
+from smithers_tt.widgets._close import show_only
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._words import edge_status
 
 MAX_SHOWN = 200
 """Runs listed; a larger tree says how many more there are."""
@@ -38,7 +40,8 @@ class ForkTree:
         self.update()
 
     def update(self) -> None:
-        """Redraw the tree."""
+        """Redraw the tree (a run's button is kept from one redraw to the next: only what
+        changed is sent, and a click on a button the page shows is never lost)."""
         m = self.model
         depth = _depths(m.tree)
         buttons: dict[str, W.Button] = {}
@@ -49,25 +52,25 @@ class ForkTree:
                 where += f" (parent now ends at frame {gap[1]})"
             elif edge.fork_point_rewound:
                 where += " (that frame was rewound away)"
-            button = W.Button(
-                description=f"{edge.run_id} · {edge.status} · {where}",
-                tooltip=f"show run {edge.run_id}",
-                button_style="info" if edge.run_id == m.run_id else "",
-                layout=W.Layout(
-                    width="auto",
-                    max_width="100%",
-                    height="auto",
-                    margin=f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px",
-                ),
-            )
-            button.add_class("stt-run")
-            button.on_click(lambda _, run_id=edge.run_id: self.open(run_id))
+            button = self.buttons.get(edge.run_id) or self._button(edge.run_id)
+            button.description = f"{edge.run_id} · {edge_status(edge)} · {where}"
+            button.button_style = "info" if edge.run_id == m.run_id else ""
+            button.layout.margin = f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px"
             buttons[edge.run_id] = button
         self.buttons = buttons
-        self.list.children = list(buttons.values())
+        show_only(self.list, buttons.values())
         more = len(m.tree) - MAX_SHOWN
         note = f'<div class="stt-muted">… {more} more runs</div>' if more > 0 else ""
         self.note.value = wrap(note) if note else ""
+
+    def _button(self, run_id: str) -> W.Button:
+        button = W.Button(
+            tooltip=f"show run {run_id}",
+            layout=W.Layout(width="auto", max_width="100%", height="auto"),
+        )
+        button.add_class("stt-run")
+        button.on_click(lambda _: self.open(run_id))
+        return button
 
     def open(self, run_id: str) -> None:
         """Show another run in the debugger."""

@@ -213,8 +213,9 @@ class FrameTable:
             layout=W.Layout(flex="2 1 180px", min_width="0", width="auto"),
         )
         self.text.add_class("stt-frame-search")
-        self.payloads = W.Checkbox(value=True, description="in payloads", indent=False)
-        self.payloads.layout = W.Layout(width="auto")
+        self.payloads = W.Checkbox(
+            value=True, description="in payloads", indent=False, layout=W.Layout(width="auto")
+        )
         for control in (self.node, self.kind, self.purpose, self.text, self.payloads):
             control.observe(self._filtered, names="value")
         self.rows = W.Select(options=[], rows=10, layout=W.Layout(width="100%"))

@@ -25,6 +25,7 @@ STATE_COLOURS = {
     "cached": "#17becf",
     "skipped": "#bcbd22",
     "queued": "#aec7e8",
+    "not started": "#6b8fb3",
     "paused": "#e377c2",
     "inherited": "#c7c7c7",
 }
@@ -104,6 +105,7 @@ CSS = """
   overflow-y: auto; }
 .stt-debugger .stt-frame-rows option { height: 18px; line-height: 18px; padding: 0 4px;
   box-sizing: border-box; white-space: pre; overflow: hidden; text-overflow: ellipsis; }
+.stt-debugger .stt-refs option { white-space: pre; overflow: hidden; text-overflow: ellipsis; }
 </style>
 """
 

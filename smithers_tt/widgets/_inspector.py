@@ -52,7 +52,7 @@ class Inspector:
         self.prev_page = W.Button(description="◀", tooltip="previous page of checkpoints")
         self.next_page = W.Button(description="▶", tooltip="next page of checkpoints")
         for b in (self.prev_page, self.next_page):
-            b.layout = W.Layout(width="auto")
+            b.layout.width = "auto"  # the layout it has (a new one would leave that open)
         self.prev_page.on_click(lambda _: self.turn(-1))
         self.next_page.on_click(lambda _: self.turn(1))
         self.page_label = W.Label()
@@ -120,8 +120,8 @@ class Inspector:
         self.summary.value = wrap(
             f"<h4>Frame {frame.frame_no} · run {esc(m.run_id)}</h4>"
             f"<div>{esc(m.frame_title(frame))}</div>"
-            f"<div>{esc(frame_time(frame))} · run status at this frame: {badge(m.status_at())}"
-            "</div>"
+            f"<div>{esc(frame_time(frame))} · run status at this frame: "
+            f"{badge(m.run_status(at_frame=True))}</div>"
         )
         self.nodes.value = wrap(self._nodes_html())
         self._drawn = None

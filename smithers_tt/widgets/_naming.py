@@ -12,7 +12,7 @@ from smithers_tt.errors import SmithersError
 from smithers_tt.store import CheckpointRef, Frame
 from smithers_tt.widgets._lens import ask
 from smithers_tt.widgets._state import DebuggerState
-from smithers_tt.widgets._words import describe_frame, node_label, ref_label
+from smithers_tt.widgets._words import describe_frame, node_label, ref_label, run_status
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +24,14 @@ class Naming(DebuggerState):
         """One line of plain text saying what a frame (default: the selected one) is."""
         frame = self.frame() if frame is None else frame
         return self._named("frame_title", frame) or describe_frame(frame)
+
+    def run_status(self, at_frame: bool = False) -> str:
+        """The shown run's status in words (a fork nothing ran yet is "not started"): now,
+        or at the selected frame (``at_frame``)."""
+        forked = self.record.parent_run_id is not None
+        if at_frame:
+            return run_status(self.status_at(), forked=forked, started=self.frame_no > 0)
+        return run_status(self.record.status, forked=forked, started=self.record.clock > 0)
 
     def node_label(self, node_id: str, iteration: int) -> str:
         """What the debugger calls a node."""

@@ -37,7 +37,10 @@ class Selection(DebuggerState):
     """Selecting frames and checkpoint refs."""
 
     def select_frame(self, frame_no: int) -> None:
-        """Select a frame (clamped to the run's frames); every view follows."""
+        """Select a frame (clamped to the run's frames); every view follows. The run is read
+        again first if it changed in the database (:meth:`catch_up`): a frame is never
+        selected in a history that is no longer there."""
+        self.catch_up()
         n = max(self.first_frame, min(int(frame_no), self.last_frame))
         if n == self.frame_no:
             return

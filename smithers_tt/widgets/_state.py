@@ -78,15 +78,26 @@ class DebuggerState:
     breakpoints: Breakpoints
     """The shown run's breakpoints."""
     _observers: dict[str, list[Callable[[], None]]]
+    _emitting: int = 0
+    """How many announcements are under way (a view that answers one is not a person)."""
+
+    def catch_up(self) -> bool:
+        """Read the shown run again if it changed in the database; True when its history was
+        rewritten meanwhile (see :meth:`~smithers_tt.widgets._refresh.Refresh.catch_up`)."""
+        return False
 
     def on(self, event: str, callback: Callable[[], None]) -> None:
         """Call ``callback()`` whenever ``event`` happens (see the module docstring)."""
         self._observers.setdefault(event, []).append(callback)
 
     def _emit(self, *events: str) -> None:
-        for event in events:
-            for callback in list(self._observers.get(event, ())):
-                callback()
+        self._emitting += 1
+        try:
+            for event in events:
+                for callback in list(self._observers.get(event, ())):
+                    callback()
+        finally:
+            self._emitting -= 1
 
     def _say(self, kind: str, text: str) -> None:
         self.message = Message(kind, text)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._close import close_all
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._theme import LIGHT
 from smithers_tt.widgets._timeline_data import TimelineData
@@ -117,7 +118,7 @@ class TimelineView:
         self._open.append(figure)
         self.box.children = (figure,)
         while len(self._open) > KEEP_OPEN:
-            self._open.pop(0).close()
+            close_all([self._open.pop(0)])
 
     def _drawn(self, figure: Any, change: dict[str, Any]) -> None:
         """A view drew ``figure``: close the figures it replaced, and, the first time, send it
@@ -127,8 +128,7 @@ class TimelineView:
             return
         older = self._open[: self._open.index(figure)]
         del self._open[: len(older)]
-        for old in older:
-            old.close()
+        close_all(older)
         if figure is self.figure and self._lined is not figure:
             self._lined = figure  # once per figure: the view answers each edit with a draw
             self.resend_selection()
@@ -164,6 +164,12 @@ class TimelineView:
                 self.on_click(trace, _Points())
                 return
         raise KeyError(trace_name)
+
+    def close(self) -> None:
+        """Close every figure still open (the one shown, and those replaced that wait for a
+        view to draw a newer one) and the timeline's own widgets."""
+        close_all([*self._open, self.box, self.time_axis])
+        self._open.clear()
 
     def rebuild(self) -> None:
         """Redraw every trace (new frames, another run, a rewind, the theme, the axis)."""

@@ -254,8 +254,9 @@ def _figure(
             "range": [-0.5, max(last, 1) + 0.5],  # a one-frame run: frames 0 and 1, not -1.5
             "tick0": 0,
         }
-        if last < 20:
-            xaxis["dtick"] = 1
+        if last < SMALL_RUN:
+            xaxis["dtick"] = 1  # else plotly may tick at halves of a frame
+        # longer: plotly picks the step for the width (one a frame crowds a narrow cell)
     xaxis.update({"zeroline": False, "showgrid": True})
     if gutter is not None:  # the toggles' column, between the row labels and frame 0
         xaxis["domain"] = [GUTTER + 0.01, 1]
@@ -352,6 +353,11 @@ def selection_line(x: Any, theme: dict[str, Any]) -> dict[str, Any]:
         "line": {"color": theme["ink"], "width": 1.5, "dash": "dot"},
     }
 
+
+SMALL_RUN = 8
+"""Runs with fewer frames than this have a tick at every frame: nine at most, which fit the
+368 px cell of an 800 px JupyterLab window with the file browser open (a tick a frame up to
+20 frames crowded 18 labels into about 250 px there)."""
 
 LANE = 17
 """Pixels of one fork label's line above the plot (each label has a line of its own)."""

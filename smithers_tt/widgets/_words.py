@@ -12,6 +12,26 @@ import math
 import time
 
 from smithers_tt.store import CheckpointRef, Frame, FrameRow
+from smithers_tt.timetravel import ForkEdge
+
+NOT_STARTED = "not started"
+"""What a fork that nothing has run yet is called (its stored status is ``interrupted``)."""
+
+
+def run_status(status: str, *, forked: bool, started: bool) -> str:
+    """A run's status as the debugger says it (plain text).
+
+    A fork gets the status ``interrupted`` (work left, nobody executing it) until a resume
+    or a replay runs it; before that it reads "not started" (ready to run), never
+    "interrupted", which people take for a crash. ``started``: the run (or the frame shown)
+    is past its frame 0.
+    """
+    return NOT_STARTED if forked and not started and status == "interrupted" else status
+
+
+def edge_status(edge: ForkEdge) -> str:
+    """The status of a run of a fork tree, as :func:`run_status` says it."""
+    return run_status(edge.status, forked=edge.parent_run_id is not None, started=edge.started)
 
 
 def describe_frame(frame: Frame | FrameRow) -> str:
@@ -49,7 +69,7 @@ def describe_frame(frame: Frame | FrameRow) -> str:
             f"forked from run {data.get('parent_run_id')} at frame {data.get('parent_frame_no')}"
         )
         if frame.state == "interrupted":  # the status a fork has until something runs it
-            return f"{forked}: not run yet (Replay or resume runs what is left)"
+            return f"{forked}: {NOT_STARTED}, ready to run (Replay or resume runs what is left)"
         return forked
     if kind == "reset":
         return f"reset {', '.join(map(str, data.get('nodes') or []))}"

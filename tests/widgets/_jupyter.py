@@ -179,11 +179,21 @@ def run_notebook(page: Any, base: str, token: str, name: str) -> Any:
 def click_point(page: Any, out: Any, index: int = 0) -> None:
     """Click a point of the timeline by its coordinates (as a person does)."""
     points = out.locator(".js-plotly-plot .scatterlayer .points path")
-    # a redraw lays out a new figure, drawn a moment later: wait for the point to be drawn
-    # ("attached", not "visible": a node-state marker is a vertical line, zero pixels wide)
-    points.nth(index).wait_for(state="attached", timeout=TIMEOUT_MS)
-    box = points.nth(index).bounding_box()
-    assert box is not None
+    deadline = time.monotonic() + TIMEOUT_MS / 1000
+    while True:
+        # a redraw lays out a new figure, drawn a moment later: wait for a point to be drawn
+        # ("attached", not "visible": a node-state marker is a vertical line, zero pixels wide)
+        points.first.wait_for(state="attached", timeout=TIMEOUT_MS)
+        count = points.count()
+        box = None
+        with contextlib.suppress(Exception):  # gone between the count and the look
+            box = points.nth(min(index, count - 1)).bounding_box(timeout=2_000) if count else None
+        if box is not None:
+            break
+        # the figure was replaced between the look and the measure (live refresh redraws it
+        # while a continued run goes on): look at the one drawn now
+        assert time.monotonic() < deadline, "no point of the timeline stayed drawn to click"
+        page.wait_for_timeout(200)
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     page.mouse.move(x, y)
     page.mouse.click(x, y)

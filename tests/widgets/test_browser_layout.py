@@ -3,11 +3,13 @@
 A notebook builds the demo database, forks the clean run three more times at the frame where
 the demo's fork and replay start (five forks at one frame), and shows two debuggers: the
 clean run (the forks) and the demo's fork (its "fork of ... @ n" label). In 800 px and 1024 px
-windows, for both: no element of the debugger reaches past the cell; the fork labels'
-bounding boxes are pairwise disjoint and cover no marker of the plot; the legend takes at most
-40% of the figure and the plot area stays at least 120 px tall; the breakpoint toggles and
-their captions do not overlap; the frame table's first row is wholly inside its box and its
-rows end in an ellipsis when cut. Screenshots go to ``artifacts/`` (untracked).
+windows, and in an 800 px window with the file browser open (a 368 px cell), for both: no
+element of the debugger reaches past the cell; the fork labels' bounding boxes are pairwise
+disjoint and cover no marker of the plot; the frame axis's labels do not overlap; the legend
+takes at most 40% of the figure and the plot area stays at least 120 px tall; the breakpoint
+toggles and their captions do not overlap; the frame table's first row is wholly inside its
+box and its rows, and the checkpoint list's, end in an ellipsis when cut. Screenshots go to
+``artifacts/`` (untracked).
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ MEASURE = r"""(index) => {
   const points = [...gd.querySelectorAll('.subplot.xy .scatterlayer .points path')].map(box);
   const toggles = [...gd.querySelectorAll('.subplot.x2y .scatterlayer .points path')].map(box);
   const captions = [...gd.querySelectorAll('.x2tick text')].map(box);
+  const ticks = [...gd.querySelectorAll('.xtick text')].map(box).filter(b => b.w > 0);
+  const refs = root.querySelector('.stt-refs select option');
   const select = root.querySelector('.stt-frame-rows select');
   const inner = select.getBoundingClientRect().top + select.clientTop;
   // the first row seen: the first whose bottom is below the top of the list's inside
@@ -73,13 +77,22 @@ MEASURE = r"""(index) => {
          gd.layout.width, document.querySelectorAll('.js-plotly-plot').length],
     cell: cell.width, past: past.slice(0, 12), pastCount: past.length,
     figure: fig.height, svg: box(gd.querySelector('.main-svg')), legend: legend ? box(legend).h : 0,
-    plot: gd._fullLayout._size.h, labels, points, toggles, captions,
+    plot: gd._fullLayout._size.h, labels, points, toggles, captions, ticks,
+    refsEllipsis: refs ? getComputedStyle(refs).textOverflow : null,
     first: option ? box(option) : null, inner,
     inside: select.getBoundingClientRect().top + select.clientTop + select.clientHeight,
     ellipsis: option ? getComputedStyle(option).textOverflow : null,
     clipped: option ? option.scrollWidth > option.clientWidth + 1 : null,
   };
 }"""
+
+
+WINDOWS = [(1024, False), (800, False), (800, True)]
+"""JupyterLab windows measured: width, and whether the file browser is open (at 800 px it
+leaves the cell 368 px)."""
+
+
+FILE_BROWSER = "() => window.jupyterapp.commands.execute('filebrowser:activate')"
 
 
 def _unavailable(reason: str) -> None:
@@ -131,6 +144,12 @@ def _check(page: Any, index: int, width: int, forks: int) -> dict[str, Any]:
     for c in captions:
         for t in toggles:
             assert _apart(c, t), f"caption over a toggle: {c} {t}; {what}"
+    ticks = found["ticks"]
+    assert len(ticks) >= 3, what  # the frame axis is labelled...
+    for i, a in enumerate(ticks):  # ...with labels side by side, never on top of each other
+        for b in ticks[i + 1 :]:
+            assert _apart(a, b), f"frame axis labels overlap: {a} {b}; {what}"
+    assert found["refsEllipsis"] == "ellipsis", what  # a cut checkpoint row says it is cut
     first = found["first"]
     assert first is not None, what
     # the first row seen is wholly inside the list, not cut in half at its top
@@ -174,13 +193,20 @@ def test_layout_in_narrow_windows(tmp_path: Path) -> None:
                 timeout=TIMEOUT_MS,
             )
             assert out.count() == 2
-            for width in (1024, 800):
+            for width, browser_open in WINDOWS:
                 page.set_viewport_size({"width": width, "height": 4000})
+                if browser_open:  # the file browser takes its 250 px of the window's left
+                    page.evaluate(
+                        "() => window.jupyterapp.commands.execute('filebrowser:activate')"
+                    )
                 page.wait_for_timeout(2500)  # plotly redraws at the new width
+                name = f"{width}{'-browser' if browser_open else ''}"
                 for index, forks in ((0, 5), (1, 1)):
                     found = _check(page, index, width, forks)
-                    print(width, index, {k: found[k] for k in ("cell", "figure", "legend", "plot")})
-                    _shoot(page, index, f"layout-{width}-{index}.png")
+                    if browser_open:
+                        assert found["cell"] <= 400, found["cell"]  # the narrow case it is
+                    print(name, index, {k: found[k] for k in ("cell", "figure", "legend", "plot")})
+                    _shoot(page, index, f"layout-{name}-{index}.png")
         except Exception:
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(ARTIFACTS / "layout-failure.png"), full_page=True)

@@ -230,20 +230,12 @@ def _busy_neighbour(on: bool) -> Iterator[None]:
         proc.wait()
 
 
-KNOWN = pytest.mark.skipif(
-    os.environ.get("SMITHERS_TT_BROWSER_SEQUENCES") != "1",
-    reason="fails about one run in three on this 2-core machine under load (a selected-frame "
-    "line left behind after a scrub; a RecursionError in the kernel after Step/Continue, not "
-    "reproduced since): open defects, run with SMITHERS_TT_BROWSER_SEQUENCES=1",
-)
-
-
 @pytest.mark.parametrize(
     ("seed", "loaded", "start"),
     [
         (23, False, "clean"),
-        pytest.param(11, True, "clean", marks=KNOWN),
-        pytest.param(23, False, "paused", marks=KNOWN),
+        (11, True, "clean"),
+        (23, False, "paused"),
     ],
     ids=["quiet-from-the-clean-run", "loaded-from-the-clean-run", "quiet-from-a-paused-run"],
 )

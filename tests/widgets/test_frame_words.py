@@ -87,7 +87,8 @@ LOOPED = {"node_id": "draft", "iteration": 3, "attempt": 1}
         ),
         (  # a fork that nothing ran yet: not "interrupted", which reads as a crash
             _frame("forked", {"parent_run_id": "p-9", "parent_frame_no": 12}, state="interrupted"),
-            "forked from run p-9 at frame 12: not run yet (Replay or resume runs what is left)",
+            "forked from run p-9 at frame 12: not started, ready to run "
+            "(Replay or resume runs what is left)",
         ),
         (_frame("reset", {"nodes": ["draft", "review"]}), "reset draft, review"),
         (_frame("reset", {}), "reset "),

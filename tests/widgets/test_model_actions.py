@@ -109,7 +109,7 @@ def test_a_fork_from_the_model_reports_the_new_run_and_shows_it_in_the_tree(
     assert (child.parent_run_id, child.parent_frame_no) == (run_id, 7)
     assert (result.run_id, result.frame_no) == (child.run_id, 0)
     assert result.text.startswith(
-        f"Forked run {run_id} at frame 7: new run {child.run_id} ({child.status}, frame 0)."
+        f"Forked run {run_id} at frame 7: new run {child.run_id} (not started, frame 0)."
     )
     assert model.message == Message("success", result.text)
     assert events == ["tree"] and model.edge(child.run_id) is not None

@@ -21,6 +21,7 @@ from smithers_tt.timetravel import Change
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
 from smithers_tt.widgets._records import ActionResult, EditPreview, Message
+from smithers_tt.widgets._refresh import changed_elsewhere
 
 from ._support import Heard, audit
 
@@ -434,7 +435,7 @@ def test_a_confirmed_fork_reports_the_new_run_shows_it_in_the_tree_and_audits_wh
     assert result == ActionResult(
         "fork",
         True,
-        f"Forked run {run_id} at frame {frame}: new run {child} ({record.status}, frame 0). "
+        f"Forked run {run_id} at frame {frame}: new run {child} (not started, frame 0). "
         f"Open it in the fork tree; run it with Replay or db.resume({child!r}, workflow).",
         child,
         0,
@@ -483,9 +484,10 @@ def test_an_action_the_library_refuses_reports_its_reason(db: st.Database) -> No
     frame = model.last_frame
     model.request_fork()
     db.rewind(run_id, 5, confirm=True)  # someone else rewinds it meanwhile
-    reason = _error_of(lambda: db.fork(run_id, frame))
+    assert _error_of(lambda: db.fork(run_id, frame))  # the library would refuse it too
     runs = _run_ids(db)
-    result = model.confirm()
+    result = model.confirm()  # the debugger sees the rewind first, and says so
+    reason = f"{changed_elsewhere(run_id, 5)} Nothing was done: look at it and ask again"
     assert result == ActionResult("fork", False, f"Fork failed: {reason}")
     assert model.message == Message("error", result.text)
     assert _run_ids(db) == runs
