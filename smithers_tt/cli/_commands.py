@@ -150,7 +150,7 @@ def timeline(ctx: Context, run_id: str) -> None:
         origin = f" (from frame {edge.parent_frame_no})" if edge.parent_run_id else ""
         if edge.fork_point_rewound:
             origin += " (that frame was rewound away)"
-        ctx.out.line("  " * level, edge.run_id, " ", state(edge.status), origin, mark)
+        ctx.out.line("  " * level, edge.run_id, " ", state(edge.shown_status), origin, mark)
 
 
 def _snapshot_json(snap: Snapshot) -> dict[str, Any]:

@@ -16,12 +16,13 @@ from smithers_tt.timetravel._snapshot import (
     apply,
     fold,
 )
-from smithers_tt.timetravel._timeline import ForkEdge, Timeline, fork_tree, timeline
+from smithers_tt.timetravel._timeline import NOT_STARTED, ForkEdge, Timeline, fork_tree, timeline
 from smithers_tt.timetravel._undo import undo_refusal
 
 __all__ = [
     "LIVE_OWNER_MS",
     "MAX_SNAPSHOT_ROWS",
+    "NOT_STARTED",
     "AttemptView",
     "Change",
     "ForkEdge",

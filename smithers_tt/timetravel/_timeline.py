@@ -13,6 +13,10 @@ MAX_TREE = 10_000
 """Most runs a fork tree lists."""
 
 
+NOT_STARTED = "not started"
+"""What a fork nothing has run yet reads as (its stored status is ``interrupted``)."""
+
+
 @dataclass(frozen=True)
 class ForkEdge:
     """One run of a fork tree and where it came from.
@@ -31,6 +35,13 @@ class ForkEdge:
     started: bool = True
     """Whether the run has a frame after its frame 0: False for a fork that nothing has run
     yet (its status is ``interrupted`` until something does)."""
+
+    @property
+    def shown_status(self) -> str:
+        """The status as people should read it: a fork nothing has run yet is "not started"
+        (ready to run), never "interrupted", which people take for a crash."""
+        fresh = self.parent_run_id is not None and not self.started
+        return NOT_STARTED if fresh and self.status == "interrupted" else self.status
 
     @property
     def where(self) -> str:

@@ -17,7 +17,7 @@ from smithers_tt.widgets._conversation import transcript_diff_html
 from smithers_tt.widgets._html import esc, is_long_text, text_diff, value_html, wrap
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._records import DiffResult
-from smithers_tt.widgets._words import edge_status, node_label
+from smithers_tt.widgets._words import node_label
 
 CHANGES_SHOWN = 200
 """Rows shown per section; the rest are counted."""
@@ -227,4 +227,4 @@ class DiffView:
 
 def _run_label(edge: Any) -> str:
     where = "root" if edge.parent_run_id is None else f"fork @ {edge.parent_frame_no}"
-    return f"{edge.run_id} ({where}, {edge_status(edge)})"
+    return f"{edge.run_id} ({where}, {edge.shown_status})"

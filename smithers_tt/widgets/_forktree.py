@@ -9,7 +9,6 @@ from smithers_tt.timetravel import ForkEdge
 from smithers_tt.widgets._close import show_only
 from smithers_tt.widgets._html import esc, wrap
 from smithers_tt.widgets._model import DebuggerModel
-from smithers_tt.widgets._words import edge_status
 
 MAX_SHOWN = 200
 """Runs listed; a larger tree says how many more there are."""
@@ -53,7 +52,7 @@ class ForkTree:
             elif edge.fork_point_rewound:
                 where += " (that frame was rewound away)"
             button = self.buttons.get(edge.run_id) or self._button(edge.run_id)
-            button.description = f"{edge.run_id} · {edge_status(edge)} · {where}"
+            button.description = f"{edge.run_id} · {edge.shown_status} · {where}"
             button.button_style = "info" if edge.run_id == m.run_id else ""
             button.layout.margin = f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px"
             buttons[edge.run_id] = button

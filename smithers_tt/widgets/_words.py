@@ -12,10 +12,7 @@ import math
 import time
 
 from smithers_tt.store import CheckpointRef, Frame, FrameRow
-from smithers_tt.timetravel import ForkEdge
-
-NOT_STARTED = "not started"
-"""What a fork that nothing has run yet is called (its stored status is ``interrupted``)."""
+from smithers_tt.timetravel import NOT_STARTED
 
 
 def run_status(status: str, *, forked: bool, started: bool) -> str:
@@ -27,11 +24,6 @@ def run_status(status: str, *, forked: bool, started: bool) -> str:
     is past its frame 0.
     """
     return NOT_STARTED if forked and not started and status == "interrupted" else status
-
-
-def edge_status(edge: ForkEdge) -> str:
-    """The status of a run of a fork tree, as :func:`run_status` says it."""
-    return run_status(edge.status, forked=edge.parent_run_id is not None, started=edge.started)
 
 
 def describe_frame(frame: Frame | FrameRow) -> str:
