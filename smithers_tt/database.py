@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
 from smithers_tt._ids import check_id, owner_id
+from smithers_tt._labels import REPLAY_OF
 from smithers_tt._open import DEFAULT_URL as DEFAULT_URL
 from smithers_tt._open import open_engine, resolve_url
 from smithers_tt.engine import (
@@ -69,18 +70,21 @@ class Database:
 
     # --- runs ----------------------------------------------------------------------------
 
+    def resolve_run_id(self, run_id: str) -> str:
+        """The full id of the run ``run_id`` names: its id, or a prefix of at least 6
+        characters only its id starts with (every method here taking a run id calls this).
+        Raises ``RunNotFound`` (no such run; a prefix under 6 characters) or
+        ``AmbiguousRunId`` (several runs start with it: the error lists them)."""
+        return self.store.resolve_run_id(check_id(run_id, "run_id"))
+
     def get_run(self, run_id: str) -> Run:
-        """A handle on an existing run.
+        """A handle on an existing run (its id or a unique prefix: :meth:`resolve_run_id`)."""
+        return Run(self, self.store.get_run(self.resolve_run_id(run_id)))
 
-        Raises:
-            RunNotFound: no run has this id.
-            InvalidArgument: ``run_id`` cannot be an id (see :func:`check_id`).
-        """
-        return Run(self, self.store.get_run(check_id(run_id, "run_id")))
-
-    def runs(self, *, status: str | None = None, limit: int = 100) -> list[Run]:
-        """The oldest ``limit`` runs (optionally with one status); see ``store.list_runs``."""
-        page = self.store.list_runs(limit=limit, status=status)
+    def runs(self, *, limit: int = 100, **only: Any) -> list[Run]:
+        """The oldest ``limit`` runs; with ``status="failed"`` only those with that status,
+        with ``labels={"case": "retry"}`` only those carrying every one of those labels."""
+        page = self.store.list_runs(limit=limit, **only)
         return [Run(self, record) for record in page.items]
 
     def run(self, wf: Workflow, input: Any = None, **options: Any) -> Run:
@@ -101,6 +105,7 @@ class Database:
         run_id: str | None = None,
         break_before: Iterable[str] = (),
         break_after: Iterable[str] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> Run:
         """Create a run of ``wf`` with ``input`` and execute it to its end or its first pause.
 
@@ -118,10 +123,12 @@ class Database:
             break_before: pause the run before these tasks (once per iteration); kept in
                 the run's history, so any process that executes it pauses there.
             break_after: pause the run after these tasks.
+            labels: ``str -> str`` labels to find the run by (``{"case": "retry"}``; bounds
+                in :mod:`smithers_tt._labels`); forks inherit them.
 
         Raises:
             FenceLost: another process took the run over while it executed here.
-            InvalidArgument: ``run_id`` cannot be an id; nothing was created.
+            InvalidArgument: ``run_id`` cannot be an id, or a label is refused.
         """
         wf.check()
         marks = breakpoints(wf, break_before, break_after) if break_before or break_after else None
@@ -135,6 +142,7 @@ class Database:
             run_id=run_id,
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
             breakpoints=marks,
+            labels=labels,
         )
         return await self._execute(wf, fence, on_event, cancel_grace)
 
@@ -146,13 +154,12 @@ class Database:
         max_checkpoint_bytes: int | None = None,
         break_before: Iterable[str] = (),
         break_after: Iterable[str] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> Run:
-        """Record a queued run of ``wf`` for a worker to execute; return it without running.
-
-        Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf`` claim it; they
-        pause it at ``break_before`` / ``break_after`` (see :meth:`arun`) and never claim it
-        while it is paused.
-        """
+        """Record a queued run of ``wf`` (with ``labels``) for a worker to execute; return it
+        without running. Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf``
+        claim it; they pause it at ``break_before`` / ``break_after`` (see :meth:`arun`) and
+        never claim it while it is paused."""
         wf.check()
         marks = breakpoints(wf, break_before, break_after) if break_before or break_after else None
         record, _ = self.store.create_run(
@@ -163,6 +170,7 @@ class Database:
             max_checkpoint_bytes=max_checkpoint_bytes,
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
             breakpoints=marks,
+            labels=labels,
         )
         return Run(self, record)
 
@@ -230,7 +238,8 @@ class Database:
                 answer, edit or skip; nothing was written.
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
-        record = await asyncio.to_thread(self.store.get_run, check_id(run_id, "run_id"))
+        run_id = await asyncio.to_thread(self.resolve_run_id, run_id)
+        record = await asyncio.to_thread(self.store.get_run, run_id)
         continuing = record.status == "paused"
         asked = ContinueOptions(
             answer=answer, checkpoints=checkpoints, skip=skip, break_before=break_before,
@@ -288,7 +297,7 @@ class Database:
             InvalidArgument: the run is not paused, or a refused answer, edit or skip.
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
-        record = self.store.get_run(check_id(run_id, "run_id"))
+        record = self.store.get_run(run_id := self.resolve_run_id(run_id))
         options = ContinueOptions(
             action_of(step, abort), answer, checkpoints, skip, break_before, break_after
         )
@@ -310,7 +319,7 @@ class Database:
         Raises:
             InvalidArgument: a node that is not a task of the run, or the run ended.
         """
-        record = self.store.get_run(check_id(run_id, "run_id"))
+        record = self.store.get_run(self.resolve_run_id(run_id))
         marks = breakpoints(wf, break_before, break_after)
         assert marks is not None
         known = set(record.graph or ())
@@ -336,14 +345,14 @@ class Database:
         run with a history of its own. Resuming, cancelling, resetting or rewinding a fork,
         and removing what it reads, do this first anyway; see
         :func:`smithers_tt.timetravel.materialize`."""
-        return tt.materialize(self.store, check_id(run_id, "run_id"))
+        return tt.materialize(self.store, self.resolve_run_id(run_id))
 
     def cancel(self, run_id: str) -> None:
         """Cancel a run. A running run's owner cancels its agents, gives them a short grace to
         publish a final checkpoint, then fences every later write; a run nobody executes
         (queued, interrupted, or running with an owner that stopped heartbeating) is
         cancelled at once."""
-        record = self.store.get_run(check_id(run_id, "run_id"))
+        record = self.store.get_run(run_id := self.resolve_run_id(run_id))
         if record.status in ENDED:
             return
         alive = now_ms() - (record.heartbeat_at_ms or 0) < tt.LIVE_OWNER_MS
@@ -362,7 +371,7 @@ class Database:
         Raises:
             FrameNotFound: the run has no such frame.
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         snap = travel(self.engine, lambda tx: tt.snapshot_at(tx, run_id, frame_no), write=False)
         snap.loader = self.store.load
         return snap
@@ -381,7 +390,7 @@ class Database:
 
         See :func:`smithers_tt.timetravel.rewind`.
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force, reason=reason)
         snap.loader = self.store.load
         return snap
@@ -394,7 +403,7 @@ class Database:
 
         See :func:`smithers_tt.timetravel.undo_rewind`.
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         snap = tt.undo_rewind(self.store, run_id, force=force, reason=reason)
         snap.loader = self.store.load
         return snap
@@ -410,14 +419,15 @@ class Database:
         dependents: bool = True,
         allow_new_format: bool = False,
         reason: str | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> Run:
         """A child run whose frame 0 is the parent's frame ``frame_no`` (``reason``, why, is
-        kept in the audit).
+        kept in the audit) with its parent's labels and ``labels`` (None drops one) over them.
 
         See :func:`smithers_tt.timetravel.fork`; run it with :meth:`resume` (or use
         :meth:`replay`).
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         for node_id in [*reset, *(checkpoints or {})]:
             check_id(node_id, "node id")
         child = tt.fork(
@@ -430,13 +440,16 @@ class Database:
             dependents=dependents,
             allow_new_format=allow_new_format,
             reason=reason,
+            labels=dict(labels or {}),
         )
         return Run(self, child)
 
     def replay(self, run_id: str, frame_no: int, wf: Workflow, **fork_options: Any) -> Run:
         """Fork at ``frame_no`` and execute the child with ``wf``; completed nodes are kept,
-        reset and later nodes run again."""
-        child = self.fork(run_id, frame_no, **fork_options)
+        reset and later nodes run again. The child is labelled ``replay_of=<run id>``."""
+        run_id = self.resolve_run_id(run_id)
+        labels = {**(fork_options.pop("labels", None) or {}), REPLAY_OF: run_id}
+        child = self.fork(run_id, frame_no, labels=labels, **fork_options)
         return self.resume(child.id, wf)
 
     def reset(
@@ -450,7 +463,7 @@ class Database:
     ) -> list[str]:
         """Retry a node from scratch (and, with ``dependents``, what needs it); run it again
         with :meth:`resume`. Returns the reset node ids; ``reason`` is kept in the audit."""
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         check_id(node_id, "node id")
         return tt.reset(
             self.store, run_id, node_id, dependents=dependents, force=force, reason=reason
@@ -458,7 +471,7 @@ class Database:
 
     def timeline(self, run_id: str) -> tt.Timeline:
         """A run's frames plus the tree of runs forked from the same root."""
-        return tt.timeline(self.store, check_id(run_id, "run_id"))
+        return tt.timeline(self.store, self.resolve_run_id(run_id))
 
     def debug(self, run_id: str, **kw: Any) -> Any:
         """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
@@ -466,7 +479,7 @@ class Database:
         require_extra("ipywidgets", "plotly", "anywidget", needed_for="the notebook debugger")
         from smithers_tt.widgets import Debugger  # optional dependency: import on use
 
-        return Debugger(self, run_id, **kw)
+        return Debugger(self, self.resolve_run_id(run_id), **kw)
 
     # --- maintenance ---------------------------------------------------------------------
 

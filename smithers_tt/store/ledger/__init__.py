@@ -14,6 +14,7 @@ imports it. Held by import-linter (``pyproject.toml``).
 
 from smithers_tt.store.ledger._bulk import write_history
 from smithers_tt.store.ledger._cut import CutStatements
+from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
 from smithers_tt.store.ledger._langgraph_write import LangGraphWrite, PinCache
 from smithers_tt.store.ledger._live import AUDIT_COLUMNS, LiveWrites, Refold, audit_row
@@ -88,6 +89,7 @@ __all__ = [
     "Forked",
     "GroupCommitter",
     "KeptRewind",
+    "Labelled",
     "LangGraphWrite",
     "LiveWrites",
     "NewRun",

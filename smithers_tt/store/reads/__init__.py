@@ -30,6 +30,7 @@ from smithers_tt.store.reads._frame_search import (
     frame_choices,
     frames_at,
 )
+from smithers_tt.store.reads._labels import carrying, labels_of
 from smithers_tt.store.reads._langgraph import LangGraphDocument, LangGraphRead
 from smithers_tt.store.reads._newest import (
     frame_span,
@@ -45,6 +46,7 @@ from smithers_tt.store.reads._newest import (
     node_frame_rows,
     seen_node_ids,
 )
+from smithers_tt.store.reads._run_ids import MIN_PREFIX, MIN_SHOWN, RunCandidate
 from smithers_tt.store.reads._runs import HISTORY_SCAN_BOUND, RunReads
 from smithers_tt.store.reads._timeline import (
     AttemptFrame,
@@ -69,6 +71,8 @@ from smithers_tt.store.reads._travel import (
 __all__ = [
     "HISTORY_SCAN_BOUND",
     "KEYS_PER_STATEMENT",
+    "MIN_PREFIX",
+    "MIN_SHOWN",
     "AttemptFrame",
     "ColumnInfo",
     "FrameBin",
@@ -76,6 +80,7 @@ __all__ = [
     "FrameRow",
     "LangGraphDocument",
     "LangGraphRead",
+    "RunCandidate",
     "RunReads",
     "StoredRefs",
     "TableInfo",
@@ -83,6 +88,7 @@ __all__ = [
     "TravelReads",
     "TypeFamily",
     "attempt_frames",
+    "carrying",
     "content_sizes",
     "corrupt_frame",
     "describe_tables",
@@ -94,6 +100,7 @@ __all__ = [
     "frame_times",
     "frames_at",
     "keys_match",
+    "labels_of",
     "live_checkpointed_nodes",
     "live_node_keys",
     "live_node_rows",
