@@ -41,6 +41,7 @@ class ForkTree:
         """Redraw the tree."""
         m = self.model
         depth = _depths(m.tree)
+        shown = m.short_ids()
         buttons: dict[str, W.Button] = {}
         for edge in m.tree[:MAX_SHOWN]:
             where = "root" if edge.parent_run_id is None else f"fork @ frame {edge.parent_frame_no}"
@@ -50,8 +51,8 @@ class ForkTree:
             elif edge.fork_point_rewound:
                 where += " (that frame was rewound away)"
             button = W.Button(
-                description=f"{edge.run_id} · {edge.status} · {where}",
-                tooltip=f"show run {edge.run_id}",
+                description=f"{shown.get(edge.run_id, edge.run_id)} · {edge.status} · {where}",
+                tooltip=f"show run {edge.run_id}",  # the whole id on hover
                 button_style="info" if edge.run_id == m.run_id else "",
                 layout=W.Layout(
                     width="auto",
