@@ -20,8 +20,9 @@ def test_run_carries_the_labels_it_was_made_with(db: st.Database) -> None:
     wf, _ = demo_workflow()
     run = db.run(wf, TOPIC, labels={"case": "clean", "owner": "ana"})
 
-    assert run.record.labels == {"case": "clean", "owner": "ana"}
-    assert db.get_run(run.id).record.labels == {"case": "clean", "owner": "ana"}
+    assert run.labels == {"case": "clean", "owner": "ana"}
+    assert db.get_run(run.id).labels == {"case": "clean", "owner": "ana"}
+    assert "<td" in run._repr_html_() and "case=clean owner=ana" in run._repr_html_()
 
 
 def test_submitted_run_carries_its_labels_while_queued(db: st.Database) -> None:
