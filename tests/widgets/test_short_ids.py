@@ -1,5 +1,5 @@
 """The debugger shows run ids shortened to their shortest unique prefix, the whole id on
-hover; ``db.debug`` opens a run by a unique prefix."""
+hover; ``db.debug`` opens a run by a unique prefix; Replay labels its child ``replay_of``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
-from smithers_tt.widgets import Debugger
+from smithers_tt.widgets import Debugger, DebuggerModel
 
 
 def test_header_shows_the_short_id_with_the_whole_id_on_hover(db: st.Database) -> None:
@@ -44,3 +44,16 @@ def test_debug_opens_a_run_by_a_unique_prefix(db: st.Database) -> None:
     dbg = db.debug(run_id[:10], live=False)
 
     assert dbg.model.run_id == run_id
+
+
+def test_the_replay_button_labels_the_child_replay_of_its_run(db: st.Database) -> None:
+    wf, _ = demo_workflow()
+    run_id = db.run(wf, {"topic": "bee"}, labels={"case": "clean"}).id
+    model = DebuggerModel(db, run_id, workflow=wf)
+    model.select_frame(3)
+
+    model.request_replay(reset=["write"])
+    result = model.confirm()
+
+    assert result is not None and result.ok
+    assert db.get_run(result.run_id).labels == {"case": "clean", "replay_of": run_id}
