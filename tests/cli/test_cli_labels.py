@@ -118,7 +118,7 @@ def test_a_prefix_names_a_run_in_every_command_that_takes_one(demo_db: str) -> N
     prefix = whole[:12]
 
     code, out = run(demo_db, "timeline", prefix)
-    assert code == 0 and "run_claimed" in out
+    assert code == 0 and "run_created" in out and f"{whole[:8]}" in out.split("fork tree")[1]
     code, out = run(demo_db, "--json", "fork", prefix, "3", "--label", "case=mine")
     assert code == 0 and f'"parent_run_id": "{whole}"' in out
     assert [r["labels"] for r in listed(demo_db, "--label", "case=mine")] == [{"case": "mine"}]
