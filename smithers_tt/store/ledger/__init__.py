@@ -2,9 +2,10 @@
 
 Lives here: :func:`write` (advance a run's clock, check the fence, apply each change's
 projection, insert its frames, in one transaction) and every :class:`Change`: runs, attempts
-and nodes (``_write``); claims, deleted attempts and restored refs (``_runs``); publication and
-the group committer (``_publish``); pauses; time travel's changes, bulk writes of live state,
-rewinds by key and by cut, retention; LangGraph threads; whole histories written at once.
+and nodes (``_write``); a new run's labels (``_labels``); claims, deleted attempts and restored
+refs (``_runs``); publication and the group committer (``_publish``); pauses; time travel's
+changes, bulk writes of live state, rewinds by key and by cut, retention; LangGraph threads;
+whole histories written at once.
 
 Contract: the ledger may import the backend and the reads (a write that must read first reads
 through them); the reads never import it; the store's handles (``Store``, ``Travel``,

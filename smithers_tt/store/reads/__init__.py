@@ -1,11 +1,13 @@
 """The reads: what the store's consumers read, one module per consumer, none of it writing.
 
 Lives here: the Store's reads of runs, nodes, attempts, frames, refs and verified content
-(``_runs``); the debugger's reads of a run's newest state a page at a time (``_newest``), of its
-frames as light rows (``_frame_rows``), of frame searches (``_frame_search``) and timeline rows
-(``_timeline``); time travel's set-based reads of the state at frame N (``_travel``); the
-LangGraph saver's read transaction (``_langgraph``); and the store described for lineage
-analytics (``_describe``: tables, type families, read-only access, content sizes).
+(``_runs``), with runs' labels (``_labels``) and run ids as people type and read them
+(``_run_ids``: a unique prefix resolved, each id's shortest unique prefix); the debugger's
+reads of a run's newest state a page at a time (``_newest``), of its frames as light rows
+(``_frame_rows``), of frame searches (``_frame_search``) and timeline rows (``_timeline``);
+time travel's set-based reads of the state at frame N (``_travel``); the LangGraph saver's read
+transaction (``_langgraph``); and the store described for lineage analytics (``_describe``:
+tables, type families, read-only access, content sizes).
 
 Contract: a read never writes and never imports the ledger; it imports the backend and the
 store's shared rows (:mod:`smithers_tt.store._frames`, :mod:`~smithers_tt.store._records`);
