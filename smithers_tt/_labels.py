@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from smithers_tt._ids import text_problem
 from smithers_tt.errors import InvalidArgument
 
 MAX_LABELS = 32
@@ -61,16 +62,7 @@ def check_labels(labels: Any, *, removals: bool = False) -> dict[str, str | None
                 f"({value!r:.60}){'; None removes an inherited label' if removals else ''}",
                 label=key,
             )
-        problem = None
-        if len(value) > MAX_VALUE_CHARS:
-            problem = f"is {len(value)} characters long; the most is {MAX_VALUE_CHARS}"
-        elif "\x00" in value:
-            problem = "contains NUL"
-        else:
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError as error:
-                problem = f"contains a lone surrogate at index {error.start}"
+        problem = text_problem(value, MAX_VALUE_CHARS)
         if problem is not None:
             raise InvalidArgument(f"the value of label {key!r} {problem}", label=key)
         checked[key] = value
