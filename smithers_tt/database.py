@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from smithers_tt._ids import check_id, owner_id
 from smithers_tt._labels import REPLAY_OF
 from smithers_tt._open import DEFAULT_URL as DEFAULT_URL
 from smithers_tt._open import open_engine, resolve_url
+from smithers_tt._upkeep import Upkeep
 from smithers_tt.engine import (
     CANCEL_GRACE,
     ContinueOptions,
@@ -35,24 +35,20 @@ from smithers_tt.store import (
     ENDED,
     Engine,
     Fence,
-    GcReport,
-    Progress,
     RetryPolicy,
     Store,
-    VerifyReport,
     WorkerRecord,
-    collect_garbage,
     list_workers,
     now_ms,
     travel,
-    verify,
 )
+from smithers_tt.triage import Failures, failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
 
 
-class Database:
+class Database(Upkeep):
     """A smithers_tt database: SQLite file or PostgreSQL, migrated and ready.
 
     Use :func:`connect` to make one. ``db.store`` is the durable storage layer (runs,
@@ -473,6 +469,14 @@ class Database:
         """A run's frames plus the tree of runs forked from the same root."""
         return tt.timeline(self.store, self.resolve_run_id(run_id))
 
+    def browse(self, workflows: Iterable[Workflow] = (), **filters: Any) -> Any:
+        """The run browser (``notebook`` extra): runs newest first, filtered, opened in place;
+        see :class:`smithers_tt.widgets.RunBrowser` for the ``filters``."""
+        require_extra("ipywidgets", "plotly", "anywidget", needed_for="the run browser")
+        from smithers_tt.widgets import RunBrowser  # optional dependency: import on use
+
+        return RunBrowser(self, workflows, **filters)
+
     def debug(self, run_id: str, **kw: Any) -> Any:
         """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
         ``notebook`` extra; imported only when called)."""
@@ -481,42 +485,12 @@ class Database:
 
         return Debugger(self, self.resolve_run_id(run_id), **kw)
 
-    # --- maintenance ---------------------------------------------------------------------
-
-    def verify(self, *, page_size: int = 200, progress: Progress | None = None) -> VerifyReport:
-        """Check every stored checkpoint's SHA-256 and size, every checkpoint frame's codec,
-        version and size against its content, every ref against its checkpoint frame, and that
-        every stored JSON column parses; see :func:`store.verify`."""
-        return verify(self.engine, page_size=page_size, progress=progress)
-
-    def collect_garbage(self, **options: Any) -> GcReport:
-        """Delete checkpoint content nothing reaches; see :func:`store.collect_garbage`."""
-        return collect_garbage(self.engine, **options)
-
-    def gc(
-        self,
-        older_than: datetime.timedelta | float | None = None,
-        *,
-        keep_forks: bool = True,
-        progress: Progress | None = None,
-    ) -> tt.PruneReport:
-        """Delete the history of runs that ended longer than ``older_than`` ago (a timedelta
-        or seconds), leaves of the fork tree first, then the content nothing reaches.
-
-        With ``keep_forks`` (default) a run stays while a run forked from it remains. With
-        ``older_than=None`` no run is deleted: only unreachable content is collected. See
-        :func:`smithers_tt.timetravel.prune_runs`.
-        """
-        if older_than is None:
-            return tt.PruneReport(content=collect_garbage(self.engine, progress=progress))
-        return tt.prune_runs(
-            self.store,
-            older_than_ms=tt.duration_ms(older_than),
-            keep_forks=keep_forks,
-            progress=progress,
-        )
-
     # --- analytics -----------------------------------------------------------------------
+
+    def failures(self, **options: Any) -> Failures:
+        """The store's failures grouped across runs: see :func:`smithers_tt.triage.failures`
+        for the options (``workflow``, ``since``, ``stuck_after``, ``limit``)."""
+        return failures(self, **options)
 
     def lineage(self, **options: Any) -> Lineage:
         """Read-only DuckDB analytics over this store, answered as pandas DataFrames.

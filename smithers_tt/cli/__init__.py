@@ -2,6 +2,7 @@
 
 from smithers_tt.cli import (  # noqa: F401  (they register commands)
     _commands,
+    _failures,
     _import,
     _lab,
     _maintenance,

@@ -244,14 +244,23 @@ def create_source_views(con: Any, source: Callable[[str], str]) -> None:
     )
 
 
+_RESTATED = "SELECT DISTINCT run_id FROM inherited.tt_frames ORDER BY run_id"
+"""The forks by reference whose base frames the ``inherited`` catalog holds."""
+
+
 def create_raw_views(con: Any, tables_from: str, data_from: str) -> None:
     """The ``raw`` schema the views read: one view per mirrored table plus the content bytes.
     The tables forks by reference would have rows in also read ``inherited``
     (:mod:`smithers_tt.lineage._inherited`: what those forks inherit, as rows)."""
     con.execute("CREATE SCHEMA raw")
+    # A fork by reference's base frames (its edited checkpoints) are restated there.
+    restated = [row[0] for row in con.execute(_RESTATED).fetchall()]
     for table in MIRRORED:
         name = ident(table.name)
         rows = f"SELECT * FROM {tables_from}.{name}"  # noqa: S608
+        if table.name == "tt_frames" and restated:
+            ids = ", ".join(literal(run_id) for run_id in restated)
+            rows += f" WHERE frame_no >= 0 OR run_id NOT IN ({ids})"
         if table.name in INHERITED:
             rows += f" UNION ALL SELECT * FROM inherited.{name}"  # noqa: S608
         con.execute(f"CREATE VIEW raw.{name} AS {rows}")

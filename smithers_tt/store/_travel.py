@@ -31,6 +31,7 @@ from smithers_tt.store.ledger import (
     CutStatements,
     Entry,
     Forked,
+    ForkRows,
     KeptRewind,
     Labelled,
     LiveWrites,
@@ -146,6 +147,9 @@ class Travel:
     audit = on("live", LiveWrites.audit)
     replace_live_state = on("live", LiveWrites.replace_live_state)
     write_base_frames = on("live", LiveWrites.write_base_frames)
+    base_frames = on("live", LiveWrites.base_frames)
+    fork_rows = on("live", LiveWrites.fork_rows)
+    fork_rows_read = on("live", LiveWrites.fork_rows_read)
     write_delta = on("rewinds", CutStatements.write_delta)
     reset_after = on("rewinds", CutStatements.reset_after)
     cut_live_state = on("rewinds", CutStatements.cut_live_state)
@@ -208,11 +212,16 @@ class Travel:
         r = S.runs
         self._conn.execute(r.update().where(r.c.run_id == run_id).values(inherits=inherits or None))
 
-    def delete_frames_below(self, run_id: str, frame_no: int) -> None:
-        """Delete the run's frames numbered below ``frame_no`` (a fork's base frames, about to
-        be restated); the run's clock does not change."""
-        f = S.frames
-        self._conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no < frame_no))
+    def materialize(self, fork: ForkRows) -> None:
+        """Write what materialising a fork by reference writes (``fork``, from
+        :meth:`fork_rows`: its base frames and live nodes, attempts and refs, see
+        :meth:`LiveWrites.materialize`) and mark the run as reading nothing from its parent.
+
+        Raises:
+            Refold: the refs copied are not the refs restated (redo with the full fold).
+        """
+        self.live.materialize(fork)
+        self.set_inherits(fork.run_id, False)
 
     def inheriting_runs(self) -> list[str]:
         """Every fork by reference not materialised yet, by id."""

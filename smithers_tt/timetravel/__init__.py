@@ -2,7 +2,7 @@
 
 from smithers_tt.timetravel._at import inherited, snapshot_at
 from smithers_tt.timetravel._diff import Change, SnapshotDiff, diff, json_diff
-from smithers_tt.timetravel._fork import fork, materialize
+from smithers_tt.timetravel._fork import fork, materialize, materialized_rows
 from smithers_tt.timetravel._html import run_html
 from smithers_tt.timetravel._lease import LIVE_OWNER_MS, acquire_lease, release_lease
 from smithers_tt.timetravel._materialize import live_rows
@@ -41,6 +41,7 @@ __all__ = [
     "json_diff",
     "live_rows",
     "materialize",
+    "materialized_rows",
     "prune_runs",
     "release_lease",
     "reset",

@@ -33,7 +33,7 @@ from smithers_tt.timetravel._at import (
 from smithers_tt.timetravel._lease import transaction, why
 from smithers_tt.timetravel._materialize import (
     check_contents,
-    replace_live_state,
+    fork_rows,
     write_base_frames,
 )
 from smithers_tt.timetravel._snapshot import AttemptView, Snapshot, apply
@@ -261,6 +261,41 @@ def materialize_in(tx: Travel, run_id: str, *, exact: bool = False) -> bool:
         raise RunNotFound(f"no run {run_id!r}")
     if run.base is None:
         return False
+    start = _starting_state(tx, run, exact=exact)
+    check_contents(tx, start)
+    tx.materialize(fork_rows(tx, start, run_id))
+    return True
+
+
+def materialized_rows(store: Store) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """What materialising each fork by reference of ``store`` would write, read without
+    writing: by run id, the rows of ``tt_frames`` (base frames), ``tt_nodes``,
+    ``tt_attempts`` and ``tt_checkpoint_refs`` that :func:`materialize` writes, computed by
+    the same code (:meth:`Travel.fork_rows`), in one read-only transaction. What the lineage
+    shows for such forks."""
+
+    def read(tx: Travel, exact: bool) -> dict[str, dict[str, list[dict[str, Any]]]]:
+        found = {}
+        for run_id in tx.inheriting_runs():
+            run = tx.run_state(run_id)
+            if run is None or run.base is None:  # deleted or materialised since
+                continue
+            start = _starting_state(tx, run, exact=exact)
+            found[run_id] = tx.fork_rows_read(fork_rows(tx, start, run_id))
+        return found
+
+    return transaction(store, read, roomy=False, write=False)
+
+
+def _starting_state(tx: Travel, run: RunState, *, exact: bool) -> Snapshot:
+    """What the fork by reference ``run`` starts from once materialised: its parent's state
+    at the fork frame without the nodes it reset, with its edited checkpoints (its frames
+    below 0) on top, refs left in the database where they can be.
+
+    Raises:
+        SnapshotInvalid: a frame after 0 changed its live state (the store is inconsistent).
+    """
+    run_id = run.run_id
     frames = tx.frames(run_id)
     start = inherited_base(tx, run, reset_by_fork(frames), exact=exact, refs=False)
     for frame in frames:  # the edited checkpoints, restated with the rest below
@@ -272,12 +307,7 @@ def materialize_in(tx: Travel, run_id: str, *, exact: bool = False) -> bool:
             f"run {run_id} reads its parent's history but frame {changing[0].frame_no} "
             f"({changing[0].kind}) changed its live state; the store is inconsistent"
         )
-    tx.delete_frames_below(run_id, 0)
-    write_base_frames(tx, start, run_id)
-    check_contents(tx, start)
-    replace_live_state(tx, start, run_id, refs_from_base=True)
-    tx.set_inherits(run_id, False)
-    return True
+    return start
 
 
 _NO_ROWS = frozenset(

@@ -110,14 +110,17 @@ def check_lease(tx: Travel, lease: Lease) -> RunState:
     return row
 
 
-def transaction(store: Store, work: Callable[[Travel, bool], T], *, roomy: bool = True) -> T:
+def transaction(
+    store: Store, work: Callable[[Travel, bool], T], *, roomy: bool = True, write: bool = True
+) -> T:
     """Run ``work(tx, exact=False)`` (set-based) in one transaction; if it raises
     :class:`Refold` (that transaction rolled back, nothing changed), run
     ``work(tx, exact=True)`` (full fold) in a new one. ``roomy``: with the larger memory a
-    rewind or copy of a long history needs (see :func:`travel`)."""
+    rewind or copy of a long history needs (see :func:`travel`); ``write=False``: read-only
+    transactions."""
 
     def attempt(exact: bool) -> T:
-        return travel(store.engine, lambda tx: work(tx, exact), roomy_memory=roomy)
+        return travel(store.engine, lambda tx: work(tx, exact), roomy_memory=roomy, write=write)
 
     try:
         return attempt(False)

@@ -10,7 +10,7 @@ from typing import Any
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, canonical_bytes
 from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
-from smithers_tt.store import Travel, now_ms
+from smithers_tt.store import ForkRows, Travel, now_ms
 from smithers_tt.timetravel._snapshot import Snapshot
 
 
@@ -145,12 +145,25 @@ def cut_live_state(tx: Travel, snap: Snapshot, run_id: str, clock: int) -> bool:
 
 def write_base_frames(tx: Travel, snap: Snapshot, run_id: str) -> int:
     """Write the frames numbered below 0 that restate ``snap`` as the starting history of
-    ``run_id`` (frame 0 is the fork's own); return how many base frames there are.
+    ``run_id`` (frame 0 is the fork's own); return how many base frames there are: see
+    :func:`base_frames`."""
+    return tx.write_base_frames(tx.base_frames(run_id, *_restating(snap)))
 
-    Attempts first (by key, each with what its start and end recorded), then the refs (those
-    left in the database in the order they were published, then ``snap.refs`` by key), then
-    nodes (by key), numbered densely up to -1: see :meth:`Travel.write_base_frames`.
-    """
+
+def fork_rows(tx: Travel, snap: Snapshot, run_id: str) -> ForkRows:
+    """What materialising ``run_id`` writes when it starts from ``snap``: base frames that
+    restate it (attempts first, by key, each with what its start and end recorded; then the
+    refs, those left in the database in the order they were published, then ``snap.refs`` by
+    key; then nodes, by key; numbered densely up to -1: see :meth:`Travel.base_frames`), and
+    the live rows it folds to (:func:`live_rows`, a ref per checkpoint base frame). Written by
+    :meth:`Travel.materialize`, read without writing by :meth:`Travel.fork_rows_read`."""
+    nodes, attempts = live_rows(snap, run_id)
+    return tx.fork_rows(tx.base_frames(run_id, *_restating(snap)), nodes, attempts)
+
+
+def _restating(snap: Snapshot) -> tuple[list[tuple[Any, ...]], Any, list[Any], list[Any]]:
+    """What :meth:`Travel.base_frames` restates ``snap`` from: its attempts, the refs it left
+    in the database, its refs, its nodes (each sorted by key)."""
     attempts = [
         (
             a.node_id,
@@ -173,4 +186,4 @@ def write_base_frames(tx: Travel, snap: Snapshot, run_id: str) -> int:
         (n.node_id, n.iteration, n.last_attempt, n.state, n.output)
         for n in (snap.nodes[key] for key in sorted(snap.nodes))
     ]
-    return tx.write_base_frames(run_id, attempts, snap.stored_refs, refs, nodes)
+    return attempts, snap.stored_refs, refs, nodes

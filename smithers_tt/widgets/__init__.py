@@ -9,10 +9,14 @@ of the history; it follows running runs live, and JupyterLab's light or dark the
 :class:`DebuggerModel` is the same debugger without widgets (selection, diffs, actions),
 which is what the widgets observe and what tests drive. A :class:`FrameLens` (``lens=``)
 shows a run an integration wrote in that framework's terms (LangGraph's super-steps).
+:class:`RunBrowser` (``db.browse()``) lists the store's runs, newest first, with filters,
+and opens one in place. :class:`TriageView` (``TriageView(db, workflows=[wf])``) lists
+failures grouped across runs, opens an example in a debugger and retries a group.
 :func:`notebook_progress` is a progress bar to pass as ``progress=`` to long work
 (``db.verify``, ``db.gc``, lineage snapshots and exports).
 """
 
+from smithers_tt.widgets._browser import RunBrowser
 from smithers_tt.widgets._debugger import Debugger
 from smithers_tt.widgets._lens import FrameLens
 from smithers_tt.widgets._model import DebuggerModel
@@ -20,6 +24,7 @@ from smithers_tt.widgets._progress import ProgressBar, notebook_progress
 from smithers_tt.widgets._records import ActionResult, DiffResult, Message, Pending
 from smithers_tt.widgets._timeline_data import TimelineData
 from smithers_tt.widgets._timeline_figure import build_timeline
+from smithers_tt.widgets._triage import TriageView
 
 __all__ = [
     "ActionResult",
@@ -30,7 +35,9 @@ __all__ = [
     "Message",
     "Pending",
     "ProgressBar",
+    "RunBrowser",
     "TimelineData",
+    "TriageView",
     "build_timeline",
     "notebook_progress",
 ]

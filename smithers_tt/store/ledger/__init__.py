@@ -18,7 +18,14 @@ from smithers_tt.store.ledger._cut import CutStatements
 from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
 from smithers_tt.store.ledger._langgraph_write import LangGraphWrite, PinCache
-from smithers_tt.store.ledger._live import AUDIT_COLUMNS, LiveWrites, Refold, audit_row
+from smithers_tt.store.ledger._live import (
+    AUDIT_COLUMNS,
+    BaseFrames,
+    ForkRows,
+    LiveWrites,
+    Refold,
+    audit_row,
+)
 from smithers_tt.store.ledger._pauses import (
     ENDED,
     BreakpointsSet,
@@ -80,6 +87,7 @@ __all__ = [
     "AttemptEnded",
     "AttemptRow",
     "AttemptStarted",
+    "BaseFrames",
     "BreakpointsSet",
     "CancelRequested",
     "Change",
@@ -87,6 +95,7 @@ __all__ = [
     "CutStatements",
     "EditEnded",
     "Entry",
+    "ForkRows",
     "Forked",
     "GroupCommitter",
     "KeptRewind",

@@ -4,12 +4,19 @@ frames of a fork, audit rows; all in bulk, a bounded number of statements per th
 What to write is decided above (:mod:`smithers_tt.timetravel`): rows come down as dicts of
 column values, tuples and the store's own records (:class:`Frame`, :class:`CheckpointRef`),
 and the refs a snapshot left in the database as a :class:`StoredRefs`.
+
+What materialising a fork by reference writes is computed once, as a :class:`ForkRows`
+(:meth:`LiveWrites.fork_rows`): :meth:`LiveWrites.materialize` writes it, and
+:meth:`LiveWrites.fork_rows_read` reads the same rows without writing (what the lineage shows
+for a fork not materialised yet), the base frames held in the database selected by the
+statement that copies them.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -215,28 +222,27 @@ class LiveWrites:
             _copy_refs(conn, where, params, run_id, stored.count)
         insert_tuples(conn, S.refs, REF_COLUMNS, _ref_rows(conn, run_id, refs))
 
-    def write_base_frames(
+    def base_frames(
         self,
         run_id: str,
         attempts: Sequence[tuple[Any, ...]],
         stored: StoredRefs | None,
         refs: Sequence[CheckpointRef],
         nodes: Sequence[tuple[Any, ...]],
-    ) -> int:
-        """Write the frames numbered below 0 that restate a snapshot as the starting history
-        of ``run_id`` (frame 0 is the fork's, see :meth:`Travel.fork_run`); return how many
-        base frames there are.
+    ) -> BaseFrames:
+        """The frames numbered below 0 that restate a snapshot as the starting history of
+        ``run_id`` (frame 0 is the fork's, see :meth:`Travel.fork_run`), not written yet.
 
         In the order given, numbered densely up to -1: ``attempts`` (``(node_id, iteration,
         attempt, state, data, started_at_ms)``, an ``attempt_started`` frame each), the refs
         left in the database (``stored``), ``refs``, then ``nodes`` (``(node_id, iteration,
-        last_attempt, state, output)``, a ``node_state`` frame each). Stored refs are copied
-        from their checkpoint frames by one ``INSERT ... SELECT`` (numbered in the order they
-        were published), keeping each one's ``data`` and stamping the frame with the ref's
-        ``created_at_ms``, so folding the child gives the very same ref (``fold`` reads
-        ``data.created_at_ms``, else the frame's stamp). The other rows are built as tuples.
+        last_attempt, state, output)``, a ``node_state`` frame each). Stored refs stay in the
+        database: their frames are one ``SELECT`` of their checkpoint frames (numbered in
+        the order they were published), keeping each one's ``data`` and stamping the frame
+        with the ref's ``created_at_ms``, so folding the child gives the very same ref
+        (``fold`` reads ``data.created_at_ms``, else the frame's stamp). The other rows are
+        built here, as tuples.
         """
-        conn = self._conn
         copied = 0 if stored is None else stored.count
         total = len(attempts) + copied + len(refs) + len(nodes)
         no = -total
@@ -259,22 +265,8 @@ class LiveWrites:
                 )
             )
             no += 1
-        insert_tuples(conn, S.frames, FRAME_COLUMNS, rows)
-        if stored is not None and copied:
-            where, params = stored.where()
-            run_sql(
-                conn,
-                "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "  # noqa: S608
-                "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
-                "created_at_ms, size_bytes) SELECT :dst_run, :offset + ROW_NUMBER() OVER "
-                "(ORDER BY f.frame_no), 'checkpoint', f.node_id, f.iteration, f.attempt, "
-                "f.sequence, NULL, f.content_hash, f.codec, f.version, f.purpose, f.agent_id, "
-                f"f.data_json, {dialect_of(conn).ref_created}, f.size_bytes FROM tt_frames f "
-                f"WHERE {where} ORDER BY f.frame_no",
-                dict(params, dst_run=run_id, offset=no - 1),
-            )
-            no += copied
-        rows = []
+        first_copied = no
+        no += copied
         sizes = stored_sizes(self._conn, list({r.content_hash for r in refs}))
         for r in refs:
             frame = checkpoint_frame(
@@ -294,5 +286,125 @@ class LiveWrites:
                 (run_id, no, "node_state", *key, None, state, *_NO_REF, data_json, stamp, None)
             )
             no += 1
-        insert_tuples(conn, S.frames, FRAME_COLUMNS, rows)
-        return total
+        return BaseFrames(run_id, tuple(rows), stored if copied else None, first_copied, total)
+
+    def write_base_frames(self, frames: BaseFrames) -> int:
+        """Write ``frames`` (see :meth:`base_frames`); return how many there are."""
+        insert_tuples(self._conn, S.frames, FRAME_COLUMNS, frames.rows)
+        if frames.copied is not None:  # never through Python: one INSERT ... SELECT
+            sql, params = _copied_frames(self._conn, frames)
+            run_sql(self._conn, f"INSERT INTO tt_frames ({', '.join(FRAME_COLUMNS)}) {sql}", params)
+        return frames.count
+
+    def fork_rows(
+        self,
+        frames: BaseFrames,
+        nodes: Sequence[dict[str, Any]],
+        attempts: Sequence[dict[str, Any]],
+    ) -> ForkRows:
+        """What materialising the fork by reference ``frames.run_id`` writes: its base frames
+        (:meth:`base_frames`) and its live ``nodes`` and ``attempts`` (rows of ``tt_nodes``
+        and ``tt_attempts``); a live ref for each checkpoint base frame goes with them.
+        :meth:`materialize` writes them; :meth:`fork_rows_read` reads them without writing."""
+        return ForkRows(frames.run_id, frames, tuple(nodes), tuple(attempts))
+
+    def materialize(self, fork: ForkRows) -> None:
+        """Write ``fork`` (see :meth:`fork_rows`): the run's base frames (those below 0, the
+        edited checkpoints of a fork by reference, are restated with the rest) and its live
+        nodes, attempts and refs (each ref copied from its base frame by one
+        ``INSERT ... SELECT``). The caller marks the run as no longer inheriting.
+
+        Raises:
+            Refold: fewer refs were copied than there are checkpoint base frames, or a ref key
+                is bound twice (see :func:`_copy_refs`).
+        """
+        conn, run_id = self._conn, fork.run_id
+        f = S.frames
+        conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no < 0))
+        self.write_base_frames(fork.frames)
+        for table in (S.refs, S.attempts, S.nodes):
+            conn.execute(table.delete().where(table.c.run_id == run_id))
+        insert_rows(conn, S.nodes, fork.nodes)
+        insert_rows(conn, S.attempts, fork.attempts)
+        where = "f.kind = 'checkpoint' AND f.frame_no < 0"
+        _copy_refs(conn, where, {}, run_id, fork.frames.checkpoints)
+
+    def fork_rows_read(self, fork: ForkRows) -> dict[str, list[dict[str, Any]]]:
+        """The rows :meth:`materialize` would write for ``fork``, by table (``tt_frames``,
+        ``tt_nodes``, ``tt_attempts``, ``tt_checkpoint_refs``), read without writing: the
+        base frames the database holds (stored refs) are selected by the very statement
+        the write inserts them with.
+
+        Raises:
+            Refold: the stored refs are not what the write would copy (fewer, or a key bound
+                twice): only the full fold can tell.
+        """
+        frames = list(fork.frames.rows)
+        copied = fork.frames.copied
+        if copied is not None:
+            sql, params = _copied_frames(self._conn, fork.frames)
+            found = [tuple(row) for row in run_sql(self._conn, sql, params)]
+            if len(found) != copied.count:
+                raise Refold(f"{len(found)} of {copied.count} refs found")
+            frames += found
+        frames.sort(key=lambda row: row[1])
+        rows = [dict(zip(FRAME_COLUMNS, row, strict=True)) for row in frames]
+        refs = [
+            {name: row[name] for name in REF_COLUMNS} for row in rows if row["kind"] == "checkpoint"
+        ]
+        if len({tuple(r[name] for name in REF_COLUMNS[:5]) for r in refs}) != len(refs):
+            raise Refold("a ref key is bound twice")
+        return {
+            "tt_frames": rows,
+            "tt_nodes": [dict(row) for row in fork.nodes],
+            "tt_attempts": [dict(row) for row in fork.attempts],
+            "tt_checkpoint_refs": refs,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BaseFrames:
+    """The frames numbered below 0 that restate a snapshot as a run's starting history
+    (:meth:`LiveWrites.base_frames`), not written yet."""
+
+    run_id: str
+    rows: tuple[tuple[Any, ...], ...]
+    """Frames built in Python (attempts, refs the snapshot holds, nodes), ``tt_frames``
+    columns in order."""
+    copied: StoredRefs | None
+    """Refs left in the database: their frames are copies of their checkpoint frames."""
+    first_copied: int
+    """The number of the first copied frame (the others follow, densely)."""
+    count: int
+    """How many base frames there are."""
+
+    @property
+    def checkpoints(self) -> int:
+        """How many of them are checkpoint frames (one per ref)."""
+        built = sum(1 for row in self.rows if row[2] == "checkpoint")
+        return built + (0 if self.copied is None else self.copied.count)
+
+
+@dataclass(frozen=True, slots=True)
+class ForkRows:
+    """What materialising a fork by reference writes (:meth:`LiveWrites.fork_rows`)."""
+
+    run_id: str
+    frames: BaseFrames
+    nodes: tuple[dict[str, Any], ...]
+    attempts: tuple[dict[str, Any], ...]
+
+
+def _copied_frames(conn: Connection, frames: BaseFrames) -> tuple[str, dict[str, Any]]:
+    """The ``SELECT`` of the base frames of ``frames`` that copy the checkpoint frames of the
+    refs left in the database (``tt_frames`` columns in order), and its parameters."""
+    assert frames.copied is not None
+    where, params = frames.copied.where()
+    sql = (
+        "SELECT CAST(:dst_run AS TEXT), :offset + ROW_NUMBER() OVER (ORDER BY f.frame_no), "  # noqa: S608
+        "'checkpoint', f.node_id, f.iteration, f.attempt, f.sequence, NULL, f.content_hash, "
+        "f.codec, f.version, f.purpose, f.agent_id, f.data_json, "
+        f"{dialect_of(conn).ref_created}, f.size_bytes FROM tt_frames f "
+        f"WHERE {where} ORDER BY f.frame_no"
+    )
+    return sql, dict(params, dst_run=frames.run_id, offset=frames.first_copied - 1)

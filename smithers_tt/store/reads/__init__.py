@@ -15,6 +15,7 @@ the ledger and the store's handles import it through this front door; nothing ou
 ``smithers_tt.store`` imports it. Held by import-linter (``pyproject.toml``).
 """
 
+from smithers_tt.store.reads._browse import RunFilter, RunListing, run_listing, run_workflows
 from smithers_tt.store.reads._describe import (
     ColumnInfo,
     TableInfo,
@@ -25,6 +26,7 @@ from smithers_tt.store.reads._describe import (
     read_only_access,
     read_tables,
 )
+from smithers_tt.store.reads._failures import FailureRow, failure_rows
 from smithers_tt.store.reads._frame_rows import FrameRow, frame_rows
 from smithers_tt.store.reads._frame_search import (
     FrameChoices,
@@ -77,12 +79,15 @@ __all__ = [
     "MIN_SHOWN",
     "AttemptFrame",
     "ColumnInfo",
+    "FailureRow",
     "FrameBin",
     "FrameChoices",
     "FrameRow",
     "LangGraphDocument",
     "LangGraphRead",
     "RunCandidate",
+    "RunFilter",
+    "RunListing",
     "RunReads",
     "StoredRefs",
     "TableInfo",
@@ -94,6 +99,7 @@ __all__ = [
     "content_sizes",
     "corrupt_frame",
     "describe_tables",
+    "failure_rows",
     "find_frames",
     "frame_bins",
     "frame_choices",
@@ -118,7 +124,9 @@ __all__ = [
     "plain_rows",
     "read_only_access",
     "read_tables",
+    "run_listing",
     "run_sql",
+    "run_workflows",
     "seen_node_ids",
     "stored_sizes",
 ]

@@ -1,0 +1,273 @@
+"""The run browser: the store's runs, newest first, a page at a time, to find one and open it.
+
+``db.browse(workflows=[wf])`` (or ``RunBrowser(db)``) shows a table of runs read a page at a
+time in the database (:func:`smithers_tt.store.run_listing`: it opens at once on a store of
+100,000 runs): id (shortened, whole on hover), workflow, status, start, duration, frames, forks
+and error, filtered by status, workflow, start time and text in inputs, outputs and errors.
+**Open** shows that run's debugger in place; **Back to runs** returns to the list with its
+filters and page. Tick runs to act on them together, each action asked first and reported
+run by run: **Cancel** (runs not ended yet), **Resume** (interrupted runs of a workflow
+given in ``workflows``, executed here one after another).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable
+from typing import Any
+
+import ipywidgets as W
+
+from smithers_tt.errors import SmithersError
+from smithers_tt.store import (
+    ENDED,
+    RunFilter,
+    RunListing,
+    RunRecord,
+    now_ms,
+    run_listing,
+    run_workflows,
+)
+from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._inplace import InPlace
+from smithers_tt.widgets._rows import cells, header, line, titled
+
+PAGE = 25
+"""Runs per page."""
+
+SINCE = {"any time": None, "last hour": 3600, "last 24 hours": 86_400, "last 7 days": 604_800}
+STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "interrupted")
+RESUMABLE = frozenset({"interrupted"})
+"""What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
+the triage view, ``TriageView``, which resets it first)."""
+_WIDTHS = ("12em", "9em", "7em", "10.5em", "5em", "4em", "4em", "auto")
+_HEAD = ("run", "workflow", "status", "started", "took", "frames", "forks", "error")
+_TICK, _OPEN = "2em", "5em"
+
+
+def _when(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _took(run: RunRecord) -> str:
+    if run.status not in ENDED:
+        return "…"
+    seconds = max(0, run.updated_at_ms - run.created_at_ms) / 1000
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+class RunBrowser(W.VBox):
+    """The run browser (see the module's docstring).
+
+    Args:
+        db: a :class:`smithers_tt.Database`.
+        workflows: workflow definitions, by name: what Resume runs with and what the debugger
+            replays with.
+        status, workflow, since, text: the filters to start with (``since`` one of
+            :data:`SINCE`'s keys).
+    """
+
+    def __init__(
+        self,
+        db: Any,
+        workflows: Iterable[Any] = (),
+        *,
+        status: str | None = None,
+        workflow: str | None = None,
+        since: str = "any time",
+        text: str = "",
+    ) -> None:
+        self.db = db
+        self.workflows = {wf.name: wf for wf in workflows}
+        self.listing: RunListing | None = None
+        self.cursors: list[str | None] = [None]
+        """The cursor of each page up to the one shown (the first page's is None)."""
+        self.selected: set[str] = set()
+        self.status = W.Dropdown(
+            description="status", options=[("any", None), *[(s, s) for s in STATUSES]]
+        )
+        self.workflow = W.Dropdown(description="workflow")
+        self.since = W.Dropdown(description="started", options=list(SINCE))
+        self.text = W.Text(
+            description="text", placeholder="in input, output or error", continuous_update=False
+        )
+        names = run_workflows(db.engine)
+        self.workflow.options = [("any", None), *[(w, w) for w in names]]
+        self.status.value, self.since.value, self.text.value = status, since, text
+        self.workflow.value = workflow if workflow in names else None
+        for control in (self.status, self.workflow, self.since, self.text):
+            control.layout = W.Layout(width="auto", min_width="0")
+            control.observe(lambda _: self.first_page(), names="value")
+        self.header = header([_TICK], cells(_HEAD, _WIDTHS, header=True), [_OPEN])
+        self.rows = W.VBox()
+        self.note = W.HTML()
+        self.newer = W.Button(description="← Newer", layout=W.Layout(width="auto"))
+        self.older = W.Button(description="Older →", layout=W.Layout(width="auto"))
+        self.newer.on_click(lambda _: self.turn(-1))
+        self.older.on_click(lambda _: self.turn(1))
+        self.page_label = W.HTML()
+        self.cancel_runs = W.Button(description="Cancel…", layout=W.Layout(width="auto"))
+        self.resume_runs = W.Button(description="Resume…", layout=W.Layout(width="auto"))
+        self.cancel_runs.on_click(lambda _: self.ask("cancel"))
+        self.resume_runs.on_click(lambda _: self.ask("resume"))
+        self.confirm_text = W.HTML()
+        self.confirm_button = W.Button(description="Confirm", button_style="danger")
+        self.confirm_button.add_class("stt-confirm")
+        self.dismiss = W.Button(description="Keep them")
+        self.confirm_button.on_click(lambda _: self.carry_out())
+        self.dismiss.on_click(lambda _: self.ask(None))
+        self.confirm_box = W.VBox(
+            [self.confirm_text, W.HBox([self.confirm_button, self.dismiss])],
+            layout=W.Layout(display="none"),
+        )
+        self.pending: tuple[str, list[str]] | None = None
+        self.report = W.HTML()
+        wrapping = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
+        self.list_box = W.VBox(
+            [
+                W.HTML(wrap("<h4>Runs</h4>")),
+                W.HBox([self.status, self.workflow, self.since, self.text], layout=wrapping),
+                self.header,
+                self.rows,
+                self.note,
+                W.HBox(
+                    [self.newer, self.page_label, self.older, self.cancel_runs, self.resume_runs],
+                    layout=wrapping,
+                ),
+                self.confirm_box,
+                self.report,
+            ]
+        )
+        self.in_place = InPlace(db, self.list_box, "runs", self.show_page)
+        super().__init__(
+            [W.HTML(CSS), self.in_place.widget],
+            layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
+        )
+        self.add_class("stt-browser")
+        self.first_page()
+
+    # --- the list -------------------------------------------------------------------------
+
+    @property
+    def filter(self) -> RunFilter:
+        """The filters as set now."""
+        seconds = SINCE[self.since.value]
+        return RunFilter(
+            statuses=(self.status.value,) if self.status.value else (),
+            workflow=self.workflow.value,
+            since_ms=None if seconds is None else now_ms() - seconds * 1000,
+            text=self.text.value.strip() or None,
+        )
+
+    def first_page(self) -> None:
+        """Show the newest runs that match the filters."""
+        self.cursors = [None]
+        self.show_page()
+
+    def turn(self, delta: int) -> None:
+        """Show the older (1) or newer (-1) page."""
+        if delta > 0 and self.listing is not None and self.listing.older is not None:
+            self.cursors.append(self.listing.older)
+        elif delta < 0 and len(self.cursors) > 1:
+            self.cursors.pop()
+        self.show_page()
+
+    def show_page(self) -> None:
+        """Read the page shown again and draw it."""
+        try:
+            where, before = self.filter, self.cursors[-1]
+            self.listing = run_listing(self.db.engine, where, before=before, limit=PAGE)
+        except SmithersError as error:
+            self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
+            return
+        runs = self.listing.runs
+        self.rows.children = [self._row(run) for run in runs]
+        page = len(self.cursors)
+        self.page_label.value = wrap(f"page {page}") if runs else ""
+        self.newer.disabled = page == 1
+        self.older.disabled = self.listing.older is None
+        self.note.value = "" if runs else wrap('<div class="stt-muted">no run matches</div>')
+        self._update_actions()
+
+    def _row(self, run: RunRecord) -> W.HBox:
+        assert self.listing is not None
+        tick = W.Checkbox(value=run.run_id in self.selected, indent=False)
+        tick.layout = W.Layout(width=_TICK)
+        tick.observe(lambda c, r=run.run_id: self._tick(r, c["new"]), names="value")
+        error = (run.error or "").splitlines()[0] if run.error else ""
+        values = (
+            titled(run.run_id),
+            esc(run.workflow),
+            badge(run.status),
+            esc(_when(run.created_at_ms)),
+            esc(_took(run)),
+            str(run.clock + 1),
+            str(self.listing.forks.get(run.run_id, 0)),
+            titled(error),
+        )
+        open_button = W.Button(description="Open", tooltip=f"open run {run.run_id} here")
+        open_button.layout = W.Layout(width=_OPEN)
+        open_button.on_click(lambda _, r=run: self.open_run(r.run_id))
+        return line([tick], cells(values, _WIDTHS), [open_button], "stt-browser-run")
+
+    def open_run(self, run_id: str) -> Any:
+        """Show ``run_id``'s debugger in place of the list (Back returns to it)."""
+        workflow = self.db.get_run(run_id).record.workflow
+        return self.in_place.open(run_id, self.workflows.get(workflow))
+
+    # --- acting on ticked runs ------------------------------------------------------------
+
+    def _tick(self, run_id: str, on: bool) -> None:
+        (self.selected.add if on else self.selected.discard)(run_id)
+        self._update_actions()
+
+    def _update_actions(self) -> None:
+        n = len(self.selected)
+        self.cancel_runs.disabled = self.resume_runs.disabled = n == 0
+        self.cancel_runs.description = f"Cancel {n}…" if n else "Cancel…"
+        self.resume_runs.description = f"Resume {n}…" if n else "Resume…"
+
+    def ask(self, action: str | None) -> None:
+        """Ask before ``action`` (``cancel`` / ``resume``) on the ticked runs (None: forget)."""
+        if action is None or not self.selected:
+            self.pending = None
+            self.confirm_box.layout.display = "none"
+            return
+        runs = sorted(self.selected, reverse=True)
+        self.pending = (action, runs)
+        what = "Cancel" if action == "cancel" else "Resume here"
+        self.confirm_text.value = wrap(f"<div>{what} {len(runs)} run(s)? Each is reported.</div>")
+        self.confirm_button.description = f"{what} {len(runs)} run(s)"
+        self.confirm_box.layout.display = None
+
+    def carry_out(self) -> None:
+        """Do the action asked about to each run, reporting each, then read the page again."""
+        if self.pending is None:
+            return
+        action, runs = self.pending
+        self.ask(None)
+        lines: list[str] = []
+        for run_id in runs:
+            lines.append(f"<div>run {esc(run_id)}: {self._act(action, run_id)}</div>")
+            self.report.value = wrap("".join(lines))
+        self.selected.clear()
+        self.show_page()
+
+    def _act(self, action: str, run_id: str) -> str:
+        try:
+            run = self.db.get_run(run_id)
+            if action == "cancel":
+                if run.status in ENDED:
+                    return f"skipped: it is {esc(run.status)}"
+                self.db.cancel(run_id)
+                return "cancel requested; now " + badge(self.db.get_run(run_id).status)
+            wf = self.workflows.get(run.record.workflow)
+            if wf is None:
+                return f"skipped: pass workflows=[...] with the workflow {esc(run.record.workflow)}"
+            if run.status == "failed":
+                return "skipped: it failed; retry its failed step from TriageView (the failures)"
+            if run.status not in RESUMABLE:
+                return f"skipped: it is {esc(run.status)}"
+            return "resumed; now " + badge(self.db.resume(run_id, wf).status)
+        except SmithersError as error:
+            return f'<span class="stt-error">{esc(error.message)}</span>'

@@ -1,0 +1,158 @@
+"""The run browser and the triage view as a person uses them, in a real JupyterLab in Chromium
+(issue 35, items 2, 3 and 6).
+
+A notebook builds the demo store plus three runs of a workflow that fails, and shows
+``db.browse(workflows=[...])`` and a ``TriageView``. In the page: the browser lists the runs
+newest first (the ids the kernel printed); filtering by status ``failed`` leaves the failed
+runs; **Open** shows that run's debugger in place (its header names the run) and **Back to
+runs** returns to the list with the filter still set; in the triage view, **Retry 3…** asks,
+and its confirmation resumes the three runs, each reported ``finished``. Screenshots go to
+``artifacts/`` (untracked).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ._jupyter import CHROMIUM, KERNEL_IDLE, TIMEOUT_MS, chromium, jupyterlab, write_notebook
+
+REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+
+SETUP = """\
+import smithers_tt as st
+from smithers_tt.demo.showcase import build_demo
+from smithers_tt.widgets import TriageView
+
+db = st.connect({db_url!r})
+build_demo(db)
+
+def flow(mended=False):
+    async def fetch(request):
+        if not mended:
+            raise TimeoutError(f"no answer from host {{request.input['n']}} in 30 s")
+        return {{"page": request.input["n"]}}
+    wf = st.Workflow("fetcher")
+    wf.task("fetch", agent=fetch)
+    return wf
+
+failed = [db.run(flow(), {{"n": n}}).id for n in range(3)]
+newest = [r.id for r in db.runs(limit=100)][::-1]
+print("NEWEST", " ".join(newest))
+print("FAILED", " ".join(failed))
+"""
+
+SHOW = """\
+display(db.browse(workflows=[flow(mended=True)]))
+display(TriageView(db, workflows=[flow(mended=True)]))
+"""
+
+ROWS = """() => [...document.querySelectorAll('.stt-browser .stt-browser-run')]
+  .filter(r => r.offsetParent !== null)
+  .map(r => [...r.querySelectorAll('td')].map(td => td.textContent.trim()))"""
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRE:
+        pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
+    pytest.skip(reason)
+
+
+def _printed(page: Any, label: str) -> list[str]:
+    text = page.locator(".jp-OutputArea-output", has_text=label).first.inner_text()
+    found = re.search(rf"{label} ([0-9a-f ]+)", text)
+    assert found, text
+    return found.group(1).split()
+
+
+def _rows(page: Any) -> list[list[str]]:
+    return page.evaluate(ROWS)
+
+
+def _wait_rows(page: Any, ids: list[str]) -> None:
+    page.wait_for_function(
+        f"(ids) => JSON.stringify(({ROWS})().map(r => r[0])) === JSON.stringify(ids)",
+        arg=ids,
+        timeout=TIMEOUT_MS,
+    )
+
+
+def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> None:
+    if not os.path.exists(CHROMIUM):
+        _unavailable(f"Debian's chromium is not installed ({CHROMIUM} is missing)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        _unavailable("the playwright Python package is not installed (pip install playwright)")
+    root, home = tmp_path / "root", tmp_path / "home"
+    root.mkdir()
+    home.mkdir()
+    db_url = f"sqlite:///{tmp_path / 'demo.db'}"
+    write_notebook(root / "workspace.ipynb", [SETUP.format(db_url=db_url), SHOW])
+    ARTIFACTS.mkdir(exist_ok=True)
+
+    with jupyterlab(root, home) as (base, token), chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 3000})
+        page.set_default_timeout(TIMEOUT_MS)
+        try:
+            page.goto(f"{base}/lab/tree/workspace.ipynb?token={token}")
+            page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
+            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+            page.locator(".stt-triage").wait_for(state="visible", timeout=TIMEOUT_MS)
+            newest, failed = _printed(page, "NEWEST"), _printed(page, "FAILED")
+            _wait_rows(page, newest)  # newest first: the ids the kernel printed
+            rows = _rows(page)
+            assert [r[2] for r in rows[:3]] == ["failed"] * 3 and rows[0][1] == "fetcher"
+            page.locator(".stt-browser").screenshot(path=str(ARTIFACTS / "browser-list.png"))
+
+            # filter: status failed (the demo's runs all finished or were cancelled)
+            page.locator(".stt-browser select").first.select_option(label="failed")
+            _wait_rows(page, failed[::-1])
+
+            # open the second row in place, then back: same filter, same rows
+            page.locator(".stt-browser .stt-browser-run").nth(1).get_by_role(
+                "button", name="Open"
+            ).click()
+            debugger = page.locator(".stt-browser .stt-debugger")
+            debugger.wait_for(state="visible", timeout=TIMEOUT_MS)
+            page.wait_for_function(
+                "(id) => document.querySelector('.stt-browser .stt-debugger h4')"
+                ".textContent.includes(id)",
+                arg=failed[1],
+                timeout=TIMEOUT_MS,
+            )
+            # its timeline draws too (the plot of this run: its x axis ends at its last frame)
+            page.wait_for_function(
+                """() => { const gd = document.querySelector(
+                             '.stt-browser .stt-debugger .js-plotly-plot');
+                           return !!gd && !!gd._fullLayout
+                             && Math.abs(gd._fullLayout.xaxis.range[1] - 5.5) <= 1; }""",
+                timeout=TIMEOUT_MS,
+            )
+            assert _rows(page) == []  # the list is hidden while the run is open
+            page.locator(".stt-browser").screenshot(path=str(ARTIFACTS / "browser-open.png"))
+            page.locator(".stt-browser .stt-back").click()
+            _wait_rows(page, failed[::-1])
+            assert page.locator(".stt-browser select").first.input_value() != ""
+            assert page.locator(".stt-browser .stt-debugger").count() == 0
+
+            # triage: the three timeouts are one group; retry it after confirming
+            triage = page.locator(".stt-triage")
+            group = triage.locator(".stt-triage-group", has_text="fetcher").first
+            assert "TimeoutError: no answer from host <n> in <n> s" in group.inner_text()
+            group.get_by_role("button", name="Retry 3…").click()
+            triage.get_by_text("Reset node fetch").wait_for(timeout=TIMEOUT_MS)
+            triage.get_by_role("button", name="Retry 3 run(s)").click()
+            for run_id in failed:
+                triage.get_by_text(f"run {run_id} resumed: finished").wait_for(timeout=TIMEOUT_MS)
+            triage.screenshot(path=str(ARTIFACTS / "triage-after-retry.png"))
+        except Exception:
+            with contextlib.suppress(Exception):
+                page.screenshot(path=str(ARTIFACTS / "workspace-failure.png"), full_page=True)
+            raise

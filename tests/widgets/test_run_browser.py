@@ -1,0 +1,147 @@
+"""The run browser: newest first, paged in the database, filtered, opened in place with Back
+to the same filters and page, and bulk Cancel / Resume asked first and reported per run."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import smithers_tt as st
+from smithers_tt.store import RunFilter, run_listing
+from smithers_tt.widgets import RunBrowser
+from smithers_tt.widgets._browser import PAGE
+
+from .._triage_flows import failing_runs, workflow
+
+
+def _text(markup: str) -> str:
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", markup)).strip())
+
+
+def _shown(browser: RunBrowser) -> list[list[str]]:
+    """Each row as a person reads it: the cells' texts."""
+    out = []
+    for row in browser.rows.children:
+        cells = re.findall(r"<td[^>]*>(.*?)</td>", row.children[1].value, re.S)
+        out.append([_text(c) for c in cells])
+    return out
+
+
+def _many(db: st.Database, n: int) -> list[str]:
+    async def echo(request: st.GenerateRequest) -> dict:
+        return {"echo": request.input}
+
+    wf = st.Workflow("echo")
+    wf.task("t", agent=echo)
+    return [db.run(wf, {"i": i, "note": "50%_off" if i == 3 else "plain"}).id for i in range(n)]
+
+
+def test_the_newest_runs_come_first_a_page_at_a_time(db: st.Database) -> None:
+    ids = _many(db, PAGE + 5)
+    browser = db.browse()
+    first = [row[0] for row in _shown(browser)]
+    assert first == ids[::-1][:PAGE]
+    assert browser.newer.disabled and not browser.older.disabled
+    assert _text(browser.page_label.value) == "page 1"
+    row = _shown(browser)[0]
+    frames = str(len(db.get_run(ids[-1]).frames()))
+    assert row[1:3] == ["echo", "finished"] and row[5:7] == [frames, "0"]  # frames, forks
+
+    browser.older.click()
+    assert [row[0] for row in _shown(browser)] == ids[::-1][PAGE:]
+    assert browser.older.disabled and _text(browser.page_label.value) == "page 2"
+    browser.newer.click()
+    assert [row[0] for row in _shown(browser)] == first
+
+
+def test_filters_narrow_in_the_database_and_match_text_as_written(db: st.Database) -> None:
+    ids = _many(db, 6)
+    runs = failing_runs(db)
+    browser = RunBrowser(db, status="failed")
+    shown = _shown(browser)
+    assert {row[2] for row in shown} == {"failed"}
+    assert {row[0] for row in shown} == {
+        runs["down-0"],
+        runs["down-1"],
+        runs["down-2"],
+        runs["bad-3"],
+    }
+    browser.status.value = None
+    browser.workflow.value = "echo"
+    assert [row[0] for row in _shown(browser)] == ids[::-1]
+    browser.text.value = "50%_OFF"  # any case; % and _ are themselves
+    assert [row[0] for row in _shown(browser)] == [ids[3]]
+    browser.text.value = "50%"
+    assert [row[0] for row in _shown(browser)] == [ids[3]]
+    browser.text.value = "5_"
+    assert _shown(browser) == [] and "no run matches" in _text(browser.note.value)
+    browser.workflow.value = None
+    browser.text.value = "no title"
+    assert [row[0] for row in _shown(browser)] == [runs["bad-3"]]
+    assert _shown(browser)[0][7] == "task 'parse' failed after 1 attempt(s): no title in page"
+
+
+def test_a_page_counts_forks_and_reads_no_more_than_it_shows(db: st.Database) -> None:
+    ids = _many(db, 3)
+    db.fork(ids[0], 1)
+    db.fork(ids[0], 2)
+    listing = run_listing(db.engine, RunFilter(workflow="echo"), limit=10)
+    assert listing.forks[ids[0]] == 2 and listing.forks[ids[1]] == 0
+    one = run_listing(db.engine, RunFilter(), limit=1)
+    assert len(one.runs) == 1 and one.older == one.runs[0].run_id
+
+
+def test_open_shows_the_debugger_in_place_and_back_keeps_filters_and_page(
+    db: st.Database,
+) -> None:
+    ids = _many(db, PAGE + 2)
+    browser = RunBrowser(db, workflow="echo")
+    browser.older.click()
+    target = _shown(browser)[1][0]
+    open_button = browser.rows.children[1].children[2]
+    open_button.click()
+    place = browser.in_place
+    assert place.debugger.model.run_id == target
+    assert f'title="{target}"' in place.debugger.header.value  # its short id, whole on hover
+    assert browser.list_box.layout.display == "none"
+
+    place.back_button.click()
+    assert place.debugger is None and browser.list_box.layout.display is None
+    assert browser.workflow.value == "echo" and _text(browser.page_label.value) == "page 2"
+    assert [row[0] for row in _shown(browser)] == ids[::-1][PAGE:]
+
+
+def test_bulk_resume_and_cancel_ask_first_and_report_each_run(db: st.Database) -> None:
+    runs = failing_runs(db)
+    queued = db.submit(workflow(), {"key": "down", "n": 9}).id
+    db.reset(runs["down-0"], "fetch")  # interrupted: ready to resume
+    browser = RunBrowser(db, workflows=[workflow({"down", "bad"})])
+    ticks = {row[0]: browser.rows.children[i].children[0] for i, row in enumerate(_shown(browser))}
+    assert browser.resume_runs.disabled
+    for run_id in (runs["down-0"], runs["bad-3"], runs["flaky-4"]):
+        ticks[run_id].value = True
+    assert browser.resume_runs.description == "Resume 3…"
+    browser.resume_runs.click()
+    assert "Resume here 3 run(s)?" in _text(browser.confirm_text.value)
+    assert db.get_run(runs["down-0"]).status == "interrupted"  # nothing before Confirm
+    browser.confirm_button.click()
+    report = _text(browser.report.value)
+    assert f"run {runs['down-0']}: resumed; now finished" in report
+    assert f"run {runs['bad-3']}: skipped: it failed; retry its failed step from" in report
+    assert f"run {runs['flaky-4']}: skipped: it is finished" in report
+    assert db.get_run(runs["down-0"]).status == "finished"
+    assert db.get_run(runs["bad-3"]).status == "failed"
+    assert browser.resume_runs.disabled  # the ticks went with the action
+
+    ticks = {row[0]: browser.rows.children[i].children[0] for i, row in enumerate(_shown(browser))}
+    ticks[queued].value = True
+    ticks[runs["down-1"]].value = True
+    browser.cancel_runs.click()
+    browser.dismiss.click()  # "Keep them"
+    assert db.get_run(queued).status == "queued"
+    browser.cancel_runs.click()
+    browser.confirm_button.click()
+    report = _text(browser.report.value)
+    assert db.get_run(queued).status == "cancelled"
+    assert f"run {queued}: cancel requested; now cancelled" in report
+    assert f"run {runs['down-1']}: skipped: it is failed" in report
