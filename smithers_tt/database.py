@@ -77,10 +77,16 @@ class Database(Upkeep):
         """A handle on an existing run (its id or a unique prefix: :meth:`resolve_run_id`)."""
         return Run(self, self.store.get_run(self.resolve_run_id(run_id)))
 
-    def runs(self, *, limit: int = 100, **only: Any) -> list[Run]:
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
         """The oldest ``limit`` runs; with ``status="failed"`` only those with that status,
         with ``labels={"case": "retry"}`` only those carrying every one of those labels."""
-        page = self.store.list_runs(limit=limit, **only)
+        page = self.store.list_runs(limit=limit, status=status, labels=labels)
         return [Run(self, record) for record in page.items]
 
     def run(self, wf: Workflow, input: Any = None, **options: Any) -> Run:
