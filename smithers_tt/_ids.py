@@ -28,16 +28,7 @@ def check_id(value: Any, what: str) -> str:
     """
     if type(value) is not str or not value:
         raise InvalidArgument(f"{what} must be a non-empty string, got {value!r}")
-    problem = None
-    if len(value) > MAX_ID_CHARS:
-        problem = f"is {len(value)} characters long; the most is {MAX_ID_CHARS}"
-    elif "\x00" in value:
-        problem = f"contains NUL at index {value.index(chr(0))}"
-    else:
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError as error:
-            problem = f"contains a lone surrogate at index {error.start}, which is not text"
+    problem = text_problem(value, MAX_ID_CHARS)
     if problem is not None:
         shown = repr(value[:60]) + ("..." if len(value) > 60 else "")
         raise InvalidArgument(f"{what} {shown} {problem}; choose another", id=what)
@@ -48,3 +39,17 @@ def owner_id() -> str:
     """Who is at work here: ``host:pid``, recorded for people to read (a run's owner, the
     actor of an audit row, a worker's default id)."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def text_problem(value: str, most: int) -> str | None:
+    """Why ``value`` cannot be stored as text of at most ``most`` characters the same on both
+    backends (too long, a NUL, a lone surrogate), or None."""
+    if len(value) > most:
+        return f"is {len(value)} characters long; the most is {most}"
+    if "\x00" in value:
+        return f"contains NUL at index {value.index(chr(0))}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"contains a lone surrogate at index {error.start}, which is not text"
+    return None

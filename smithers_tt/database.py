@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -11,8 +10,10 @@ from typing import TYPE_CHECKING, Any
 from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
 from smithers_tt._ids import check_id, owner_id
+from smithers_tt._labels import REPLAY_OF
 from smithers_tt._open import DEFAULT_URL as DEFAULT_URL
 from smithers_tt._open import open_engine, resolve_url
+from smithers_tt._upkeep import Upkeep
 from smithers_tt.engine import (
     CANCEL_GRACE,
     ContinueOptions,
@@ -34,17 +35,12 @@ from smithers_tt.store import (
     ENDED,
     Engine,
     Fence,
-    GcReport,
-    Progress,
     RetryPolicy,
     Store,
-    VerifyReport,
     WorkerRecord,
-    collect_garbage,
     list_workers,
     now_ms,
     travel,
-    verify,
 )
 from smithers_tt.triage import Failures, failures
 
@@ -52,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
 
 
-class Database:
+class Database(Upkeep):
     """A smithers_tt database: SQLite file or PostgreSQL, migrated and ready.
 
     Use :func:`connect` to make one. ``db.store`` is the durable storage layer (runs,
@@ -70,18 +66,27 @@ class Database:
 
     # --- runs ----------------------------------------------------------------------------
 
+    def resolve_run_id(self, run_id: str) -> str:
+        """The full id of the run ``run_id`` names: its id, or a prefix of at least 6
+        characters only its id starts with (every method here taking a run id calls this).
+        Raises ``RunNotFound`` (no such run; a prefix under 6 characters) or
+        ``AmbiguousRunId`` (several runs start with it: the error lists them)."""
+        return self.store.resolve_run_id(check_id(run_id, "run_id"))
+
     def get_run(self, run_id: str) -> Run:
-        """A handle on an existing run.
+        """A handle on an existing run (its id or a unique prefix: :meth:`resolve_run_id`)."""
+        return Run(self, self.store.get_run(self.resolve_run_id(run_id)))
 
-        Raises:
-            RunNotFound: no run has this id.
-            InvalidArgument: ``run_id`` cannot be an id (see :func:`check_id`).
-        """
-        return Run(self, self.store.get_run(check_id(run_id, "run_id")))
-
-    def runs(self, *, status: str | None = None, limit: int = 100) -> list[Run]:
-        """The oldest ``limit`` runs (optionally with one status); see ``store.list_runs``."""
-        page = self.store.list_runs(limit=limit, status=status)
+    def runs(
+        self,
+        *,
+        status: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        limit: int = 100,
+    ) -> list[Run]:
+        """The oldest ``limit`` runs; with ``status="failed"`` only those with that status,
+        with ``labels={"case": "retry"}`` only those carrying every one of those labels."""
+        page = self.store.list_runs(limit=limit, status=status, labels=labels)
         return [Run(self, record) for record in page.items]
 
     def run(self, wf: Workflow, input: Any = None, **options: Any) -> Run:
@@ -102,6 +107,7 @@ class Database:
         run_id: str | None = None,
         break_before: Iterable[str] = (),
         break_after: Iterable[str] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> Run:
         """Create a run of ``wf`` with ``input`` and execute it to its end or its first pause.
 
@@ -119,10 +125,12 @@ class Database:
             break_before: pause the run before these tasks (once per iteration); kept in
                 the run's history, so any process that executes it pauses there.
             break_after: pause the run after these tasks.
+            labels: ``str -> str`` labels to find the run by (``{"case": "retry"}``; bounds
+                in :mod:`smithers_tt._labels`); forks inherit them.
 
         Raises:
             FenceLost: another process took the run over while it executed here.
-            InvalidArgument: ``run_id`` cannot be an id; nothing was created.
+            InvalidArgument: ``run_id`` cannot be an id, or a label is refused.
         """
         wf.check()
         marks = breakpoints(wf, break_before, break_after) if break_before or break_after else None
@@ -136,6 +144,7 @@ class Database:
             run_id=run_id,
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
             breakpoints=marks,
+            labels=labels,
         )
         return await self._execute(wf, fence, on_event, cancel_grace)
 
@@ -147,13 +156,12 @@ class Database:
         max_checkpoint_bytes: int | None = None,
         break_before: Iterable[str] = (),
         break_after: Iterable[str] = (),
+        labels: Mapping[str, str] | None = None,
     ) -> Run:
-        """Record a queued run of ``wf`` for a worker to execute; return it without running.
-
-        Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf`` claim it; they
-        pause it at ``break_before`` / ``break_after`` (see :meth:`arun`) and never claim it
-        while it is paused.
-        """
+        """Record a queued run of ``wf`` (with ``labels``) for a worker to execute; return it
+        without running. Workers (``smithers-tt worker`` or :meth:`worker`) that know ``wf``
+        claim it; they pause it at ``break_before`` / ``break_after`` (see :meth:`arun`) and
+        never claim it while it is paused."""
         wf.check()
         marks = breakpoints(wf, break_before, break_after) if break_before or break_after else None
         record, _ = self.store.create_run(
@@ -164,6 +172,7 @@ class Database:
             max_checkpoint_bytes=max_checkpoint_bytes,
             graph={t.id: list(t.needs) for t in wf.tasks.values()},
             breakpoints=marks,
+            labels=labels,
         )
         return Run(self, record)
 
@@ -231,7 +240,8 @@ class Database:
                 answer, edit or skip; nothing was written.
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
-        record = await asyncio.to_thread(self.store.get_run, check_id(run_id, "run_id"))
+        run_id = await asyncio.to_thread(self.resolve_run_id, run_id)
+        record = await asyncio.to_thread(self.store.get_run, run_id)
         continuing = record.status == "paused"
         asked = ContinueOptions(
             answer=answer, checkpoints=checkpoints, skip=skip, break_before=break_before,
@@ -289,7 +299,7 @@ class Database:
             InvalidArgument: the run is not paused, or a refused answer, edit or skip.
             ConcurrencyError: another process continued (or cancelled) the run first.
         """
-        record = self.store.get_run(check_id(run_id, "run_id"))
+        record = self.store.get_run(run_id := self.resolve_run_id(run_id))
         options = ContinueOptions(
             action_of(step, abort), answer, checkpoints, skip, break_before, break_after
         )
@@ -311,7 +321,7 @@ class Database:
         Raises:
             InvalidArgument: a node that is not a task of the run, or the run ended.
         """
-        record = self.store.get_run(check_id(run_id, "run_id"))
+        record = self.store.get_run(self.resolve_run_id(run_id))
         marks = breakpoints(wf, break_before, break_after)
         assert marks is not None
         known = set(record.graph or ())
@@ -337,14 +347,14 @@ class Database:
         run with a history of its own. Resuming, cancelling, resetting or rewinding a fork,
         and removing what it reads, do this first anyway; see
         :func:`smithers_tt.timetravel.materialize`."""
-        return tt.materialize(self.store, check_id(run_id, "run_id"))
+        return tt.materialize(self.store, self.resolve_run_id(run_id))
 
     def cancel(self, run_id: str) -> None:
         """Cancel a run. A running run's owner cancels its agents, gives them a short grace to
         publish a final checkpoint, then fences every later write; a run nobody executes
         (queued, interrupted, or running with an owner that stopped heartbeating) is
         cancelled at once."""
-        record = self.store.get_run(check_id(run_id, "run_id"))
+        record = self.store.get_run(run_id := self.resolve_run_id(run_id))
         if record.status in ENDED:
             return
         alive = now_ms() - (record.heartbeat_at_ms or 0) < tt.LIVE_OWNER_MS
@@ -363,7 +373,7 @@ class Database:
         Raises:
             FrameNotFound: the run has no such frame.
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         snap = travel(self.engine, lambda tx: tt.snapshot_at(tx, run_id, frame_no), write=False)
         snap.loader = self.store.load
         return snap
@@ -382,7 +392,7 @@ class Database:
 
         See :func:`smithers_tt.timetravel.rewind`.
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force, reason=reason)
         snap.loader = self.store.load
         return snap
@@ -395,7 +405,7 @@ class Database:
 
         See :func:`smithers_tt.timetravel.undo_rewind`.
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         snap = tt.undo_rewind(self.store, run_id, force=force, reason=reason)
         snap.loader = self.store.load
         return snap
@@ -411,14 +421,15 @@ class Database:
         dependents: bool = True,
         allow_new_format: bool = False,
         reason: str | None = None,
+        labels: Mapping[str, str | None] | None = None,
     ) -> Run:
         """A child run whose frame 0 is the parent's frame ``frame_no`` (``reason``, why, is
-        kept in the audit).
+        kept in the audit) with its parent's labels and ``labels`` (None drops one) over them.
 
         See :func:`smithers_tt.timetravel.fork`; run it with :meth:`resume` (or use
         :meth:`replay`).
         """
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         for node_id in [*reset, *(checkpoints or {})]:
             check_id(node_id, "node id")
         child = tt.fork(
@@ -431,13 +442,16 @@ class Database:
             dependents=dependents,
             allow_new_format=allow_new_format,
             reason=reason,
+            labels=dict(labels or {}),
         )
         return Run(self, child)
 
     def replay(self, run_id: str, frame_no: int, wf: Workflow, **fork_options: Any) -> Run:
         """Fork at ``frame_no`` and execute the child with ``wf``; completed nodes are kept,
-        reset and later nodes run again."""
-        child = self.fork(run_id, frame_no, **fork_options)
+        reset and later nodes run again. The child is labelled ``replay_of=<run id>``."""
+        run_id = self.resolve_run_id(run_id)
+        labels = {**(fork_options.pop("labels", None) or {}), REPLAY_OF: run_id}
+        child = self.fork(run_id, frame_no, labels=labels, **fork_options)
         return self.resume(child.id, wf)
 
     def reset(
@@ -451,7 +465,7 @@ class Database:
     ) -> list[str]:
         """Retry a node from scratch (and, with ``dependents``, what needs it); run it again
         with :meth:`resume`. Returns the reset node ids; ``reason`` is kept in the audit."""
-        check_id(run_id, "run_id")
+        run_id = self.resolve_run_id(run_id)
         check_id(node_id, "node id")
         return tt.reset(
             self.store, run_id, node_id, dependents=dependents, force=force, reason=reason
@@ -459,7 +473,7 @@ class Database:
 
     def timeline(self, run_id: str) -> tt.Timeline:
         """A run's frames plus the tree of runs forked from the same root."""
-        return tt.timeline(self.store, check_id(run_id, "run_id"))
+        return tt.timeline(self.store, self.resolve_run_id(run_id))
 
     def browse(self, workflows: Iterable[Workflow] = (), **filters: Any) -> Any:
         """The run browser (``notebook`` extra): runs newest first, filtered, opened in place;
@@ -475,42 +489,7 @@ class Database:
         require_extra("ipywidgets", "plotly", "anywidget", needed_for="the notebook debugger")
         from smithers_tt.widgets import Debugger  # optional dependency: import on use
 
-        return Debugger(self, run_id, **kw)
-
-    # --- maintenance ---------------------------------------------------------------------
-
-    def verify(self, *, page_size: int = 200, progress: Progress | None = None) -> VerifyReport:
-        """Check every stored checkpoint's SHA-256 and size, every checkpoint frame's codec,
-        version and size against its content, every ref against its checkpoint frame, and that
-        every stored JSON column parses; see :func:`store.verify`."""
-        return verify(self.engine, page_size=page_size, progress=progress)
-
-    def collect_garbage(self, **options: Any) -> GcReport:
-        """Delete checkpoint content nothing reaches; see :func:`store.collect_garbage`."""
-        return collect_garbage(self.engine, **options)
-
-    def gc(
-        self,
-        older_than: datetime.timedelta | float | None = None,
-        *,
-        keep_forks: bool = True,
-        progress: Progress | None = None,
-    ) -> tt.PruneReport:
-        """Delete the history of runs that ended longer than ``older_than`` ago (a timedelta
-        or seconds), leaves of the fork tree first, then the content nothing reaches.
-
-        With ``keep_forks`` (default) a run stays while a run forked from it remains. With
-        ``older_than=None`` no run is deleted: only unreachable content is collected. See
-        :func:`smithers_tt.timetravel.prune_runs`.
-        """
-        if older_than is None:
-            return tt.PruneReport(content=collect_garbage(self.engine, progress=progress))
-        return tt.prune_runs(
-            self.store,
-            older_than_ms=tt.duration_ms(older_than),
-            keep_forks=keep_forks,
-            progress=progress,
-        )
+        return Debugger(self, self.resolve_run_id(run_id), **kw)
 
     # --- analytics -----------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── CheckpointTooLarge          canonical bytes above the run's limit
     │   ├── FormatNotDeclared           agent published a format it did not declare
     │   └── InvalidArgument             a bad limit, cursor, URL, option ...
+    │       └── AmbiguousRunId          a run id prefix that several runs start with
     ├── NotFound (LookupError)
     │   ├── RunNotFound
     │   ├── AttemptNotFound
@@ -151,6 +152,13 @@ class InvalidArgument(InvalidInput):
     """An argument is out of range or malformed (limits, cursors, URLs, options)."""
 
     code = "invalid_argument"
+
+
+class AmbiguousRunId(InvalidArgument):
+    """A run id prefix that several runs start with; ``details["candidates"]`` lists them
+    (``"<run id> <workflow> <status>"``)."""
+
+    code = "ambiguous_run_id"
 
 
 # --- not found ---------------------------------------------------------------------------

@@ -36,6 +36,11 @@ class Run:
         return self.record.status
 
     @property
+    def labels(self) -> dict[str, str]:
+        """The run's labels (``{"case": "retry"}``), given when it was made or forked."""
+        return self.record.labels
+
+    @property
     def pause(self) -> Pause | None:
         """Where the run is paused, why, and what it asks (None unless it is ``paused``);
         continue it with ``db.resume(run.id, wf, answer=...)``."""

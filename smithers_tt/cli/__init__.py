@@ -7,6 +7,7 @@ from smithers_tt.cli import (  # noqa: F401  (they register commands)
     _lab,
     _maintenance,
     _pauses,
+    _runs,
     _workers,
 )
 from smithers_tt.cli._app import cli

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from smithers_tt._labels import parse_label
 from smithers_tt.checkpoint import AgentCheckpoint, read_json
 from smithers_tt.cli._app import (
     Context,
@@ -17,8 +18,9 @@ from smithers_tt.cli._app import (
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text, when
+from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text
 from smithers_tt.cli._progress import progress_bar
+from smithers_tt.cli._runs import shown_ids
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
@@ -43,63 +45,14 @@ reset_option = click.option(
 )
 """The ``--reset NODE`` option of ``fork`` and ``replay``."""
 
-
-@cli.command()
-@click.option(
-    "--status", help="Only runs with this status (queued, running, paused, finished ...)."
+label_option = click.option(
+    "--label",
+    "label_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Label the new run (over the labels it inherits); repeatable.",
 )
-@click.option("--limit", default=100, show_default=True, help="How many runs (1-1000).")
-@pass_ctx
-@handle_errors
-def runs(ctx: Context, status: str | None, limit: int) -> None:
-    """List runs, oldest first.
-
-    \b
-    Examples:
-      smithers-tt runs
-      smithers-tt runs --status failed --json
-      smithers-tt runs --status paused
-    """
-    found = [(r.record, None) for r in ctx.read_db.runs(status=status, limit=limit)]
-    if status == "paused" and len(found) < limit:  # LangGraph threads stopped at a pause
-        found += waiting_threads(ctx.read_db, limit - len(found))
-    if ctx.as_json:
-        emit_json(
-            [
-                {**dataclasses.asdict(r), **({"status": "paused", "pause": p} if p else {})}
-                for r, p in found
-            ]
-        )
-        return
-    ctx.out.table(
-        ["run", "workflow", "status", "frames", "parent", "created"],
-        [
-            [
-                r.run_id,
-                r.workflow if p is None else text(f"{r.workflow}: {_waits_on(p)}"),
-                state("paused" if p else r.status),
-                r.clock,
-                f"{r.parent_run_id}@{r.parent_frame_no}" if r.parent_run_id else "-",
-                when(r.created_at_ms),
-            ]
-            for r, p in found
-        ],
-    )
-
-
-def _waits_on(pause: dict[str, Any]) -> str:
-    nodes = ", ".join(pause["nodes"])
-    return f"{pause['reason']} {pause['when']} {nodes}" if nodes else pause["reason"]
-
-
-def waiting_threads(db: Any, limit: int) -> list[tuple[Any, Any]]:
-    """LangGraph threads waiting on an ``interrupt()`` or stopped at a static breakpoint
-    (none when LangGraph is not installed)."""
-    try:
-        from smithers_tt.integrations.langgraph_view import paused_threads
-    except ImportError:
-        return []
-    return list(paused_threads(db, limit))
+"""The ``--label KEY=VALUE`` option of ``fork`` and ``replay``."""
 
 
 @cli.command()
@@ -143,14 +96,15 @@ def timeline(ctx: Context, run_id: str) -> None:
     ctx.out.line()
     ctx.out.title("fork tree")
     depth = {tl.root: 0}
+    short = shown_ids(ctx, [edge.run_id for edge in tl.tree])
     for edge in tl.tree:
         level = depth.get(edge.parent_run_id or "", -1) + 1
         depth[edge.run_id] = level
-        mark = " <" if edge.run_id == run_id else ""
+        mark = " <" if edge.run_id == tl.run_id else ""
         origin = f" (from frame {edge.parent_frame_no})" if edge.parent_run_id else ""
         if edge.fork_point_rewound:
             origin += " (that frame was rewound away)"
-        ctx.out.line("  " * level, edge.run_id, " ", state(edge.shown_status), origin, mark)
+        ctx.out.line("  " * level, short[edge.run_id], " ", state(edge.shown_status), origin, mark)
 
 
 def _snapshot_json(snap: Snapshot) -> dict[str, Any]:
@@ -306,6 +260,7 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
       smithers-tt rewind RUN 12 --yes
     """
     run = ctx.db.get_run(run_id)
+    run_id = run.id  # the full id, whatever prefix was typed
     _confirm(
         f"Rewind run {run_id} from frame {run.record.clock} to frame {frame_no}, "
         "deleting everything after it?",
@@ -337,6 +292,7 @@ def undo_rewind(ctx: Context, run_id: str, force: bool) -> None:
     Example:
       smithers-tt undo-rewind RUN
     """
+    run_id = ctx.db.resolve_run_id(run_id)
     with progress_bar("undoing the rewind", unit=""):
         snap = ctx.db.undo_rewind(run_id, force=force)
     if ctx.as_json:
@@ -364,6 +320,7 @@ def materialize(ctx: Context, run_id: str) -> None:
     Example:
       smithers-tt materialize RUN
     """
+    run_id = ctx.db.resolve_run_id(run_id)
     with progress_bar("copying what the fork inherits", unit=""):
         done = ctx.db.materialize(run_id)
     if ctx.as_json:
@@ -406,6 +363,7 @@ def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
     metavar="NODE=FILE",
     help="Resume NODE from the checkpoint envelope in FILE (JSON).",
 )
+@label_option
 @pass_ctx
 @handle_errors
 def fork(
@@ -415,6 +373,7 @@ def fork(
     reset_nodes: tuple[str, ...],
     input_json: str | None,
     edits: tuple[str, ...],
+    label_pairs: tuple[str, ...],
 ) -> None:
     """Create a child run whose frame 0 is RUN's frame FRAME_NO.
 
@@ -423,8 +382,11 @@ def fork(
       smithers-tt fork RUN 9 --reset write
       smithers-tt fork RUN 9 --input '{"topic": "wasp"}'
       smithers-tt fork RUN 9 --checkpoint research=edited.json
+      smithers-tt fork RUN 9 --reset write --label case=shorter-draft
     """
+    run_id = ctx.db.resolve_run_id(run_id)
     options = {
+        "labels": dict(parse_label(pair) for pair in label_pairs),
         "reset": list(reset_nodes),
         "input": None if input_json is None else _parse_json(input_json, "--input"),
         "checkpoints": _edits(edits),
@@ -478,19 +440,26 @@ def _finished(ctx: Context, run: Any) -> None:
 @click.argument("frame_no", type=int)
 @workflow_option
 @reset_option
+@label_option
 @pass_ctx
 @handle_errors
 def replay(
-    ctx: Context, run_id: str, frame_no: int, spec: str | None, reset_nodes: tuple[str, ...]
+    ctx: Context,
+    run_id: str,
+    frame_no: int,
+    spec: str | None,
+    reset_nodes: tuple[str, ...],
+    label_pairs: tuple[str, ...],
 ) -> None:
-    """Fork RUN at FRAME_NO and execute the child.
+    """Fork RUN at FRAME_NO and execute the child (labelled replay_of=RUN).
 
     \b
     Example:
       smithers-tt replay RUN 9 --reset write
     """
     wf = load_workflow(spec, ctx.db.get_run(run_id).record.workflow)
-    _finished(ctx, ctx.db.replay(run_id, frame_no, wf, reset=list(reset_nodes)))
+    labels = dict(parse_label(pair) for pair in label_pairs)
+    _finished(ctx, ctx.db.replay(run_id, frame_no, wf, reset=list(reset_nodes), labels=labels))
 
 
 @cli.command()
@@ -523,6 +492,7 @@ def cancel(ctx: Context, run_id: str) -> None:
     Example:
       smithers-tt cancel RUN
     """
+    run_id = ctx.db.resolve_run_id(run_id)
     ctx.db.cancel(run_id)
     status = ctx.db.get_run(run_id).status
     if ctx.as_json:
@@ -545,6 +515,7 @@ def reset(ctx: Context, run_id: str, node_id: str, dependents: bool, yes: bool) 
     Example:
       smithers-tt reset RUN write --dependents --yes
     """
+    run_id = ctx.db.resolve_run_id(run_id)
     _confirm(f"Reset {node_id}{' and its dependents' if dependents else ''} of run {run_id}?", yes)
     gone = ctx.db.reset(run_id, node_id, dependents=dependents)
     if ctx.as_json:

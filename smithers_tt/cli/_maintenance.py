@@ -13,6 +13,7 @@ from smithers_tt.cli._app import Context, cli, handle_errors, how_invoked, pass_
 from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, state, text
 from smithers_tt.cli._progress import progress_bar
+from smithers_tt.cli._runs import shown_ids
 from smithers_tt.store import migrate as run_migrations
 from smithers_tt.store import row_counts
 
@@ -214,12 +215,13 @@ def demo(ctx: Context, fresh: bool) -> None:
         )
         return
     rows = []
+    short = shown_ids(ctx, [m.run_id for m in made])
     for m in made:
         run = db.get_run(m.run_id)
         rows.append(
             [
                 m.label,
-                m.run_id,
+                short[m.run_id],
                 state(run.status),
                 run.record.clock,
                 len(run.attempts()),
@@ -239,11 +241,11 @@ def demo(ctx: Context, fresh: bool) -> None:
     ctx.out.line()
     ctx.out.line("Next:")
     again = f"{how_invoked()} --db {shlex.quote(ctx.url)}"
-    ctx.out.line(f"  {again} timeline {made[1].run_id}")
+    ctx.out.line(f"  {again} runs --label case=retry")
+    ctx.out.line(f"  {again} timeline {short[made[1].run_id]}")
     fork_run = db.get_run(made[5].run_id).record
-    ctx.out.line(
-        f"  {again} diff {fork_run.parent_run_id} {fork_run.parent_frame_no} {fork_run.run_id}:0"
-    )
+    parent, child = short[fork_run.parent_run_id or ""], short[fork_run.run_id]
+    ctx.out.line(f"  {again} diff {parent} {fork_run.parent_frame_no} {child}:0")
     ctx.out.line(f"  {again} lab    (the tour notebook on this database)")
 
 

@@ -23,8 +23,14 @@ class DemoRun:
     """One run the demo made, and what it shows."""
 
     label: str
+    """What it shows: also its label ``case`` (``smithers-tt runs --label case=retry``)."""
     run_id: str
     story: str
+
+
+def case(label: str) -> dict[str, str]:
+    """The labels of the demo run that shows ``label``."""
+    return {"case": label}
 
 
 Step = Callable[[str], None]
@@ -34,7 +40,13 @@ async def _cancelled(db: Database) -> str:
     wf, _ = demo_workflow(step_delay=0.15)
     ids: list[str] = []
     task = asyncio.create_task(
-        db.arun(wf, {"topic": "ant"}, cancel_grace=1.0, on_event=lambda f: ids.append(f.run_id))
+        db.arun(
+            wf,
+            {"topic": "ant"},
+            cancel_grace=1.0,
+            on_event=lambda f: ids.append(f.run_id),
+            labels=case("cancelled"),
+        )
     )
     while not ids or len(ids) < 4:
         await asyncio.sleep(0.02)
@@ -48,7 +60,9 @@ async def _interrupted(db: Database) -> str:
     wf, _ = demo_workflow(step_delay=0.1)
     ids: list[str] = []
     task = asyncio.create_task(
-        db.arun(wf, {"topic": "wasp"}, on_event=lambda f: ids.append(f.run_id))
+        db.arun(
+            wf, {"topic": "wasp"}, on_event=lambda f: ids.append(f.run_id), labels=case("resumed")
+        )
     )
     while len(ids) < 4:
         await asyncio.sleep(0.02)
@@ -65,12 +79,12 @@ def build_demo(db: Database, *, step: Step | None = None) -> list[DemoRun]:
 
     say("clean run")
     wf, _ = demo_workflow()
-    clean = db.run(wf, {"topic": "bee"})
+    clean = db.run(wf, {"topic": "bee"}, labels=case("clean"))
     made.append(DemoRun("clean", clean.id, "research -> write -> review, first time right"))
 
     say("retry that resumes")
     wf, _ = demo_workflow(flaky=True)
-    flaky = db.run(wf, {"topic": "bee"})
+    flaky = db.run(wf, {"topic": "bee"}, labels=case("retry"))
     made.append(
         DemoRun(
             "retry", flaky.id, "research fails after 2 notes; attempt 2 resumes from its checkpoint"
@@ -79,7 +93,7 @@ def build_demo(db: Database, *, step: Step | None = None) -> list[DemoRun]:
 
     say("schema correction")
     wf, _ = demo_workflow(invalid_first_draft=True)
-    fixed = db.run(wf, {"topic": "bee"})
+    fixed = db.run(wf, {"topic": "bee"}, labels=case("schema-correction"))
     made.append(
         DemoRun(
             "schema-correction",
@@ -115,7 +129,10 @@ def build_demo(db: Database, *, step: Step | None = None) -> list[DemoRun]:
         *notes.get("notes", [])[1:],
     ]
     child = db.fork(
-        clean.id, research_done, checkpoints={"research": AgentCheckpoint(NOTES, 1, notes)}
+        clean.id,
+        research_done,
+        checkpoints={"research": AgentCheckpoint(NOTES, 1, notes)},
+        labels=case("fork"),  # over the case=clean it inherits
     )
     wf, _ = demo_workflow()
     db.resume(child.id, wf)
@@ -129,7 +146,7 @@ def build_demo(db: Database, *, step: Step | None = None) -> list[DemoRun]:
 
     say("replay")
     wf, _ = demo_workflow()
-    replayed = db.replay(clean.id, research_done, wf, reset=["write"])
+    replayed = db.replay(clean.id, research_done, wf, reset=["write"], labels=case("replay"))
     made.append(
         DemoRun(
             "replay",

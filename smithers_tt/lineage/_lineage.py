@@ -45,11 +45,12 @@ class Lineage:
     Open it with :meth:`smithers_tt.Database.lineage`; close it (or use ``with``) when done.
     DuckDB attaches the store **read-only** (the SQLite file opened read-only, or PostgreSQL
     through a read-only attachment on the store's schema, with read-only server sessions) and
-    defines the documented views ``runs``, ``nodes``, ``attempts``, ``checkpoints``,
-    ``contents``, ``checkpoint_payloads``, ``frames``, ``forks``, ``dedup``, ``run_dedup`` and
-    ``audit`` (columns in each method's docstring, or ``lin.sql("DESCRIBE runs")``). The
-    ``raw`` schema mirrors the store's tables; on PostgreSQL the attached store itself is the
-    catalog ``store`` (scanner reader only). Any SQL over these goes through :meth:`sql`.
+    defines the documented views ``runs``, ``run_labels``, ``nodes``, ``attempts``,
+    ``checkpoints``, ``contents``, ``checkpoint_payloads``, ``frames``, ``forks``, ``dedup``,
+    ``run_dedup`` and ``audit`` (columns in each method's docstring, or
+    ``lin.sql("DESCRIBE runs")``). The ``raw`` schema mirrors the store's tables; on PostgreSQL
+    the attached store itself is the catalog ``store`` (scanner reader only). Any SQL over
+    these goes through :meth:`sql`.
 
     Nothing through a lineage can change the store, read or write files, or reach the network
     (see :meth:`sql`): once it is built, DuckDB's external access is turned off and its
@@ -226,6 +227,11 @@ class Lineage:
     def runs(self) -> pandas.DataFrame:
         """Every run, oldest id first, with its counts of nodes, attempts, refs and frames."""
         return self._query("SELECT * FROM runs ORDER BY run_id")
+
+    @_columns_of("run_labels")
+    def run_labels(self) -> pandas.DataFrame:
+        """Every label of every run, by run id then key."""
+        return self._query("SELECT * FROM run_labels ORDER BY run_id, key")
 
     @_columns_of("nodes")
     def nodes(self, run_id: str | None = None) -> pandas.DataFrame:

@@ -32,6 +32,7 @@ MIRRORED: tuple[TableInfo, ...] = describe_tables(
         "tt_cache",
         "tt_audit",
         "tt_workers",
+        "tt_run_labels",
     )
 )
 """Store tables mirrored (typed, read-only) in the ``raw`` schema."""
@@ -115,6 +116,7 @@ RUNS = View(
         ("failed_attempt_count", "attempts that ended ``failed``"),
         ("ref_count", "checkpoint refs of the run"),
         ("frame_count", "public frames (``frame_no >= 0``) of the run"),
+        ("labels", "the run's labels as a JSON object (``{}`` when it has none)"),
     ),
     """
     WITH n AS (SELECT run_id, count(*) AS node_count FROM raw.tt_nodes GROUP BY run_id),
@@ -127,6 +129,10 @@ RUNS = View(
     f AS (
         SELECT run_id, count(*) AS frame_count FROM raw.tt_frames
         WHERE frame_no >= 0 GROUP BY run_id
+    ),
+    l AS (
+        SELECT run_id, to_json(map(list(key ORDER BY key), list(value ORDER BY key))) AS labels
+        FROM raw.tt_run_labels GROUP BY run_id
     )
     SELECT run.run_id, run.workflow, run.status, run.parent_run_id, run.parent_frame_no,
            run.error, run.clock, run.owner_epoch, run.owner_id, run.heartbeat_at_ms,
@@ -136,10 +142,11 @@ RUNS = View(
            coalesce(a.attempt_count, 0) AS attempt_count,
            coalesce(a.failed_attempt_count, 0) AS failed_attempt_count,
            coalesce(r.ref_count, 0) AS ref_count,
-           coalesce(f.frame_count, 0) AS frame_count
+           coalesce(f.frame_count, 0) AS frame_count,
+           coalesce(l.labels, CAST('{}' AS JSON)) AS labels
     FROM raw.tt_runs AS run
     LEFT JOIN n USING (run_id) LEFT JOIN a USING (run_id)
-    LEFT JOIN r USING (run_id) LEFT JOIN f USING (run_id)
+    LEFT JOIN r USING (run_id) LEFT JOIN f USING (run_id) LEFT JOIN l USING (run_id)
     """,
 )
 
@@ -439,8 +446,22 @@ WORKERS = View(
     """,
 )
 
+RUN_LABELS = View(
+    "run_labels",
+    "one row per label of a run (``JOIN run_labels USING (run_id)`` to keep labelled runs).",
+    (
+        ("run_id", "the run"),
+        ("key", "the label's key (``case``)"),
+        ("value", "its value (``retry``)"),
+    ),
+    """
+    SELECT run_id, key, value FROM raw.tt_run_labels
+    """,
+)
+
 VIEWS: tuple[View, ...] = (
     RUNS,
+    RUN_LABELS,
     NODES,
     ATTEMPTS,
     CHECKPOINTS,

@@ -8,7 +8,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, NewType, TypeVar
 
 from smithers_tt.checkpoint import loads
@@ -132,6 +132,9 @@ class RunRecord:
     """A fork by reference not materialised yet: its history before frame 0 is its parent's up
     to ``parent_frame_no``, and it has no live nodes, attempts or refs of its own (read its
     state from a snapshot; resuming it materialises it)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """The run's labels (``{"case": "retry"}``), sorted by key (see :mod:`smithers_tt._labels`):
+    read by ``get_run`` and ``list_runs``; empty in records read without them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,8 +248,9 @@ class Frame:
         )
 
 
-def run_from_row(row: Any) -> RunRecord:
-    """A ``tt_runs`` row (anything with its columns as attributes) as a :class:`RunRecord`."""
+def run_from_row(row: Any, labels: dict[str, str] | None = None) -> RunRecord:
+    """A ``tt_runs`` row (anything with its columns as attributes) as a :class:`RunRecord`,
+    with the run's ``labels`` (read from ``tt_run_labels``) when the caller has them."""
     return RunRecord(
         row.run_id,
         row.workflow,
@@ -267,4 +271,5 @@ def run_from_row(row: Any) -> RunRecord:
         row.clock,
         stored_json(row.graph_json, f"tt_runs.graph_json of run {row.run_id!r}"),
         bool(row.inherits),
+        labels or {},
     )

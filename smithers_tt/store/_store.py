@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from smithers_tt._ids import check_id
+from smithers_tt._labels import check_labels
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     EncodedCheckpoint,
@@ -50,6 +51,7 @@ from smithers_tt.store.ledger import (
     EditEnded,
     Entry,
     GroupCommitter,
+    Labelled,
     NewRun,
     NodeCancelled,
     NodeSet,
@@ -167,6 +169,8 @@ class Store:
     iter_refs_newest_first = on("reads", RunReads.iter_refs_newest_first)
     pause_frames = on("reads", RunReads.pause_frames)
     watch_run = on("reads", RunReads.watch_run)
+    resolve_run_id = on("reads", RunReads.resolve_run_id)
+    short_run_ids = on("reads", RunReads.short_run_ids)
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -184,13 +188,16 @@ class Store:
         run_id: str | None = None,
         graph: dict[str, list[str]] | None = None,
         breakpoints: dict[str, list[str]] | None = None,
+        labels: dict[str, str] | None = None,
     ) -> tuple[RunRecord, Fence]:
         """Create a run (frame 0); a ``running`` run is owned at epoch 1 by the returned fence.
 
         ``breakpoints`` (``{"before": [...], "after": [...]}`` node ids) are kept in frame 0,
-        so that whoever executes the run pauses at them."""
+        so that whoever executes the run pauses at them. ``labels`` (see
+        :mod:`smithers_tt._labels`) are written in the same transaction."""
         if status not in ("running", "queued"):
             raise InvalidArgument(f"a new run is running or queued, not {status!r}")
+        tags: dict[str, str] = check_labels(labels)  # type: ignore[assignment]  # no None
         if max_checkpoint_bytes is not None:
             size_limit(max_checkpoint_bytes)
         run_id = new_run_id() if run_id is None else check_id(run_id, "run_id")
@@ -215,9 +222,12 @@ class Store:
         if breakpoints:
             data["breakpoints"] = breakpoints
         created = Note(run_id, "run_created", state=status, data=data)
-        entry = Entry(run_id, None, [created], create=row)
+        changes: list[Change] = [created]
+        if tags:
+            changes.append(Labelled(run_id, tags))
+        entry = Entry(run_id, None, changes, create=row)
         self._write(lambda db: [entry], stamp)
-        return row.record(entry, stamp), Fence(run_id, epoch)
+        return row.record(entry, stamp, tags), Fence(run_id, epoch)
 
     def claim_run(self, run_id: str, owner_id: str | None = None) -> Fence:
         """Take ownership of a run under a new epoch; the previous owner is fenced out.

@@ -10,7 +10,7 @@ what a fork starts from, whether a lease may be taken) are made in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from smithers_tt._labels import check_labels, merged_labels
 from smithers_tt.errors import StoreCorrupt
 from smithers_tt.store._compose import on
 from smithers_tt.store._frames import frame_from_row, select_frames
@@ -32,6 +33,7 @@ from smithers_tt.store.ledger import (
     Forked,
     ForkRows,
     KeptRewind,
+    Labelled,
     LiveWrites,
     NodesReset,
     RewindUndone,
@@ -41,7 +43,7 @@ from smithers_tt.store.ledger import (
     kept_rewinds,
     write,
 )
-from smithers_tt.store.reads import TravelReads, corrupt_frame
+from smithers_tt.store.reads import TravelReads, corrupt_frame, labels_of
 
 T = TypeVar("T")
 
@@ -307,6 +309,7 @@ class Travel:
         actor: str | None,
         detail: dict[str, Any],
         inherits: bool = False,
+        labels: Mapping[str, str | None] | None = None,
     ) -> RunRecord:
         """Create the run of a fork of ``parent`` at ``parent_frame_no`` through the ledger:
         its row (clock 0, unowned, the parent's workflow, graph and checkpoint ceiling), the
@@ -314,7 +317,11 @@ class Travel:
         stamped ``first.created_at_ms``, with the parent's audit row of the fork (by
         ``actor``, with ``detail``). With ``inherits`` the fork is by reference: its history
         before frame 0 is read from the parent (``project`` writes only what the fork
-        changes, such as edited checkpoints). Returns the child's run as it now reads."""
+        changes, such as edited checkpoints). The child carries its parent's labels with
+        ``labels`` over them (checked; a ``None`` value drops one), written with its row.
+        Returns the child's run as it now reads."""
+        inherited = labels_of(self._conn, [parent.run_id]).get(parent.run_id, {})
+        tags = merged_labels(inherited, check_labels(labels, removals=True))
         create = fork_row(
             parent, child_id, parent_frame_no, status=status, input=input, output=output,
             error=error, inherits=inherits,
@@ -322,10 +329,11 @@ class Travel:
         stamp = first.created_at_ms
         audit = audit_row(parent.run_id, "fork", parent_frame_no, actor, detail, stamp)
         forked = Forked(first, project, tuple(audit[name] for name in AUDIT_COLUMNS))
-        entry = Entry(child_id, None, [forked], create=create)
+        changes = [forked, Labelled(child_id, tags)] if tags else [forked]
+        entry = Entry(child_id, None, changes, create=create)
         with driver(self._conn) as db:
             write(db, [entry], stamp)
-        return create.record(entry, stamp)
+        return create.record(entry, stamp, tags)
 
     def reset_nodes(self, run_id: str, node_id: str, nodes: Sequence[str]) -> list[AttemptRow]:
         """Reset ``nodes`` (named after ``node_id``, the one asked for) through the ledger:

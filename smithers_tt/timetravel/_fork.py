@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from smithers_tt._ids import owner_id
+from smithers_tt._labels import check_labels
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import InvalidArgument, RunNotFound, SnapshotInvalid
 from smithers_tt.store import (
@@ -142,9 +143,11 @@ def fork(
     dependents: bool = True,
     allow_new_format: bool = False,
     reason: str | None = None,
+    labels: dict[str, str | None] | None = None,
 ) -> RunRecord:
     """Create a child run whose frame 0 is the parent's frame ``frame_no``; return it (as
-    :meth:`Store.get_run` would read it).
+    :meth:`Store.get_run` would read it). The child carries its parent's labels, with
+    ``labels`` over them (a ``None`` value drops an inherited one).
 
     The fork is made by reference: it records its parent and frame and copies nothing it
     inherits (no frame, attempt or ref), so its cost does not grow with the parent's history.
@@ -156,6 +159,7 @@ def fork(
     its dependents run again): only those are written.
     """
     checkpoints = dict(checkpoints or {})
+    overrides = check_labels(labels, removals=True)  # refused before anything is read
     override_input = input is not None
     if override_input:
         canonical_bytes(input)  # strict JSON, or CheckpointInvalid naming the path
@@ -221,6 +225,7 @@ def fork(
             actor=owner_id(),
             detail={"child": child_id, "reset": sorted(gone), **why(reason)},
             inherits=True,
+            labels=overrides,
         )
 
     # Only an edit reads the parent's snapshot: a plain fork needs no more memory.

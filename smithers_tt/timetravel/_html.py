@@ -76,6 +76,8 @@ def run_html(record: Any) -> str:
         ("frames", f"0 to {record.clock}"),
         ("input", short(record.input)),
     ]
+    if getattr(record, "labels", None):
+        rows.append(("labels", " ".join(f"{k}={v}" for k, v in record.labels.items())))
     if record.parent_run_id:
         rows.append(("forked from", f"{record.parent_run_id} @ frame {record.parent_frame_no}"))
     if record.output is not None:

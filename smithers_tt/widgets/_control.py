@@ -223,7 +223,8 @@ class Control(DebuggerState):
         )
 
     def _do_replay(self, pending: Pending) -> ActionResult:
-        child = self.db.fork(pending.run_id, pending.frame_no, **pending.options)
+        replay_of = {"replay_of": pending.run_id}  # the label db.replay gives its child too
+        child = self.db.fork(pending.run_id, pending.frame_no, labels=replay_of, **pending.options)
         self.breakpoints.give_to(child.id)
         try:
             loop = asyncio.get_running_loop()

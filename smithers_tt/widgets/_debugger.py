@@ -15,7 +15,7 @@ from smithers_tt.widgets._export import ExportBox
 from smithers_tt.widgets._forktree import ForkTree
 from smithers_tt.widgets._frametable import FrameTable
 from smithers_tt.widgets._graph import GraphView
-from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inspector import Inspector
 from smithers_tt.widgets._live import LiveRefresh
 from smithers_tt.widgets._model import DebuggerModel
@@ -143,9 +143,11 @@ class Debugger(W.VBox):
         """Show the run's id, workflow, status, frames and lineage."""
         m = self.model
         r = m.record
+        shown = m.short_ids()
         lineage = ""
         if r.parent_run_id:
-            lineage = f" · fork of {esc(r.parent_run_id)} @ frame {r.parent_frame_no}"
+            parent = run_ref(r.parent_run_id, shown.get(r.parent_run_id, r.parent_run_id))
+            lineage = f" · fork of {parent} @ frame {r.parent_frame_no}"
             gap = m.fork_gap(m.run_id)
             if gap is not None:
                 lineage += (
@@ -156,8 +158,9 @@ class Debugger(W.VBox):
         if children:
             lineage += f" · {children} fork(s)"
         live = " · <b>live</b>" if self.live.running else ""
+        run = run_ref(r.run_id, shown.get(r.run_id, r.run_id))
         self.header.value = wrap(
-            f"<h4>Run {esc(r.run_id)} · workflow {esc(r.workflow)} · {badge(m.run_status())} · "
+            f"<h4>Run {run} · workflow {esc(r.workflow)} · {badge(m.run_status())} · "
             f"frames 0 to {m.last_frame}{lineage}{live}</h4>"
         )
 

@@ -43,6 +43,7 @@ class ForkTree:
         changed is sent, and a click on a button the page shows is never lost)."""
         m = self.model
         depth = _depths(m.tree)
+        shown = m.short_ids()
         buttons: dict[str, W.Button] = {}
         for edge in m.tree[:MAX_SHOWN]:
             where = "root" if edge.parent_run_id is None else f"fork @ frame {edge.parent_frame_no}"
@@ -52,7 +53,8 @@ class ForkTree:
             elif edge.fork_point_rewound:
                 where += " (that frame was rewound away)"
             button = self.buttons.get(edge.run_id) or self._button(edge.run_id)
-            button.description = f"{edge.run_id} · {edge.shown_status} · {where}"
+            short = shown.get(edge.run_id, edge.run_id)
+            button.description = f"{short} · {edge.shown_status} · {where}"
             button.button_style = "info" if edge.run_id == m.run_id else ""
             button.layout.margin = f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px"
             buttons[edge.run_id] = button

@@ -115,6 +115,12 @@ def esc(value: Any) -> str:
     return html.escape(value if isinstance(value, str) else str(value), quote=True)
 
 
+def run_ref(run_id: str, shown: str) -> str:
+    """A run id as the widgets show it: ``shown`` (its shortest unique prefix), the whole id
+    on hover (the ``title``), both escaped."""
+    return f'<code class="stt-id" title="{esc(run_id)}">{esc(shown)}</code>'
+
+
 def wrap(body: str) -> str:
     """Put already-escaped HTML in the debugger's styled container."""
     return f'<div class="stt">{body}</div>'

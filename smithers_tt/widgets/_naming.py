@@ -63,3 +63,14 @@ class Naming(DebuggerState):
     def related(self) -> list[tuple[str, str]]:
         """Other runs the lens offers to open from this one, as ``(label, run_id)``."""
         return list(self._named("related", self.run_id) or [])
+
+    def short_ids(self) -> dict[str, str]:
+        """Each run of the fork tree as the widgets show it: its shortest unique prefix among
+        the stored runs (at least 8 characters; the whole id goes on hover). Read once per
+        tree, not on every frame."""
+        ids = tuple(sorted({edge.run_id for edge in self.tree} | {self.run_id}))
+        cached: tuple[tuple[str, ...], dict[str, str]] | None = getattr(self, "_shown_ids", None)
+        if cached is None or cached[0] != ids:
+            cached = (ids, self.db.store.short_run_ids(list(ids)))
+            self._shown_ids = cached
+        return cached[1]

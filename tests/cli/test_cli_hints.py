@@ -50,7 +50,7 @@ def test_the_demos_next_commands_run_as_printed_from_a_shell_without_the_venv(
     assert built.returncode == 0, built.stderr
     hints = built.stdout.split("Next:\n", 1)[1].splitlines()
     commands = [h.strip() for h in hints if h.strip() and "(the tour notebook" not in h]
-    assert len(commands) == 2  # timeline and diff; lab starts a server and is left out
+    assert len(commands) == 3  # runs, timeline, diff; lab starts a server and is left out
     for command in commands:
         assert not command.startswith("smithers-tt ")  # not on this shell's PATH
         ran = subprocess.run(

@@ -134,7 +134,8 @@ def test_runs_status_paused_lists_a_thread_waiting_on_interrupt_too(db: st.Datab
     assert set(listed) == {own.id, saver.run_id("asks")}
     assert listed[saver.run_id("asks")]["pause"]["question"] == "ok?"
     table = CliRunner().invoke(cli, ["--db", db.url, "runs", "--status", "paused"]).output
-    assert "LangGraph interrupt" in table and own.id in table
+    shown = db.store.short_run_ids([own.id])[own.id]  # ids print shortened
+    assert "LangGraph interrupt" in table and shown in table and own.id.startswith(shown)
     app.invoke(Command(resume="fine"), _cfg("asks"))
     assert set(_listed(db)) == {own.id}
 

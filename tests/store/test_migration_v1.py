@@ -85,7 +85,11 @@ def test_upgrade_of_a_v1_store_applies_the_revisions_after_v1_and_loses_nothing(
     finally:
         db.close()
     expected = EXPECTED["describe"][_backend(v1_url)]
-    expected = {**expected, "runs": _with_todays_fold(expected["runs"])}
+    expected = {
+        **expected,
+        "runs": _with_todays_fold(expected["runs"]),
+        "lineage": _with_labels(expected["lineage"]),
+    }
     for part in ("runs", "contents", "lineage", "langgraph"):
         assert found[part] == expected[part], part
     assert len(found["runs"]) == 11 and found["langgraph"][v1_support.THREADS[0]]
@@ -94,10 +98,10 @@ def test_upgrade_of_a_v1_store_applies_the_revisions_after_v1_and_loses_nothing(
 def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
     """What 0.1 showed, with the one fold fix made since: after a reset frame, until the run
     ends again, a snapshot has no run output or error (the reset cleared them from the run
-    row; 0.1's fold kept showing the ending the run no longer had). Records gained one field
+    row; 0.1's fold kept showing the ending the run no longer had). Records gained two fields
     since, ``inherits``: False for every run of 0.1 (its forks restate their parent in base
-    frames). Nothing stored differs: frames, records and payloads are compared as 0.1 wrote
-    them."""
+    frames), and ``labels``: empty for every run of 0.1. Nothing stored differs: frames,
+    records and payloads are compared as 0.1 wrote them."""
     fixed = {}
     for run_id, run in runs.items():
         cleared, snapshots = False, dict(run["snapshots"])
@@ -111,8 +115,17 @@ def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
                 snapshots[key] = {**snapshots[key], "output": None, "error": None}
         fixed[run_id] = {**run, "snapshots": snapshots}
         if "record" in run:
-            fixed[run_id]["record"] = {**run["record"], "inherits": False}
+            fixed[run_id]["record"] = {**run["record"], "inherits": False, "labels": {}}
     return fixed
+
+
+def _with_labels(lineage: dict[str, Any]) -> dict[str, Any]:
+    """What 0.1's lineage showed, with the column the ``runs`` view gained since: ``labels``,
+    ``{}`` for every run of 0.1 (labels came with revision 0014; records gained the field,
+    empty likewise: see :func:`_with_todays_fold`)."""
+    runs = lineage["runs"]
+    data = [[*row, "{}"] for row in runs["data"]]
+    return {**lineage, "runs": {**runs, "columns": [*runs["columns"], "labels"], "data": data}}
 
 
 def test_upgraded_v1_store_keeps_its_foreign_keys_and_points_each_ref_at_its_frame(

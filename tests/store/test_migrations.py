@@ -385,3 +385,32 @@ def test_0013_drops_the_foreign_key_of_kept_frames_and_keeps_every_rewind_undoab
     with raw.connect() as conn:
         if raw.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+
+
+def test_0014_adds_run_labels_and_runs_made_before_have_none(db_url: str, raw) -> None:
+    # A store at 0013 with a run: no labels table yet.
+    with raw.begin() as conn:
+        upgrade(conn, to="0013_rewound_frames_unbound")
+        conn.execute(
+            sa.insert(S.runs).values(
+                run_id="old-run-1", workflow="w", status="queued", owner_epoch=0,
+                cancel_requested=False, clock=0, created_at_ms=1, updated_at_ms=1,
+            )
+        )  # fmt: skip
+        conn.execute(
+            sa.insert(S.frames).values(
+                run_id="old-run-1", frame_no=0, kind="run_created", created_at_ms=1
+            )
+        )
+    assert "tt_run_labels" not in table_names(raw)
+    with st.connect(db_url) as db:  # migrates to 0014
+        assert version_rows(raw) == [KNOWN[-1]] and "0014_run_labels" in KNOWN
+        assert db.get_run("old-run").record.labels == {}
+        assert [r.id for r in db.runs(labels={"case": "x"})] == []
+        new = db.store.create_run("w", labels={"case": "x"})[0]
+        assert [r.id for r in db.runs(labels={"case": "x"})] == [new.run_id]
+    indexes = {i["name"]: i["column_names"] for i in sa.inspect(raw).get_indexes("tt_run_labels")}
+    assert indexes == {"tt_run_labels_value": ["key", "value", "run_id"]}
+    with raw.connect() as conn:
+        if raw.dialect.name == "sqlite":
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"

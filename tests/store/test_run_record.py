@@ -19,8 +19,9 @@ PARENT = "parent-run"
         {"status": "queued", "workflow_hash": "abc123", "max_checkpoint_bytes": 4096},
         {"graph": {"a": [], "b": ["a"]}, "breakpoints": {"before": ["b"], "after": []}},
         {"parent_run_id": PARENT, "parent_frame_no": 0, "run_id": "child-run"},
+        {"labels": {"case": "retry", "by": "ana"}},
     ],
-    ids=["plain", "input and owner", "queued", "graph", "child"],
+    ids=["plain", "input and owner", "queued", "graph", "child", "labels"],
 )
 def test_create_run_returns_the_run_as_it_reads_back(store: Store, options: dict[str, Any]) -> None:
     store.create_run("wf", run_id=PARENT)

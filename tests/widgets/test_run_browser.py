@@ -102,7 +102,7 @@ def test_open_shows_the_debugger_in_place_and_back_keeps_filters_and_page(
     open_button.click()
     place = browser.in_place
     assert place.debugger.model.run_id == target
-    assert target in _text(place.debugger.header.value)
+    assert f'title="{target}"' in place.debugger.header.value  # its short id, whole on hover
     assert browser.list_box.layout.display == "none"
 
     place.back_button.click()

@@ -59,7 +59,7 @@ def test_open_example_shows_the_run_at_its_failing_frame_and_back_returns(
     assert debugger.model.run_id == runs["bad-3"]
     frame = debugger.model.frame()
     assert (frame.kind, frame.node_id, frame.state) == ("attempt_finished", "parse", "failed")
-    assert runs["bad-3"] in _text(debugger.header.value)
+    assert f'title="{runs["bad-3"]}"' in debugger.header.value  # its short id, whole on hover
 
     place.back_button.click()
     assert place.debugger is None and view.list_box.layout.display is None

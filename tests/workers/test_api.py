@@ -466,8 +466,9 @@ def test_the_command_line_lists_workers_and_queued_runs(db: st.Database, db_url:
 
     result = runner.invoke(cli, ["--db", db_url, "runs", "--status", "queued"])
     assert result.exit_code == 0, result.output
-    for run in queued:
-        assert run.id in result.output
+    shown = db.store.short_run_ids([run.id for run in queued])
+    for run in queued:  # shortened to a unique prefix (whole in --json, below)
+        assert shown[run.id] in result.output and run.id.startswith(shown[run.id])
     result = runner.invoke(cli, ["--db", db_url, "--json", "runs", "--status", "queued"])
     assert result.exit_code == 0, result.output
     assert sorted(r["run_id"] for r in json.loads(result.output)) == sorted(r.id for r in queued)

@@ -153,6 +153,7 @@ class Statements:
             "clock, created_at_ms, updated_at_ms) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        self.insert_label = q("INSERT INTO tt_run_labels (run_id, key, value) VALUES (?, ?, ?)")
         self.run_state = q(
             # Column names and the suffix are constants, not data.
             f"SELECT {', '.join(RUN_STATE_COLUMNS)} FROM tt_runs WHERE run_id = ?"  # noqa: S608

@@ -86,6 +86,20 @@ and it has no live nodes, attempts or refs of its own yet (see
 :mod:`smithers_tt.timetravel._inherit`)."""
 Index("tt_runs_status_idx", runs.c.status, runs.c.run_id)
 
+run_labels = Table(
+    "tt_run_labels",
+    metadata,
+    Column("run_id", ID, primary_key=True),
+    Column("key", String(64), primary_key=True),
+    Column("value", String(200), nullable=False),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+)
+"""A run's labels (``smithers_tt._labels``), one row per key, written with the run (its
+creation, or its fork) and never changed; deleting the run deletes them. A table rather than a
+JSON column of ``tt_runs``: "runs labelled case=retry" is an index probe on both backends and
+in DuckDB, in SQL each of them speaks the same, with no JSON path to quote."""
+Index("tt_run_labels_value", run_labels.c.key, run_labels.c.value, run_labels.c.run_id)
+
 NODE_STATES = ("pending", "running", "finished", "failed", "cancelled", "skipped", "cached")
 
 nodes = Table(

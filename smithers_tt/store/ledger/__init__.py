@@ -2,9 +2,10 @@
 
 Lives here: :func:`write` (advance a run's clock, check the fence, apply each change's
 projection, insert its frames, in one transaction) and every :class:`Change`: runs, attempts
-and nodes (``_write``); claims, deleted attempts and restored refs (``_runs``); publication and
-the group committer (``_publish``); pauses; time travel's changes, bulk writes of live state,
-rewinds by key and by cut, retention; LangGraph threads; whole histories written at once.
+and nodes (``_write``); a new run's labels (``_labels``); claims, deleted attempts and restored
+refs (``_runs``); publication and the group committer (``_publish``); pauses; time travel's
+changes, bulk writes of live state, rewinds by key and by cut, retention; LangGraph threads;
+whole histories written at once.
 
 Contract: the ledger may import the backend and the reads (a write that must read first reads
 through them); the reads never import it; the store's handles (``Store``, ``Travel``,
@@ -14,6 +15,7 @@ imports it. Held by import-linter (``pyproject.toml``).
 
 from smithers_tt.store.ledger._bulk import write_history
 from smithers_tt.store.ledger._cut import CutStatements
+from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
 from smithers_tt.store.ledger._langgraph_write import LangGraphWrite, PinCache
 from smithers_tt.store.ledger._live import (
@@ -97,6 +99,7 @@ __all__ = [
     "Forked",
     "GroupCommitter",
     "KeptRewind",
+    "Labelled",
     "LangGraphWrite",
     "LiveWrites",
     "NewRun",

@@ -109,16 +109,16 @@ class NewRun(NamedTuple):
     inherits: bool | None = None
     """True on a fork by reference (see ``tt_runs.inherits``)."""
 
-    def record(self, entry: Entry, stamp: int) -> RunRecord:
-        """The run as it reads back once ``entry`` (which created it) was written at
-        ``stamp``: what :meth:`Store.get_run` would return, without reading it."""
+    def record(self, entry: Entry, stamp: int, labels: dict[str, str] | None = None) -> RunRecord:
+        """The run as it reads back once ``entry`` (which created it, with ``labels``) was
+        written at ``stamp``: what :meth:`Store.get_run` would return, without reading it."""
         row = SimpleNamespace(
             **self._asdict(),
             clock=len(entry.frames) - 1,
             created_at_ms=stamp,
             updated_at_ms=stamp,
         )
-        return run_from_row(row)
+        return run_from_row(row, labels)
 
 
 class Write:

@@ -1,11 +1,13 @@
 """The reads: what the store's consumers read, one module per consumer, none of it writing.
 
 Lives here: the Store's reads of runs, nodes, attempts, frames, refs and verified content
-(``_runs``); the debugger's reads of a run's newest state a page at a time (``_newest``), of its
-frames as light rows (``_frame_rows``), of frame searches (``_frame_search``) and timeline rows
-(``_timeline``); time travel's set-based reads of the state at frame N (``_travel``); the
-LangGraph saver's read transaction (``_langgraph``); and the store described for lineage
-analytics (``_describe``: tables, type families, read-only access, content sizes).
+(``_runs``), with runs' labels (``_labels``) and run ids as people type and read them
+(``_run_ids``: a unique prefix resolved, each id's shortest unique prefix); the debugger's
+reads of a run's newest state a page at a time (``_newest``), of its frames as light rows
+(``_frame_rows``), of frame searches (``_frame_search``) and timeline rows (``_timeline``);
+time travel's set-based reads of the state at frame N (``_travel``); the LangGraph saver's read
+transaction (``_langgraph``); and the store described for lineage analytics (``_describe``:
+tables, type families, read-only access, content sizes).
 
 Contract: a read never writes and never imports the ledger; it imports the backend and the
 store's shared rows (:mod:`smithers_tt.store._frames`, :mod:`~smithers_tt.store._records`);
@@ -32,6 +34,7 @@ from smithers_tt.store.reads._frame_search import (
     frame_choices,
     frames_at,
 )
+from smithers_tt.store.reads._labels import carrying, labels_of
 from smithers_tt.store.reads._langgraph import LangGraphDocument, LangGraphRead
 from smithers_tt.store.reads._newest import (
     frame_span,
@@ -47,6 +50,7 @@ from smithers_tt.store.reads._newest import (
     node_frame_rows,
     seen_node_ids,
 )
+from smithers_tt.store.reads._run_ids import MIN_PREFIX, MIN_SHOWN, RunCandidate
 from smithers_tt.store.reads._runs import HISTORY_SCAN_BOUND, RunReads
 from smithers_tt.store.reads._timeline import (
     AttemptFrame,
@@ -71,6 +75,8 @@ from smithers_tt.store.reads._travel import (
 __all__ = [
     "HISTORY_SCAN_BOUND",
     "KEYS_PER_STATEMENT",
+    "MIN_PREFIX",
+    "MIN_SHOWN",
     "AttemptFrame",
     "ColumnInfo",
     "FailureRow",
@@ -79,6 +85,7 @@ __all__ = [
     "FrameRow",
     "LangGraphDocument",
     "LangGraphRead",
+    "RunCandidate",
     "RunFilter",
     "RunListing",
     "RunReads",
@@ -88,6 +95,7 @@ __all__ = [
     "TravelReads",
     "TypeFamily",
     "attempt_frames",
+    "carrying",
     "content_sizes",
     "corrupt_frame",
     "describe_tables",
@@ -100,6 +108,7 @@ __all__ = [
     "frame_times",
     "frames_at",
     "keys_match",
+    "labels_of",
     "live_checkpointed_nodes",
     "live_node_keys",
     "live_node_rows",

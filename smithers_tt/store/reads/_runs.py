@@ -3,12 +3,13 @@ read-only transaction (the engine's and a user's questions, through :class:`~.._
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from smithers_tt._labels import check_labels
 from smithers_tt.checkpoint import AgentCheckpoint, content_hash, loads
 from smithers_tt.errors import (
     AttemptNotFound,
@@ -35,6 +36,8 @@ from smithers_tt.store._records import (
 from smithers_tt.store._ref_frame import ref_from_row, select_refs
 from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._labels import carrying, labels_of
+from smithers_tt.store.reads._run_ids import resolve_run_id, short_run_ids
 
 HISTORY_SCAN_BOUND = 1000
 """How many refs of a node a resume scan looks at before raising HistoryExhausted."""
@@ -90,27 +93,54 @@ class RunReads:
         Raises:
             RunNotFound: there is none.
         """
-        rows = self._read(sa.select(S.runs).where(S.runs.c.run_id == run_id))
+        rows, labels = self._runs(sa.select(S.runs).where(S.runs.c.run_id == run_id))
         if not rows:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-        return run_from_row(rows[0])
+        return run_from_row(rows[0], labels.get(run_id))
+
+    def _runs(self, stmt: sa.Select) -> tuple[list[Any], dict[str, dict[str, str]]]:
+        """The ``tt_runs`` rows ``stmt`` selects and their labels, in one read."""
+
+        def read(conn: Connection) -> tuple[list[Any], dict[str, dict[str, str]]]:
+            rows = conn.execute(stmt).all()
+            return rows, labels_of(conn, [row.run_id for row in rows]) if rows else {}
+
+        return self.engine.transaction(read, write=False)
 
     def list_runs(
-        self, *, limit: int = 100, cursor: str | None = None, status: str | None = None
+        self,
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        status: str | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> Page[RunRecord]:
-        """Runs oldest first, a page at a time."""
+        """Runs oldest first, a page at a time; only those with ``status`` and carrying
+        every one of ``labels`` (``{"case": "retry"}``) when given."""
         check_limit(limit)
         r = S.runs
         stmt = sa.select(r).order_by(r.c.run_id).limit(limit + 1)
         if status is not None:
             stmt = stmt.where(r.c.status == status)
+        if labels:
+            stmt = stmt.where(*carrying(check_labels(labels)))  # type: ignore[arg-type]
         if cursor is not None:
             (after,) = decode_cursor("runs", cursor, (str,))
             stmt = stmt.where(r.c.run_id > after)
-        rows = self._read(stmt)
-        items = [run_from_row(row) for row in rows[:limit]]
+        rows, found = self._runs(stmt)
+        items = [run_from_row(row, found.get(row.run_id)) for row in rows[:limit]]
         more = len(rows) > limit
         return Page(items, encode_cursor("runs", [items[-1].run_id]) if more else None)
+
+    def resolve_run_id(self, text: str) -> str:
+        """The full id of the run ``text`` names (its id, or a unique prefix of at least 6
+        characters); see :func:`~._run_ids.resolve_run_id`."""
+        return resolve_run_id(self.engine, text)
+
+    def short_run_ids(self, run_ids: Sequence[str]) -> dict[str, str]:
+        """Each id shortened to its shortest unique prefix among the stored runs (at least 8
+        characters); see :func:`~._run_ids.short_run_ids`."""
+        return short_run_ids(self.engine, run_ids)
 
     def list_nodes(self, run_id: str) -> list[NodeRecord]:
         """Every node of a run with its state, last attempt and output."""
