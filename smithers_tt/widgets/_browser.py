@@ -28,7 +28,7 @@ from smithers_tt.store import (
     run_listing,
     run_workflows,
 )
-from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
 from smithers_tt.widgets._rows import cells, header, line, titled
 
@@ -83,6 +83,7 @@ class RunBrowser(W.VBox):
         self.cursors: list[str | None] = [None]
         """The cursor of each page up to the one shown (the first page's is None)."""
         self.selected: set[str] = set()
+        self._short: dict[str, str] = {}
         self.status = W.Dropdown(
             description="status", options=[("any", None), *[(s, s) for s in STATUSES]]
         )
@@ -181,6 +182,7 @@ class RunBrowser(W.VBox):
             self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
             return
         runs = self.listing.runs
+        self._short = self.db.store.short_run_ids([run.run_id for run in runs])
         self.rows.children = [self._row(run) for run in runs]
         page = len(self.cursors)
         self.page_label.value = wrap(f"page {page}") if runs else ""
@@ -196,7 +198,7 @@ class RunBrowser(W.VBox):
         tick.observe(lambda c, r=run.run_id: self._tick(r, c["new"]), names="value")
         error = (run.error or "").splitlines()[0] if run.error else ""
         values = (
-            titled(run.run_id),
+            run_ref(run.run_id, self._short.get(run.run_id, run.run_id)),
             esc(run.workflow),
             badge(run.status),
             esc(_when(run.created_at_ms)),

@@ -55,7 +55,9 @@ display(TriageView(db, workflows=[flow(mended=True)]))
 
 ROWS = """() => [...document.querySelectorAll('.stt-browser .stt-browser-run')]
   .filter(r => r.offsetParent !== null)
-  .map(r => [...r.querySelectorAll('td')].map(td => td.textContent.trim()))"""
+  .map(r => [...r.querySelectorAll('td')].map(
+     (td, i) => i ? td.textContent.trim() : td.querySelector('[title]').title))"""
+"""The rows shown: each row's cells as text, the run's whole id (its hover title) first."""
 
 
 def _unavailable(reason: str) -> None:
@@ -121,9 +123,8 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
             ).click()
             debugger = page.locator(".stt-browser .stt-debugger")
             debugger.wait_for(state="visible", timeout=TIMEOUT_MS)
-            page.wait_for_function(
-                "(id) => document.querySelector('.stt-browser .stt-debugger h4')"
-                ".textContent.includes(id)",
+            page.wait_for_function(  # its header names the run (whole on hover)
+                "(id) => !!document.querySelector(`.stt-browser .stt-debugger h4 [title='${id}']`)",
                 arg=failed[1],
                 timeout=TIMEOUT_MS,
             )
