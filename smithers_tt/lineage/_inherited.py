@@ -19,7 +19,8 @@ from smithers_tt import timetravel as tt
 from smithers_tt._opened import OpenedDatabase
 from smithers_tt.lineage._connect import attach_read_only, ident, insert_rows, literal
 from smithers_tt.lineage._views import INHERITED, MIRRORED, arrow_type, raw_columns
-from smithers_tt.store import checkpoint_frame, content_sizes, frame_row, travel
+from smithers_tt.store import travel
+from smithers_tt.store.for_lineage import checkpoint_frame, content_sizes, frame_row
 
 
 def inherited_rows(db: OpenedDatabase) -> dict[str, list[dict[str, Any]]]:

@@ -71,7 +71,7 @@ class Snapshot:
     )
     """Reads (and verifies) the content of a ref; set when the snapshot came from a database."""
     stored_refs: Any = field(default=None, repr=False, compare=False)
-    """Set (to a :class:`smithers_tt.store.StoredRefs`) on snapshots that rewind and
+    """Set (to a :class:`smithers_tt.store.for_timetravel.StoredRefs`) on snapshots that rewind and
     fork build inside their transaction: the refs checkpoint frames make visible are then left
     in the database, to be copied there by set-based statements, and :attr:`refs` holds only
     refs added in Python (an edited checkpoint)."""

@@ -361,7 +361,7 @@ class Dialect(ABC):
     :attr:`frame_data_ok`."""
     choice_block: int | None
     """Frame numbers per block when the values a frame table filters by are read
-    (:func:`~smithers_tt.store.frame_choices`): grouping a run's frames by (kind, node,
+    (:func:`~smithers_tt.store.for_widgets.frame_choices`): grouping a run's frames by (kind, node,
     purpose) sorts every frame where the database groups by sorting (SQLite), so only the
     blocks where groups start are grouped; None: the database hashes groups in one pass
     (PostgreSQL), group all the frames at once."""
