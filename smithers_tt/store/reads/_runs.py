@@ -120,7 +120,6 @@ class RunReads:
         )
         return [
             NodeRecord(
-                r.run_id,
                 r.node_id,
                 r.iteration,
                 r.state,
@@ -130,6 +129,7 @@ class RunReads:
                     f"tt_nodes.output_json of node {r.node_id!r} (iteration {r.iteration}) of "
                     f"run {r.run_id!r}",
                 ),
+                run_id=r.run_id,
             )
             for r in rows
         ]
