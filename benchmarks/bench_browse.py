@@ -37,7 +37,7 @@ from benchmarks._common import (
     time_each,
     verdict,
 )
-from smithers_tt.store import RunFilter, run_listing
+from smithers_tt.store.for_widgets import RunFilter, run_listing
 
 SIZES = (1_000, 10_000) if QUICK else (1_000, 100_000)
 WORKFLOWS = ("support-triage", "code-review", "research-report", "data-cleanup", "demo-report")

@@ -79,7 +79,7 @@ class Run:
         if snap is None:
             return self.db.store.list_nodes(self.id)
         return [
-            NodeRecord(self.id, n.node_id, n.iteration, n.state, n.last_attempt, n.output)
+            NodeRecord(n.node_id, n.iteration, n.state, n.last_attempt, n.output, run_id=self.id)
             for _, n in sorted(snap.nodes.items())
         ]
 

@@ -15,7 +15,7 @@ from smithers_tt.cli._output import emit_json, state, text
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_ids
 from smithers_tt.store import migrate as run_migrations
-from smithers_tt.store import row_counts
+from smithers_tt.store.for_cli import row_counts
 
 
 def _describe(item: str | tuple[str, int] | tuple[str, str, int, int, int]) -> str:

@@ -14,7 +14,7 @@ import click
 from smithers_tt.cli._app import Context, cli, handle_errors, load_workflow, pass_ctx
 from smithers_tt.cli._output import CleanFormatter, emit_json, state, when
 from smithers_tt.cli._progress import progress_bar
-from smithers_tt.store import count_runs
+from smithers_tt.store.for_cli import count_runs
 
 
 @cli.command()

@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from smithers_tt.checkpoint import canonical_envelope, loads
 from smithers_tt.errors import CheckpointCorrupt, InvalidArgument
-from smithers_tt.store import (
+from smithers_tt.store.for_langgraph import (
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,

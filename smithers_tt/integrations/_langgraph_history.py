@@ -14,7 +14,7 @@ from langgraph.constants import TASKS
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.integrations._langgraph_format import PAGE, slot_refs, thread_of, thread_run_id
 from smithers_tt.integrations._langgraph_saver import SaverCore
-from smithers_tt.store import LangGraphRead, LangGraphWrite
+from smithers_tt.store.for_langgraph import LangGraphRead, LangGraphWrite
 
 try:  # the sentinel of a DeltaChannel snapshot (langgraph-checkpoint 4.x)
     from langgraph.checkpoint.serde.types import _DeltaSnapshot

@@ -23,7 +23,8 @@ from typing import Any
 
 from smithers_tt.integrations._langgraph_serde import plain
 from smithers_tt.integrations.langgraph import SmithersSaver
-from smithers_tt.store import LANGGRAPH_WORKFLOW, RunRecord
+from smithers_tt.store import RunRecord
+from smithers_tt.store.for_langgraph import LANGGRAPH_WORKFLOW
 
 TRIGGER = "branch:to:"
 INTERRUPT = "__interrupt__"

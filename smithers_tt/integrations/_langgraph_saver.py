@@ -1,6 +1,6 @@
 """The primitives of the LangGraph saver (see :mod:`smithers_tt.integrations.langgraph`):
 values encoded into documents, and each LangGraph call as one transaction of the store's
-:class:`~smithers_tt.store.LangGraphStore`."""
+:class:`~smithers_tt.store.for_langgraph.LangGraphStore`."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ from smithers_tt.integrations._langgraph_serde import (
     decode_slot,
     where_of,
 )
-from smithers_tt.store import (
+from smithers_tt.store.for_langgraph import (
     LangGraphDocument,
     LangGraphIndexQuery,
     LangGraphRead,
@@ -195,7 +195,7 @@ class SaverCore(BaseCheckpointSaver[int | str]):
                 del self._recent[key]
 
     def _write(self, run_id: str, work: Any) -> Any:
-        """Run ``work(tx)`` (a :class:`~smithers_tt.store.LangGraphWrite`) in a write
+        """Run ``work(tx)`` (a :class:`~smithers_tt.store.for_langgraph.LangGraphWrite`) in a write
         transaction; once it committed, keep the checkpoint it stored (``tx.outcome``) for its
         children to reuse."""
         result, outcome = self.tables.write(run_id, work)

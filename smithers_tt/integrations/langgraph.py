@@ -35,7 +35,7 @@ How LangGraph maps onto the store
 ---------------------------------
 
 This module turns LangGraph's checkpoints, writes and configs into plain data; the SQL that
-stores them is the store's (:class:`smithers_tt.store.LangGraphStore`, whose write
+stores them is the store's (:class:`smithers_tt.store.for_langgraph.LangGraphStore`, whose write
 transactions share one group commit).
 
 * A **thread** (``thread_id`` + ``checkpoint_ns``) is one **run** of workflow ``langgraph``

@@ -10,7 +10,7 @@ Two readers fill the ``raw`` schema the views read (see :mod:`smithers_tt.lineag
   DuckDB's autoinstall and autoload are off and the configuration is locked afterwards, so a
   missing extension fails loudly and nothing is ever downloaded at run time.
 * **arrow** (the documented fallback, when no matching extension binary is installed): the
-  tables are streamed through the store (:func:`smithers_tt.store.read_tables`) in one
+  tables are streamed through the store (:func:`smithers_tt.store.for_lineage.read_tables`) in one
   read-only transaction, in bounded batches,
   as Arrow record batches into a temporary DuckDB file that is then attached read-only. It is a
   snapshot taken at open time, slower to open, and reads every content's bytes once.
@@ -45,10 +45,9 @@ from smithers_tt.lineage._views import (
     arrow_type,
     raw_columns,
 )
-from smithers_tt.store import (
-    Engine,
+from smithers_tt.store import Engine, Progress
+from smithers_tt.store.for_lineage import (
     PostgresAccess,
-    Progress,
     SqliteAccess,
     read_only_access,
     read_tables,
@@ -178,7 +177,8 @@ _SECRET_KEYS = {
 
 
 def store_access(engine: Engine) -> SqliteAccess | PostgresAccess:
-    """How DuckDB reaches the store read-only (see :func:`smithers_tt.store.read_only_access`).
+    """How DuckDB reaches the store read-only (see
+    :func:`smithers_tt.store.for_lineage.read_only_access`).
 
     Raises:
         LineageError: the PostgreSQL database has no smithers_tt tables on its search_path.

@@ -1,8 +1,9 @@
 """The documented views a :class:`~smithers_tt.lineage.Lineage` defines, and their columns.
 
 Every view reads the ``raw`` schema, which mirrors the store's tables with DuckDB types chosen
-from the type family of each column (:func:`smithers_tt.store.describe_tables`: the store's
-one schema definition, described as plain data) whichever backend and reader sits underneath.
+from the type family of each column
+(:func:`smithers_tt.store.for_lineage.describe_tables`: the store's one schema definition,
+described as plain data) whichever backend and reader sits underneath.
 ``raw.tt_checkpoint_contents`` has no ``data`` column; the canonical bytes live in
 ``raw.tt_checkpoint_data`` (``content_hash``, ``data``) so that sizes never need the bytes.
 
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from smithers_tt.lineage._refcheck import REFS
-from smithers_tt.store import TableInfo, describe_tables
+from smithers_tt.store.for_lineage import TableInfo, describe_tables
 
 CONTENTS_TABLE = "tt_checkpoint_contents"
 """The store table holding each content's hash, size and canonical bytes (``data``)."""

@@ -138,10 +138,13 @@ class RunRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class NodeRecord:
-    """A node of a run: its state, last attempt and output (of its final iteration)."""
+class NodeView:
+    """A node as visible at a frame: its state, last attempt and output (of that iteration).
 
-    run_id: str
+    A snapshot holds these by ``(node_id, iteration)`` (its run is the snapshot's);
+    :class:`NodeRecord` is the same row with its run.
+    """
+
     node_id: str
     iteration: int
     state: str
@@ -150,8 +153,43 @@ class NodeRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeRecord(NodeView):
+    """A node of a run: its state, last attempt and output (of its final iteration).
+
+    The row of :class:`NodeView` with the run it belongs to (``run_id``, given by name).
+    """
+
+    run_id: str = field(kw_only=True)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptView:
+    """An attempt as visible at a frame: what the run's history records of it.
+
+    Not :class:`AttemptRecord`: the live row also holds what only the running attempt needs
+    (the owner epoch its fence checks, the sequence of its next publish), which no frame
+    records, so a snapshot cannot know it.
+    """
+
+    node_id: str
+    iteration: int
+    attempt: int
+    state: str
+    resumed_from: tuple[str, str, int, int, int] | None = None
+    error: str | None = None
+    error_code: str | None = None
+    discard_resume: bool = False
+    started_at_ms: int = 0
+    finished_at_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """One attempt of a node as stored, with where it resumed from."""
+    """One attempt of a node as stored, with where it resumed from.
+
+    The live row: what :class:`AttemptView` shows of it, plus the owner epoch and the next
+    publish's sequence (see there).
+    """
 
     key: AttemptKey
     state: str

@@ -16,7 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from smithers_tt.errors import FrameNotFound, RunNotFound
-from smithers_tt.store import Frame, RunState, Store, Travel, travel
+from smithers_tt.store import Frame, Store, travel
+from smithers_tt.store.for_timetravel import RunState, Travel
 from smithers_tt.timetravel._bulk import refs_from_rows, state_at
 from smithers_tt.timetravel._snapshot import Snapshot, apply, fold
 

@@ -24,15 +24,16 @@ caller folds every frame in Python instead, which raises the precise error (or, 
 shapes only the fold handles, such as a ref key published twice, gives the exact answer).
 The set-based path therefore answers only where it provably agrees with ``fold``.
 
-The statements live in the store (:class:`smithers_tt.store.Travel`); what is decided from
-their answers is here.
+The statements live in the store (:class:`smithers_tt.store.for_timetravel.Travel`); what is
+decided from their answers is here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from smithers_tt.store import CheckpointRef, StoredRefs, Travel
+from smithers_tt.store import CheckpointRef
+from smithers_tt.store.for_timetravel import StoredRefs, Travel
 from smithers_tt.timetravel import _snapshot
 from smithers_tt.timetravel._snapshot import RefKey, Snapshot, apply
 

@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from smithers_tt.errors import SnapshotInvalid
-from smithers_tt.store import RUN_LEVEL_KINDS, Frame, Travel
+from smithers_tt.store import Frame
+from smithers_tt.store.for_timetravel import RUN_LEVEL_KINDS, Travel
 from smithers_tt.timetravel import _snapshot
 from smithers_tt.timetravel._materialize import check_contents, live_rows
 from smithers_tt.timetravel._snapshot import (

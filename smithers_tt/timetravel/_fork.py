@@ -13,16 +13,8 @@ from smithers_tt._ids import owner_id
 from smithers_tt._labels import check_labels
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes, size_limit
 from smithers_tt.errors import InvalidArgument, RunNotFound, SnapshotInvalid
-from smithers_tt.store import (
-    CheckpointRef,
-    Frame,
-    RunRecord,
-    RunState,
-    Store,
-    Travel,
-    new_run_id,
-    now_ms,
-)
+from smithers_tt.store import CheckpointRef, Frame, RunRecord, Store, now_ms
+from smithers_tt.store.for_timetravel import RunState, Travel, new_run_id
 from smithers_tt.timetravel._at import (
     checked_frame,
     inherited_base,

@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from smithers_tt._ids import owner_id
 from smithers_tt.errors import InvalidArgument, LeaseBusy, RunNotFound, SmithersError
-from smithers_tt.store import Refold, RunState, Store, Travel, now_ms, travel
+from smithers_tt.store import Store, now_ms, travel
+from smithers_tt.store.for_timetravel import Refold, RunState, Travel
 
 T = TypeVar("T")
 

@@ -1,7 +1,7 @@
 """Writing a snapshot back into the live tables, after checking it is whole.
 
 The checks and the rows (what the live state and a fork's base frames are) are decided here;
-the store writes them in bulk (:class:`smithers_tt.store.Travel`).
+the store writes them in bulk (:class:`smithers_tt.store.for_timetravel.Travel`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from typing import Any
 
 from smithers_tt.checkpoint import MAX_CHECKPOINT_BYTES, canonical_bytes
 from smithers_tt.errors import CheckpointMissing, SnapshotInvalid
-from smithers_tt.store import ForkRows, Travel, now_ms
+from smithers_tt.store import now_ms
+from smithers_tt.store.for_timetravel import ForkRows, Travel
 from smithers_tt.timetravel._snapshot import Snapshot
 
 

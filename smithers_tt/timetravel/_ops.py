@@ -17,7 +17,8 @@ from typing import Any
 
 from smithers_tt._ids import owner_id
 from smithers_tt.errors import ConfirmationRequired, ForkPointRewound, NothingToUndo
-from smithers_tt.store import Store, Travel, travel
+from smithers_tt.store import Store, travel
+from smithers_tt.store.for_timetravel import Travel
 from smithers_tt.timetravel import _delta
 from smithers_tt.timetravel._at import load_refs, snapshot_at
 from smithers_tt.timetravel._fork import check_nodes, expand, materialize_in

@@ -22,16 +22,11 @@ import math
 from dataclasses import dataclass, field
 
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import (
-    ENDED,
-    GcReport,
-    Progress,
-    Store,
+from smithers_tt.store import ENDED, GcReport, Progress, Store, collect_garbage, now_ms
+from smithers_tt.store.for_timetravel import (
     check_limit,
-    collect_garbage,
     count_kept_for_forks,
     inheriting_forks_of_old,
-    now_ms,
     prune_page,
 )
 from smithers_tt.timetravel._fork import materialize

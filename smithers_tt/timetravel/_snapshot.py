@@ -16,6 +16,7 @@ from typing import Any
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.errors import SnapshotInvalid
 from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store.for_timetravel import AttemptView, NodeView
 from smithers_tt.timetravel._html import MUTED, short, table, title
 
 MAX_SNAPSHOT_ROWS = 1_000_000
@@ -24,33 +25,6 @@ MAX_SNAPSHOT_ROWS = 1_000_000
 NodeKey = tuple[str, int]
 AttemptKeyT = tuple[str, int, int]
 RefKey = tuple[str, int, int, int]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeView:
-    """A node as visible at a frame."""
-
-    node_id: str
-    iteration: int
-    state: str
-    last_attempt: int | None
-    output: Any
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptView:
-    """An attempt as visible at a frame."""
-
-    node_id: str
-    iteration: int
-    attempt: int
-    state: str
-    resumed_from: tuple[str, str, int, int, int] | None = None
-    error: str | None = None
-    error_code: str | None = None
-    discard_resume: bool = False
-    started_at_ms: int = 0
-    finished_at_ms: int | None = None
 
 
 @dataclass
@@ -71,7 +45,7 @@ class Snapshot:
     )
     """Reads (and verifies) the content of a ref; set when the snapshot came from a database."""
     stored_refs: Any = field(default=None, repr=False, compare=False)
-    """Set (to a :class:`smithers_tt.store.StoredRefs`) on snapshots that rewind and
+    """Set (to a :class:`smithers_tt.store.for_timetravel.StoredRefs`) on snapshots that rewind and
     fork build inside their transaction: the refs checkpoint frames make visible are then left
     in the database, to be copied there by set-based statements, and :attr:`refs` holds only
     refs added in Python (an edited checkpoint)."""

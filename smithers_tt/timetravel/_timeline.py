@@ -6,7 +6,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from smithers_tt.errors import RunNotFound
-from smithers_tt.store import Frame, Store, Travel, travel
+from smithers_tt.store import Frame, Store, travel
+from smithers_tt.store.for_timetravel import Travel
 from smithers_tt.timetravel._html import MUTED, table, title
 
 MAX_TREE = 10_000

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from smithers_tt.errors import RunNotFound
-from smithers_tt.store import Store, Travel, travel, undoable
+from smithers_tt.store import Store, travel
+from smithers_tt.store.for_timetravel import Travel, undoable
 
 
 def refusal(run_id: str, clock: int, kept: Sequence[Any]) -> str | None:

@@ -19,15 +19,8 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
-from smithers_tt.store import (
-    ENDED,
-    RunFilter,
-    RunListing,
-    RunRecord,
-    now_ms,
-    run_listing,
-    run_workflows,
-)
+from smithers_tt.store import ENDED, RunRecord, now_ms
+from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, run_workflows
 from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
 from smithers_tt.widgets._rows import cells, header, line, titled

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import CheckpointRef, content_sizes
+from smithers_tt.store import CheckpointRef
+from smithers_tt.store.for_widgets import content_sizes
 from smithers_tt.timetravel import Snapshot
 from smithers_tt.widgets._newest import NodeTable, node_table
 from smithers_tt.widgets._state import DebuggerState

@@ -2,8 +2,8 @@
 
 Opening a 100,000-frame run must not make 100,000 frozen :class:`Frame` objects (a quarter
 of a second) only for the timeline, the frame table and the fold to read a few fields of
-each. The model keeps the rows :func:`smithers_tt.store.frame_rows` reads (named tuples with
-the fields of a frame, in its order) and hands out :class:`FrameList`: a sequence of
+each. The model keeps the rows :func:`smithers_tt.store.for_widgets.frame_rows` reads (named
+tuples with the fields of a frame, in its order) and hands out :class:`FrameList`: a sequence of
 :class:`Frame` made from a row when one is asked for, equal to the list of frames
 :meth:`Store.frames` reads. The parts that walk the whole history walk :attr:`FrameList.rows`.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
-from smithers_tt.store import Frame, FrameRow
+from smithers_tt.store import Frame
+from smithers_tt.store.for_widgets import FrameRow
 
 
 class FrameList(Sequence[Frame]):

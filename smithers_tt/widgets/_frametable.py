@@ -2,10 +2,11 @@
 by text (what a frame says, and optionally the text of the checkpoints it published).
 
 :class:`FrameSearch` reads only what the table shows: the filters' values and the frames
-matching node, kind and purpose come from the database (:func:`smithers_tt.store.frame_choices`,
-:func:`~smithers_tt.store.find_frames`), so building the table and filtering it never reads
-the run's whole history (1.5 s at 100,000 frames); both are kept and, when frames arrive,
-extended by what the new frames add. Only a text search walks the frames the model holds
+matching node, kind and purpose come from the database
+(:func:`smithers_tt.store.for_widgets.frame_choices`,
+:func:`~smithers_tt.store.for_widgets.find_frames`), so building the table and filtering it
+never reads the run's whole history (1.5 s at 100,000 frames); both are kept and, when frames
+arrive, extended by what the new frames add. Only a text search walks the frames the model holds
 (reading them when first asked); payload text is read once per content hash (content is
 immutable) and kept lower-cased. :class:`FrameTable` shows one page of matching frames as a
 list, read in one query; picking a row selects its frame everywhere.
@@ -23,7 +24,14 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
-from smithers_tt.store import Frame, FrameChoices, FrameRow, find_frames, frame_choices, frames_at
+from smithers_tt.store import Frame
+from smithers_tt.store.for_widgets import (
+    FrameChoices,
+    FrameRow,
+    find_frames,
+    frame_choices,
+    frames_at,
+)
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._words import clock_time, describe_frame, node_label
 

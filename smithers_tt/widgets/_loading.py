@@ -12,7 +12,8 @@ from typing import Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.store import Frame, FrameRow, frame_rows, frame_span
+from smithers_tt.store import Frame
+from smithers_tt.store.for_widgets import FrameRow, frame_rows, frame_span
 from smithers_tt.timetravel import ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._bulk import paused_gc

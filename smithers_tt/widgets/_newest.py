@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from smithers_tt import timetravel as tt
-from smithers_tt.store import (
-    CheckpointRef,
+from smithers_tt.store import CheckpointRef
+from smithers_tt.store.for_widgets import (
     FrameRow,
     live_checkpointed_nodes,
     live_node_keys,

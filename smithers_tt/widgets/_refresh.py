@@ -10,7 +10,8 @@ from typing import Any
 
 from smithers_tt import timetravel as tt
 from smithers_tt.errors import SmithersError
-from smithers_tt.store import PAUSE_KINDS, FrameRow, RunRecord
+from smithers_tt.store import RunRecord
+from smithers_tt.store.for_widgets import PAUSE_KINDS, FrameRow
 from smithers_tt.timetravel import ForkEdge, Snapshot
 from smithers_tt.widgets._loading import load_frames
 from smithers_tt.widgets._state import DebuggerState

@@ -5,7 +5,7 @@ A selection in the debugger must cost what it shows, not the run's length, and h
 folded once, lazily (only as far as a selection asks), remembering every assignment: the
 node, attempt or ref each frame sets (one row per frame of those kinds) is appended to one of
 three logs shared by every snapshot, and each frame records how long the logs were after it.
-The frames may be the store's rows (:class:`smithers_tt.store.FrameRow`): the fold reads
+The frames may be the store's rows (:class:`smithers_tt.store.for_widgets.FrameRow`): the fold reads
 their fields only. The snapshot at frame ``n`` is then its segment's start rows updated with
 the first entries of each log: exactly the dicts the fold made (a key set again keeps its
 place and takes the later value), with the same row objects, in a few milliseconds and
@@ -33,7 +33,8 @@ from operator import itemgetter
 from typing import Any
 
 from smithers_tt.checkpoint import AgentCheckpoint
-from smithers_tt.store import CheckpointRef, Frame, FrameRow
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store.for_widgets import FrameRow
 from smithers_tt.timetravel import Snapshot, apply
 from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._records import RefKey

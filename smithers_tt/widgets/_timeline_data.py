@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from smithers_tt.store import FrameRow
+from smithers_tt.store.for_widgets import FrameRow
 from smithers_tt.widgets._words import duration, node_label
 
 MAX_ROWS = 40

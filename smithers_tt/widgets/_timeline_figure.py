@@ -16,7 +16,7 @@ import math
 from datetime import UTC, datetime
 from typing import Any
 
-from smithers_tt.store import FrameRow
+from smithers_tt.store.for_widgets import FrameRow
 from smithers_tt.widgets._html import STATE_COLOURS, esc
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._theme import LIGHT, plotly_theme

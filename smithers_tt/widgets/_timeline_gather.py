@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from smithers_tt.store import (
+from smithers_tt.store.for_widgets import (
     AttemptFrame,
     FrameRow,
     attempt_frames,

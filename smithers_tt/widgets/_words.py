@@ -11,7 +11,8 @@ import json
 import math
 import time
 
-from smithers_tt.store import CheckpointRef, Frame, FrameRow
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store.for_widgets import FrameRow
 from smithers_tt.timetravel import NOT_STARTED
 
 

@@ -24,9 +24,10 @@ from smithers_tt import (
 )
 from smithers_tt.engine import as_agent, resume_point
 from smithers_tt.errors import FormatNotDeclared, HistoryExhausted
-from smithers_tt.store import HISTORY_SCAN_BOUND, CheckpointRef
+from smithers_tt.store import CheckpointRef
 from smithers_tt.store._frames import checkpoint_frame, frame_row
 from smithers_tt.store.backend import _schema as S
+from smithers_tt.store.reads import HISTORY_SCAN_BOUND
 
 from ._workflows import (
     CODEC,

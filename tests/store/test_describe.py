@@ -11,9 +11,9 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.errors import StoreNotFound
-from smithers_tt.store import (
+from smithers_tt.store import Engine
+from smithers_tt.store.for_lineage import (
     ColumnInfo,
-    Engine,
     PostgresAccess,
     SqliteAccess,
     content_sizes,

@@ -74,3 +74,43 @@ def test_the_scan_finds_a_branch_where_there_is_one() -> None:
     ]
     assert all(BRANCH.search(line) for line in caught)
     assert not BRANCH.search("dialect = DIALECTS[conn.dialect.name]")
+
+
+LOOKUP = re.compile(r"\bDIALECTS\[|\.dialect\.name\b")
+"""A dialect found by name, from a connection or a URL."""
+
+LOOKUPS_ALLOWED = {
+    # register(): the registry itself.
+    ("backend/_dialect.py", "DIALECTS[dialect.name] = dialect"),
+    # dialect_of(): a connection of a plain SQLAlchemy engine carries no dialect.
+    ("backend/_dialect.py", "return DIALECTS[conn.dialect.name] if carried is None else carried"),
+    # Making an Engine from a URL, where the dialect is chosen and then carried.
+    ("backend/_engine.py", "self.backend: Dialect = DIALECTS[parsed.get_backend_name()]"),
+    ("backend/_engine.py", "return DIALECTS[backend].normalize_url(parsed)"),
+}
+
+
+def test_the_dialect_travels_with_the_engine_not_looked_up_by_name() -> None:
+    # The engine carries its dialect (backend/_dialect.py: carry, dialect_of); code that holds
+    # a connection asks dialect_of(conn), never the registry.
+    found = {
+        (name, line.strip())
+        for name, path in _modules()
+        for line in path.read_text().splitlines()
+        if LOOKUP.search(line)
+    }
+    assert found == LOOKUPS_ALLOWED
+
+
+def test_a_connection_of_the_engine_carries_its_dialect(store) -> None:
+    from smithers_tt.store.backend._dialect import dialect_of
+
+    engine = store.engine
+    with engine.connect(write=False) as conn:
+        assert dialect_of(conn) is engine.backend
+    held = engine.hold()
+    try:
+        with held.connect(write=False) as conn:
+            assert dialect_of(conn) is engine.backend
+    finally:
+        held.release()

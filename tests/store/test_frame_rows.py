@@ -6,7 +6,8 @@ from __future__ import annotations
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import Frame, FrameRow, frame_rows
+from smithers_tt.store import Frame
+from smithers_tt.store.for_widgets import FrameRow, frame_rows
 
 
 def test_frame_rows_are_the_frames_the_store_reads_field_by_field(db: st.Database) -> None:

@@ -12,18 +12,18 @@ import pytest
 import smithers_tt as st
 from smithers_tt.checkpoint import EncodedCheckpoint, canonical_envelope, content_hash, loads
 from smithers_tt.errors import CheckpointCorrupt
-from smithers_tt.store import (
+from smithers_tt.store import Frame
+from smithers_tt.store.backend import _schema as S
+from smithers_tt.store.for_langgraph import (
     LANGGRAPH_DOC_NODE,
     LANGGRAPH_VALUE_NODE,
     LANGGRAPH_WORKFLOW,
-    Frame,
     LangGraphIndexQuery,
     LangGraphRead,
     LangGraphStore,
     LangGraphWrite,
     langgraph_run_id,
 )
-from smithers_tt.store.backend import _schema as S
 
 
 def _encoded(codec: str, payload: object) -> EncodedCheckpoint:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import pytest
@@ -33,3 +34,20 @@ def test_create_run_returns_the_run_as_it_reads_back(store: Store, options: dict
     assert (fence.run_id, fence.epoch) == (record.run_id, record.owner_epoch)
     assert record.status == options.get("status", "running")
     assert record.input == options.get("input")
+
+
+def test_new_run_is_the_run_record_as_a_write_inserts_it() -> None:
+    # One row, two forms: NewRun is RunRecord's columns as stored (JSON as text), less the
+    # clock and the stamps the write adds; the insert statement names them in its order.
+    from smithers_tt.store._records import RunRecord
+    from smithers_tt.store.backend._dialect import DIALECTS
+    from smithers_tt.store.ledger import NewRun
+
+    added = ("clock", "created_at_ms", "updated_at_ms")
+    stored = {"input": "input_json", "output": "output_json", "graph": "graph_json"}
+    columns = [stored.get(f.name, f.name) for f in fields(RunRecord)]
+    assert sorted((*NewRun._fields, *added)) == sorted(columns)
+    for dialect in DIALECTS.values():
+        insert = dialect.statements.insert_run
+        named = insert[insert.index("(") + 1 : insert.index(")")].replace(" ", "").split(",")
+        assert named == [*NewRun._fields, *added]

@@ -13,7 +13,8 @@ import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import SnapshotInvalid
-from smithers_tt.store import Travel, travel
+from smithers_tt.store import travel
+from smithers_tt.store.for_timetravel import Travel
 from smithers_tt.timetravel import _at, _bulk, _ops, materialize
 from smithers_tt.timetravel._snapshot import Snapshot, fold
 from tests.timetravel._support import dump, execute, live_view, restored_view

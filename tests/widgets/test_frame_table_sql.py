@@ -16,7 +16,7 @@ import pytest
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import frames_at
+from smithers_tt.store.for_widgets import frames_at
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._frametable import ANY, PAGE, FrameSearch, FrameTable, row_label

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from smithers_tt.store import CheckpointRef, Frame, FrameRow
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store.for_widgets import FrameRow
 from smithers_tt.widgets._words import (
     clock_time,
     describe_frame,

@@ -22,7 +22,8 @@ from smithers_tt import AgentCheckpoint
 from smithers_tt import timetravel as tt
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import InvalidArgument, SnapshotInvalid
-from smithers_tt.store import Frame, content_sizes, now_ms, write_history
+from smithers_tt.store import Frame, now_ms, write_history
+from smithers_tt.store.for_widgets import content_sizes
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import Debugger, DebuggerModel
 

@@ -288,7 +288,7 @@ def test_pages_and_ranks_of_live_refs_are_in_code_point_order(db: st.Database) -
     """The live refs are paged and ranked in Python's order of their keys (node ids in
     code-point order: capitals before small letters, accents and other scripts after), at
     every offset and page size, past the end too, on both databases."""
-    from smithers_tt.store import live_ref_count, live_ref_page, live_ref_rank
+    from smithers_tt.store.for_widgets import live_ref_count, live_ref_page, live_ref_rank
 
     names = ["alpha", "Zeta", "éclair", "Ωmega", "b_1", "b-2", "B", "zz"]
     run_id = _named_nodes_run(db, names, per_node=8)

@@ -7,7 +7,7 @@ import html
 import re
 
 import smithers_tt as st
-from smithers_tt.store import RunFilter, run_listing
+from smithers_tt.store.for_widgets import RunFilter, run_listing
 from smithers_tt.widgets import RunBrowser
 from smithers_tt.widgets._browser import PAGE
 

@@ -15,7 +15,8 @@ import pytest
 import smithers_tt as st
 from smithers_tt import timetravel as tt
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import CheckpointRef, Frame, frame_rows
+from smithers_tt.store import CheckpointRef, Frame
+from smithers_tt.store.for_widgets import frame_rows
 from smithers_tt.timetravel import Snapshot
 from smithers_tt.timetravel._snapshot import AttemptView, NodeView
 from smithers_tt.widgets import DebuggerModel

@@ -19,13 +19,13 @@ import sqlalchemy as sa
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store import (
+from smithers_tt.store import now_ms
+from smithers_tt.store.for_widgets import (
     FrameBin,
     attempt_frames,
     frame_bins,
     frame_rows,
     frame_times,
-    now_ms,
     numbered_frames,
 )
 from smithers_tt.testing import large_run

@@ -9,8 +9,8 @@ read-only (``_access``).
 
 Contract: the backend imports nothing else of the store but its records
 (:mod:`smithers_tt.store._records`); the ledger, the reads and the store's handles import it
-through this front door; nothing outside ``smithers_tt.store`` imports it (the store's front
-door re-exports the names users need, such as ``Engine`` and ``migrate``). Held by
+through this front door; nothing outside ``smithers_tt.store`` imports it (the store's doors
+re-export the names others need, such as ``Engine`` and ``migrate``). Held by
 import-linter (``pyproject.toml``).
 """
 

@@ -308,10 +308,27 @@ DIALECTS: dict[str, Dialect] = {}
 """Every dialect the store runs on, by backend name (filled by :func:`register`)."""
 
 
+CARRIED = "smithers_tt_dialect"
+"""The execution option under which an engine's connections carry their :class:`Dialect`."""
+
+
+def carry(engine: sa.Engine, dialect: Dialect) -> None:
+    """Make every connection of ``engine`` carry ``dialect``: set once, when the
+    :class:`~._engine.Engine` is made (which holds it too, as ``engine.backend``), and read by
+    :func:`dialect_of`, so no code asks a connection which database it is on."""
+    engine.update_execution_options(**{CARRIED: dialect})
+
+
 def dialect_of(conn: Connection) -> Dialect:
-    """The store's dialect object of ``conn``'s database (the one place a connection's dialect
-    is looked up; an :class:`~._engine.Engine` holds its own as ``engine.backend``)."""
-    return DIALECTS[conn.dialect.name]
+    """The store's dialect object of ``conn``'s database: the one its engine carries.
+
+    The one accessor of a connection's dialect. A connection of a plain SQLAlchemy engine
+    (what :func:`~._migrate.upgrade` is documented to accept: tests and migration tools build
+    old stores with one) carries none; its dialect is then found by its backend name, here
+    and nowhere else.
+    """
+    carried = conn.get_execution_options().get(CARRIED)
+    return DIALECTS[conn.dialect.name] if carried is None else carried
 
 
 def register(dialect: Dialect) -> Dialect:
@@ -362,7 +379,7 @@ class Dialect(ABC):
     :attr:`frame_data_ok`."""
     choice_block: int | None
     """Frame numbers per block when the values a frame table filters by are read
-    (:func:`~smithers_tt.store.frame_choices`): grouping a run's frames by (kind, node,
+    (:func:`~smithers_tt.store.for_widgets.frame_choices`): grouping a run's frames by (kind, node,
     purpose) sorts every frame where the database groups by sorting (SQLite), so only the
     blocks where groups start are grouped; None: the database hashes groups in one pass
     (PostgreSQL), group all the frames at once."""

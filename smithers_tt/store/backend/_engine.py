@@ -48,6 +48,7 @@ from smithers_tt.store.backend._dialect import (
     DIALECTS,
     Commit,
     Dialect,
+    carry,
     dialect_of,
     dialect_owning,
     disk_failure,
@@ -130,6 +131,7 @@ class Engine:
             create=create,
             write_option=_WRITE,
         )
+        carry(self.sa, self.backend)
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
 
     @property

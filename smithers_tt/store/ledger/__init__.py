@@ -9,8 +9,8 @@ whole histories written at once.
 
 Contract: the ledger may import the backend and the reads (a write that must read first reads
 through them); the reads never import it; the store's handles (``Store``, ``Travel``,
-``LangGraphStore``) import it through this front door; nothing outside ``smithers_tt.store``
-imports it. Held by import-linter (``pyproject.toml``).
+``LangGraphStore``) and its doors import it through this front door; nothing outside
+``smithers_tt.store`` imports it. Held by import-linter (``pyproject.toml``).
 """
 
 from smithers_tt.store.ledger._bulk import write_history

@@ -89,7 +89,12 @@ RunRow = tuple[Any, ...]
 
 class NewRun(NamedTuple):
     """The row of a run :func:`write` inserts (:attr:`Entry.create`): the values of
-    :attr:`Statements.insert_run` but the clock and the stamps, which :func:`write` adds."""
+    :attr:`Statements.insert_run` but the clock and the stamps, which :func:`write` adds.
+
+    The columns of :class:`RunRecord` as stored, not the record itself: its JSON is text, so a
+    fork copies its parent's graph as it was read, never parsing it, and :meth:`record` is the
+    record this row reads back as (``tests/store/test_run_record.py`` holds the two in step).
+    """
 
     run_id: str
     workflow: str

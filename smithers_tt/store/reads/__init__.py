@@ -11,8 +11,9 @@ tables, type families, read-only access, content sizes).
 
 Contract: a read never writes and never imports the ledger; it imports the backend and the
 store's shared rows (:mod:`smithers_tt.store._frames`, :mod:`~smithers_tt.store._records`);
-the ledger and the store's handles import it through this front door; nothing outside
-``smithers_tt.store`` imports it. Held by import-linter (``pyproject.toml``).
+the ledger, the store's handles and its doors (``for_widgets`` ...) import it through this
+front door; nothing outside ``smithers_tt.store`` imports it. Held by import-linter
+(``pyproject.toml``).
 """
 
 from smithers_tt.store.reads._browse import RunFilter, RunListing, run_listing, run_workflows

@@ -150,7 +150,6 @@ class RunReads:
         )
         return [
             NodeRecord(
-                r.run_id,
                 r.node_id,
                 r.iteration,
                 r.state,
@@ -160,6 +159,7 @@ class RunReads:
                     f"tt_nodes.output_json of node {r.node_id!r} (iteration {r.iteration}) of "
                     f"run {r.run_id!r}",
                 ),
+                run_id=r.run_id,
             )
             for r in rows
         ]
