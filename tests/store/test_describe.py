@@ -16,11 +16,11 @@ from smithers_tt.store.for_lineage import (
     ColumnInfo,
     PostgresAccess,
     SqliteAccess,
-    content_sizes,
     describe_tables,
     read_only_access,
     read_tables,
 )
+from smithers_tt.store.for_widgets import content_sizes
 
 from ._support import checkpoint
 

@@ -29,7 +29,7 @@ DOORS = {
 }
 """Each door, and the package above the store it is for."""
 
-USERS = {"_open", "_opened", "database", "runs", "testing", "triage", "engine"}
+USERS = {"_open", "_opened", "_upkeep", "database", "runs", "testing", "triage", "engine"}
 """The front door's own consumers: the modules users call and the engine."""
 
 

@@ -100,8 +100,10 @@ def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
     ends again, a snapshot has no run output or error (the reset cleared them from the run
     row; 0.1's fold kept showing the ending the run no longer had). Records gained two fields
     since, ``inherits``: False for every run of 0.1 (its forks restate their parent in base
-    frames), and ``labels``: empty for every run of 0.1. Nothing stored differs: frames,
-    records and payloads are compared as 0.1 wrote them."""
+    frames), and ``labels``: empty for every run of 0.1; the fork tree's entries gained
+    ``started``: whether the run has a frame after its frame 0 (read from 0.1's frames).
+    Nothing stored differs: frames, records and payloads are compared as 0.1 wrote them."""
+    started = {run_id: len(run.get("frames", ())) > 1 for run_id, run in runs.items()}
     fixed = {}
     for run_id, run in runs.items():
         cleared, snapshots = False, dict(run["snapshots"])
@@ -116,6 +118,10 @@ def _with_todays_fold(runs: dict[str, Any]) -> dict[str, Any]:
         fixed[run_id] = {**run, "snapshots": snapshots}
         if "record" in run:
             fixed[run_id]["record"] = {**run["record"], "inherits": False, "labels": {}}
+        if "tree" in run:
+            fixed[run_id]["tree"] = [
+                {**edge, "started": started.get(edge["run_id"], True)} for edge in run["tree"]
+            ]
     return fixed
 
 

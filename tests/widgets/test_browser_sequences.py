@@ -100,7 +100,9 @@ PAGE_STATE = r"""() => {
   const label = [...root.querySelectorAll('.widget-label')]
     .map(e => e.textContent).find(t => /^frame \d+ of \d+/.test(t)) || '';
   const header = (root.querySelector('h4') || {}).textContent || '';
-  const run = (header.match(/Run (\S+)/) || [])[1] || null;
+  // the header shows the run's shortest unique prefix; its whole id is the hover title
+  const id = root.querySelector('h4 .stt-id');
+  const run = id ? id.title : null;
   const numbers = label.match(/^frame (\d+) of (\d+)/);
   const frame = numbers ? +numbers[1] : null;
   const last = numbers ? +numbers[2] : null;

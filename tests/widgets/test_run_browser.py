@@ -19,11 +19,15 @@ def _text(markup: str) -> str:
 
 
 def _shown(browser: RunBrowser) -> list[list[str]]:
-    """Each row as a person reads it: the cells' texts."""
+    """Each row as a person reads it: the cells' texts, but the run's whole id (its hover
+    title) first, after checking that the cell shows a prefix of it of 8 or more characters."""
     out = []
     for row in browser.rows.children:
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row.children[1].value, re.S)
-        out.append([_text(c) for c in cells])
+        whole = re.search(r'title="([^"]+)"', cells[0]).group(1)
+        shown = _text(cells[0])
+        assert len(shown) >= 8 and whole.startswith(shown), (shown, whole)
+        out.append([whole, *(_text(c) for c in cells[1:])])
     return out
 
 
