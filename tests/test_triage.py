@@ -153,6 +153,9 @@ def test_the_cli_lists_groups_and_retries_one_after_asking(db: st.Database, db_u
     assert listed.exit_code == 0, listed.output
     first = listed.stdout.splitlines()[1].split()
     assert first[:6] == ["1", "7", "4", "attempt", "triage-flow", "fetch"]
+    example = first[-1]  # the newest failure's run, shortened to a unique prefix
+    down = [runs["down-0"], runs["down-1"], runs["down-2"], runs["flaky-4"]]
+    assert len(example) >= 8 and sum(r.startswith(example) for r in down) == 1
     assert "TimeoutError: fetch of <str> timed out" in listed.stdout
     assert "failures --retry 1 --workflow MODULE:ATTR" in listed.stderr
 

@@ -18,6 +18,7 @@ from smithers_tt.cli._app import (
 )
 from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, one_line, state, when
+from smithers_tt.cli._runs import shown_ids
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
 
@@ -94,6 +95,7 @@ def failures(
     if ctx.as_json:
         emit_json([_group_json(n, g) for n, g in enumerate(found, 1)])
         return
+    shown = shown_ids(ctx, (g.example.run_id for g in found if g.example))
     ctx.out.table(
         ["#", "count", "runs", "kind", "workflow", "node", "error", "last seen", "example"],
         [
@@ -106,7 +108,7 @@ def failures(
                 g.node_id or "-",
                 one_line(f"{g.error_class}: {g.message}" if g.message else g.error_class),
                 when(g.last_ms),
-                g.example.run_id if g.example else "-",
+                shown[g.example.run_id] if g.example else "-",
             ]
             for n, g in enumerate(found, 1)
         ],
