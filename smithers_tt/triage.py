@@ -35,6 +35,22 @@ __all__ = ["FailureGroup", "Failures", "RetryResult", "error_class", "failures",
 MESSAGE_CHARS = 200
 """Longest normalised message kept (the rest is cut with an ellipsis)."""
 
+FRAME_COLUMNS = (
+    "kind",
+    "workflow",
+    "node_id",
+    "error_class",
+    "message",
+    "count",
+    "runs",
+    "retryable",
+    "first_seen",
+    "last_seen",
+    "example_run_id",
+    "run_ids",
+)
+"""The columns of :meth:`Failures.frame`, in order."""
+
 RETRYABLE = frozenset({"failed", "interrupted"})
 """Run statuses a retry resets and resumes; the others are left as they are and reported."""
 
@@ -103,6 +119,23 @@ class FailureGroup:
             return []
         return [r for r in self.run_ids if self.run_status[r] in RETRYABLE]
 
+    def describe(self) -> dict[str, Any]:
+        """What the group says, as plain values (what ``--json`` prints and the frame's
+        columns are made of)."""
+        return {
+            "kind": self.kind,
+            "workflow": self.workflow,
+            "node_id": self.node_id,
+            "error_class": self.error_class,
+            "message": self.message,
+            "count": self.count,
+            "run_ids": list(self.run_ids),
+            "retryable": self.retryable,
+            "first_seen_ms": self.first_ms,
+            "last_seen_ms": self.last_ms,
+            "example": None if self.example is None else self.example._asdict(),
+        }
+
     def add(self, row: FailureRow) -> None:
         self.count += 1
         if self.example is None or row.at_ms > self.example.at_ms:
@@ -157,39 +190,21 @@ class Failures:
         require_extra("pandas", needed_for="failures as a DataFrame")
         import pandas
 
-        return pandas.DataFrame(
-            [
+        rows = []
+        for g in self.groups:
+            said = g.describe()
+            rows.append(
                 {
-                    "kind": g.kind,
-                    "workflow": g.workflow,
-                    "node_id": g.node_id,
-                    "error_class": g.error_class,
-                    "message": g.message,
-                    "count": g.count,
+                    **{k: said[k] for k in FRAME_COLUMNS[:6]},
                     "runs": len(g.run_ids),
                     "retryable": len(g.retryable),
                     "first_seen": pandas.to_datetime(g.first_ms, unit="ms", utc=True),
                     "last_seen": pandas.to_datetime(g.last_ms, unit="ms", utc=True),
                     "example_run_id": g.example.run_id if g.example else None,
-                    "run_ids": list(g.run_ids),
+                    "run_ids": said["run_ids"],
                 }
-                for g in self.groups
-            ],
-            columns=[
-                "kind",
-                "workflow",
-                "node_id",
-                "error_class",
-                "message",
-                "count",
-                "runs",
-                "retryable",
-                "first_seen",
-                "last_seen",
-                "example_run_id",
-                "run_ids",
-            ],
-        )
+            )
+        return pandas.DataFrame(rows, columns=list(FRAME_COLUMNS))
 
     def retry(
         self,

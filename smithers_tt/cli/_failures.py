@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 import click
 
@@ -20,24 +19,7 @@ from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, one_line, state, when
 from smithers_tt.cli._runs import shown_ids
 from smithers_tt.errors import InvalidArgument
-from smithers_tt.triage import FailureGroup, Failures, RetryResult
-
-
-def _group_json(number: int, g: FailureGroup) -> dict[str, Any]:
-    return {
-        "group": number,
-        "kind": g.kind,
-        "workflow": g.workflow,
-        "node_id": g.node_id,
-        "error_class": g.error_class,
-        "message": g.message,
-        "count": g.count,
-        "run_ids": g.run_ids,
-        "retryable": g.retryable,
-        "first_seen_ms": g.first_ms,
-        "last_seen_ms": g.last_ms,
-        "example": None if g.example is None else g.example._asdict(),
-    }
+from smithers_tt.triage import Failures, RetryResult
 
 
 @cli.command()
@@ -93,7 +75,7 @@ def failures(
         _retry(ctx, found, retry_group, spec, yes)
         return
     if ctx.as_json:
-        emit_json([_group_json(n, g) for n, g in enumerate(found, 1)])
+        emit_json([{"group": n, **g.describe()} for n, g in enumerate(found, 1)])
         return
     shown = shown_ids(ctx, (g.example.run_id for g in found if g.example))
     ctx.out.table(
