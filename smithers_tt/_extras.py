@@ -25,6 +25,7 @@ EXTRA_OF = {
     "plotly": "notebook",
     "anywidget": "notebook",
     "jupyterlab": "notebook",
+    "voila": "notebook",
     "openai": "openai",
     "langgraph": "langgraph",
 }

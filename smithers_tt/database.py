@@ -483,13 +483,15 @@ class Database(Upkeep):
 
         return RunBrowser(self, workflows, **filters)
 
-    def debug(self, run_id: str, **kw: Any) -> Any:
-        """The notebook debugger of a run: ``Debugger(db, run_id, **kw)`` (needs the
-        ``notebook`` extra; imported only when called)."""
+    def debug(self, run_id: str, frame: int | None = None, **kw: Any) -> Any:
+        """The notebook debugger of a run (its id or a unique prefix), at ``frame`` (default:
+        the newest): ``Debugger(db, run_id, frame=frame, **kw)`` (needs the ``notebook``
+        extra; imported only when called). A frame the run does not have is an
+        ``InvalidArgument`` that says which frames it has."""
         require_extra("ipywidgets", "plotly", "anywidget", needed_for="the notebook debugger")
         from smithers_tt.widgets import Debugger  # optional dependency: import on use
 
-        return Debugger(self, self.resolve_run_id(run_id), **kw)
+        return Debugger(self, self.resolve_run_id(run_id), frame=frame, **kw)
 
     # --- analytics -----------------------------------------------------------------------
 

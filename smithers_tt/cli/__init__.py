@@ -8,6 +8,7 @@ from smithers_tt.cli import (  # noqa: F401  (they register commands)
     _maintenance,
     _pauses,
     _runs,
+    _serve,
     _workers,
 )
 from smithers_tt.cli._app import cli

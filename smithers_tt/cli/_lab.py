@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from smithers_tt._extras import require_extra
+from smithers_tt._links import absolute_url
 from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
 from smithers_tt.errors import InvalidArgument
 
@@ -80,15 +81,6 @@ def jupyter_arguments(extra: tuple[str, ...], *, is_root: bool) -> list[str]:
     if is_root and "--allow-root" not in args:
         args.append("--allow-root")
     return args
-
-
-def absolute_url(url: str) -> str:
-    """The database URL with a relative SQLite path made absolute: the kernel runs in the
-    notebooks' folder, not where ``smithers-tt lab`` was started."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not url.removeprefix(prefix).startswith("/"):
-        return prefix + str(Path(url.removeprefix(prefix)).resolve())
-    return url
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})

@@ -14,7 +14,7 @@ import ipywidgets as W
 from smithers_tt.widgets._close import close_all
 from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
 from smithers_tt.widgets._editor import CheckpointEditor
-from smithers_tt.widgets._html import esc, wrap
+from smithers_tt.widgets._html import esc, read_only_note, wrap
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._progress import ProgressBar
 
@@ -65,6 +65,10 @@ class Actions:
             else wrap(f'<div class="stt-muted">{esc(REPLAY_NEEDS_WORKFLOW)}</div>')
         )
         self.replay.disabled = model.workflow is None
+        if model.read_only is not None:  # the store refuses them anyway: say so up front
+            for button in (self.rewind, self.fork, self.replay):
+                button.disabled, button.tooltip = True, model.read_only
+            self.replay_note.value = read_only_note(model.read_only)
 
         wide = {"description_width": "initial"}
         self.reason = W.Text(

@@ -58,6 +58,9 @@ class Breakpoints:
         marks = {"before": set(self.before), "after": set(self.after)}
         marks[when] ^= {node_id}
         m = self.model
+        if m.read_only is not None:
+            m._say("error", f"The breakpoint was not changed: {m.read_only}.")
+            return False
         if m.record.status in ENDED:
             self.held = True
             m._say(

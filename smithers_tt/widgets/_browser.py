@@ -21,9 +21,10 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import ENDED, RunRecord, now_ms
 from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, run_workflows
-from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
+from smithers_tt.widgets._html import CSS, badge, esc, read_only_note, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
 from smithers_tt.widgets._rows import cells, header, line, titled
+from smithers_tt.widgets._state import read_only_reason
 
 PAGE = 25
 """Runs per page."""
@@ -115,7 +116,9 @@ class RunBrowser(W.VBox):
             layout=W.Layout(display="none"),
         )
         self.pending: tuple[str, list[str]] | None = None
-        self.report = W.HTML()
+        self.read_only = read_only_reason(db)
+        """Why Cancel and Resume are off (the store is opened read-only), or None."""
+        self.report = W.HTML(read_only_note(self.read_only) if self.read_only else "")
         wrapping = W.Layout(flex_flow="row wrap", align_items="center", width="100%")
         self.list_box = W.VBox(
             [
@@ -218,7 +221,9 @@ class RunBrowser(W.VBox):
 
     def _update_actions(self) -> None:
         n = len(self.selected)
-        self.cancel_runs.disabled = self.resume_runs.disabled = n == 0
+        self.cancel_runs.disabled = self.resume_runs.disabled = n == 0 or bool(self.read_only)
+        if self.read_only:
+            self.cancel_runs.tooltip = self.resume_runs.tooltip = self.read_only
         self.cancel_runs.description = f"Cancel {n}…" if n else "Cancel…"
         self.resume_runs.description = f"Resume {n}…" if n else "Resume…"
 

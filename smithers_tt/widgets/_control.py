@@ -31,7 +31,7 @@ class Control(DebuggerState):
     def request_rewind(self, reason: str = "") -> Pending | None:
         """Ask to rewind the run to the selected frame; nothing changes until :meth:`confirm`.
         ``reason`` (why) is recorded in the audit with the rewind."""
-        if self._rewritten():
+        if self._blocked():
             return None
         n, last = self.frame_no, self.record.clock
         if n >= last:
@@ -47,11 +47,11 @@ class Control(DebuggerState):
 
     def undo_refusal(self) -> str | None:
         """Why Undo rewind cannot act on the run now, or None when it can."""
-        return tt.undo_refusal(self.db.store, self.run_id)
+        return self.read_only or tt.undo_refusal(self.db.store, self.run_id)
 
     def request_undo_rewind(self, reason: str = "") -> Pending | None:
         """Ask to undo the run's newest rewind; nothing changes until :meth:`confirm`."""
-        if self._rewritten():
+        if self._blocked():
             return None
         options = {"reason": reason.strip()} if reason.strip() else {}
         summary = (
@@ -65,7 +65,7 @@ class Control(DebuggerState):
 
     def request_fork(self, **form: Any) -> Pending | None:
         """Validate the fork form and ask for confirmation (see :meth:`fork_options`)."""
-        if self._rewritten():
+        if self._blocked():
             return None
         try:
             options = self.fork_options(**form)
@@ -80,7 +80,7 @@ class Control(DebuggerState):
 
     def request_replay(self, **form: Any) -> Pending | None:
         """Validate the form and ask to replay (fork, then execute) from the selected frame."""
-        if self._rewritten():
+        if self._blocked():
             return None
         if self.workflow is None:
             self._refuse(REPLAY_NEEDS_WORKFLOW)
@@ -96,6 +96,14 @@ class Control(DebuggerState):
             f"with workflow {self.workflow.name!r} (agents are called again)."
         )
         return self._set_pending(Pending("replay", self.run_id, self.frame_no, summary, options))
+
+    def _blocked(self) -> bool:
+        """Whether a request is refused before it is looked at: the store is read-only, or
+        the run's history was rewritten elsewhere (:meth:`_rewritten`)."""
+        if self.read_only is not None:
+            self._refuse(f"Nothing was done: {self.read_only}.")
+            return True
+        return self._rewritten()
 
     def _rewritten(self) -> bool:
         """Whether the run's history was rewritten elsewhere since it was read (it is read

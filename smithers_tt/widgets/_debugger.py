@@ -17,6 +17,7 @@ from smithers_tt.widgets._frametable import FrameTable
 from smithers_tt.widgets._graph import GraphView
 from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inspector import Inspector
+from smithers_tt.widgets._link import LinkView
 from smithers_tt.widgets._live import LiveRefresh
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._pausebar import PauseBar
@@ -31,6 +32,8 @@ class Debugger(W.VBox):
     Args:
         db: a :class:`smithers_tt.Database`.
         run_id: the run to show.
+        frame: the frame to open at (default: the newest); one the run does not have is an
+            ``InvalidArgument`` that says which frames it has.
         workflow: the run's workflow definition; Replay needs it (disabled otherwise), and
             Continue / Step execute a paused run here with it (without it, a worker does).
         live: follow the run while it executes (default True).
@@ -42,7 +45,8 @@ class Debugger(W.VBox):
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
     ``.fork_tree``, ``.frame_table``, ``.graph`` (the workflow's tasks at the selected frame),
-    ``.export``, ``.theme_probe``, ``.live`` and
+    ``.export``, ``.link`` (the code and ``smithers-tt serve`` address of the selected
+    frame), ``.theme_probe``, ``.live`` and
     ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) and
     ``.pause_bar`` (the Paused banner, Continue / Step / Abort) are the parts; the breakpoint
     toggles are on the timeline's node rows (``debugger.model.breakpoints``).
@@ -57,13 +61,16 @@ class Debugger(W.VBox):
         live: bool = True,
         interval: float = 1.0,
         lens: Any = None,
+        frame: int | None = None,
         **kwargs: Any,
     ) -> None:
         # the parts make tens of thousands of objects at once (figure points, rows): without
         # the collector walking them every few thousand, a long run opens in two thirds of
         # the time (measured); what they leave for it is collected at its next pass
         with paused_gc():
-            self._build(db, run_id, workflow, live, interval, lens, **kwargs)
+            self._build(db, run_id, workflow, live, interval, lens, frame, **kwargs)
+        if frame is not None:
+            self.model.select_frame(frame)
         self.live.maybe_start()
         self.model.read_history_behind()  # a long run opened on its newest frame
 
@@ -75,9 +82,12 @@ class Debugger(W.VBox):
         live: bool,
         interval: float,
         lens: Any,
+        frame: int | None,
         **kwargs: Any,
     ) -> None:
         self.model = DebuggerModel(db, run_id, workflow, lens)
+        if frame is not None:
+            self.model.check_frame(frame)  # before a widget is made
         self.header = W.HTML(layout=W.Layout(flex="1 1 300px", min_width="0"))
         self.refresh_button = W.Button(
             description="Refresh", tooltip="read the run again from the database"
@@ -100,6 +110,7 @@ class Debugger(W.VBox):
         self.fork_tree = ForkTree(self.model)
         self.frame_table = FrameTable(self.model)
         self.export = ExportBox(self.model)
+        self.link = LinkView(self.model)
         self.live = LiveRefresh(self.model, interval, on_change=self.update_header)
         self.live.enabled = live
         self.pause_bar = PauseBar(self.model, on_started=self.live.maybe_start)
@@ -119,6 +130,7 @@ class Debugger(W.VBox):
                     [self.header, self.open_related, self.timeline.time_axis, self.refresh_button],
                     layout=W.Layout(**{**wrapping, "align_items": "center"}),
                 ),
+                self.link,
                 self.pause_bar.widget,
                 W.HBox([self.timeline.widget, self.graph], layout=W.Layout(**wrapping)),
                 self.scrubber.widget,

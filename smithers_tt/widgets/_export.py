@@ -107,6 +107,9 @@ class ExportBox:
         self.parquet.disabled = not lineage_available()
         if self.parquet.disabled:
             self.parquet.tooltip = "needs the lineage extra: pip install 'smithers-tt[lineage]'"
+        if model.read_only is not None:  # a served page writes no file where it is served
+            self.jsonl.disabled = self.parquet.disabled = True
+            self.jsonl.tooltip = self.parquet.tooltip = model.read_only
         self.jsonl.on_click(lambda _: self.export("jsonl"))
         self.parquet.on_click(lambda _: self.export("parquet"))
         self.report = W.HTML()

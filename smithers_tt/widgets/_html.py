@@ -301,3 +301,8 @@ def text_diff(old: str, new: str, limit: int = 6_000) -> str:
             shown += len(added)
         out.append(joiner)
     return f'<span class="stt-value">{"".join(out)}</span>'
+
+
+def read_only_note(reason: str) -> str:
+    """The line that says why the actions are off (a store opened read-only)."""
+    return wrap(f'<div class="stt-muted stt-read-only">Actions are off: {esc(reason)}.</div>')

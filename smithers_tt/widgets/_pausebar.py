@@ -150,7 +150,9 @@ class PauseBar:
         """Show (or put away) the question Abort asks before it cancels the run."""
         self.abort_form.layout.display = None if asking else "none"
         for button in (self.continue_button, self.step_button, self.abort_button):
-            button.disabled = asking
+            button.disabled = asking or self.model.read_only is not None
+            if self.model.read_only is not None:
+                button.tooltip = self.model.read_only
         if asking:
             self.abort_question.value = wrap(
                 f"<div>Abort run <code>{esc(self.model.run_id)}</code>? It is cancelled where "

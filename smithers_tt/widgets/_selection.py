@@ -49,6 +49,20 @@ class Selection(DebuggerState):
         self._default_ref()
         self._emit("frame", "ref")
 
+    def check_frame(self, frame_no: Any) -> int:
+        """``frame_no`` as a frame of the shown run, or an ``InvalidArgument`` that says which
+        frames it has (a link or a caller naming a frame gets that frame, never a nearby one)."""
+        first, last = self.first_frame, self.last_frame
+        if isinstance(frame_no, bool) or not isinstance(frame_no, int):
+            raise InvalidArgument(
+                f"frame must be a whole number from {first} to {last}, not {frame_no!r}"
+            )
+        if not first <= frame_no <= last:
+            raise InvalidArgument(
+                f"run {self.run_id} has no frame {frame_no}: its frames are {first} to {last}"
+            )
+        return frame_no
+
     def step(self, delta: int) -> None:
         """Select the frame ``delta`` frames away."""
         self.select_frame(self.frame_no + delta)

@@ -32,6 +32,17 @@ from smithers_tt.timetravel import ForkEdge
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._records import ActionResult, Message, Pending, RefKey
 
+READ_ONLY = (
+    "the store is opened read-only, so nothing here can change it or write a file (a page of "
+    "smithers-tt serve: start it with --allow-actions to allow that)"
+)
+"""Why the actions are off on a store opened read-only."""
+
+
+def read_only_reason(db: Any) -> str | None:
+    """Why the actions on ``db`` are off (:data:`READ_ONLY`), or None when they are on."""
+    return READ_ONLY if db.engine.read_only else None
+
 
 class DebuggerState:
     """The state of one debugger (set by :class:`~smithers_tt.widgets._model.DebuggerModel`),
@@ -80,6 +91,11 @@ class DebuggerState:
     _observers: dict[str, list[Callable[[], None]]]
     _emitting: int = 0
     """How many announcements are under way (a view that answers one is not a person)."""
+
+    @property
+    def read_only(self) -> str | None:
+        """Why nothing here may write (the store is opened read-only), or None when it may."""
+        return read_only_reason(self.db)
 
     def catch_up(self) -> bool:
         """Read the shown run again if it changed in the database; True when its history was
