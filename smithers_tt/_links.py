@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qs, urlencode
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import display_url
@@ -77,8 +77,12 @@ def frame_link(db_url: str, run_id: str, frame_no: int, base: str | None = None)
         f"db = st.connect({url!r})\n"
         f"db.debug({run_id!r}, frame={int(frame_no)})"
     )
-    address = (base or serve_base()) + "?" + urlencode({"run": run_id, "frame": int(frame_no)})
-    command = f"smithers-tt --db {shlex.quote(url)} serve"
+    base = base or serve_base()
+    address = base + "?" + urlencode({"run": run_id, "frame": int(frame_no)})
+    port = urlsplit(base).port
+    command = f"smithers-tt --db {shlex.quote(url)} serve" + (
+        f" --port {port}" if port not in (None, SERVE_PORT) else ""
+    )
     return FrameLink(run_id, int(frame_no), code, address, command)
 
 

@@ -99,7 +99,8 @@ class LinkView(anywidget.AnyWidget):
     def __init__(self, model: DebuggerModel, **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.model = model
-        for event in ("run", "frame", "frames"):
+        # "tree": a new fork can lengthen the run's shortest unique prefix
+        for event in ("run", "frame", "frames", "tree"):
             model.on(event, self.update)
         self.update()
 
