@@ -3,10 +3,11 @@
 The command serves a copy of the demo store on a free port. Opened at
 ``?run=<short id>&frame=4``, the page shows that run at frame 4 (the scrubber's line, the link's
 title, the actions' title), read-only (Rewind off, the reason on the page); a click on ▶
-scrubs to frame 5 and every one of them follows, and the link's address names the run and
-frame 5 on this server. Opened bare, the page is the run browser, and **Open** on a row shows
-that run's debugger. The page asks nothing of any address but the server's. Screenshots go to
-``artifacts/`` (untracked).
+scrubs to frame 5 and every one of them follows; the link's address names the run and frame 5
+on this server (its Copy button puts it on the clipboard), and following it shows that frame
+again. Opened bare, the page is the run
+browser, and **Open** on a row shows that run's debugger. The page asks nothing of any address
+but the server's. Screenshots go to ``artifacts/`` (untracked).
 """
 
 from __future__ import annotations
@@ -95,6 +96,7 @@ def label(page: Any, pattern: str) -> Any:
     )
 
 
+@pytest.mark.xdist_group("browser")  # a Voila and a chromium: one browser test at a time
 def test_serve_opens_a_frame_scrubs_and_opens_a_run_from_the_browser(
     demo_copy: Path, tmp_path: Path
 ) -> None:
@@ -109,7 +111,10 @@ def test_serve_opens_a_frame_scrubs_and_opens_a_run_from_the_browser(
     home = tmp_path / "home"
 
     with served(demo_copy, home) as base, chromium() as browser:
-        page = browser.new_page(viewport={"width": 1280, "height": 2200})
+        page = browser.new_page(
+            viewport={"width": 1280, "height": 2200},
+            permissions=["clipboard-read", "clipboard-write"],
+        )
         page.set_default_timeout(TIMEOUT_MS)
         asked: list[str] = []
         page.on("request", lambda request: asked.append(request.url))
@@ -133,8 +138,15 @@ def test_serve_opens_a_frame_scrubs_and_opens_a_run_from_the_browser(
             address = page.locator(".stt-link a").inner_text()
             assert address.startswith(base)
             assert parse_qs(urlsplit(address).query) == {"run": [run.id], "frame": ["5"]}
-            assert f"db.debug('{run.id}', frame=5)" in page.locator(".stt-link-code").inner_text()
+            code = page.locator(".stt-link-code").inner_text()
+            assert f"db.debug('{run.id}', frame=5)" in code
+            page.get_by_role("button", name="Copy URL").click()  # what a person pastes
+            assert page.evaluate("() => navigator.clipboard.readText()") == address
             page.screenshot(path=str(ARTIFACTS / "serve-frame.png"))
+
+            page.goto(address)  # the link, followed: the same run at the same frame
+            label(page, r"^frame 5 of \d+").wait_for(timeout=TIMEOUT_MS)
+            label(page, rf"^Link to frame 5 of run {short}$").wait_for(timeout=TIMEOUT_MS)
 
             page.goto(base)  # the run browser; Open shows a run's debugger in place
             row = page.locator(".stt-browser .stt-browser-run").first
