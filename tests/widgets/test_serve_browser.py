@@ -5,9 +5,8 @@ The command serves a copy of the demo store on a free port. Opened at
 title, the actions' title), read-only (Rewind off, the reason on the page); a click on ▶
 scrubs to frame 5 and every one of them follows; the link's address names the run and frame 5
 on this server (its Copy button puts it on the clipboard), and following it shows that frame
-again. Opened bare, the page is the run
-browser, and **Open** on a row shows that run's debugger. The page asks nothing of any address
-but the server's. Screenshots go to ``artifacts/`` (untracked).
+again. Opened bare, the page is the run browser, and **Open** on a row shows that run's
+debugger. The page asks nothing of any address but the server's. Screenshots go to ``artifacts/`` (untracked).
 """
 
 from __future__ import annotations
