@@ -10,6 +10,7 @@ more runs are made).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Mapping
@@ -72,10 +73,10 @@ def frame_link(db_url: str, run_id: str, frame_no: int, base: str | None = None)
     """The code and the served address of frame ``frame_no`` of ``run_id`` (whole id) in
     the store at ``db_url``; ``base`` is where serve answers (default :func:`serve_base`)."""
     url = shared_url(db_url)
-    code = (
+    code = (  # JSON's string literals are Python's too, in the quotes the docs use
         "import smithers_tt as st\n"
-        f"db = st.connect({url!r})\n"
-        f"db.debug({run_id!r}, frame={int(frame_no)})"
+        f"db = st.connect({json.dumps(url)})\n"
+        f"db.debug({json.dumps(run_id)}, frame={int(frame_no)})"
     )
     base = base or serve_base()
     address = base + "?" + urlencode({"run": run_id, "frame": int(frame_no)})

@@ -6,7 +6,8 @@ title, the actions' title), read-only (Rewind off, the reason on the page); a cl
 scrubs to frame 5 and every one of them follows; the link's address names the run and frame 5
 on this server (its Copy button puts it on the clipboard), and following it shows that frame
 again. Opened bare, the page is the run browser, and **Open** on a row shows that run's
-debugger. The page asks nothing of any address but the server's. Screenshots go to ``artifacts/`` (untracked).
+debugger. The page asks nothing of any address but the server's. Screenshots go to
+``artifacts/`` (untracked).
 """
 
 from __future__ import annotations
@@ -138,7 +139,7 @@ def test_serve_opens_a_frame_scrubs_and_opens_a_run_from_the_browser(
             assert address.startswith(base)
             assert parse_qs(urlsplit(address).query) == {"run": [run.id], "frame": ["5"]}
             code = page.locator(".stt-link-code").inner_text()
-            assert f"db.debug('{run.id}', frame=5)" in code
+            assert f'db.debug("{run.id}", frame=5)' in code
             page.get_by_role("button", name="Copy URL").click()  # what a person pastes
             assert page.evaluate("() => navigator.clipboard.readText()") == address
             page.screenshot(path=str(ARTIFACTS / "serve-frame.png"))
