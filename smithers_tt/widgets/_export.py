@@ -18,7 +18,7 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import InvalidArgument, SmithersError
-from smithers_tt.widgets._html import esc, wrap
+from smithers_tt.widgets._html import esc, read_only_note, wrap
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._words import clock_time
 
@@ -132,6 +132,9 @@ class ExportBox:
 
     def export(self, kind: str) -> None:
         """Export now and report where it went (or why it could not)."""
+        if self.model.read_only is not None:
+            self.report.value = read_only_note(self.model.read_only)
+            return
         try:
             if kind == "jsonl":
                 lines = export_history(self.model, self.path.value)

@@ -57,6 +57,9 @@ class PauseBar:
             (self.abort_button, "abort"),
         ):
             button.add_class(f"stt-{action}")
+        if model.read_only is not None:  # the store refuses them anyway: say so up front
+            for button in (self.continue_button, self.step_button, self.abort_button):
+                button.disabled, button.tooltip = True, model.read_only
         self.continue_button.on_click(lambda _: self.go("continue"))
         self.step_button.on_click(lambda _: self.go("step"))
         self.abort_button.on_click(lambda _: self._ask_abort(True))
@@ -151,8 +154,6 @@ class PauseBar:
         self.abort_form.layout.display = None if asking else "none"
         for button in (self.continue_button, self.step_button, self.abort_button):
             button.disabled = asking or self.model.read_only is not None
-            if self.model.read_only is not None:
-                button.tooltip = self.model.read_only
         if asking:
             self.abort_question.value = wrap(
                 f"<div>Abort run <code>{esc(self.model.run_id)}</code>? It is cancelled where "
@@ -169,6 +170,9 @@ class PauseBar:
     def go(self, action: str) -> None:
         """Continue, step or abort the paused run (see the module docstring)."""
         m = self.model
+        if m.read_only is not None:
+            self._say("error", f"Nothing was done: {m.read_only}.")
+            return
         try:
             text = self.answer.value
             answer = read_json(text, "The answer") if text.strip() else None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -132,7 +133,7 @@ def test_a_served_address_names_the_run_and_frame_or_says_what_is_wrong() -> Non
 
 
 def test_on_a_read_only_store_every_action_is_off_says_why_and_writes_nothing(
-    db: st.Database, run_id: str
+    db: st.Database, run_id: str, tmp_path: Path
 ) -> None:
     read_only = st.connect(db.url, read_only=True)
     try:
@@ -147,6 +148,10 @@ def test_on_a_read_only_store_every_action_is_off_says_why_and_writes_nothing(
             assert request() is None
             assert dbg.model.message is not None and "Nothing was done" in dbg.model.message.text
         assert dbg.model.breakpoints.toggle("write", "before") is False
+        dbg.export.path.value = str(tmp_path / "history.jsonl")
+        dbg.export.export("jsonl")  # as a click past the disabled button would
+        assert "Actions are off" in dbg.export.report.value
+        assert not (tmp_path / "history.jsonl").exists()
         with pytest.raises(StoreReadOnly):
             read_only.rewind(run_id, 2, confirm=True)
         assert db.get_run(run_id).record.clock == before

@@ -254,3 +254,22 @@ def test_the_report_of_one_run_goes_when_the_debugger_shows_another(db: st.Datab
     dbg.model.switch_run(second.id)
     assert dbg.pause_bar.report.value == "" and dbg.pause_bar.report.layout.display == "none"
     assert dbg.pause_bar.paused.layout.display is None  # the second run's own pause
+
+
+def test_on_a_read_only_store_the_paused_banner_shows_but_nothing_continues_it(
+    db: st.Database,
+) -> None:
+    wf = _flow([])
+    run = db.run(wf)
+    read_only = st.connect(db.url, read_only=True)
+    try:
+        bar = Debugger(read_only, run.id, workflow=wf, live=False).pause_bar
+        buttons = (bar.continue_button, bar.step_button, bar.abort_button)
+
+        assert bar.widget.layout.display is None and "Paused" in bar.banner.value
+        assert all(b.disabled and "read-only" in b.tooltip for b in buttons)
+        bar.go("abort")  # as a click that got past the disabled button would
+        assert "Nothing was done" in bar.report.value
+    finally:
+        read_only.close()
+    assert db.get_run(run.id).status == "paused"
