@@ -75,7 +75,7 @@ export default {
 """
 
 _CSS = """
-.stt-link details { margin: 2px 0; }
+.stt-link details { margin: 2px 0 2px 12px; }  /* the summary's marker sits in the margin */
 .stt-link summary { cursor: pointer; color: var(--jp-ui-font-color1, #1f1f1f); }
 .stt-link .stt-link-row { display: flex; flex-wrap: wrap; align-items: center; gap: 6px;
   margin: 4px 0; }

@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 import smithers_tt as st
-from smithers_tt._links import read_query, shared_url
+from smithers_tt._links import frame_link, read_query, serve_base, shared_url
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import InvalidArgument, StoreReadOnly
 from smithers_tt.widgets import Debugger
@@ -120,6 +120,22 @@ def test_the_link_follows_a_scrub_a_rewind_and_a_fork(db: st.Database, run_id: s
 
     dbg.fork_tree.buttons[run_id].click()  # back to the parent
     assert shown(dbg) == {(run_id, dbg.model.frame_no)}
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "base"),
+    [("10.0.0.5", "9000", "http://10.0.0.5:9000/"), ("::1", "8866", "http://[::1]:8866/")],
+)
+def test_inside_a_served_page_the_link_names_the_page_s_own_server(
+    host: str, port: str, base: str
+) -> None:
+    voila = {"SERVER_NAME": host, "SERVER_PORT": port, "SERVER_SOFTWARE": "voila/0.5.13"}
+
+    link = frame_link("sqlite:////srv/a.db", "1a24a9eeef96868c696aa", 3, serve_base(voila))
+
+    assert serve_base(voila) == base and link.url.startswith(base + "?")
+    assert link.command.endswith("serve" if port == "8866" else f"serve --port {port}")
+    assert serve_base({}) == "http://127.0.0.1:8866/"  # in a notebook: serve's default
 
 
 def test_a_served_address_names_the_run_and_frame_or_says_what_is_wrong() -> None:
