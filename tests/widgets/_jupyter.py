@@ -210,7 +210,12 @@ def chromium() -> Iterator[Any]:
 def run_notebook(page: Any, base: str, token: str, name: str) -> Any:
     """Open ``name`` in JupyterLab, run all cells, and return the debugger's locator once its
     timeline drew."""
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    return run_notebook_at(page, f"{base}/lab/tree/{name}?token={token}")
+
+
+def run_notebook_at(page: Any, url: str) -> Any:
+    """:func:`run_notebook` of the notebook a page address opens (``Lab.url(path)``)."""
+    page.goto(url)
     page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
     # fire and forget: awaiting this command's promise never returns
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
