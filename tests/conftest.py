@@ -193,7 +193,7 @@ def demo_copy(demo_store: Path, tmp_path: Path) -> Path:
     return Path(shutil.copy(demo_store, tmp_path / "demo.db"))
 
 
-# --- one JupyterLab and one chromium per worker, for the browser tests that share them ------
+# --- one JupyterLab per worker, for the browser tests that share it ------------------------
 
 
 def _browser_or_skip() -> None:
@@ -220,11 +220,12 @@ def browser_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield Lab(base_dir / "root", base, token)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def browser_chromium() -> Iterator[Any]:
-    """A headless chromium (Playwright ``Browser``) shared by the browser tests of this
-    process; each test opens pages of its own (``browser_chromium.new_page(...)``) and closes
-    them."""
+    """A headless chromium (Playwright ``Browser``) for one test, closed at its end (1-2 s to
+    launch). Not shared between tests: while Playwright's sync API is open the thread has a
+    running asyncio loop, so every later ``asyncio.run`` of the worker (and a test's own
+    ``chromium()``) would fail."""
     from tests.widgets._jupyter import chromium
 
     _browser_or_skip()
