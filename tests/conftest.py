@@ -252,7 +252,7 @@ VENV_FIXTURES = {  # a session fixture that builds a virtual environment: its gr
     "wheel": "venv-core",
 }
 
-BROWSER_FIXTURES = {  # one JupyterLab and one chromium per worker: the browser tests' worker
+BROWSER_FIXTURES = {  # a browser test (two chromiums at once timed out on 2 cores): one worker
     "browser_lab": "browser",
     "browser_chromium": "browser",
 }
@@ -290,7 +290,7 @@ def _groups_file(config: pytest.Config) -> str:
 
 
 # The groups the scheduler hands out first, longest first (measured: the browser tests are the
-# longest chain of one worker, ~400 s under load; the machine-hungry trials next), then the
+# longest chain of one worker, ~555 s at load 8-10; the machine-hungry trials next), then the
 # notebooks' nbval runs (30-50 s each): a long chain that starts last stretches the run's end.
 FIRST = ["browser", "machine", "venv-notebook", "venv-binder", "venv-core"]
 FIRST_FILES = ["tests/test_notebooks.py::test_notebook_runs_with_its_checked_outputs"]
