@@ -19,6 +19,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from smithers_tt.store.for_widgets import node_frame_near
 from smithers_tt.widgets._html import STATE_COLOURS
 from smithers_tt.widgets._model import DebuggerModel
 
@@ -200,12 +201,8 @@ class GraphView(anywidget.AnyWidget):
 
     def select_task(self, task: str) -> None:
         """Select the newest frame of ``task`` at or before the selected one (if it has none
-        there, its first frame after)."""
+        there, its first frame after), found in the database: a click reads no history."""
         m = self.model
-        rows = m.visible_rows
-        index = m.frame_no - (rows[0].frame_no if rows else 0)
-        before = next((r for r in reversed(rows[: index + 1]) if r.node_id == task), None)
-        after = next((r for r in rows[index + 1 :] if r.node_id == task), None)
-        found = before or after
+        found = node_frame_near(m.db.engine, m.run_id, task, m.frame_no, upto=m.last_frame)
         if found is not None:
-            m.select_frame(found.frame_no)
+            m.select_frame(found)

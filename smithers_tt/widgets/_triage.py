@@ -18,6 +18,7 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
+from smithers_tt.store.for_widgets import attempt_span
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
 from smithers_tt.widgets._html import CSS, badge, esc, wrap
 from smithers_tt.widgets._inplace import InPlace
@@ -167,19 +168,15 @@ class TriageView(W.VBox):
         return self.in_place.open(ex.run_id, self.workflows.get(g.workflow), frame)
 
     def _failure_frame(self, run_id: str, g: FailureGroup) -> int | None:
+        """Where the example's attempt ended (a stuck one: where it started), found in the
+        database (:func:`attempt_span`), not by reading the run's frames."""
         ex = g.example
         assert ex is not None
-        found = None
-        for frame in self.db.get_run(run_id).frames():
-            if (frame.node_id, frame.iteration, frame.attempt) != (
-                ex.node_id,
-                ex.iteration,
-                ex.attempt,
-            ):
-                continue
-            if frame.kind == "attempt_finished" or (ex.kind == "stuck" and found is None):
-                found = frame.frame_no
-        return found
+        if ex.node_id is None or ex.iteration is None or ex.attempt is None:
+            return None
+        span = attempt_span(self.db.engine, run_id, ex.node_id, ex.iteration, ex.attempt)
+        started, finished = span
+        return finished if finished is not None or ex.kind != "stuck" else started
 
     # --- retry a group --------------------------------------------------------------------
 
