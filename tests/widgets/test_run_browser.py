@@ -4,7 +4,9 @@ to the same filters and page, and bulk Cancel / Resume asked first and reported 
 from __future__ import annotations
 
 import html
+import json
 import re
+from pathlib import Path
 
 import smithers_tt as st
 from smithers_tt.store.for_widgets import RunFilter, run_listing
@@ -16,6 +18,18 @@ from .._triage_flows import failing_runs, workflow
 
 def _text(markup: str) -> str:
     return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", markup)).strip())
+
+
+def _said(markup: str) -> str:
+    """A report as a person reads it, each run named by its whole id (its hover title) after
+    checking that what it shows is a prefix of it of 8 or more characters."""
+
+    def whole(found: re.Match[str]) -> str:
+        full, shown = html.unescape(found.group(1)), html.unescape(found.group(2))
+        assert len(shown) >= 8 and full.startswith(shown) and len(shown) < len(full), found
+        return full
+
+    return _text(re.sub(r'<code class="stt-id" title="([^"]+)">([^<]+)</code>', whole, markup))
 
 
 def _shown(browser: RunBrowser) -> list[list[str]]:
@@ -129,7 +143,7 @@ def test_bulk_resume_and_cancel_ask_first_and_report_each_run(db: st.Database) -
     assert "Resume here 3 run(s)?" in _text(browser.confirm_text.value)
     assert db.get_run(runs["down-0"]).status == "interrupted"  # nothing before Confirm
     browser.confirm_button.click()
-    report = _text(browser.report.value)
+    report = _said(browser.report.value)
     assert f"run {runs['down-0']}: resumed; now finished" in report
     assert f"run {runs['bad-3']}: skipped: it failed; retry its failed step from" in report
     assert f"run {runs['flaky-4']}: skipped: it is finished" in report
@@ -145,7 +159,71 @@ def test_bulk_resume_and_cancel_ask_first_and_report_each_run(db: st.Database) -
     assert db.get_run(queued).status == "queued"
     browser.cancel_runs.click()
     browser.confirm_button.click()
-    report = _text(browser.report.value)
+    report = _said(browser.report.value)
     assert db.get_run(queued).status == "cancelled"
     assert f"run {queued}: cancel requested; now cancelled" in report
     assert f"run {runs['down-1']}: skipped: it is failed" in report
+
+
+def _tick(browser: RunBrowser, *run_ids: str) -> None:
+    ticks = {row[0]: browser.rows.children[i].children[0] for i, row in enumerate(_shown(browser))}
+    for run_id in run_ids:
+        ticks[run_id].value = True
+
+
+def test_bulk_delete_asks_first_and_deletes_by_retentions_rules(db: st.Database) -> None:
+    runs = failing_runs(db)
+    ids = _many(db, 2)
+    fork = db.fork(ids[0], 1).id  # interrupted: its parent stays while it does
+    queued = db.submit(workflow(), {"key": "down", "n": 9}).id
+    browser = RunBrowser(db)
+    _tick(browser, runs["down-0"], ids[0], ids[1], queued)
+    assert browser.delete_runs.description == "Delete 4…"
+    browser.delete_runs.click()
+    assert "Delete 4 run(s) with their history? Retention's rules hold" in _text(
+        browser.confirm_text.value
+    )
+    browser.dismiss.click()  # "Keep them": nothing goes
+    assert db.get_run(ids[1]).status == "finished"
+    browser.delete_runs.click()
+    browser.confirm_button.click()
+    report = _said(browser.report.value)
+    assert f"run {runs['down-0']}: deleted" in report
+    assert f"run {ids[1]}: deleted" in report
+    assert f"run {ids[0]}: kept: 1 run(s) forked from it remain: delete them first" in report
+    assert f"run {queued}: kept: it is queued: only finished, failed, cancelled runs" in report
+    assert {r.id for r in db.runs(limit=100)} == (set(runs.values()) | {ids[0], fork, queued}) - {
+        runs["down-0"]
+    }
+    assert runs["down-0"] not in {row[0] for row in _shown(browser)}  # the page read again
+    assert db.verify().ok
+
+
+def test_bulk_export_asks_for_a_file_and_writes_each_runs_history(
+    db: st.Database, tmp_path: Path
+) -> None:
+    ids = _many(db, 3)
+    browser = RunBrowser(db)
+    _tick(browser, ids[0], ids[2])
+    browser.export_runs.click()
+    assert "Export the history of 2 run(s), as JSON lines" in _text(browser.confirm_text.value)
+    assert browser.export_path.layout.display is None  # the file name is asked with it
+    target = tmp_path / "two.jsonl"
+    browser.export_path.value = str(target)
+    browser.confirm_button.click()
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    heads = [row["run_id"] for row in lines if row["type"] == "run"]
+    assert heads == [ids[2], ids[0]]  # newest first, as ticked and listed
+    for run_id in ids[0], ids[2]:
+        frames = [r["frame_no"] for r in lines if r["type"] == "frame" and r["run_id"] == run_id]
+        assert frames == [f.frame_no for f in db.store.frames(run_id)]
+    count = len(lines) // 2
+    report = _said(browser.report.value)
+    assert f"run {ids[2]}: {count} line(s)" in report and f"wrote {len(lines)} lines" in report
+
+    _tick(browser, ids[1])  # the file exists now: said, and nothing is overwritten
+    browser.export_runs.click()
+    browser.export_path.value = str(target)
+    browser.confirm_button.click()
+    assert "already exists; choose another file name" in _said(browser.report.value)
+    assert len(target.read_text().splitlines()) == len(lines)
