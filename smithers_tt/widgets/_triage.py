@@ -2,11 +2,12 @@
 
 ``TriageView(db, workflows=[wf])`` (from ``smithers_tt.widgets``) lists the
 groups of :func:`smithers_tt.triage.failures`, largest first: count, runs, kind, workflow,
-node, error and when last seen. Per group, **Open example** shows the newest failure's run in
-a debugger in place, at the frame where it failed (**Back to failures** returns to the list),
-and **Retry…** (for a group with failed or interrupted runs, when its workflow was given)
-asks first, then resets the failing node of each of those runs and resumes it, reporting each
-run's result as it comes, and reads the groups again.
+node, error, the example's run and when last seen (runs are named by their shortest unique
+prefix, whole on hover, in the rows and in the reports). Per group, **Open example** shows
+the newest failure's run in a debugger in place, at the frame where it failed (**Back to
+failures** returns to the list), and **Retry…** (for a group with failed or interrupted
+runs, when its workflow was given) asks first, then resets the failing node of each of those
+runs and resumes it, reporting each run's result as it comes, and reads the groups again.
 """
 
 from __future__ import annotations
@@ -20,15 +21,15 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.store.for_widgets import attempt_span
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
-from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
 from smithers_tt.widgets._rows import cells, header, line
 
 MAX_GROUPS = 50
 """Groups listed; the rest are counted in a note (narrow with ``since`` / ``workflow``)."""
 
-_COLUMNS = ("count", "runs", "kind", "workflow", "node", "last seen")
-_WIDTHS = ("3.5em", "3.5em", "5em", "auto", "auto", "7.5em")
+_COLUMNS = ("count", "runs", "kind", "workflow", "node", "example", "last seen")
+_WIDTHS = ("3.5em", "3.5em", "5em", "auto", "auto", "7.5em", "7.5em")
 _OPEN, _RETRY = "9.5em", "7em"
 
 
@@ -53,6 +54,7 @@ class TriageView(W.VBox):
         self.workflows = {wf.name: wf for wf in workflows}
         self.options = options
         self.failures: Failures | None = None
+        self._short: dict[str, str] = {}
         self.title = W.HTML()
         self.refresh_button = W.Button(description="Refresh", tooltip="read the failures again")
         self.refresh_button.on_click(lambda _: self.refresh())
@@ -97,6 +99,8 @@ class TriageView(W.VBox):
             self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
             return
         f = self.failures
+        examples = [g.example.run_id for g in f.groups[:MAX_GROUPS] if g.example]
+        self._short = self.db.store.short_run_ids(examples)
         total = sum(g.count for g in f)
         stuck = sum(g.count for g in f if g.kind == "stuck")
         self.title.value = wrap(
@@ -126,6 +130,7 @@ class TriageView(W.VBox):
             esc(g.kind),
             esc(g.workflow),
             esc(g.node_id or "-"),
+            self._run(g.example.run_id) if g.example else "-",
             _when(g.last_ms),
         )
         open_button = W.Button(
@@ -144,6 +149,10 @@ class TriageView(W.VBox):
         what = f'<div class="stt-error" style="padding:0 4px">{esc(error)}</div>'
         table = cells(values, _WIDTHS)
         return line([], wrap(what) + table, [open_button, retry_button], "stt-triage-group")
+
+    def _run(self, run_id: str) -> str:
+        """A run as the view names it: its short id, whole on hover."""
+        return run_ref(run_id, self._short.get(run_id, run_id))
 
     def _why_not(self, g: FailureGroup) -> str | None:
         if g.node_id is None:
@@ -201,11 +210,12 @@ class TriageView(W.VBox):
             return
         self.ask(None)
         lines: list[str] = []
+        self._short.update(self.db.store.short_run_ids(g.retryable))
 
         def report(result: RetryResult) -> None:
             detail = f" ({esc(result.detail)})" if result.detail else ""
             lines.append(
-                f"<div>run {esc(result.run_id)} {esc(result.outcome)}: "
+                f"<div>run {self._run(result.run_id)} {esc(result.outcome)}: "
                 f"{badge(result.status)}{detail}</div>"
             )
             self.report.value = wrap("".join(lines))
