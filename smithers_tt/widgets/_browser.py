@@ -2,8 +2,9 @@
 
 ``db.browse(workflows=[wf])`` (or ``RunBrowser(db)``) shows a table of runs read a page at a
 time in the database (:func:`smithers_tt.store.run_listing`: it opens at once on a store of
-100,000 runs): id (shortened, whole on hover), workflow, status, start, duration, frames, forks
-and error, filtered by status, workflow, start time and text in inputs, outputs and errors.
+100,000 runs): id (shortened, whole on hover), workflow, status, labels, start, duration,
+frames, forks and error, filtered by status, workflow, a label (``case=retry``), start time
+and text in inputs, outputs and errors.
 **Open** shows that run's debugger in place; **Back to runs** returns to the list with its
 filters and page. Tick runs to act on them together, each action asked first and reported
 run by run: **Cancel** (runs not ended yet), **Resume** (interrupted runs of a workflow
@@ -21,6 +22,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt._labels import parse_label
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import ENDED, RunRecord, now_ms
 from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, run_workflows
@@ -37,8 +39,8 @@ STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "i
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
-_WIDTHS = ("12em", "9em", "7em", "10.5em", "5em", "4em", "4em", "auto")
-_HEAD = ("run", "workflow", "status", "started", "took", "frames", "forks", "error")
+_WIDTHS = ("12em", "9em", "7em", "10em", "10.5em", "5em", "4em", "4em", "auto")
+_HEAD = ("run", "workflow", "status", "labels", "started", "took", "frames", "forks", "error")
 _TICK, _OPEN = "2em", "5em"
 _VERBS = {"cancel": "Cancel", "resume": "Resume", "delete": "Delete", "export": "Export"}
 _ASK = {
@@ -70,8 +72,8 @@ class RunBrowser(W.VBox):
         db: a :class:`smithers_tt.Database`.
         workflows: workflow definitions, by name: what Resume runs with and what the debugger
             replays with.
-        status, workflow, since, text: the filters to start with (``since`` one of
-            :data:`SINCE`'s keys).
+        status, workflow, label, since, text: the filters to start with (``label`` as
+            ``key=value``; ``since`` one of :data:`SINCE`'s keys).
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class RunBrowser(W.VBox):
         *,
         status: str | None = None,
         workflow: str | None = None,
+        label: str = "",
         since: str = "any time",
         text: str = "",
     ) -> None:
@@ -95,6 +98,7 @@ class RunBrowser(W.VBox):
             description="status", options=[("any", None), *[(s, s) for s in STATUSES]]
         )
         self.workflow = W.Dropdown(description="workflow")
+        self.label = W.Text(description="label", placeholder="key=value", continuous_update=False)
         self.since = W.Dropdown(description="started", options=list(SINCE))
         self.text = W.Text(
             description="text", placeholder="in input, output or error", continuous_update=False
@@ -102,8 +106,9 @@ class RunBrowser(W.VBox):
         names = run_workflows(db.engine)
         self.workflow.options = [("any", None), *[(w, w) for w in names]]
         self.status.value, self.since.value, self.text.value = status, since, text
+        self.label.value = label
         self.workflow.value = workflow if workflow in names else None
-        for control in (self.status, self.workflow, self.since, self.text):
+        for control in (self.status, self.workflow, self.label, self.since, self.text):
             control.layout = W.Layout(width="auto", min_width="0")
             control.observe(lambda _: self.first_page(), names="value")
         self.header = header([_TICK], cells(_HEAD, _WIDTHS, header=True), [_OPEN])
@@ -146,7 +151,10 @@ class RunBrowser(W.VBox):
         self.list_box = W.VBox(
             [
                 W.HTML(wrap("<h4>Runs</h4>")),
-                W.HBox([self.status, self.workflow, self.since, self.text], layout=wrapping),
+                W.HBox(
+                    [self.status, self.workflow, self.label, self.since, self.text],
+                    layout=wrapping,
+                ),
                 self.header,
                 self.rows,
                 self.note,
@@ -172,9 +180,11 @@ class RunBrowser(W.VBox):
     def filter(self) -> RunFilter:
         """The filters as set now."""
         seconds = SINCE[self.since.value]
+        label = self.label.value.strip()
         return RunFilter(
             statuses=(self.status.value,) if self.status.value else (),
             workflow=self.workflow.value,
+            labels=dict([parse_label(label)]) if label else {},
             since_ms=None if seconds is None else now_ms() - seconds * 1000,
             text=self.text.value.strip() or None,
         )
@@ -220,6 +230,7 @@ class RunBrowser(W.VBox):
             run_ref(run.run_id, self._short.get(run.run_id, run.run_id)),
             esc(run.workflow),
             badge(run.status),
+            titled(" ".join(f"{k}={v}" for k, v in run.labels.items())),
             esc(_when(run.created_at_ms)),
             esc(_took(run)),
             str(run.clock + 1),

@@ -47,7 +47,7 @@ def test_the_newest_runs_come_first_a_page_at_a_time(db: st.Database) -> None:
     assert text(browser.page_label.value) == "page 1"
     row = _shown(browser)[0]
     frames = str(len(db.get_run(ids[-1]).frames()))
-    assert row[1:3] == ["echo", "finished"] and row[5:7] == [frames, "0"]  # frames, forks
+    assert row[1:4] == ["echo", "finished", ""] and row[6:8] == [frames, "0"]  # frames, forks
 
     browser.older.click()
     assert [row[0] for row in _shown(browser)] == ids[::-1][PAGE:]
@@ -80,7 +80,25 @@ def test_filters_narrow_in_the_database_and_match_text_as_written(db: st.Databas
     browser.workflow.value = None
     browser.text.value = "no title"
     assert [row[0] for row in _shown(browser)] == [runs["bad-3"]]
-    assert _shown(browser)[0][7] == "task 'parse' failed after 1 attempt(s): no title in page"
+    assert _shown(browser)[0][8] == "task 'parse' failed after 1 attempt(s): no title in page"
+
+
+def test_a_label_filters_the_runs_and_each_row_shows_its_labels(db: st.Database) -> None:
+    async def echo(request: st.GenerateRequest) -> dict:
+        return {}
+
+    wf = st.Workflow("echo")
+    wf.task("t", agent=echo)
+    tagged = [db.run(wf, labels={"case": c, "owner": "ana"}).id for c in ("a", "b", "a")]
+    db.run(wf)
+    browser = RunBrowser(db, label="case=a")
+    assert [row[0] for row in _shown(browser)] == [tagged[2], tagged[0]]
+    assert _shown(browser)[0][3] == "case=a owner=ana"
+    browser.label.value = "owner=ana"
+    assert [row[0] for row in _shown(browser)] == tagged[::-1]
+    browser.label.value = "owner"  # not key=value: said, and the page stays
+    assert "a label is KEY=VALUE" in text(browser.note.value)
+    assert [row[0] for row in _shown(browser)] == tagged[::-1]
 
 
 def test_a_page_counts_forks_and_reads_no_more_than_it_shows(db: st.Database) -> None:
