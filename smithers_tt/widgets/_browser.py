@@ -16,7 +16,6 @@ lines, to one new file: :func:`~smithers_tt.widgets._export.export_runs`).
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -29,7 +28,7 @@ from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, ru
 from smithers_tt.widgets._export import export_runs
 from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
-from smithers_tt.widgets._rows import cells, header, line, titled
+from smithers_tt.widgets._rows import cells, header, line, stamp, titled
 
 PAGE = 25
 """Runs per page."""
@@ -39,7 +38,7 @@ STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "i
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
-_WIDTHS = ("12em", "9em", "7em", "10em", "10.5em", "5em", "4em", "4em", "auto")
+_WIDTHS = ("7.5em", "7.5em", "6.5em", "8em", "8em", "4em", "3.5em", "3.5em", "auto")
 _HEAD = ("run", "workflow", "status", "labels", "started", "took", "frames", "forks", "error")
 _TICK, _OPEN = "2em", "5em"
 _VERBS = {"cancel": "Cancel", "resume": "Resume", "delete": "Delete", "export": "Export"}
@@ -52,10 +51,6 @@ _ASK = {
     "export": "Export the history of {n} run(s), as JSON lines, to a new file:",
 }
 _CONFIRM = {"cancel": "Cancel", "resume": "Resume here", "delete": "Delete", "export": "Export"}
-
-
-def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _took(run: RunRecord) -> str:
@@ -231,7 +226,7 @@ class RunBrowser(W.VBox):
             esc(run.workflow),
             badge(run.status),
             titled(" ".join(f"{k}={v}" for k, v in run.labels.items())),
-            esc(_when(run.created_at_ms)),
+            stamp(run.created_at_ms, seconds=True),
             esc(_took(run)),
             str(run.clock + 1),
             str(self.listing.forks.get(run.run_id, 0)),

@@ -12,7 +12,6 @@ runs and resumes it, reporting each run's result as it comes, and reads the grou
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable
 from typing import Any
 
@@ -23,7 +22,7 @@ from smithers_tt.store.for_widgets import attempt_span
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
 from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
-from smithers_tt.widgets._rows import cells, header, line
+from smithers_tt.widgets._rows import cells, header, line, stamp
 
 MAX_GROUPS = 50
 """Groups listed; the rest are counted in a note (narrow with ``since`` / ``workflow``)."""
@@ -31,11 +30,6 @@ MAX_GROUPS = 50
 _COLUMNS = ("count", "runs", "kind", "workflow", "node", "example", "last seen")
 _WIDTHS = ("3.5em", "3.5em", "5em", "auto", "auto", "7.5em", "7.5em")
 _OPEN, _RETRY = "9.5em", "7em"
-
-
-def _when(ms: int) -> str:
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return f'<span title="{when:%Y-%m-%d %H:%M:%S} UTC">{when:%m-%d %H:%M}</span>'
 
 
 class TriageView(W.VBox):
@@ -131,7 +125,7 @@ class TriageView(W.VBox):
             esc(g.workflow),
             esc(g.node_id or "-"),
             self._run(g.example.run_id) if g.example else "-",
-            _when(g.last_ms),
+            stamp(g.last_ms),
         )
         open_button = W.Button(
             description="Open example",
