@@ -38,7 +38,7 @@ STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "i
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
-_WIDTHS = ("7.5em", "7.5em", "6.5em", "8em", "8em", "4em", "3.5em", "3.5em", "auto")
+_WIDTHS = ("7.5em", "7em", "6em", "7.5em", "7.5em", "3.5em", "4.5em", "3.5em", "auto")
 _HEAD = ("run", "workflow", "status", "labels", "started", "took", "frames", "forks", "error")
 _TICK, _OPEN = "2em", "5em"
 _VERBS = {"cancel": "Cancel", "resume": "Resume", "delete": "Delete", "export": "Export"}

@@ -124,6 +124,9 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
 
     with jupyterlab(root, home) as (base, token), chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 3000})
+        logs: list[str] = []
+        page.on("console", lambda m: logs.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: logs.append(f"pageerror: {e}"))
         page.set_default_timeout(TIMEOUT_MS)
         try:
             page.goto(f"{base}/lab/tree/workspace.ipynb?token={token}")
@@ -221,7 +224,9 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
             group.get_by_role("button", name="Open example").click()
             shown = triage.locator(".stt-debugger")
             shown.get_by_text(f"frame {at} of {last}").wait_for(timeout=TIMEOUT_MS)
-            assert shown.locator(f"h4 [title='{failed[-1]}']").count() == 1
+            assert (
+                shown.locator(f"h4 [title='{failed[-1]}']").first.inner_text() == short[failed[-1]]
+            )
             assert not triage.locator(".stt-triage-group").first.is_visible()  # list hidden
             triage.screenshot(path=str(ARTIFACTS / "triage-example.png"))
             triage.locator(".stt-back").click()
@@ -240,6 +245,7 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
             assert {runs.nth(i).get_attribute("title") for i in range(runs.count())} >= set(failed)
             triage.screenshot(path=str(ARTIFACTS / "triage-after-retry.png"))
         except Exception:
+            print("\n".join(logs))
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(ARTIFACTS / "workspace-failure.png"), full_page=True)
             raise
