@@ -228,6 +228,14 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
                 shown.locator(f"h4 [title='{failed[-1]}']").first.inner_text() == short[failed[-1]]
             )
             assert not triage.locator(".stt-triage-group").first.is_visible()  # list hidden
+            page.wait_for_function(  # its timeline draws, the failing frame selected on it
+                """(at) => { const gd = document.querySelector(
+                               '.stt-triage .stt-debugger .js-plotly-plot');
+                             return !!gd && !!gd._fullLayout && gd._fullLayout.shapes
+                               .some(s => Math.abs(s.x0 - at) < 0.01); }""",
+                arg=at,
+                timeout=TIMEOUT_MS,
+            )
             triage.screenshot(path=str(ARTIFACTS / "triage-example.png"))
             triage.locator(".stt-back").click()
             group.wait_for(timeout=TIMEOUT_MS)
