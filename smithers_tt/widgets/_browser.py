@@ -38,7 +38,7 @@ STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "i
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
-_WIDTHS = ("7.5em", "7em", "6em", "7.5em", "7.5em", "3.5em", "4.5em", "3.5em", "auto")
+_WIDTHS = ("7.5em", "7em", "6em", "8em", "7em", "3.5em", "4.5em", "3.5em", "auto")
 _HEAD = ("run", "workflow", "status", "labels", "started", "took", "frames", "forks", "error")
 _TICK, _OPEN = "2em", "5em"
 _VERBS = {"cancel": "Cancel", "resume": "Resume", "delete": "Delete", "export": "Export"}
@@ -226,7 +226,7 @@ class RunBrowser(W.VBox):
             esc(run.workflow),
             badge(run.status),
             titled(" ".join(f"{k}={v}" for k, v in run.labels.items())),
-            stamp(run.created_at_ms, seconds=True),
+            stamp(run.created_at_ms),
             esc(_took(run)),
             str(run.clock + 1),
             str(self.listing.forks.get(run.run_id, 0)),

@@ -34,11 +34,11 @@ def titled(text: str) -> str:
     return f'<span title="{esc(text)}">{esc(text)}</span>'
 
 
-def stamp(ms: int, *, seconds: bool = False) -> str:
-    """A time for a narrow column: month, day and time in UTC, the whole date on hover."""
+def stamp(ms: int) -> str:
+    """A time for a narrow column: month, day, hour and minute in UTC, the whole time (year
+    and seconds) on hover."""
     when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    shown = f"{when:%m-%d %H:%M:%S}" if seconds else f"{when:%m-%d %H:%M}"
-    return f'<span title="{when:%Y-%m-%d %H:%M:%S} UTC">{shown}</span>'
+    return f'<span title="{when:%Y-%m-%d %H:%M:%S} UTC">{when:%m-%d %H:%M}</span>'
 
 
 def line(
