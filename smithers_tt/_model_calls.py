@@ -8,13 +8,24 @@ read with ``run.model_calls()`` (a DataFrame) and the lineage view ``model_calls
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from smithers_tt._prices import PriceTable
 from smithers_tt.errors import InvalidArgument
 
-__all__ = ["TOKEN_FIELDS", "ModelCall", "ModelCallRecord", "usage_tokens"]
+__all__ = [
+    "CALL_COLUMNS",
+    "TOKEN_FIELDS",
+    "CallTotals",
+    "ModelCall",
+    "ModelCallRecord",
+    "RunCallTotals",
+    "calls_frame",
+    "totals_of",
+    "usage_tokens",
+]
 
 
 def now_ms() -> int:
@@ -160,3 +171,111 @@ def usage_tokens(usage: Any) -> dict[str, int | None]:
         "cached_tokens": _count(_get(usage, "prompt_tokens_details", "cached_tokens")),
         "reasoning_tokens": _count(_get(usage, "completion_tokens_details", "reasoning_tokens")),
     }
+
+
+CALL_COLUMNS = (
+    "run_id", "node_id", "iteration", "attempt", "frame_no", "position", "call_id", "model",
+    "finish_reason", *TOKEN_FIELDS, "total_tokens", "started_at_ms", "started_at", "ttft_ms",
+    "latency_ms", "status", "error", "cost", "request_hash", "reply_hash", "inherited",
+)  # fmt: skip
+"""The columns of ``run.model_calls()`` and of the lineage view ``model_calls``, in order."""
+
+_INTEGERS = ("iteration", "attempt", "frame_no", "position", *TOKEN_FIELDS, "total_tokens")
+
+
+def calls_frame(calls: Any, prices: Any = None) -> Any:
+    """Model call records as a pandas DataFrame of :data:`CALL_COLUMNS` (one row per call,
+    tokens as nullable integers, ``cost`` by ``prices`` or NaN: never guessed)."""
+    from smithers_tt._extras import require_extra
+
+    require_extra("pandas", needed_for="model calls as a DataFrame")
+    import pandas
+
+    table = PriceTable.of(prices)
+    rows = [
+        {
+            **{name: getattr(c, name) for name in CALL_COLUMNS if hasattr(c, name)},
+            "started_at": pandas.to_datetime(c.started_at_ms, unit="ms", utc=True),
+            "total_tokens": c.total_tokens,
+            "cost": table.cost(c.model, c.prompt_tokens, c.completion_tokens, c.cached_tokens),
+        }
+        for c in calls
+    ]
+    frame = pandas.DataFrame(rows, columns=list(CALL_COLUMNS))
+    for name in _INTEGERS:
+        frame[name] = frame[name].astype("Int64")
+    frame["status"] = frame["status"].astype("Int64")
+    for name in ("ttft_ms", "latency_ms", "cost"):
+        frame[name] = frame[name].astype("float64")
+    frame["started_at"] = pandas.to_datetime(frame["started_at"], utc=True)
+    frame["inherited"] = frame["inherited"].astype(bool)
+    return frame
+
+
+@dataclass(slots=True)
+class CallTotals:
+    """Totals of a set of model calls: how many, their tokens, their cost and the time spent
+    waiting for models (``model_ms``, the calls' latencies summed) against ``wall_ms``.
+
+    ``cost`` sums the calls that have a price; ``unpriced`` counts the calls that reported
+    tokens but whose model has none (their cost is unknown, never guessed: ``cost`` is then
+    a lower bound, and None when no call was priced)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: float | None = None
+    unpriced: int = 0
+    errors: int = 0
+    model_ms: float = 0.0
+    wall_ms: float | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def add(self, call: ModelCallRecord, cost: float | None) -> None:
+        """Count ``call``, whose cost is ``cost``."""
+        self.calls += 1
+        for name in TOKEN_FIELDS:
+            setattr(self, name, getattr(self, name) + (getattr(call, name) or 0))
+        if cost is not None:
+            self.cost = (self.cost or 0.0) + cost
+        elif call.prompt_tokens is not None or call.completion_tokens is not None:
+            self.unpriced += 1
+        if call.error is not None:
+            self.errors += 1
+        self.model_ms += call.latency_ms or 0.0
+
+
+@dataclass(slots=True)
+class RunCallTotals:
+    """A run's model calls totalled for the run and for each node (task id)."""
+
+    run: CallTotals
+    nodes: dict[str, CallTotals] = field(default_factory=dict)
+
+
+def totals_of(
+    calls: Sequence[ModelCallRecord], prices: PriceTable, spans: Sequence[Any] = ()
+) -> RunCallTotals:
+    """Totals of ``calls`` for the run and per node, priced by ``prices``; ``spans`` are
+    ``(node_id, started_at_ms, finished_at_ms)`` of the run's attempts (for wall times)."""
+    totals = RunCallTotals(CallTotals())
+    for call in calls:
+        cost = prices.cost(
+            call.model, call.prompt_tokens, call.completion_tokens, call.cached_tokens
+        )
+        totals.run.add(call, cost)
+        totals.nodes.setdefault(call.node_id, CallTotals()).add(call, cost)
+    ended = [(n, s, f) for n, s, f in spans if f is not None]
+    if ended:
+        totals.run.wall_ms = float(max(f for _, _, f in ended) - min(s for _, s, _ in ended))
+        for node_id, started, finished in ended:
+            node = totals.nodes.get(node_id)
+            if node is not None:
+                node.wall_ms = (node.wall_ms or 0.0) + float(finished - started)
+    return totals

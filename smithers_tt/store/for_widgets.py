@@ -13,12 +13,10 @@ module is the one place outside the store that names them. The widgets import
 from smithers_tt.store._frames import PAUSE_KINDS
 from smithers_tt.store.reads import (
     AttemptFrame,
-    CallTotals,
     FrameBin,
     FrameChoices,
     FrameRow,
     ModelCallReads,
-    RunCallTotals,
     RunFilter,
     RunListing,
     attempt_frames,
@@ -50,12 +48,10 @@ from smithers_tt.store.reads import (
 __all__ = [
     "PAUSE_KINDS",
     "AttemptFrame",
-    "CallTotals",
     "FrameBin",
     "FrameChoices",
     "FrameRow",
     "ModelCallReads",
-    "RunCallTotals",
     "RunFilter",
     "RunListing",
     "attempt_frames",

@@ -18,7 +18,7 @@ front door; nothing outside ``smithers_tt.store`` imports it. Held by import-lin
 """
 
 from smithers_tt.store.reads._browse import RunFilter, RunListing, run_listing, run_workflows
-from smithers_tt.store.reads._calls import CallTotals, ModelCallReads, RunCallTotals
+from smithers_tt.store.reads._calls import ModelCallReads
 from smithers_tt.store.reads._describe import (
     ColumnInfo,
     TableInfo,
@@ -81,7 +81,6 @@ __all__ = [
     "MIN_PREFIX",
     "MIN_SHOWN",
     "AttemptFrame",
-    "CallTotals",
     "ColumnInfo",
     "FailureRow",
     "FrameBin",
@@ -90,7 +89,6 @@ __all__ = [
     "LangGraphDocument",
     "LangGraphRead",
     "ModelCallReads",
-    "RunCallTotals",
     "RunCandidate",
     "RunFilter",
     "RunListing",

@@ -10,14 +10,12 @@ run that recorded it and ``inherited`` telling the parent's apart.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt._model_calls import TOKEN_FIELDS, ModelCallRecord
+from smithers_tt._model_calls import ModelCallRecord, RunCallTotals, totals_of
 from smithers_tt._prices import PriceTable
 from smithers_tt.errors import RunNotFound
 from smithers_tt.store.backend import Engine
@@ -62,53 +60,6 @@ def calls_in(
     return found
 
 
-@dataclass(slots=True)
-class CallTotals:
-    """Totals of a set of model calls: how many, their tokens, their cost and the time spent
-    waiting for models (``model_ms``, the calls' latencies summed) against ``wall_ms``.
-
-    ``cost`` sums the calls that have a price; ``unpriced`` counts the calls that reported
-    tokens but whose model has none (their cost is unknown, never guessed: ``cost`` is then
-    a lower bound, and None when no call was priced)."""
-
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    reasoning_tokens: int = 0
-    cost: float | None = None
-    unpriced: int = 0
-    errors: int = 0
-    model_ms: float = 0.0
-    wall_ms: float | None = None
-
-    @property
-    def total_tokens(self) -> int:
-        """Prompt plus completion tokens."""
-        return self.prompt_tokens + self.completion_tokens
-
-    def add(self, call: ModelCallRecord, cost: float | None) -> None:
-        """Count ``call``, whose cost is ``cost``."""
-        self.calls += 1
-        for name in TOKEN_FIELDS:
-            setattr(self, name, getattr(self, name) + (getattr(call, name) or 0))
-        if cost is not None:
-            self.cost = (self.cost or 0.0) + cost
-        elif call.prompt_tokens is not None or call.completion_tokens is not None:
-            self.unpriced += 1
-        if call.error is not None:
-            self.errors += 1
-        self.model_ms += call.latency_ms or 0.0
-
-
-@dataclass(slots=True)
-class RunCallTotals:
-    """A run's model calls totalled for the run and for each node (task id)."""
-
-    run: CallTotals
-    nodes: dict[str, CallTotals] = field(default_factory=dict)
-
-
 class ModelCallReads:
     """The model calls of runs, each read in one read-only transaction."""
 
@@ -150,25 +101,3 @@ class ModelCallReads:
 
         calls, spans = self.engine.transaction(read, write=False)
         return totals_of(calls, table, spans)
-
-
-def totals_of(
-    calls: Sequence[ModelCallRecord], prices: PriceTable, spans: Sequence[Any] = ()
-) -> RunCallTotals:
-    """Totals of ``calls`` for the run and per node, priced by ``prices``; ``spans`` are
-    ``(node_id, started_at_ms, finished_at_ms)`` of the run's attempts (for wall times)."""
-    totals = RunCallTotals(CallTotals())
-    for call in calls:
-        cost = prices.cost(
-            call.model, call.prompt_tokens, call.completion_tokens, call.cached_tokens
-        )
-        totals.run.add(call, cost)
-        totals.nodes.setdefault(call.node_id, CallTotals()).add(call, cost)
-    ended = [(n, s, f) for n, s, f in spans if f is not None]
-    if ended:
-        totals.run.wall_ms = float(max(f for _, _, f in ended) - min(s for _, s, _ in ended))
-        for node_id, started, finished in ended:
-            node = totals.nodes.get(node_id)
-            if node is not None:
-                node.wall_ms = (node.wall_ms or 0.0) + float(finished - started)
-    return totals
