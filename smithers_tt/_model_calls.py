@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from smithers_tt._prices import PriceTable
+from smithers_tt.checkpoint import validate
 from smithers_tt.errors import InvalidArgument
 
 __all__ = [
@@ -86,6 +87,10 @@ class ModelCall:
             )
         if self.status is not None and type(self.status) is not int:
             raise InvalidArgument(f"ModelCall.status must be an int or None, got {self.status!r}")
+        for name in ("request", "reply"):  # strict JSON, or CheckpointInvalid naming the path
+            value = getattr(self, name)
+            if value is not None:
+                validate(value, subject=f"model call {name}", wrapping=1)
         for name in ("model", "finish_reason", "error"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str):

@@ -138,11 +138,18 @@ class Run:
                 / ``.toml`` file; a model it does not name costs NaN (never guessed).
             frame_no: the frame whose calls to show.
         """
-        return calls_frame(self.db.store.model_calls(self.id, frame_no), prices)
+        return calls_frame(self.model_call_records(frame_no), prices)
 
-    def model_call_totals(self, prices: Any = None) -> RunCallTotals:
-        """Calls, tokens, cost and model time against wall time, for the run and per node."""
-        return self.db.store.model_call_totals(self.id, prices)
+    def model_call_records(self, frame_no: int | None = None) -> list[ModelCallRecord]:
+        """The calls of :meth:`model_calls` as records (no pandas needed)."""
+        return self.db.store.model_calls(self.id, frame_no)
+
+    def model_call_totals(
+        self, prices: Any = None, *, frame_no: int | None = None
+    ) -> RunCallTotals:
+        """Calls, tokens, cost and model time against wall time, for the run and per node,
+        of the calls frame ``frame_no`` (default: the newest) sees."""
+        return self.db.store.model_call_totals(self.id, prices, frame_no)
 
     def reused_model_calls(self) -> list[ModelCallRecord]:
         """The calls this fork did not make again: its parent's, up to the fork frame, of the
