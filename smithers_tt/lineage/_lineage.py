@@ -249,6 +249,13 @@ class Lineage:
         """Every label of every run, by run id then key."""
         return self._query("SELECT * FROM run_labels ORDER BY run_id, key")
 
+    @_columns_of("model_calls")
+    def model_calls(self, run_id: str | None = None) -> pandas.DataFrame:
+        """Model calls of one run (or of every run) as recorded, by run, frame and position,
+        priced by the lineage's ``prices``; a fork's inherited calls are its parent's rows
+        (``run.model_calls()`` lists them with the fork's own)."""
+        return self._where("model_calls", run_id, "run_id, frame_no, position")
+
     @_columns_of("nodes")
     def nodes(self, run_id: str | None = None) -> pandas.DataFrame:
         """Nodes of one run (or of every run), in key order."""
