@@ -55,13 +55,19 @@ def test_a_fork_sees_its_parents_calls_up_to_the_fork_frame_without_copying_them
     assert db.store.model_calls(child.id, inherited=False) == []
 
 
+def _rewound(demo: Demo) -> tuple[list, int]:
+    """Rewind the demo run to the end of its research; return its calls before and the frame."""
+    before = demo.db.store.model_calls(demo.run.id)
+    n = demo.frame("node_state", "research", state="finished")
+    demo.db.rewind(demo.run.id, n, confirm=True)
+    return before, n
+
+
 def test_a_rewind_hides_the_calls_of_the_frames_it_removes_and_undo_brings_them_back(
     demo: Demo,
 ) -> None:
     db, run = demo.db, demo.run
-    before = db.store.model_calls(run.id)
-    n = demo.frame("node_state", "research", state="finished")
-    db.rewind(run.id, n, confirm=True)
+    before, n = _rewound(demo)
     assert _ids(db.store.model_calls(run.id)) == [c.call_id for c in before if c.frame_no <= n]
     db.undo_rewind(run.id)
     assert db.store.model_calls(run.id) == before
@@ -71,9 +77,7 @@ def test_a_run_resumed_after_a_rewind_records_the_calls_of_its_new_frames_once(
     demo: Demo,
 ) -> None:
     db, run = demo.db, demo.run
-    before = db.store.model_calls(run.id)
-    n = demo.frame("node_state", "research", state="finished")
-    db.rewind(run.id, n, confirm=True)
+    before, n = _rewound(demo)
     wf, _ = fresh_workflow()
     again = db.resume(run.id, wf)
     assert again.status == "finished"
