@@ -34,6 +34,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+REQUEST_CODEC = "smithers.model-request"
+"""Codec of a call's stored request: payload ``{"messages": [...]}`` as sent."""
+REPLY_CODEC = "smithers.model-reply"
+"""Codec of a call's stored reply: payload the message received."""
+
 TOKEN_FIELDS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
 """The token counts a model call records, where the server reports them."""
 

@@ -80,6 +80,8 @@ class CallLog:
         gave) is one call, timed from :meth:`start`, with no status."""
         end = time.perf_counter()
         tries, first = self.tries or [self.opened], self.first_token
+        if isinstance(reply, dict):  # the message as sent, without the client's empty fields
+            reply = {k: v for k, v in reply.items() if v is not None}
         found = [
             ModelCall(
                 model,

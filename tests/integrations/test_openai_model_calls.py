@@ -135,3 +135,21 @@ def test_a_rejected_request_is_recorded_with_its_status(db: st.Database, tmp_pat
     calls = run.model_calls()
     assert calls["status"].tolist() == [400]
     assert "ModelRequestRejected" in calls["error"][0]
+
+
+def test_the_debuggers_read_gives_back_each_calls_request_and_reply(
+    db: st.Database, tmp_path
+) -> None:
+    from smithers_tt.store.for_widgets import ModelCallReads
+
+    with FakeOpenAI(tmp_path / "log.jsonl") as server:
+        run = _run(db, server.url, "first", followups=["second"])
+        sent = server.requests()
+    reads = ModelCallReads(db.engine)
+    calls = reads.model_calls(run.id)
+    exchanges = [reads.model_call_exchange(c) for c in calls]
+    assert [request for request, _ in exchanges] == sent
+    messages = db.snapshot(run.id).payload("talk")["messages"]
+    assert [reply for _, reply in exchanges] == [messages[1], messages[3]]
+    totals = reads.model_call_totals(run.id, PRICES)
+    assert totals.nodes["talk"].calls == 2 and totals.run.total_tokens == 1 + 3 + 3 + 3

@@ -16,17 +16,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from smithers_tt._model_calls import TOKEN_FIELDS, ModelCall
+from smithers_tt._model_calls import REPLY_CODEC, REQUEST_CODEC, TOKEN_FIELDS, ModelCall
 from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint
 from smithers_tt.store._records import AttemptKey
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._content import ContentStored
 from smithers_tt.store.ledger._write import Change, Write
-
-REQUEST_CODEC = "smithers.model-request"
-"""Codec of a stored request: payload ``{"messages": [...]}`` as sent."""
-REPLY_CODEC = "smithers.model-reply"
-"""Codec of a stored reply: payload the message received."""
 
 CALL_COLUMNS = (
     "call_id", "run_id", "frame_no", "position", "node_id", "iteration", "attempt", "model",

@@ -15,11 +15,19 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt._model_calls import ModelCallRecord, RunCallTotals, totals_of
+from smithers_tt._model_calls import (
+    REPLY_CODEC,
+    REQUEST_CODEC,
+    ModelCallRecord,
+    RunCallTotals,
+    totals_of,
+)
 from smithers_tt._prices import PriceTable
-from smithers_tt.errors import RunNotFound
+from smithers_tt.checkpoint import loads
+from smithers_tt.errors import CheckpointCorrupt, RunNotFound
 from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._runs import RunReads
 
 _COLUMNS = [c for c in S.model_calls.c if c.name != "rewind_id"]
 
@@ -79,6 +87,30 @@ class ModelCallReads:
         return self.engine.transaction(
             lambda conn: calls_in(conn, run_id, frame_no, inherited=inherited), write=False
         )
+
+    def model_call_exchange(self, call: ModelCallRecord) -> tuple[Any, Any]:
+        """``(request messages, reply)`` of a call, read from their verified content (None
+        for what was not recorded).
+
+        Raises:
+            CheckpointMissing: the content is gone (a damaged store).
+            CheckpointCorrupt: it fails its integrity check, or is not a call's content.
+        """
+        reads = RunReads(self.engine)
+        found = []
+        for digest, codec in ((call.request_hash, REQUEST_CODEC), (call.reply_hash, REPLY_CODEC)):
+            if digest is None:
+                found.append(None)
+                continue
+            envelope = loads(reads.read_content(digest))
+            if envelope.get("codec") != codec:
+                raise CheckpointCorrupt(
+                    f"content {digest[:12]} of model call {call.call_id} is not a {codec}",
+                    content_hash=digest,
+                )
+            payload = envelope.get("payload")
+            found.append(payload.get("messages") if codec == REQUEST_CODEC else payload)
+        return found[0], found[1]
 
     def model_call_totals(
         self, run_id: str, prices: Any = None, frame_no: int | None = None
