@@ -18,6 +18,7 @@ from typing import Any
 
 from smithers_tt._model_calls import REPLY_CODEC, REQUEST_CODEC, TOKEN_FIELDS, ModelCall
 from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint
+from smithers_tt.errors import InvalidArgument
 from smithers_tt.store._records import AttemptKey
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._content import ContentStored
@@ -46,7 +47,7 @@ def encode_call(call: ModelCall) -> EncodedCall:
     """Check and encode ``call``'s request and reply (strict JSON, within the content ceiling;
     raises :class:`~smithers_tt.errors.CheckpointInvalid` naming the bad value's path)."""
     if not isinstance(call, ModelCall):
-        raise TypeError(f"a model call is a ModelCall, got {type(call).__name__}")
+        raise InvalidArgument(f"a model call is a ModelCall, got {type(call).__name__}")
     request = None
     if call.request is not None:
         request = AgentCheckpoint(REQUEST_CODEC, 1, {"messages": call.request}).encode()
@@ -57,7 +58,7 @@ def encode_call(call: ModelCall) -> EncodedCall:
 def call_changes(key: AttemptKey, calls: Sequence[EncodedCall]) -> list[Change]:
     """The frameless changes that write ``calls`` (made by attempt ``key``) with the frame of
     the change that follows them: their content first (each distinct request and reply once),
-    then :class:`CallsRecorded`. None when there are no calls."""
+    then :class:`CallsRecorded`. Empty when there are no calls."""
     if not calls:
         return []
     seen: dict[str, EncodedCheckpoint] = {}
