@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import secrets
+import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -386,20 +388,26 @@ class _Tally:
 
 async def _wait_for_live_owner(run: Run) -> None:
     """Wait while another live process runs ``run`` (a sweep run twice at once, or a branch
-    a worker holds): resuming it here would take it over and run its work twice."""
-    while run.status == "running" and now_ms() - (run.record.heartbeat_at_ms or 0) < (
-        tt.LIVE_OWNER_MS
-    ):
+    a worker holds): resuming it here would take it over and run its work twice. An owner
+    on this host whose process is gone (killed) is not waited for."""
+    while run.status == "running" and _owner_alive(run):
         await asyncio.sleep(0.2)
         await asyncio.to_thread(run.refresh)
 
 
-def elapsed_ms(run: Run) -> int | None:
-    """How long a branch ran: from its first frame after the fork to its newest."""
-    frames = [f for f in run.frames() if f.frame_no > 0]
-    if not frames:
-        return None
-    return frames[-1].created_at_ms - frames[0].created_at_ms
+def _owner_alive(run: Run) -> bool:
+    if now_ms() - (run.record.heartbeat_at_ms or 0) >= tt.LIVE_OWNER_MS:
+        return False
+    host, _, pid = (run.record.owner_id or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True  # another machine's process, heartbeating recently
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Sweeping:

@@ -206,3 +206,24 @@ def test_a_sweep_inside_a_running_event_loop(db: st.Database, parent: st.Run) ->
         return (await sweep.arun(wf)).status()
 
     assert asyncio.run(main()) == {"a": "finished"}
+
+
+def test_a_sweep_queued_for_workers_runs_each_branch_once_across_two_workers(
+    db: st.Database, parent: st.Run
+) -> None:
+    wf, calls = sweep_workflow()
+    variants = {f"v{i}": {"input": {"topic": f"t{i}"}} for i in range(4)}
+    frame = _second_checkpoint(parent)
+    sweep = db.sweep(parent.id, frame, variants, workflow=wf, workers=True, wait=False)
+    assert set(sweep.status().values()) == {"queued"}
+
+    async def two_workers() -> list[int]:
+        workers = [db.worker([wf], worker_id=f"w{i}", poll_interval=0.05) for i in (1, 2)]
+        return await asyncio.gather(*(w.run(idle_exit=0.5) for w in workers))
+
+    assert sum(asyncio.run(two_workers())) == len(variants)
+    done = sweep.run(wf, workers=True, score=lambda run: run.output["act"]["steps"])
+    assert done.status() == dict.fromkeys(variants, "finished")
+    assert done.scores == dict.fromkeys(variants, 3)
+    acts = [run for run, node, _ in calls.lines if node == "act"]
+    assert sorted(acts) == sorted(r.id for r in done.branches().values())  # once each
