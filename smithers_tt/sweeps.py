@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import logging
 import os
 import secrets
 import socket
@@ -39,6 +40,8 @@ from smithers_tt.store import ENDED, WorkerRecord, now_ms, release_run
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
+
+log = logging.getLogger("smithers_tt.sweeps")
 
 SWEEP_LABEL = "sweep"
 """The label every branch of a sweep carries: the sweep's id."""
@@ -124,6 +127,7 @@ class Sweep:
     def __init__(self, db: SweepingDatabase, record: Any) -> None:
         self.db = db
         self.record = record
+        self._tried: set[tuple[str, str]] = set()
 
     @property
     def id(self) -> str:
@@ -327,10 +331,18 @@ class Sweep:
             tally(1)
 
     def _scored(self, name: str, run: Run, score: Score | None) -> None:
-        if score is not None and run.status in DONE and name not in self.record.scores:
+        if score is None or run.status not in DONE or name in self.record.scores:
+            return
+        if (name, run.id) in self._tried:  # a score that raised is not asked twice a run
+            return
+        self._tried.add((name, run.id))
+        try:
             value = score(run)
             self.db.store.sweeps.set_score(self.id, name, run.id, value)
-            self.record.scores[name] = value
+        except Exception:  # the user's function (or a value not JSON): this branch unscored
+            log.warning("sweep %s: scoring variant %r failed", self.id, name, exc_info=True)
+            return
+        self.record.scores[name] = value
 
     def _score_ended(self, score: Score | None) -> None:
         """Score every ended branch not scored yet (those a crash left unscored too)."""

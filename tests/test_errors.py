@@ -49,6 +49,7 @@ PUBLIC_NAMES = [
     "SmithersError",
     "Snapshot",
     "SnapshotDiff",
+    "Sweep",
     "TaskContext",
     "TaskFailed",
     "Workflow",
