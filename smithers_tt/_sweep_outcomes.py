@@ -7,7 +7,6 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from smithers_tt._extras import require_extra
-from smithers_tt.runs import Run
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
@@ -31,23 +30,13 @@ def _cell(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, dict | list) else value
 
 
-def _row(name: str, run: Run | None, score: Any) -> dict[str, Any]:
-    row: dict[str, Any] = {"variant": name, "run_id": None, "status": "not made"}
-    if run is not None:
-        frames = [f for f in run.frames() if f.frame_no > 0]
-        duration = (frames[-1].created_at_ms - frames[0].created_at_ms) / 1000 if frames else None
-        row.update(
-            run_id=run.id,
-            status=run.status,
-            error=run.error,
-            duration_s=duration,
-            frames=len(frames),
-        )
-        if run.status == "finished":
-            row.update(_flat("output", run.output))
-    if score is not None:
-        row.update(_flat("score", score))
-    return row
+def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
+    flat = {k: row[k] for k in COLUMNS}
+    if row["status"] == "finished":
+        flat.update(_flat("output", row["output"]))
+    if row["score"] is not None:
+        flat.update(_flat("score", row["score"]))
+    return flat
 
 
 def outcomes(sweep: Sweep) -> pd.DataFrame:
@@ -59,9 +48,7 @@ def outcomes(sweep: Sweep) -> pd.DataFrame:
     require_extra("pandas", needed_for="sweep outcomes")
     import pandas as pd
 
-    sweep.refresh()
-    rows = [_row(name, run, sweep.scores.get(name)) for name, run in sweep.branches().items()]
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame([_flat_row(row) for row in sweep.rows()])
     for column in COLUMNS:
         if column not in frame:
             frame[column] = None

@@ -370,6 +370,27 @@ class Sweep:
 
         return outcomes(self)
 
+    def rows(self) -> list[dict[str, Any]]:
+        """One dict per variant, in the order given (read afresh): ``variant``, ``run_id``
+        (its branch; None before its fork is made), ``status``, ``error``, ``duration_s``
+        (from the branch's first frame after the fork to its newest), ``frames`` (the
+        branch's own frames after the fork), ``output`` and ``score`` (None if unscored)."""
+        self.refresh()
+        rows = []
+        for name, run in self.branches().items():
+            row: dict[str, Any] = dict.fromkeys(
+                ("run_id", "error", "duration_s", "frames", "output"), None
+            )
+            row.update(variant=name, status="not made", score=self.scores.get(name))
+            if run is not None:
+                frames = [f for f in run.frames() if f.frame_no > 0]
+                row.update(run_id=run.id, status=run.status, error=run.error,
+                           output=run.output, frames=len(frames))  # fmt: skip
+                if frames:
+                    row["duration_s"] = (frames[-1].created_at_ms - frames[0].created_at_ms) / 1000
+            rows.append(row)
+        return rows
+
     def plot(self) -> Any:
         """A plotly figure of the scores and durations per variant."""
         from smithers_tt._sweep_outcomes import plot
