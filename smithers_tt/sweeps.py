@@ -331,8 +331,8 @@ class Sweep:
             tally(1)
 
     def _scored(self, name: str, run: Run, score: Score | None) -> None:
-        if score is None or run.status not in DONE or name in self.record.scores:
-            return
+        if score is None or run.status not in ENDED or name in self.record.scores:
+            return  # a paused branch is scored once it is continued to its end
         if (name, run.id) in self._tried:  # a score that raised is not asked twice a run
             return
         self._tried.add((name, run.id))
