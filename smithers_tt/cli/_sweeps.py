@@ -15,7 +15,7 @@ from smithers_tt.cli._app import (
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._commands import _parse_json
+from smithers_tt.cli._commands import read_json_file
 from smithers_tt.cli._output import emit_json, one_line, state
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_ids
@@ -35,15 +35,7 @@ def _variants(pairs: tuple[str, ...]) -> dict[str, Any]:
         if not path:
             variants[name] = {}
             continue
-        try:
-            with open(path, encoding="utf-8") as handle:
-                content = handle.read()
-        except (OSError, UnicodeDecodeError) as error:
-            why = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
-            raise InvalidArgument(
-                f"cannot read the edits file {path!r} of --variant {name}: {why}"
-            ) from error
-        variants[name] = _parse_json(content, path)
+        variants[name] = read_json_file(path, f"the edits file {path!r} of --variant {name}")
     if not variants:
         raise InvalidArgument("give at least one --variant NAME=EDITS.json")
     return variants
