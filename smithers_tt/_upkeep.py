@@ -5,6 +5,7 @@ object, kept in a module of its own so that ``database.py`` stays a readable siz
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from typing import Any
 
 from smithers_tt import timetravel as tt
@@ -41,14 +42,17 @@ class Upkeep:
         older_than: datetime.timedelta | float | None = None,
         *,
         keep_forks: bool = True,
+        run_ids: Sequence[str] | None = None,
         progress: Progress | None = None,
     ) -> tt.PruneReport:
         """Delete the history of runs that ended longer than ``older_than`` ago (a timedelta
         or seconds), leaves of the fork tree first, then the content nothing reaches.
 
         With ``keep_forks`` (default) a run stays while a run forked from it remains. With
-        ``older_than=None`` no run is deleted: only unreachable content is collected. See
-        :func:`smithers_tt.timetravel.prune_runs`.
+        ``older_than=None`` no run is deleted: only unreachable content is collected. With
+        ``run_ids`` (whole ids) only those runs may go: ``db.gc(0, run_ids=[...])`` deletes
+        the ended ones among them (the run browser's Delete), and the report's ``kept`` says
+        why each that stayed was kept. See :func:`smithers_tt.timetravel.prune_runs`.
         """
         if older_than is None:
             return tt.PruneReport(content=collect_garbage(self.engine, progress=progress))
@@ -56,5 +60,6 @@ class Upkeep:
             self.store,
             older_than_ms=tt.duration_ms(older_than),
             keep_forks=keep_forks,
+            run_ids=run_ids,
             progress=progress,
         )

@@ -22,6 +22,7 @@ import shutil
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -192,6 +193,46 @@ def demo_copy(demo_store: Path, tmp_path: Path) -> Path:
     return Path(shutil.copy(demo_store, tmp_path / "demo.db"))
 
 
+# --- one JupyterLab per worker, for the browser tests that share it ------------------------
+
+
+def _browser_or_skip() -> None:
+    from tests.widgets._jupyter import browser_unavailable
+
+    reason = browser_unavailable()
+    if reason:
+        if os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
+        pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A JupyterLab server shared by the browser tests of this process (``_jupyter.Lab``):
+    started once (7-15 s) instead of once per test. Its tests end their kernels
+    (``lab.end_sessions()``) and open their notebooks with ``lab.url(path)``."""
+    from tests.widgets._jupyter import Lab, jupyterlab
+
+    _browser_or_skip()
+    base_dir = tmp_path_factory.mktemp("browser-lab")
+    (base_dir / "root").mkdir()
+    with jupyterlab(base_dir / "root", base_dir / "home") as (base, token):
+        yield Lab(base_dir / "root", base, token)
+
+
+@pytest.fixture
+def browser_chromium() -> Iterator[Any]:
+    """A headless chromium (Playwright ``Browser``) for one test, closed at its end (1-2 s to
+    launch). Not shared between tests: while Playwright's sync API is open the thread has a
+    running asyncio loop, so every later ``asyncio.run`` of the worker (and a test's own
+    ``chromium()``) would fail."""
+    from tests.widgets._jupyter import chromium
+
+    _browser_or_skip()
+    with chromium() as browser:
+        yield browser
+
+
 # --- scheduling under xdist (``./dev test`` runs ``-n 4 --dist loadgroup``) --------------------
 #
 # Tests that use a virtual environment built by a session fixture run on the worker that built
@@ -211,6 +252,11 @@ VENV_FIXTURES = {  # a session fixture that builds a virtual environment: its gr
     "wheel": "venv-core",
 }
 
+BROWSER_FIXTURES = {  # a browser test (two chromiums at once timed out on 2 cores): one worker
+    "browser_lab": "browser",
+    "browser_chromium": "browser",
+}
+
 
 def xdist_group_of(item: pytest.Item) -> str | None:
     """The group a test runs in (on one worker, one test after another), or None."""
@@ -220,7 +266,7 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     if marks and marks[0]:
         return str(marks[0])
     names = set(getattr(item, "fixturenames", ()))
-    for fixture, group in VENV_FIXTURES.items():
+    for fixture, group in {**VENV_FIXTURES, **BROWSER_FIXTURES}.items():
         if fixture in names:
             return group
     if item.get_closest_marker("slow"):
@@ -243,11 +289,29 @@ def _groups_file(config: pytest.Config) -> str:
     return config._tt_groups_file  # type: ignore[attr-defined]
 
 
+# The groups the scheduler hands out first, longest first (measured: the browser tests are the
+# longest chain of one worker, ~555 s at load 8-10; the machine-hungry trials next), then the
+# notebooks' nbval runs (30-50 s each): a long chain that starts last stretches the run's end.
+FIRST = ["browser", "machine", "venv-notebook", "venv-binder", "venv-core"]
+FIRST_FILES = ["tests/test_notebooks.py::test_notebook_runs_with_its_checked_outputs"]
+
+
+def _start_order(item: pytest.Item) -> int:
+    group = xdist_group_of(item)
+    if group in FIRST:
+        return FIRST.index(group)
+    if item.nodeid.startswith(tuple(FIRST_FILES)):
+        return len(FIRST)
+    return len(FIRST) + 1
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     path = getattr(config, "workerinput", {}).get("tt_groups_file")
     if path is None:  # not an xdist worker
         return
+    items.sort(key=_start_order)  # the scheduler hands work out in this order (stable: the
+    # same on every worker)
     groups = {item.nodeid: group for item in items if (group := xdist_group_of(item))}
     part = Path(f"{path}.{config.workerinput['workerid']}")
     part.with_suffix(".tmp").write_text(json.dumps(groups))
@@ -260,9 +324,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # hand out in the collection's order (FIRST first)
+
     class GroupScheduling(LoadScopeScheduling):
-        """Groups (``xdist_group_of``) on one worker each, biggest first; other tests one by
-        one to whichever worker has fewer than two pending."""
+        """Groups (``xdist_group_of``) on one worker each, in the order of ``FIRST``; other
+        tests one by one to whichever worker has fewer than two pending."""
 
         groups: dict[str, str] | None = None
 

@@ -4,7 +4,8 @@ repo2docker (see /work/shared/NOTES-jupyter.md) starts from its conda-forge Pyth
 installs ``binder/requirements.txt`` over it with pip, copies the repository to ``$HOME`` and
 runs ``binder/postBuild`` there as a user who is not root. The simulation installs the base
 lock's versions of the packages that matter into a fresh Python 3.11 venv, then the
-requirements, then runs postBuild and the tour notebook, all in one session-scoped environment.
+requirements, then runs postBuild and the tour notebook, all in one session-scoped environment
+(a copy of one cached between runs by a hash of the lock, the requirements and the Python).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from tests.installed._venvs import venv_copy
 
 ROOT = Path(__file__).resolve().parent.parent
 BINDER = ROOT / "binder"
@@ -120,13 +123,21 @@ def _python311() -> str:
 
 @pytest.fixture(scope="session")
 def binder_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Python 3.11 venv with the base lock's versions, then binder/requirements.txt."""
-    env_dir = tmp_path_factory.mktemp("binder") / "venv"
-    subprocess.run([_python311(), "-m", "venv", str(env_dir)], check=True, timeout=120)
-    pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, *BASE_LOCK], check=True, timeout=600)
-    subprocess.run([*pip, "-r", str(BINDER / "requirements.txt")], check=True, timeout=600)
-    return env_dir
+    """A Python 3.11 venv with the base lock's versions, then binder/requirements.txt.
+
+    Built with pip from the registries on a machine's first run and cached by a hash of those
+    inputs (:mod:`tests.installed._venvs`); each run works in a copy of its own."""
+    python = _python311()
+
+    def build(env_dir: Path) -> None:
+        subprocess.run([python, "-m", "venv", str(env_dir)], check=True, timeout=120)
+        pip = [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, *BASE_LOCK], check=True, timeout=600)
+        subprocess.run([*pip, "-r", str(BINDER / "requirements.txt")], check=True, timeout=600)
+
+    base = sys.base_prefix if python == sys.executable else str(Path(python).resolve())
+    inputs = [f"python: {base}", *BASE_LOCK, (BINDER / "requirements.txt").read_text()]
+    return venv_copy("binder", inputs, build, tmp_path_factory.mktemp("binder") / "venv")
 
 
 def _in(env_dir: Path, *args: str | Path, **kw) -> subprocess.CompletedProcess[str]:

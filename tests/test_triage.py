@@ -190,5 +190,6 @@ def test_the_cli_lists_groups_and_retries_one_after_asking(db: st.Database, db_u
         ],
     )
     assert done.exit_code == 0, done.output
-    assert f"run {runs['bad-3']} resumed: finished" in done.stdout
+    short = db.store.short_run_ids([runs["bad-3"]])[runs["bad-3"]]
+    assert f"run {short} resumed: finished" in done.stdout and runs["bad-3"] not in done.stdout
     assert db.get_run(runs["bad-3"]).status == "finished"

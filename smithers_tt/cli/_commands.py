@@ -14,13 +14,14 @@ from smithers_tt.cli._app import (
     Context,
     cli,
     handle_errors,
+    how_invoked,
     load_workflow,
     pass_ctx,
     workflow_option,
 )
 from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text
 from smithers_tt.cli._progress import progress_bar
-from smithers_tt.cli._runs import shown_ids
+from smithers_tt.cli._runs import shown_id, shown_ids
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
@@ -136,7 +137,7 @@ def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
     if ctx.as_json:
         emit_json(_snapshot_json(snap))
         return
-    ctx.out.line(f"run {snap.run_id} at frame {snap.frame_no}: ", state(snap.status))
+    ctx.out.line(f"run {shown_id(ctx, snap.run_id)} at frame {snap.frame_no}: ", state(snap.status))
     ctx.out.table(
         ["node", "state", "last attempt", "output"],
         [
@@ -261,8 +262,9 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
     """
     run = ctx.db.get_run(run_id)
     run_id = run.id  # the full id, whatever prefix was typed
+    short = shown_id(ctx, run_id)
     _confirm(
-        f"Rewind run {run_id} from frame {run.record.clock} to frame {frame_no}, "
+        f"Rewind run {short} from frame {run.record.clock} to frame {frame_no}, "
         "deleting everything after it?",
         yes,
     )
@@ -272,9 +274,9 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
         emit_json({"run_id": run_id, "frame_no": frame_no, "status": snap.status})
         return
     ctx.out.line(
-        f"rewound {run_id} to frame {frame_no}; it is now ",
+        f"rewound {short} to frame {frame_no}; it is now ",
         state(ctx.db.get_run(run_id).status),
-        f". Continue it with: smithers-tt resume {run_id}",
+        f". Continue it with: {how_invoked()} resume {short}",
     )
 
 
@@ -299,7 +301,7 @@ def undo_rewind(ctx: Context, run_id: str, force: bool) -> None:
         emit_json({"run_id": run_id, "frame_no": snap.frame_no, "status": snap.status})
         return
     ctx.out.line(
-        f"undid the rewind of {run_id}: it is back at frame {snap.frame_no}, ",
+        f"undid the rewind of {shown_id(ctx, run_id)}: it is back at frame {snap.frame_no}, ",
         state(ctx.db.get_run(run_id).status),
     )
 
@@ -326,10 +328,11 @@ def materialize(ctx: Context, run_id: str) -> None:
     if ctx.as_json:
         emit_json({"run_id": run_id, "materialized": done})
         return
+    short = shown_id(ctx, run_id)
     ctx.out.line(
-        f"{run_id} now has its own copy of the history it inherited"
+        f"{short} now has its own copy of the history it inherited"
         if done
-        else f"{run_id} has a history of its own already; nothing was changed"
+        else f"{short} has a history of its own already; nothing was changed"
     )
 
 
@@ -408,10 +411,11 @@ def fork(
             }
         )
         return
+    short = shown_ids(ctx, [child.id, run_id])
     ctx.out.line(
-        f"forked {child.id} from {run_id} at frame {frame_no} (",
+        f"forked {short[child.id]} from {short[run_id]} at frame {frame_no} (",
         state(child.status),
-        f"). Run it with: smithers-tt resume {child.id}",
+        f"). Run it with: {how_invoked()} resume {short[child.id]}",
     )
 
 
@@ -429,15 +433,16 @@ def _finished(ctx: Context, run: Any) -> None:
             }
         )
         return
+    short = shown_id(ctx, run.id)
     if pause is None:
-        ctx.out.line(f"run {run.id} ", state(run.status), f": {run.error}" if run.error else "")
+        ctx.out.line(f"run {short} ", state(run.status), f": {run.error}" if run.error else "")
         return
     where = "while running" if pause.when == "ask" else pause.when
     ctx.out.line(
-        f"run {run.id} ", state("paused"), f" ({pause.reason}) {where} {pause.node_id}",
+        f"run {short} ", state("paused"), f" ({pause.reason}) {where} {pause.node_id}",
         f": {one_line(pause.question)}" if pause.question is not None else "",
     )  # fmt: skip
-    ctx.out.line(f"continue it with: smithers-tt continue {run.id} --answer JSON")
+    ctx.out.line(f"continue it with: {how_invoked()} continue {short} --answer JSON")
 
 
 @cli.command()
@@ -503,7 +508,7 @@ def cancel(ctx: Context, run_id: str) -> None:
     if ctx.as_json:
         emit_json({"run_id": run_id, "status": status})
         return
-    ctx.out.line(f"cancel requested for {run_id} (now ", state(status), ")")
+    ctx.out.line(f"cancel requested for {shown_id(ctx, run_id)} (now ", state(status), ")")
 
 
 @cli.command()
@@ -521,9 +526,10 @@ def reset(ctx: Context, run_id: str, node_id: str, dependents: bool, yes: bool) 
       smithers-tt reset RUN write --dependents --yes
     """
     run_id = ctx.db.resolve_run_id(run_id)
-    _confirm(f"Reset {node_id}{' and its dependents' if dependents else ''} of run {run_id}?", yes)
+    short = shown_id(ctx, run_id)
+    _confirm(f"Reset {node_id}{' and its dependents' if dependents else ''} of run {short}?", yes)
     gone = ctx.db.reset(run_id, node_id, dependents=dependents)
     if ctx.as_json:
         emit_json({"run_id": run_id, "reset": gone})
         return
-    ctx.out.line(f"reset {', '.join(gone)}; run them with: smithers-tt resume {run_id}")
+    ctx.out.line(f"reset {', '.join(gone)}; run them with: {how_invoked()} resume {short}")

@@ -126,12 +126,13 @@ def _retry(ctx: Context, found: Failures, number: int, spec: str | None, yes: bo
         yes,
     )
     results: list[RetryResult] = []
+    short = shown_ids(ctx, runs)
 
     def report(result: RetryResult) -> None:
         results.append(result)
         if not ctx.as_json:
             ctx.out.line(
-                f"run {result.run_id} {result.outcome}: ",
+                f"run {short.get(result.run_id, result.run_id)} {result.outcome}: ",
                 state(result.status),
                 f" ({result.detail})" if result.detail else "",
             )

@@ -16,6 +16,7 @@ from smithers_tt.cli._app import (
 )
 from smithers_tt.cli._commands import _edits, _finished, _parse_json
 from smithers_tt.cli._output import emit_json, state
+from smithers_tt.cli._runs import shown_id
 
 
 def _skips(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -106,6 +107,8 @@ def continue_cmd(
         if ctx.as_json:
             emit_json({"run_id": run.id, "status": run.status})
             return
-        ctx.out.line(f"run {run.id} is ", state(run.status), "; a worker executes it next")
+        ctx.out.line(
+            f"run {shown_id(ctx, run.id)} is ", state(run.status), "; a worker executes it next"
+        )
         return
     _finished(ctx, ctx.db.resume(run_id, load_workflow(spec, workflow), **options))

@@ -25,6 +25,11 @@ def shown_ids(ctx: Context, run_ids: Iterable[str | None]) -> dict[str, str]:
     return ctx.read_db.store.short_run_ids(sorted(ids))
 
 
+def shown_id(ctx: Context, run_id: str) -> str:
+    """How the command line names one run in a message: as :func:`shown_ids` shows it."""
+    return shown_ids(ctx, [run_id]).get(run_id, run_id)
+
+
 def labels_cell(labels: dict[str, str]) -> str:
     """A run's labels in a table cell: ``case=retry owner=ana`` (``-`` for none)."""
     return " ".join(f"{key}={value}" for key, value in labels.items()) or "-"

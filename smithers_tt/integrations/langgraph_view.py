@@ -30,6 +30,7 @@ from smithers_tt.integrations._langgraph_format import (
     VALUE_NODE,
     payload,
 )
+from smithers_tt.integrations._langgraph_graph import checkpoint_tuple, graph_shape, graph_state
 from smithers_tt.integrations._langgraph_pauses import (
     Breakpoints,
     interrupt_values,
@@ -149,10 +150,7 @@ def describe_frame(saver: SmithersSaver, run_id: str, frame_no: int) -> dict[str
 
 def _describe(saver: SmithersSaver, run_id: str, content_hash: str) -> dict[str, Any]:
     """:func:`describe_frame` of the checkpoint document ``content_hash`` of run ``run_id``."""
-    doc = payload(saver.store.read_content(content_hash), CHECKPOINT_CODEC, content_hash)
-    thread = saver.store.get_run(run_id).input or {}
-    config = {"configurable": {**thread, "checkpoint_id": doc["id"]}}
-    found = saver.get_tuple(config)
+    doc, _, found = checkpoint_tuple(saver, run_id, content_hash)
     if found is None:  # removed from LangGraph's view (delete_for_runs): the document only
         return {"checkpoint_id": doc["id"], "parent_id": doc.get("parent"), "removed": True}
     metadata = found.metadata or {}
@@ -197,10 +195,40 @@ class LangGraphLens:
 
     NODES = {DOC_NODE: "super-steps", VALUE_NODE: "channel values"}
 
-    def __init__(self, saver: SmithersSaver, breakpoints: Breakpoints | None = None) -> None:
+    def __init__(
+        self, saver: SmithersSaver, breakpoints: Breakpoints | None = None, graph: Any = None
+    ) -> None:
         self.saver = saver
         self.breakpoints = breakpoints or Breakpoints()
+        self.graph = graph
+        """The compiled graph, when given: the debugger's graph view draws it."""
         self._headlines: dict[tuple[str, str], str] = {}
+
+    def _root_graph(self, run_id: str) -> Any:
+        """The compiled graph, for a run of the thread's root namespace (a subgraph's own
+        namespace is another graph), else None."""
+        if self.graph is None:
+            return None
+        thread = self.saver.store.get_run(run_id).input or {}
+        return None if thread.get("checkpoint_ns") else self.graph
+
+    def workflow_graph(self, run_id: str) -> dict[str, Any] | None:
+        """The compiled graph's nodes and edges (conditional ones marked), when it was given
+        (:func:`~smithers_tt.integrations._langgraph_graph.graph_shape`)."""
+        graph = self._root_graph(run_id)
+        return None if graph is None else graph_shape(graph)
+
+    def graph_state(self, snap: Snapshot) -> dict[str, Any] | None:
+        """Each node of the compiled graph's state at the thread's checkpoint a snapshot
+        shows, and the nodes that checkpoint's super-step ran (None without a graph; no
+        states before the first checkpoint)."""
+        graph = self._root_graph(snap.run_id)
+        if graph is None:
+            return None
+        keys = [k for k in snap.refs if k[0] == DOC_NODE]
+        if not keys:
+            return {"states": {}, "current": []}
+        return graph_state(self.saver, graph, snap.run_id, snap.refs[max(keys)].content_hash)
 
     def _is_doc(self, codec: str | None, node_id: str | None) -> bool:
         return codec == CHECKPOINT_CODEC and node_id == DOC_NODE
@@ -313,8 +341,10 @@ def lens(
 
     ``graph`` (the compiled graph: its ``interrupt_before`` / ``interrupt_after``) and the
     breakpoints given to ``invoke`` make a thread stopped between super-steps a pause only
-    at those nodes; without any, every such stop shows as one (see :func:`debug`)."""
-    return LangGraphLens(saver, Breakpoints(graph, interrupt_before, interrupt_after))
+    at those nodes; without any, every such stop shows as one (see :func:`debug`). The
+    debugger's graph view draws ``graph`` (its nodes and edges, each node coloured by its
+    state at the selected frame's checkpoint), when given."""
+    return LangGraphLens(saver, Breakpoints(graph, interrupt_before, interrupt_after), graph)
 
 
 def debug(

@@ -4,10 +4,10 @@ Time travel decides in Python (snapshots, diffs, what a rewind keeps) and has th
 and write in sets: the ``Travel`` handle (one transaction of reads and writes of a run's state
 at frame N), the state a fork starts from (``RunState``), the refs left in the database
 (``StoredRefs``), a live state rebuilt from frames (``Refold``), retention's pages
-(``prune_page`` and the forks that keep old frames alive), and the rows a snapshot holds
-(``NodeView``, ``AttemptView``: defined beside the store's records of the same rows). Time
-travel imports ``smithers_tt.store`` and this door only (import-linter, ``pyproject.toml``;
-see ``docs/store.md``, "The doors").
+(``prune_page``, the forks that keep old frames alive, why chosen runs stayed), and the rows
+a snapshot holds (``NodeView``, ``AttemptView``: defined beside the store's records of the
+same rows). Time travel imports ``smithers_tt.store`` and this door only (import-linter,
+``pyproject.toml``; see ``docs/store.md``, "The doors").
 """
 
 from smithers_tt.store._records import AttemptView, NodeView, check_limit, new_run_id
@@ -20,6 +20,7 @@ from smithers_tt.store.ledger import (
     inheriting_forks_of_old,
     prune_page,
     undoable,
+    why_kept,
 )
 from smithers_tt.store.reads import StoredRefs
 
@@ -38,4 +39,5 @@ __all__ = [
     "new_run_id",
     "prune_page",
     "undoable",
+    "why_kept",
 ]

@@ -1,11 +1,12 @@
 """The debugger's door into the store: what ``smithers_tt.widgets`` reads, and nothing else.
 
 The widgets read a run a page at a time, never its whole history: its frames as light rows,
-frame searches and timeline bins, and its newest live state (nodes, refs) one question at a
-time. These reads live in the store's ``reads/`` room (``_newest``, ``_frame_rows``,
-``_frame_search``, ``_timeline``); this module is the one place outside the store that names
-them. The widgets import ``smithers_tt.store`` (records, ``ENDED``) and this door only
-(import-linter, ``pyproject.toml``; see ``docs/store.md``, "The doors").
+frame searches, one node's frames and timeline bins, and its newest live state (nodes, refs)
+one question at a time. These reads live in the store's ``reads/`` room (``_newest``,
+``_frame_rows``, ``_frame_search``, ``_node_frames``, ``_timeline``); this module is the one
+place outside the store that names them. The widgets import ``smithers_tt.store`` (records,
+``ENDED``) and this door only (import-linter, ``pyproject.toml``; see ``docs/store.md``, "The
+doors").
 """
 
 from smithers_tt.store._frames import PAUSE_KINDS
@@ -17,6 +18,7 @@ from smithers_tt.store.reads import (
     RunFilter,
     RunListing,
     attempt_frames,
+    attempt_span,
     content_sizes,
     find_frames,
     frame_bins,
@@ -34,6 +36,7 @@ from smithers_tt.store.reads import (
     live_ref_rank,
     live_top_iteration,
     newest_live_ref,
+    node_frame_near,
     node_frame_rows,
     node_level_pairs,
     numbered_frames,
@@ -51,6 +54,7 @@ __all__ = [
     "RunFilter",
     "RunListing",
     "attempt_frames",
+    "attempt_span",
     "content_sizes",
     "find_frames",
     "frame_bins",
@@ -68,6 +72,7 @@ __all__ = [
     "live_ref_rank",
     "live_top_iteration",
     "newest_live_ref",
+    "node_frame_near",
     "node_frame_rows",
     "node_level_pairs",
     "numbered_frames",

@@ -14,11 +14,15 @@ content), and a parent with such a fork is never deleted before that.
 
 Work is done in pages of runs, one transaction each, so a prune of millions of runs never
 holds one long transaction; every deleted run leaves a ``prune`` row in the audit table.
+
+With ``run_ids`` only those runs are looked at (the run browser's Delete: the same rules, on
+the runs a person chose), and the report says why each one that stayed was kept.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from smithers_tt.errors import InvalidArgument
@@ -28,6 +32,7 @@ from smithers_tt.store.for_timetravel import (
     count_kept_for_forks,
     inheriting_forks_of_old,
     prune_page,
+    why_kept,
 )
 from smithers_tt.timetravel._fork import materialize
 
@@ -46,6 +51,9 @@ class PruneReport:
     """Forks by reference given their own history first (their parents went)."""
     deleted: list[str] = field(default_factory=list)
     kept_for_forks: int = 0
+    kept: dict[str, str] = field(default_factory=dict)
+    """With ``run_ids``: each chosen run that stayed, and why (runs that do not exist are not
+    listed)."""
     pages: int = 0
     content: GcReport = field(default_factory=GcReport)
 
@@ -81,6 +89,7 @@ def prune_runs(
     older_than_ms: int,
     keep_forks: bool = True,
     page_size: int = 100,
+    run_ids: Sequence[str] | None = None,
     progress: Progress | None = None,
 ) -> PruneReport:
     """Delete ended runs unchanged for ``older_than_ms``, then collect unreachable content.
@@ -90,6 +99,8 @@ def prune_runs(
         older_than_ms: runs whose ``updated_at_ms`` is older than now minus this go.
         keep_forks: keep a run while any run forked from it remains (leaves go first).
         page_size: runs deleted per transaction (1 to 1,000).
+        run_ids: only these runs (None: every run); the report's ``kept`` says why each
+            of them that stayed was kept.
         progress: called after each page with the rows it deleted: first pages of runs,
             then pages of content.
 
@@ -100,8 +111,11 @@ def prune_runs(
     check_limit(page_size)
     cutoff = now_ms() - older_than_ms
     report = PruneReport(cutoff_ms=cutoff)
+    chosen = None if run_ids is None else sorted(set(run_ids))
     while not keep_forks:  # forks that read an old parent's frames get their own first
-        forks = inheriting_forks_of_old(store.engine, statuses=ENDED, cutoff_ms=cutoff)
+        forks = inheriting_forks_of_old(
+            store.engine, statuses=ENDED, cutoff_ms=cutoff, run_ids=chosen
+        )
         if not forks:
             break
         for child in forks:
@@ -117,6 +131,7 @@ def prune_runs(
                 keep_forks=keep_forks,
                 page_size=page_size,
                 after=after,
+                run_ids=chosen,
             )
             if after is None:
                 break
@@ -131,6 +146,12 @@ def prune_runs(
             break
 
     if keep_forks:
-        report.kept_for_forks = count_kept_for_forks(store.engine, statuses=ENDED, cutoff_ms=cutoff)
+        report.kept_for_forks = count_kept_for_forks(
+            store.engine, statuses=ENDED, cutoff_ms=cutoff, run_ids=chosen
+        )
+    if chosen:
+        report.kept = why_kept(
+            store.engine, chosen, statuses=ENDED, cutoff_ms=cutoff, keep_forks=keep_forks
+        )
     report.content = collect_garbage(store.engine, progress=progress)
     return report

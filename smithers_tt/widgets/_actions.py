@@ -14,7 +14,7 @@ import ipywidgets as W
 from smithers_tt.widgets._close import close_all
 from smithers_tt.widgets._control import REPLAY_NEEDS_WORKFLOW
 from smithers_tt.widgets._editor import CheckpointEditor
-from smithers_tt.widgets._html import esc, read_only_note, wrap
+from smithers_tt.widgets._html import esc, read_only_note, run_ref, wrap
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._progress import ProgressBar
 
@@ -167,7 +167,8 @@ class Actions:
     def update(self) -> None:
         """Follow the selected frame: node lists and the editor's default payload."""
         m = self.model
-        self.title.value = wrap(f"<h4>Actions at frame {m.frame_no} of run {esc(m.run_id)}</h4>")
+        shown = run_ref(m.run_id, m.short_ids()[m.run_id])
+        self.title.value = wrap(f"<h4>Actions at frame {m.frame_no} of run {shown}</h4>")
         names = m.node_ids
         kept = [n for n in self.reset.value if n in names]
         self.reset.options = names

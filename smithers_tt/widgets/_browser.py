@@ -2,28 +2,33 @@
 
 ``db.browse(workflows=[wf])`` (or ``RunBrowser(db)``) shows a table of runs read a page at a
 time in the database (:func:`smithers_tt.store.run_listing`: it opens at once on a store of
-100,000 runs): id (shortened, whole on hover), workflow, status, start, duration, frames, forks
-and error, filtered by status, workflow, start time and text in inputs, outputs and errors.
+100,000 runs): id (shortened, whole on hover), workflow, status, labels, start, duration,
+frames, forks and error, filtered by status, workflow, a label (``case=retry``), start time
+and text in inputs, outputs and errors.
 **Open** shows that run's debugger in place; **Back to runs** returns to the list with its
 filters and page. Tick runs to act on them together, each action asked first and reported
 run by run: **Cancel** (runs not ended yet), **Resume** (interrupted runs of a workflow
-given in ``workflows``, executed here one after another).
+given in ``workflows``, executed here one after another), **Delete** (by retention's rules,
+``db.gc(0, run_ids=...)``: ended runs go, with their history and the content nothing else
+reaches; a run with forks stays while they do) and **Export** (their histories, as JSON
+lines, to one new file: :func:`~smithers_tt.widgets._export.export_runs`).
 """
 
 from __future__ import annotations
 
-import datetime
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt._labels import parse_label
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import ENDED, RunRecord, now_ms
 from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, run_workflows
+from smithers_tt.widgets._export import export_runs
 from smithers_tt.widgets._html import CSS, badge, esc, read_only_note, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
-from smithers_tt.widgets._rows import cells, header, line, titled
+from smithers_tt.widgets._rows import cells, header, line, stamp, titled
 from smithers_tt.widgets._state import read_only_reason
 
 PAGE = 25
@@ -34,13 +39,19 @@ STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "i
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
-_WIDTHS = ("12em", "9em", "7em", "10.5em", "5em", "4em", "4em", "auto")
-_HEAD = ("run", "workflow", "status", "started", "took", "frames", "forks", "error")
+_WIDTHS = ("7.5em", "7em", "6em", "8em", "7em", "3.5em", "4.5em", "3.5em", "auto")
+_HEAD = ("run", "workflow", "status", "labels", "started", "took", "frames", "forks", "error")
 _TICK, _OPEN = "2em", "5em"
-
-
-def _when(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+_VERBS = {"cancel": "Cancel", "resume": "Resume", "delete": "Delete", "export": "Export"}
+_ASK = {
+    "cancel": "Cancel {n} run(s)? Each is reported.",
+    "resume": "Resume here {n} run(s)? Each is reported.",
+    "delete": "Delete {n} run(s) with their history? Retention's rules hold: only finished, "
+    "failed and cancelled runs go, a run stays while runs forked from it do, and the content "
+    "nothing else reaches is collected. This cannot be undone.",
+    "export": "Export the history of {n} run(s), as JSON lines, to a new file:",
+}
+_CONFIRM = {"cancel": "Cancel", "resume": "Resume here", "delete": "Delete", "export": "Export"}
 
 
 def _took(run: RunRecord) -> str:
@@ -57,8 +68,8 @@ class RunBrowser(W.VBox):
         db: a :class:`smithers_tt.Database`.
         workflows: workflow definitions, by name: what Resume runs with and what the debugger
             replays with.
-        status, workflow, since, text: the filters to start with (``since`` one of
-            :data:`SINCE`'s keys).
+        status, workflow, label, since, text: the filters to start with (``label`` as
+            ``key=value``; ``since`` one of :data:`SINCE`'s keys).
     """
 
     def __init__(
@@ -68,6 +79,7 @@ class RunBrowser(W.VBox):
         *,
         status: str | None = None,
         workflow: str | None = None,
+        label: str = "",
         since: str = "any time",
         text: str = "",
     ) -> None:
@@ -82,6 +94,7 @@ class RunBrowser(W.VBox):
             description="status", options=[("any", None), *[(s, s) for s in STATUSES]]
         )
         self.workflow = W.Dropdown(description="workflow")
+        self.label = W.Text(description="label", placeholder="key=value", continuous_update=False)
         self.since = W.Dropdown(description="started", options=list(SINCE))
         self.text = W.Text(
             description="text", placeholder="in input, output or error", continuous_update=False
@@ -89,8 +102,9 @@ class RunBrowser(W.VBox):
         names = run_workflows(db.engine)
         self.workflow.options = [("any", None), *[(w, w) for w in names]]
         self.status.value, self.since.value, self.text.value = status, since, text
+        self.label.value = label
         self.workflow.value = workflow if workflow in names else None
-        for control in (self.status, self.workflow, self.since, self.text):
+        for control in (self.status, self.workflow, self.label, self.since, self.text):
             control.layout = W.Layout(width="auto", min_width="0")
             control.observe(lambda _: self.first_page(), names="value")
         self.header = header([_TICK], cells(_HEAD, _WIDTHS, header=True), [_OPEN])
@@ -101,18 +115,30 @@ class RunBrowser(W.VBox):
         self.newer.on_click(lambda _: self.turn(-1))
         self.older.on_click(lambda _: self.turn(1))
         self.page_label = W.HTML()
-        self.cancel_runs = W.Button(description="Cancel…", layout=W.Layout(width="auto"))
-        self.resume_runs = W.Button(description="Resume…", layout=W.Layout(width="auto"))
-        self.cancel_runs.on_click(lambda _: self.ask("cancel"))
-        self.resume_runs.on_click(lambda _: self.ask("resume"))
+        self.action_buttons = {
+            action: W.Button(description=f"{verb}…", layout=W.Layout(width="auto"))
+            for action, verb in _VERBS.items()
+        }
+        for action, button in self.action_buttons.items():
+            button.add_class(f"stt-bulk-{action}")
+            button.on_click(lambda _, a=action: self.ask(a))
+        self.cancel_runs = self.action_buttons["cancel"]
+        self.resume_runs = self.action_buttons["resume"]
+        self.delete_runs = self.action_buttons["delete"]
+        self.export_runs = self.action_buttons["export"]
         self.confirm_text = W.HTML()
+        self.export_path = W.Text(
+            description="to file",
+            value="runs-export.jsonl",
+            layout=W.Layout(width="auto", min_width="0", display="none"),
+        )
         self.confirm_button = W.Button(description="Confirm", button_style="danger")
         self.confirm_button.add_class("stt-confirm")
         self.dismiss = W.Button(description="Keep them")
         self.confirm_button.on_click(lambda _: self.carry_out())
         self.dismiss.on_click(lambda _: self.ask(None))
         self.confirm_box = W.VBox(
-            [self.confirm_text, W.HBox([self.confirm_button, self.dismiss])],
+            [self.confirm_text, self.export_path, W.HBox([self.confirm_button, self.dismiss])],
             layout=W.Layout(display="none"),
         )
         self.pending: tuple[str, list[str]] | None = None
@@ -123,12 +149,15 @@ class RunBrowser(W.VBox):
         self.list_box = W.VBox(
             [
                 W.HTML(wrap("<h4>Runs</h4>")),
-                W.HBox([self.status, self.workflow, self.since, self.text], layout=wrapping),
+                W.HBox(
+                    [self.status, self.workflow, self.label, self.since, self.text],
+                    layout=wrapping,
+                ),
                 self.header,
                 self.rows,
                 self.note,
                 W.HBox(
-                    [self.newer, self.page_label, self.older, self.cancel_runs, self.resume_runs],
+                    [self.newer, self.page_label, self.older, *self.action_buttons.values()],
                     layout=wrapping,
                 ),
                 self.confirm_box,
@@ -149,9 +178,11 @@ class RunBrowser(W.VBox):
     def filter(self) -> RunFilter:
         """The filters as set now."""
         seconds = SINCE[self.since.value]
+        label = self.label.value.strip()
         return RunFilter(
             statuses=(self.status.value,) if self.status.value else (),
             workflow=self.workflow.value,
+            labels=dict([parse_label(label)]) if label else {},
             since_ms=None if seconds is None else now_ms() - seconds * 1000,
             text=self.text.value.strip() or None,
         )
@@ -197,7 +228,8 @@ class RunBrowser(W.VBox):
             run_ref(run.run_id, self._short.get(run.run_id, run.run_id)),
             esc(run.workflow),
             badge(run.status),
-            esc(_when(run.created_at_ms)),
+            titled(" ".join(f"{k}={v}" for k, v in run.labels.items())),
+            stamp(run.created_at_ms),
             esc(_took(run)),
             str(run.clock + 1),
             str(self.listing.forks.get(run.run_id, 0)),
@@ -221,23 +253,28 @@ class RunBrowser(W.VBox):
 
     def _update_actions(self) -> None:
         n = len(self.selected)
-        self.cancel_runs.disabled = self.resume_runs.disabled = n == 0 or bool(self.read_only)
-        if self.read_only:
-            self.cancel_runs.tooltip = self.resume_runs.tooltip = self.read_only
-        self.cancel_runs.description = f"Cancel {n}…" if n else "Cancel…"
-        self.resume_runs.description = f"Resume {n}…" if n else "Resume…"
+        for action, button in self.action_buttons.items():
+            button.disabled = n == 0 or bool(self.read_only)
+            if self.read_only:
+                button.tooltip = self.read_only
+            button.description = f"{_VERBS[action]} {n}…" if n else f"{_VERBS[action]}…"
 
     def ask(self, action: str | None) -> None:
-        """Ask before ``action`` (``cancel`` / ``resume``) on the ticked runs (None: forget)."""
+        """Ask before ``action`` (``cancel``, ``resume``, ``delete``, ``export``) on the ticked
+        runs (None: forget the question). A read-only store refuses every action."""
+        if action is not None and self.read_only:
+            self.report.value = read_only_note(self.read_only)
+            action = None
         if action is None or not self.selected:
             self.pending = None
             self.confirm_box.layout.display = "none"
             return
         runs = sorted(self.selected, reverse=True)
         self.pending = (action, runs)
-        what = "Cancel" if action == "cancel" else "Resume here"
-        self.confirm_text.value = wrap(f"<div>{what} {len(runs)} run(s)? Each is reported.</div>")
-        self.confirm_button.description = f"{what} {len(runs)} run(s)"
+        self.confirm_text.value = wrap(f"<div>{esc(_ASK[action].format(n=len(runs)))}</div>")
+        self.export_path.layout.display = None if action == "export" else "none"
+        self.confirm_button.description = f"{_CONFIRM[action]} {len(runs)} run(s)"
+        self.confirm_button.button_style = "primary" if action == "export" else "danger"
         self.confirm_box.layout.display = None
 
     def carry_out(self) -> None:
@@ -246,12 +283,56 @@ class RunBrowser(W.VBox):
             return
         action, runs = self.pending
         self.ask(None)
+        shown = self.db.store.short_run_ids(runs)  # before a delete: the ids are read here
         lines: list[str] = []
-        for run_id in runs:
-            lines.append(f"<div>run {esc(run_id)}: {self._act(action, run_id)}</div>")
+
+        def report(run_id: str, result: str) -> None:
+            lines.append(f"<div>run {run_ref(run_id, shown.get(run_id, run_id))}: {result}</div>")
             self.report.value = wrap("".join(lines))
+
+        if action == "delete":
+            self._delete(runs, report)
+        elif action == "export":
+            self._export(runs, report, lines)
+        else:
+            for run_id in runs:
+                report(run_id, self._act(action, run_id))
         self.selected.clear()
         self.show_page()
+
+    def _delete(self, runs: list[str], report: Callable[[str, str], None]) -> None:
+        try:
+            done = self.db.gc(0, run_ids=runs)
+        except SmithersError as error:
+            self.report.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
+            return
+        deleted = set(done.deleted)
+        for run_id in runs:
+            if run_id in deleted:
+                report(run_id, "deleted")
+            else:
+                why = done.kept.get(run_id, "it is not in the store any more")
+                report(run_id, f'<span class="stt-muted">kept: {esc(why)}</span>')
+
+    def _export(
+        self, runs: list[str], report: Callable[[str, str], None], lines: list[str]
+    ) -> None:
+        path = self.export_path.value.strip()
+
+        def result(run_id: str, found: int | SmithersError) -> None:
+            if isinstance(found, SmithersError):
+                report(run_id, f'<span class="stt-error">left out: {esc(found.message)}</span>')
+            else:
+                report(run_id, f"{found} line(s)")
+
+        try:
+            written = export_runs(self.db, runs, path, result)
+        except (SmithersError, OSError) as error:
+            why = error.message if isinstance(error, SmithersError) else str(error)
+            lines.append(f'<div class="stt-error">export failed: {esc(why)}</div>')
+        else:
+            lines.append(f'<div class="stt-ok">wrote {written} lines to {esc(path)}</div>')
+        self.report.value = wrap("".join(lines))
 
     def _act(self, action: str, run_id: str) -> str:
         try:

@@ -204,7 +204,10 @@ class DiffView:
                 m.compare_frame if m.compare_frame is not None else max(m.frame_no - 1, 0)
             )
             runs = [e for e in m.tree if e.run_id != m.run_id]
-            self.run.options = [(_run_label(e), e.run_id) for e in runs]
+            shown = self.model.short_ids()
+            self.run.options = [
+                (_run_label(e, shown.get(e.run_id, e.run_id)), e.run_id) for e in runs
+            ]
             default = m.default_compare_run()
             chosen = m.compare_run or (default[0] if default else None)
             self.run.value = chosen if chosen in [e.run_id for e in runs] else None
@@ -225,6 +228,7 @@ class DiffView:
             self.output.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
 
 
-def _run_label(edge: Any) -> str:
+def _run_label(edge: Any, shown: str) -> str:
+    """A run in the diff's run picker: its short id, where it forked, its status."""
     where = "root" if edge.parent_run_id is None else f"fork @ {edge.parent_frame_no}"
-    return f"{edge.run_id} ({where}, {edge.shown_status})"
+    return f"{shown} ({where}, {edge.shown_status})"

@@ -2,7 +2,9 @@
 
 ``history.jsonl`` holds one JSON object per line: first the run (``"type": "run"``), then
 every frame in order (``"type": "frame"``, base frames of a fork included), each checkpoint
-frame with the verified checkpoint it published (``codec``, ``version``, ``payload``). The
+frame with the verified checkpoint it published (``codec``, ``version``, ``payload``). The run
+browser's Export writes several runs' histories so, one after another, to one file
+(:func:`export_runs`). The
 Parquet export is :meth:`smithers_tt.lineage.Lineage.export_parquet` (the ``lineage`` extra):
 every lineage view of the store, one file per view.
 """
@@ -12,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as W
 
 from smithers_tt.errors import InvalidArgument, SmithersError
+from smithers_tt.store import CheckpointRef, RunRecord
 from smithers_tt.widgets._html import esc, read_only_note, wrap
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._words import clock_time
@@ -32,15 +36,39 @@ def _new_file(path: str | Path) -> Path:
     return target
 
 
-def history_lines(model: DebuggerModel, *, payloads: bool = True) -> Any:
-    """The lines of the history export (JSON text, one object each), lazily."""
-    record = dataclasses.asdict(model.record)
-    yield json.dumps({"type": "run", **record}, ensure_ascii=False, sort_keys=True)
-    for f in model.frames:
+def run_lines(
+    record: RunRecord, frames: Iterable[Any], load: Callable[[CheckpointRef], Any], payloads: bool
+) -> Iterator[str]:
+    """The lines of one run's history export (JSON text, one object each), lazily: the run,
+    then each frame (``Frame`` records), each checkpoint frame with what ``load`` gives."""
+    yield json.dumps(
+        {"type": "run", **dataclasses.asdict(record)}, ensure_ascii=False, sort_keys=True
+    )
+    for f in frames:
         row = {"type": "frame", **dataclasses.asdict(f), "time": clock_time(f.created_at_ms)}
         if payloads and f.kind == "checkpoint" and f.content_hash and f.codec:
-            row["checkpoint"] = model.load(f.checkpoint_ref()).to_json()
+            row["checkpoint"] = load(f.checkpoint_ref()).to_json()
         yield json.dumps(row, ensure_ascii=False, sort_keys=True)
+
+
+def history_lines(model: DebuggerModel, *, payloads: bool = True) -> Iterator[str]:
+    """The lines of the history export of the debugger's run, lazily."""
+    return run_lines(model.record, model.frames, model.load, payloads)
+
+
+def _write(target: Path, lines: Iterable[str]) -> int:
+    """Write ``lines`` to a new file whole or not at all (through ``<name>.partial``)."""
+    count = 0
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with partial.open("w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line + "\n")
+                count += 1
+        partial.replace(target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
 
 
 def export_history(model: DebuggerModel, path: str | Path, *, payloads: bool = True) -> int:
@@ -50,18 +78,38 @@ def export_history(model: DebuggerModel, path: str | Path, *, payloads: bool = T
         InvalidArgument: the file exists already, or its folder does not.
         CheckpointCorrupt: a checkpoint failed verification (nothing unverified is written).
     """
+    return _write(_new_file(path), history_lines(model, payloads=payloads))
+
+
+def export_runs(
+    db: Any,
+    run_ids: Sequence[str],
+    path: str | Path,
+    on_result: Callable[[str, int | SmithersError], None] = lambda *_: None,
+) -> int:
+    """Write the histories of several runs, one after another, to one new JSON lines file
+    (the format of :func:`export_history`: each run's ``"type": "run"`` line, then its
+    frames); returns the lines written. ``on_result(run_id, lines or error)`` is called as
+    each run is read: a run that cannot be read whole (gone, or a checkpoint that fails
+    verification) is left out and reported, and the others are written.
+
+    Raises:
+        InvalidArgument: the file exists already, or its folder does not.
+    """
     target = _new_file(path)
-    count = 0
-    partial = target.with_name(target.name + ".partial")
-    try:
-        with partial.open("w", encoding="utf-8") as out:
-            for line in history_lines(model, payloads=payloads):
-                out.write(line + "\n")
-                count += 1
-        partial.replace(target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return count
+
+    def lines() -> Iterator[str]:
+        for run_id in run_ids:
+            try:
+                run = db.store.get_run(run_id)
+                found = list(run_lines(run, db.store.frames(run_id), db.store.load, True))
+            except SmithersError as error:
+                on_result(run_id, error)
+                continue
+            on_result(run_id, len(found))
+            yield from found
+
+    return _write(target, lines())
 
 
 def lineage_available() -> bool:

@@ -4,8 +4,13 @@ newest frame at or before the selected one.
 
 The graph is the run's stored one (each task and the tasks it needs, as defined when the run
 was created); with the workflow given to the debugger, an edge that seeds a task from
-another's checkpoint (``fork=``) is drawn dashed. Tasks are laid out in layers (a task one
-layer right of the furthest task it needs), ordered within a layer by where their needs are.
+another's checkpoint (``fork=``) is drawn dashed. For a LangGraph thread opened with its
+compiled graph (``langgraph_view.debug(saver, thread_id, graph=compiled)``), the lens gives
+that graph instead (``compiled.get_graph()``: its nodes, ``__start__`` and ``__end__``
+included, and edges, conditional ones dotted) and each node's state at the selected frame's
+checkpoint. Tasks are laid out in layers (a task one layer right of the furthest task it
+needs, an edge that closes a loop left out of that count), ordered within a layer by where
+their needs are.
 
 Drawn by a small anywidget (SVG, no JavaScript build, nothing fetched) whose view draws the
 whole state it holds every time any of it changes, so it can never show another frame than
@@ -19,6 +24,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from smithers_tt.store.for_widgets import node_frame_near
 from smithers_tt.widgets._html import STATE_COLOURS
 from smithers_tt.widgets._model import DebuggerModel
 
@@ -35,7 +41,7 @@ function make(tag, attrs) {
 }
 function draw(model, el) {
   const g = model.get("graph"), states = model.get("states"), colours = model.get("colours");
-  const current = model.get("current");
+  const current = model.get("current") || [];
   el.replaceChildren();
   el.classList.add("stt-graph");
   if (!g.nodes || !g.nodes.length) {
@@ -63,7 +69,9 @@ function draw(model, el) {
       fill: "none", stroke: "var(--jp-ui-font-color2, #777)", "stroke-width": 1.2,
       "marker-end": "url(#stt-arrow)"});
     if (e.fork) path.setAttribute("stroke-dasharray", "4 3");
-    path.classList.add(e.fork ? "stt-graph-fork" : "stt-graph-edge");
+    else if (e.conditional) path.setAttribute("stroke-dasharray", "1.5 3");
+    path.classList.add(e.fork ? "stt-graph-fork"
+                       : e.conditional ? "stt-graph-conditional" : "stt-graph-edge");
     svg.appendChild(path);
   }
   for (const n of g.nodes) {
@@ -72,14 +80,15 @@ function draw(model, el) {
     group.classList.add("stt-graph-node");
     group.dataset.node = n.id;
     group.dataset.state = state;
-    if (n.id === current) group.classList.add("stt-graph-current");
+    const touched = current.includes(n.id);
+    if (touched) group.classList.add("stt-graph-current");
     const title = make("title", {});
     title.textContent = `${n.id}: ${state}`;
     group.appendChild(title);
     group.appendChild(make("rect", {width: g.w, height: g.h, rx: 6,
       fill: colours[state] || "#999", "fill-opacity": 0.85,
-      stroke: n.id === current ? "var(--jp-brand-color1, #1976d2)" : "none",
-      "stroke-width": n.id === current ? 3 : 0}));
+      stroke: touched ? "var(--jp-brand-color1, #1976d2)" : "none",
+      "stroke-width": touched ? 3 : 0}));
     const label = make("text", {x: g.w / 2, y: g.h / 2 + 4, "text-anchor": "middle",
       "font-size": 12, fill: "#fff"});
     label.textContent = n.id.length > 16 ? n.id.slice(0, 15) + "…" : n.id;
@@ -103,14 +112,47 @@ export default {
 """
 
 
+def _loop_edges(graph: dict[str, list[str]]) -> set[tuple[str, str]]:
+    """The edges that close a loop (a LangGraph graph may have them): found by a depth-first
+    walk along the edges from the tasks in order, those that lead back to a task on the way."""
+    after: dict[str, list[str]] = {task: [] for task in graph}
+    for task, needs in graph.items():
+        for need in needs:
+            if need in after:
+                after[need].append(task)
+    done: dict[str, bool] = {}  # False while on the way, True once left
+    loops: set[tuple[str, str]] = set()
+    for root in sorted(graph, key=lambda t: bool(graph[t])):  # tasks that need nothing first
+        if root in done:
+            continue
+        done[root] = False
+        stack = [(root, iter(after[root]))]
+        while stack:
+            task, nexts = stack[-1]
+            following = next(nexts, None)
+            if following is None:
+                done[task] = True
+                stack.pop()
+            elif following not in done:
+                done[following] = False
+                stack.append((following, iter(after[following])))
+            elif not done[following]:
+                loops.add((task, following))
+    return loops
+
+
 def layout(graph: dict[str, list[str]]) -> dict[str, Any]:
-    """Positions of a DAG's tasks in layers, left to right, and its edges."""
+    """Positions of a graph's tasks in layers, left to right, and its edges (those that close
+    a loop drawn, but left out of the layers)."""
+    loops = _loop_edges(graph)
+    forward = {
+        t: [n for n in needs if n in graph and (n, t) not in loops] for t, needs in graph.items()
+    }
     layer: dict[str, int] = {}
 
-    def depth(task: str, seen: tuple[str, ...] = ()) -> int:
+    def depth(task: str) -> int:
         if task not in layer:
-            needs = [n for n in graph.get(task, ()) if n in graph and n not in seen]
-            layer[task] = 1 + max((depth(n, (*seen, task)) for n in needs), default=-1)
+            layer[task] = 1 + max((depth(n) for n in forward[task]), default=-1)
         return layer[task]
 
     for task in graph:
@@ -123,12 +165,15 @@ def layout(graph: dict[str, list[str]]) -> dict[str, Any]:
         tasks = rows[n]
         if n:
             tasks.sort(
-                key=lambda t: sum(y_of[d] for d in graph[t] if d in y_of) / max(1, len(graph[t]))
+                key=lambda t: (
+                    sum(y_of[d] for d in forward[t] if d in y_of) / max(1, len(forward[t]))
+                )
             )
         for i, task in enumerate(tasks):
             y_of[task] = i
     nodes = [{"id": t, "x": PAD + layer[t] * LAYER_X, "y": PAD + y_of[t] * ROW_Y} for t in graph]
-    edges = [{"from": d, "to": t} for t in graph for d in graph[t] if d in graph]
+    pairs = dict.fromkeys((d, t) for t in graph for d in graph[t] if d in graph)
+    edges = [{"from": d, "to": t} for d, t in pairs]
     width = PAD * 2 + (max(layer.values(), default=0)) * LAYER_X + NODE_W
     height = PAD * 2 + (max((len(r) for r in rows.values()), default=1) - 1) * ROW_Y + NODE_H
     return {
@@ -141,6 +186,19 @@ def layout(graph: dict[str, list[str]]) -> dict[str, Any]:
     }
 
 
+def _needs(shape: dict[str, Any]) -> tuple[dict[str, list[str]], set[tuple[str, str]]]:
+    """A lens's graph (nodes, edges) as each node and the nodes it needs, and its
+    conditional edges."""
+    needs: dict[str, list[str]] = {str(n): [] for n in shape.get("nodes", ())}
+    conditional = set()
+    for e in shape.get("edges", ()):
+        if e["to"] in needs:
+            needs[e["to"]].append(e["from"])
+        if e.get("conditional"):
+            conditional.add((e["from"], e["to"]))
+    return needs, conditional
+
+
 class GraphView(anywidget.AnyWidget):
     """The graph part of the debugger (see the module's docstring)."""
 
@@ -149,8 +207,9 @@ class GraphView(anywidget.AnyWidget):
     """Tasks with positions, edges (``fork`` when a task is seeded from another), size."""
     states = traitlets.Dict().tag(sync=True)
     """Each task's state at the selected frame (of its newest iteration)."""
-    current = traitlets.Unicode(None, allow_none=True).tag(sync=True)
-    """The task the selected frame touches, if any."""
+    current = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    """The tasks the selected frame touches: its own node, if any (for a LangGraph thread,
+    the nodes its checkpoint's super-step ran)."""
     colours = traitlets.Dict(STATE_COLOURS).tag(sync=True)
     clicked = traitlets.List().tag(sync=True)
     """[task, a stamp]: set by the view when a task is clicked."""
@@ -158,6 +217,7 @@ class GraphView(anywidget.AnyWidget):
     def __init__(self, model: DebuggerModel, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.model = model
+        self._from_lens = False
         model.on("run", self.rebuild)
         for event in ("frame", "frames"):
             model.on(event, self.update)
@@ -165,20 +225,28 @@ class GraphView(anywidget.AnyWidget):
         self.rebuild()
 
     def rebuild(self) -> None:
-        """Lay out the shown run's graph, then colour it for the selected frame."""
-        stored = self.model.record.graph or {}
+        """Lay out the shown run's graph (the lens's, when it knows one), then colour it for
+        the selected frame."""
+        shape = self.model.lens_graph()
+        self._from_lens = shape is not None
+        forks: set[tuple[str, str]] = set()
+        conditional: set[tuple[str, str]] = set()
+        if shape is not None:
+            stored, conditional = _needs(shape)
+        else:
+            stored = self.model.record.graph or {}
+            wf = self.model.workflow
+            if wf is not None:
+                forks = {(t.fork, t.id) for t in wf.tasks.values() if t.fork}
         if not stored:
             self.graph = {"note": "this run stores no workflow graph"}
         elif len(stored) > MAX_TASKS:
             self.graph = {"note": f"{len(stored)} tasks: too many to draw (at most {MAX_TASKS})"}
         else:
             drawn = layout(stored)
-            wf = self.model.workflow
-            forks = (
-                {(t.fork, t.id) for t in wf.tasks.values() if t.fork} if wf is not None else set()
-            )
             for edge in drawn["edges"]:
-                edge["fork"] = (edge["from"], edge["to"]) in forks
+                pair = (edge["from"], edge["to"])
+                edge["fork"], edge["conditional"] = pair in forks, pair in conditional
             self.graph = drawn
         self.layout.display = None if stored else "none"
         self.update()
@@ -186,13 +254,19 @@ class GraphView(anywidget.AnyWidget):
     def update(self) -> None:
         """Colour the tasks by their state at the selected frame; outline its task."""
         m = self.model
+        if self._from_lens:
+            found = m.lens_graph_state() or {}
+            self.states = dict(found.get("states") or {})
+            self.current = list(found.get("current") or [])
+            return
         table = m.node_table(limit=MAX_TASKS * 4)
         states: dict[str, tuple[int, str]] = {}
         for (node, iteration), view in table.nodes.items():
             if node not in states or iteration >= states[node][0]:
                 states[node] = (iteration, view.state)
         self.states = {node: state for node, (_, state) in states.items()}
-        self.current = m.frame().node_id
+        node = m.frame().node_id
+        self.current = [node] if node else []
 
     def _clicked(self, change: dict[str, Any]) -> None:
         if change["new"]:
@@ -200,12 +274,11 @@ class GraphView(anywidget.AnyWidget):
 
     def select_task(self, task: str) -> None:
         """Select the newest frame of ``task`` at or before the selected one (if it has none
-        there, its first frame after)."""
+        there, its first frame after), found in the database: a click reads no history. (A
+        LangGraph node has no frames of its own: its thread's frames are checkpoints.)"""
         m = self.model
-        rows = m.visible_rows
-        index = m.frame_no - (rows[0].frame_no if rows else 0)
-        before = next((r for r in reversed(rows[: index + 1]) if r.node_id == task), None)
-        after = next((r for r in rows[index + 1 :] if r.node_id == task), None)
-        found = before or after
+        if self._from_lens:
+            return
+        found = node_frame_near(m.db.engine, m.run_id, task, m.frame_no, upto=m.last_frame)
         if found is not None:
-            m.select_frame(found.frame_no)
+            m.select_frame(found)

@@ -17,7 +17,7 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import AttemptView, NodeView
 from smithers_tt.widgets._conversation import find_transcript, transcript_html
-from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, wrap
+from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, run_ref, wrap
 from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._words import frame_time
 
@@ -118,7 +118,7 @@ class Inspector:
         m = self.model
         frame = m.frame()
         self.summary.value = wrap(
-            f"<h4>Frame {frame.frame_no} · run {esc(m.run_id)}</h4>"
+            f"<h4>Frame {frame.frame_no} · run {run_ref(m.run_id, m.short_ids()[m.run_id])}</h4>"
             f"<div>{esc(m.frame_title(frame))}</div>"
             f"<div>{esc(frame_time(frame))} · run status at this frame: "
             f"{badge(m.run_status(at_frame=True))}</div>"

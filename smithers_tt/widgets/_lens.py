@@ -26,7 +26,8 @@ class FrameLens(Protocol):
         names nodes with :meth:`node_label`, lists checkpoints with :meth:`ref_label` and shows
         :meth:`view` instead of a checkpoint's payload; the diff of two frames or runs shows
         the sections of :meth:`diff` instead of the documents' changes; the header offers the runs
-    of :meth:`related` to open.
+    of :meth:`related` to open; the graph view draws :meth:`workflow_graph` coloured by
+    :meth:`graph_state`.
     """
 
     def frame_title(self, frame: Frame) -> str | None:
@@ -47,6 +48,15 @@ class FrameLens(Protocol):
     def related(self, run_id: str) -> list[tuple[str, str]] | None:
         """Other runs a person opens from this one, as ``(label, run_id)`` (the debugger's
         "open" menu; a LangGraph thread's subgraph namespaces)."""
+
+    def workflow_graph(self, run_id: str) -> dict[str, Any] | None:
+        """The graph the framework knows for the run, for the graph view to draw instead of
+        the run's stored one: ``{"nodes": [id, ...], "edges": [{"from", "to",
+        "conditional"}, ...]}`` (a LangGraph thread's compiled graph)."""
+
+    def graph_state(self, snap: Snapshot) -> dict[str, Any] | None:
+        """The state of each node of :meth:`workflow_graph` at a snapshot, and the nodes the
+        snapshot's frame touches: ``{"states": {node: state}, "current": [node, ...]}``."""
 
     def pause(self, run_id: str) -> dict[str, Any] | None:
         """A pause of the run the framework knows (a LangGraph interrupt waiting): a dict

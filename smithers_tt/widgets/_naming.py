@@ -64,6 +64,18 @@ class Naming(DebuggerState):
         """Other runs the lens offers to open from this one, as ``(label, run_id)``."""
         return list(self._named("related", self.run_id) or [])
 
+    def lens_graph(self) -> dict[str, Any] | None:
+        """The graph the lens knows for the shown run (a LangGraph thread's compiled graph:
+        nodes and edges), or None: the graph view then draws the run's stored graph."""
+        found = self._named("workflow_graph", self.run_id)
+        return found if isinstance(found, dict) else None
+
+    def lens_graph_state(self) -> dict[str, Any] | None:
+        """The states of :meth:`lens_graph`'s nodes at the selected frame, and the nodes it
+        touches (``{"states": ..., "current": [...]}``), or None."""
+        found = self._named("graph_state", self.snapshot)
+        return found if isinstance(found, dict) else None
+
     def short_ids(self) -> dict[str, str]:
         """Each run of the fork tree as the widgets show it: its shortest unique prefix among
         the stored runs (at least 8 characters; the whole id goes on hover). Read once per

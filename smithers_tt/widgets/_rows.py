@@ -9,6 +9,7 @@ ends with an ellipsis (its whole text is on hover where a caller gives a title).
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Sequence
 
 import ipywidgets as W
@@ -31,6 +32,13 @@ def cells(values: Sequence[str], widths: Sequence[str], *, header: bool = False)
 def titled(text: str) -> str:
     """``text`` escaped, with itself as its hover title (for a column that may cut it)."""
     return f'<span title="{esc(text)}">{esc(text)}</span>'
+
+
+def stamp(ms: int) -> str:
+    """A time for a narrow column: month, day, hour and minute in UTC, the whole time (year
+    and seconds) on hover."""
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
+    return f'<span title="{when:%Y-%m-%d %H:%M:%S} UTC">{when:%m-%d %H:%M}</span>'
 
 
 def line(

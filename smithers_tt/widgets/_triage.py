@@ -2,38 +2,34 @@
 
 ``TriageView(db, workflows=[wf])`` (from ``smithers_tt.widgets``) lists the
 groups of :func:`smithers_tt.triage.failures`, largest first: count, runs, kind, workflow,
-node, error and when last seen. Per group, **Open example** shows the newest failure's run in
-a debugger in place, at the frame where it failed (**Back to failures** returns to the list),
-and **Retry…** (for a group with failed or interrupted runs, when its workflow was given)
-asks first, then resets the failing node of each of those runs and resumes it, reporting each
-run's result as it comes, and reads the groups again.
+node, error, the example's run and when last seen (runs are named by their shortest unique
+prefix, whole on hover, in the rows and in the reports). Per group, **Open example** shows
+the newest failure's run in a debugger in place, at the frame where it failed (**Back to
+failures** returns to the list), and **Retry…** (for a group with failed or interrupted
+runs, when its workflow was given) asks first, then resets the failing node of each of those
+runs and resumes it, reporting each run's result as it comes, and reads the groups again.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Iterable
 from typing import Any
 
 import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
+from smithers_tt.store.for_widgets import attempt_span
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
-from smithers_tt.widgets._html import CSS, badge, esc, wrap
+from smithers_tt.widgets._html import CSS, badge, esc, run_ref, wrap
 from smithers_tt.widgets._inplace import InPlace
-from smithers_tt.widgets._rows import cells, header, line
+from smithers_tt.widgets._rows import cells, header, line, stamp
 
 MAX_GROUPS = 50
 """Groups listed; the rest are counted in a note (narrow with ``since`` / ``workflow``)."""
 
-_COLUMNS = ("count", "runs", "kind", "workflow", "node", "last seen")
-_WIDTHS = ("3.5em", "3.5em", "5em", "auto", "auto", "7.5em")
+_COLUMNS = ("count", "runs", "kind", "workflow", "node", "example", "last seen")
+_WIDTHS = ("3.5em", "3.5em", "5em", "auto", "auto", "7.5em", "7.5em")
 _OPEN, _RETRY = "9.5em", "7em"
-
-
-def _when(ms: int) -> str:
-    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC)
-    return f'<span title="{when:%Y-%m-%d %H:%M:%S} UTC">{when:%m-%d %H:%M}</span>'
 
 
 class TriageView(W.VBox):
@@ -52,6 +48,7 @@ class TriageView(W.VBox):
         self.workflows = {wf.name: wf for wf in workflows}
         self.options = options
         self.failures: Failures | None = None
+        self._short: dict[str, str] = {}
         self.title = W.HTML()
         self.refresh_button = W.Button(description="Refresh", tooltip="read the failures again")
         self.refresh_button.on_click(lambda _: self.refresh())
@@ -96,6 +93,8 @@ class TriageView(W.VBox):
             self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
             return
         f = self.failures
+        examples = [g.example.run_id for g in f.groups[:MAX_GROUPS] if g.example]
+        self._short = self.db.store.short_run_ids(examples)
         total = sum(g.count for g in f)
         stuck = sum(g.count for g in f if g.kind == "stuck")
         self.title.value = wrap(
@@ -125,7 +124,8 @@ class TriageView(W.VBox):
             esc(g.kind),
             esc(g.workflow),
             esc(g.node_id or "-"),
-            _when(g.last_ms),
+            self._run(g.example.run_id) if g.example else "-",
+            stamp(g.last_ms),
         )
         open_button = W.Button(
             description="Open example",
@@ -143,6 +143,10 @@ class TriageView(W.VBox):
         what = f'<div class="stt-error" style="padding:0 4px">{esc(error)}</div>'
         table = cells(values, _WIDTHS)
         return line([], wrap(what) + table, [open_button, retry_button], "stt-triage-group")
+
+    def _run(self, run_id: str) -> str:
+        """A run as the view names it: its short id, whole on hover."""
+        return run_ref(run_id, self._short.get(run_id, run_id))
 
     def _why_not(self, g: FailureGroup) -> str | None:
         if g.node_id is None:
@@ -167,19 +171,15 @@ class TriageView(W.VBox):
         return self.in_place.open(ex.run_id, self.workflows.get(g.workflow), frame)
 
     def _failure_frame(self, run_id: str, g: FailureGroup) -> int | None:
+        """Where the example's attempt ended (a stuck one: where it started), found in the
+        database (:func:`attempt_span`), not by reading the run's frames."""
         ex = g.example
         assert ex is not None
-        found = None
-        for frame in self.db.get_run(run_id).frames():
-            if (frame.node_id, frame.iteration, frame.attempt) != (
-                ex.node_id,
-                ex.iteration,
-                ex.attempt,
-            ):
-                continue
-            if frame.kind == "attempt_finished" or (ex.kind == "stuck" and found is None):
-                found = frame.frame_no
-        return found
+        if ex.node_id is None or ex.iteration is None or ex.attempt is None:
+            return None
+        span = attempt_span(self.db.engine, run_id, ex.node_id, ex.iteration, ex.attempt)
+        started, finished = span
+        return finished if finished is not None or ex.kind != "stuck" else started
 
     # --- retry a group --------------------------------------------------------------------
 
@@ -204,11 +204,12 @@ class TriageView(W.VBox):
             return
         self.ask(None)
         lines: list[str] = []
+        self._short.update(self.db.store.short_run_ids(g.retryable))
 
         def report(result: RetryResult) -> None:
             detail = f" ({esc(result.detail)})" if result.detail else ""
             lines.append(
-                f"<div>run {esc(result.run_id)} {esc(result.outcome)}: "
+                f"<div>run {self._run(result.run_id)} {esc(result.outcome)}: "
                 f"{badge(result.status)}{detail}</div>"
             )
             self.report.value = wrap("".join(lines))

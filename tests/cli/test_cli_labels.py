@@ -142,3 +142,25 @@ def test_a_prefix_under_6_characters_is_refused_clearly(demo_db: str) -> None:
 
     assert code == 1
     assert "no run '1a2b'; a run id prefix needs at least 6 characters" in out
+
+
+def test_messages_name_runs_by_short_id_and_the_short_id_works_in_the_next_command(
+    demo_db: str,
+) -> None:
+    whole = listed(demo_db, "--label", "case=clean")[0]["run_id"]
+
+    code, out = run(demo_db, "fork", whole, "9", "--reset", "write")
+    found = re.search(r"forked (\w+) from (\w+) at frame 9 .*resume (\w+)$", out.strip())
+    assert code == 0 and found, out
+    child, parent, hint = found.groups()
+    assert whole.startswith(parent) and 8 <= len(parent) < len(whole) and hint == child
+    code, out = run(demo_db, "show", child)  # the id shown names the run
+    assert code == 0 and out.startswith(f"run {child} at frame 0: ")
+    code, out = run(demo_db, "cancel", child)
+    assert code == 0 and out.startswith(f"cancel requested for {child} (now ")
+    code, out = run(demo_db, "reset", whole, "write", "--yes")
+    assert code == 0 and re.search(rf"resume {parent}$", out.strip()), out
+    for said in (out, run(demo_db, "show", whole)[1]):
+        assert whole not in said  # whole only with --wide or --json
+    code, out = run(demo_db, "--json", "show", child)
+    assert code == 0 and json.loads(out)["run_id"] not in (child, parent)

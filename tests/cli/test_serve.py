@@ -135,6 +135,11 @@ def test_the_served_page_cannot_change_the_store(
         assert isinstance(browser, RunBrowser)
         assert browser.cancel_runs.disabled and "read-only" in browser.cancel_runs.tooltip
         assert "Actions are off" in browser.report.value
+        assert all(button.disabled for button in browser.action_buttons.values())
+        browser.selected.add(run_id)
+        for action in ("delete", "export", "cancel"):  # asked from Python: refused all the same
+            browser.ask(action)
+            assert browser.pending is None and "Actions are off" in browser.report.value
     finally:
         page.close()
     assert db.get_run(run_id).record.clock == clock and len(db.runs()) == 1

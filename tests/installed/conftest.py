@@ -1,8 +1,9 @@
 """A wheel of the project, installed in fresh virtual environments with only named extras.
 
 These tests follow a newcomer who ran ``pip install smithers-tt`` (or one extra of it), not the
-developers' ``.venv``: the wheel is built once per session, and each set of extras gets one
-virtual environment per session (dependencies from the registry; pip's cache makes it quick).
+developers' ``.venv``: the wheel is built from the checkout once per session, and each set of
+extras gets one virtual environment per session (its third-party dependencies copied from a venv
+cached by a hash of the wheel's requirements, see :mod:`tests.installed._venvs`).
 """
 
 from __future__ import annotations
@@ -10,10 +11,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.installed._venvs import venv_copy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,19 +75,48 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def requirements_of(wheel: Path) -> list[str]:
+    """What a wheel's metadata asks of an environment: Requires-Python and Requires-Dist."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = archive.read(name).decode()
+    return [
+        line
+        for line in metadata.splitlines()
+        if line.startswith(("Requires-Python:", "Requires-Dist:"))
+    ]
+
+
 @pytest.fixture(scope="session")
 def install(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Installed]:
     """``install("notebook")``: a fresh venv with the wheel and those extras ("" for none),
-    made once per session for each set of extras."""
+    made once per session for each set of extras.
+
+    The third-party packages come from a venv cached by a hash of the wheel's requirements and
+    the extras (:mod:`tests.installed._venvs`: built with pip from the registries on the first
+    run, copied on the next); the wheel, built from this checkout by :func:`wheel`, is then
+    installed into the copy with ``--no-index``, so pip checks that the copy already holds
+    every dependency the wheel asks for, and fetches nothing."""
     made: dict[str, Installed] = {}
 
     def installed(extras: str) -> Installed:
         if extras not in made:
-            root = tmp_path_factory.mktemp(f"venv-{extras or 'core'}")
-            subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=120)
             target = f"{wheel}[{extras}]" if extras else str(wheel)
+
+            def build(root: Path) -> None:  # the wheel's dependencies from the registries
+                subprocess.run([sys.executable, "-m", "venv", str(root)], check=True, timeout=120)
+                pip = [str(root / "bin" / "python"), "-m", "pip"]
+                for step in (["install", "-q", target], ["uninstall", "-y", "-q", "smithers-tt"]):
+                    subprocess.run([*pip, *step], check=True, env=clean_env(), timeout=600)
+
+            root = venv_copy(
+                f"wheel-{extras or 'core'}",
+                [f"extras: {extras}", *requirements_of(wheel)],
+                build,
+                tmp_path_factory.mktemp(f"venv-{extras or 'core'}") / "venv",
+            )
             subprocess.run(
-                [str(root / "bin" / "python"), "-m", "pip", "install", "-q", target],
+                [str(root / "bin" / "python"), "-m", "pip", "install", "-q", "--no-index", target],
                 check=True,
                 env=clean_env(),
                 timeout=600,

@@ -172,3 +172,43 @@ def test_gc_takes_seconds_as_well_as_timedeltas(db: st.Database) -> None:
     _age(db, run_id, 2)
     assert db.gc(3 * 86_400.0).runs_deleted == 0
     assert db.gc(86_400).deleted == [run_id]
+
+
+def test_gc_of_chosen_runs_deletes_the_ended_ones_by_the_same_rules_and_says_why_others_stay(
+    db: st.Database,
+) -> None:
+    done, failed, other = _run(db, {"d": 1}), _run(db, {"f": 1}, status="failed"), _run(db)
+    running = _run(db, {"r": 1}, status="running")
+    parent = _run(db, {"p": 1})
+    child = db.fork(parent, 3).id  # interrupted: its parent stays while it does
+    leased = _run(db, {"l": 1})
+    acquire_lease(db.store, leased, "test")
+    for run_id in (done, failed, running, parent, child, leased):
+        _age(db, run_id, 1)  # a second ago is old enough for a chosen run
+
+    report = db.gc(0, run_ids=[done, failed, running, parent, leased, "1a2b3c4d5e6f7a8b9c0d1"])
+
+    assert sorted(report.deleted) == sorted([done, failed])
+    assert _runs(db) == {other, running, parent, child, leased}  # other was not chosen
+    assert report.kept == {
+        running: "it is running: only finished, failed, cancelled runs are deleted",
+        parent: "1 run(s) forked from it remain: delete them first",
+        leased: "a rewind or another time-travel operation holds it",
+    }
+    assert report.kept_for_forks == 1
+    for run_id in (done, failed):
+        assert count(db, "tt_audit", "run_id = :r AND operation = 'prune'", r=run_id) == 1
+    assert _hash({"d": 1}) not in _contents(db) and _hash({"r": 1}) in _contents(db)
+
+
+def test_gc_of_a_chosen_parent_and_its_fork_deletes_both_leaf_first(db: st.Database) -> None:
+    parent = _run(db, {"p": 1})
+    child = db.fork(parent, 3, reset=["n"]).id
+    execute(db, "UPDATE tt_runs SET status = 'finished' WHERE run_id = :r", r=child)
+    for run_id in (parent, child):
+        _age(db, run_id, 1)
+
+    report = db.gc(0, run_ids=[parent, child])
+
+    assert sorted(report.deleted) == sorted([parent, child]) and report.kept == {}
+    assert _runs(db) == set()

@@ -27,6 +27,19 @@ CHROMIUM = "/usr/bin/chromium"
 TIMEOUT_MS = 180_000  # two busy cores: a FigureWidget alone takes seconds to draw
 
 
+def browser_unavailable() -> str | None:
+    """Why a browser test cannot run here (no chromium, no playwright), or None."""
+    if not Path(CHROMIUM).exists():
+        return (
+            f"Debian's chromium is not installed ({CHROMIUM} is missing; apt-get install chromium)"
+        )
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is not installed (the dev extra has it)"
+    return None
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -131,6 +144,45 @@ def jupyterlab(root: Path, home: Path) -> Iterator[tuple[str, str]]:
         log.close()
 
 
+class Lab:
+    """One JupyterLab server that several tests share (see ``browser_lab`` in
+    tests/conftest.py): each test works in a folder of its own under the server's root and
+    opens its notebook in a workspace of its own, so that nothing a test opened is restored in
+    the next one; :meth:`end_sessions` shuts its kernels down when it is done. Settings a test
+    changes (a theme) are the server's: such a test starts a :func:`jupyterlab` of its own."""
+
+    def __init__(self, root: Path, base: str, token: str) -> None:
+        self.root, self.base, self.token = root, base, token
+        self._made = 0
+
+    def folder(self, name: str) -> Path:
+        """A new, empty folder under the server's root for one test's notebooks."""
+        self._made += 1
+        folder = self.root / f"{self._made:03d}-{name}"
+        folder.mkdir()
+        return folder
+
+    def url(self, notebook: Path) -> str:
+        """The page that opens ``notebook`` (under :attr:`root`) in a fresh workspace."""
+        path = notebook.relative_to(self.root).as_posix()
+        workspace = f"ws-{secrets.token_hex(4)}"
+        return f"{self.base}/lab/workspaces/{workspace}/tree/{path}?token={self.token}&reset"
+
+    def _api(self, method: str, path: str) -> Any:
+        request = urllib.request.Request(
+            f"{self.base}{path}?token={self.token}", method=method, data=None
+        )
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            body = reply.read()
+        return json.loads(body) if body else None
+
+    def end_sessions(self) -> None:
+        """Shut down every kernel session of the server (a test's notebooks, at its end)."""
+        for session in self._api("GET", "/api/sessions"):
+            with contextlib.suppress(urllib.error.HTTPError):  # ended meanwhile
+                self._api("DELETE", f"/api/sessions/{session['id']}")
+
+
 KERNEL_IDLE = """() => {
   const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
@@ -155,17 +207,15 @@ def chromium() -> Iterator[Any]:
             browser.close()
 
 
-KERNEL_IDLE = """() => {
-  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
-  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;
-  return !!k && k.status === 'idle';
-}"""
-
-
 def run_notebook(page: Any, base: str, token: str, name: str) -> Any:
     """Open ``name`` in JupyterLab, run all cells, and return the debugger's locator once its
     timeline drew."""
-    page.goto(f"{base}/lab/tree/{name}?token={token}")
+    return run_notebook_at(page, f"{base}/lab/tree/{name}?token={token}")
+
+
+def run_notebook_at(page: Any, url: str) -> Any:
+    """:func:`run_notebook` of the notebook a page address opens (``Lab.url(path)``)."""
+    page.goto(url)
     page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
     # fire and forget: awaiting this command's promise never returns
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")

@@ -1,13 +1,18 @@
 """The run browser and the triage view as a person uses them, in a real JupyterLab in Chromium
-(issue 35, items 2, 3 and 6).
+(issue 35, items 1 to 4 and 6).
 
 A notebook builds the demo store plus three runs of a workflow that fails, and shows
-``db.browse(workflows=[...])`` and a ``TriageView``. In the page: the browser lists the runs
-newest first (the ids the kernel printed); filtering by status ``failed`` leaves the failed
-runs; **Open** shows that run's debugger in place (its header names the run) and **Back to
-runs** returns to the list with the filter still set; in the triage view, **Retry 3…** asks,
-and its confirmation resumes the three runs, each reported ``finished``. Screenshots go to
-``artifacts/`` (untracked).
+``db.browse(workflows=[...])`` and a ``TriageView``. In the page, one sequence: the browser
+lists the runs newest first (the ids the kernel printed); the label filter ``case=cancelled``
+leaves the demo's cancelled run, which is ticked, exported (**Export 1…**, a file name, then
+the confirmation: the file is written and each run's line count shown) and deleted
+(**Delete 1…**, then the confirmation: "deleted", and the list is empty); filtering by
+status ``failed`` leaves the failed runs; **Open** shows that run's debugger in place (its
+header names the run, its timeline and graph draw, a click on the graph's node selects its
+frame) and **Back to runs** returns to the list with the filter still set; in the triage view,
+**Open example** shows the newest failure's run at the frame where it failed and **Back to
+failures** returns; **Retry 3…** asks, and its confirmation resumes the three runs, each
+reported ``finished`` by its short id. Screenshots go to ``artifacts/`` (untracked).
 """
 
 from __future__ import annotations
@@ -44,8 +49,15 @@ def flow(mended=False):
 
 failed = [db.run(flow(), {{"n": n}}).id for n in range(3)]
 newest = [r.id for r in db.runs(limit=100)][::-1]
+cancelled = [r.id for r in db.runs(labels={{"case": "cancelled"}})]
+short = db.store.short_run_ids([*failed, *cancelled])
+ended = [f.frame_no for f in db.get_run(failed[-1]).frames() if f.kind == "attempt_finished"]
 print("NEWEST", " ".join(newest))
 print("FAILED", " ".join(failed))
+print("CANCELLED", " ".join(cancelled))
+print("SHORT", " ".join(short[r] for r in [*failed, *cancelled]))
+print("EXAMPLE", ended[-1], db.get_run(failed[-1]).record.clock)
+print("LINES", 1 + len(db.store.frames(cancelled[0])))  # its export: the run, its frames
 """
 
 SHOW = """\
@@ -68,9 +80,20 @@ def _unavailable(reason: str) -> None:
 
 def _printed(page: Any, label: str) -> list[str]:
     text = page.locator(".jp-OutputArea-output", has_text=label).first.inner_text()
-    found = re.search(rf"{label} ([0-9a-f ]+)", text)
+    found = re.search(rf"^{label} ([0-9a-f ]+)$", text, re.M)
     assert found, text
     return found.group(1).split()
+
+
+def _report(page: Any) -> list[list[str]]:
+    """The run browser's report as shown: per run, the id shown, its hover title, the rest."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('.stt-browser .widget-html .stt > div')]
+          .filter(d => d.querySelector('.stt-id'))
+          .map(d => { const id = d.querySelector('.stt-id');
+                      return [id.textContent, id.title,
+                              d.textContent.split(': ').slice(1).join(': ').trim()]; })"""
+    )
 
 
 def _rows(page: Any) -> list[list[str]]:
@@ -101,6 +124,9 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
 
     with jupyterlab(root, home) as (base, token), chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 3000})
+        logs: list[str] = []
+        page.on("console", lambda m: logs.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: logs.append(f"pageerror: {e}"))
         page.set_default_timeout(TIMEOUT_MS)
         try:
             page.goto(f"{base}/lab/tree/workspace.ipynb?token={token}")
@@ -108,10 +134,45 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
             page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
             page.locator(".stt-triage").wait_for(state="visible", timeout=TIMEOUT_MS)
             newest, failed = _printed(page, "NEWEST"), _printed(page, "FAILED")
+            cancelled = _printed(page, "CANCELLED")
+            short = dict(zip([*failed, *cancelled], _printed(page, "SHORT"), strict=True))
+            at, last = (int(n) for n in _printed(page, "EXAMPLE"))
+            (lines,) = (int(n) for n in _printed(page, "LINES"))
             _wait_rows(page, newest)  # newest first: the ids the kernel printed
             rows = _rows(page)
             assert [r[2] for r in rows[:3]] == ["failed"] * 3 and rows[0][1] == "fetcher"
             page.locator(".stt-browser").screenshot(path=str(ARTIFACTS / "browser-list.png"))
+
+            # filter by label: the demo's cancelled run; export it, then delete it
+            label = page.locator(".stt-browser .widget-text", has_text="label").locator("input")
+            label.fill("case=cancelled")
+            label.press("Enter")
+            _wait_rows(page, cancelled)
+            browser = page.locator(".stt-browser")
+            tick = browser.locator(".stt-browser-run input[type=checkbox]").first
+            tick.check()
+            browser.get_by_role("button", name="Export 1…").click()
+            browser.get_by_text("Export the history of 1 run(s), as JSON lines").wait_for()
+            exported = root / "cancelled.jsonl"
+            path = browser.locator(".widget-text", has_text="to file").locator("input")
+            path.fill(str(exported))
+            path.press("Enter")
+            browser.get_by_role("button", name="Export 1 run(s)").click()
+            browser.get_by_text(f"wrote {lines} lines to {exported}").wait_for()
+            said = _report(page)
+            assert said[0] == [short[cancelled[0]], cancelled[0], f"{lines} line(s)"], said
+            assert len(exported.read_text().splitlines()) == lines
+            browser.get_by_role("button", name="Export…").wait_for()  # the ticks went with it
+            browser.screenshot(path=str(ARTIFACTS / "browser-exported.png"))
+            tick.check()
+            browser.get_by_role("button", name="Delete 1…").click()
+            browser.get_by_text("Retention's rules hold").wait_for()
+            browser.get_by_role("button", name="Delete 1 run(s)").click()
+            browser.get_by_text("no run matches").wait_for()
+            assert _report(page) == [[short[cancelled[0]], cancelled[0], "deleted"]]
+            browser.screenshot(path=str(ARTIFACTS / "browser-deleted.png"))
+            label.fill("")
+            label.press("Enter")
 
             # filter: status failed (the demo's runs all finished or were cancelled)
             page.locator(".stt-browser select").first.select_option(label="failed")
@@ -153,17 +214,50 @@ def test_browse_filter_open_back_and_retry_a_failure_group(tmp_path: Path) -> No
             assert page.locator(".stt-browser select").first.input_value() != ""
             assert page.locator(".stt-browser .stt-debugger").count() == 0
 
-            # triage: the three timeouts are one group; retry it after confirming
+            # triage: the three timeouts are one group, its example the newest failure
             triage = page.locator(".stt-triage")
             group = triage.locator(".stt-triage-group", has_text="fetcher").first
             assert "TimeoutError: no answer from host <n> in <n> s" in group.inner_text()
+            example = group.locator(f".stt-id[title='{failed[-1]}']")
+            assert example.inner_text() == short[failed[-1]]
+            triage.screenshot(path=str(ARTIFACTS / "triage-list.png"))
+            group.get_by_role("button", name="Open example").click()
+            shown = triage.locator(".stt-debugger")
+            shown.get_by_text(f"frame {at} of {last}").wait_for(timeout=TIMEOUT_MS)
+            assert (
+                shown.locator(f"h4 [title='{failed[-1]}']").first.inner_text() == short[failed[-1]]
+            )
+            assert not triage.locator(".stt-triage-group").first.is_visible()  # list hidden
+            page.wait_for_function(  # its timeline draws, the failing frame selected on it
+                """(at) => { const gd = document.querySelector(
+                               '.stt-triage .stt-debugger .js-plotly-plot');
+                             return !!gd && !!gd._fullLayout && gd._fullLayout.shapes
+                               .some(s => Math.abs(s.x0 - at) < 0.01); }""",
+                arg=at,
+                timeout=TIMEOUT_MS,
+            )
+            triage.screenshot(path=str(ARTIFACTS / "triage-example.png"))
+            triage.locator(".stt-back").click()
+            group.wait_for(timeout=TIMEOUT_MS)
+            assert triage.locator(".stt-debugger").count() == 0
+
+            # retry it after confirming: each run's result, by its short id
             group.get_by_role("button", name="Retry 3…").click()
             triage.get_by_text("Reset node fetch").wait_for(timeout=TIMEOUT_MS)
             triage.get_by_role("button", name="Retry 3 run(s)").click()
             for run_id in failed:
-                triage.get_by_text(f"run {run_id} resumed: finished").wait_for(timeout=TIMEOUT_MS)
+                triage.get_by_text(f"run {short[run_id]} resumed: finished").wait_for(
+                    timeout=TIMEOUT_MS
+                )
+            # then the groups are read again: the retried runs' failed attempts were reset away
+            triage.get_by_text("Failures: 1 group(s), 1 failure(s)").wait_for(timeout=TIMEOUT_MS)
+            titles = page.evaluate(
+                "() => [...document.querySelectorAll('.stt-triage .stt-id')].map(e => e.title)"
+            )
+            assert set(failed) <= set(titles)  # each result names its run whole on hover
             triage.screenshot(path=str(ARTIFACTS / "triage-after-retry.png"))
         except Exception:
+            print("\n".join(logs))
             with contextlib.suppress(Exception):
                 page.screenshot(path=str(ARTIFACTS / "workspace-failure.png"), full_page=True)
             raise

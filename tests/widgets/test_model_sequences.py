@@ -466,7 +466,9 @@ def test_the_inspector_shows_each_frames_checkpoint_after_jumps_in_both_ways(
         dbg.select_frame(n)
         assert_shows(dbg.model, history, n)
         key = history.shown_ref(n)
-        assert f"<h4>Frame {n} · run {run_id}</h4>" in dbg.inspector.summary.value
+        assert f'<h4>Frame {n} · run <code class="stt-id" title="{run_id}">' in (
+            dbg.inspector.summary.value
+        )
         assert dbg.scrubber.slider.value == n
         assert dbg.inspector.refs.value == key
         if key is not None:

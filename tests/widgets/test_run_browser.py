@@ -3,8 +3,9 @@ to the same filters and page, and bulk Cancel / Resume asked first and reported 
 
 from __future__ import annotations
 
-import html
+import json
 import re
+from pathlib import Path
 
 import smithers_tt as st
 from smithers_tt.store.for_widgets import RunFilter, run_listing
@@ -12,10 +13,7 @@ from smithers_tt.widgets import RunBrowser
 from smithers_tt.widgets._browser import PAGE
 
 from .._triage_flows import failing_runs, workflow
-
-
-def _text(markup: str) -> str:
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", markup)).strip())
+from ._reports import said, text
 
 
 def _shown(browser: RunBrowser) -> list[list[str]]:
@@ -25,9 +23,9 @@ def _shown(browser: RunBrowser) -> list[list[str]]:
     for row in browser.rows.children:
         cells = re.findall(r"<td[^>]*>(.*?)</td>", row.children[1].value, re.S)
         whole = re.search(r'title="([^"]+)"', cells[0]).group(1)
-        shown = _text(cells[0])
+        shown = text(cells[0])
         assert len(shown) >= 8 and whole.startswith(shown), (shown, whole)
-        out.append([whole, *(_text(c) for c in cells[1:])])
+        out.append([whole, *(text(c) for c in cells[1:])])
     return out
 
 
@@ -46,14 +44,14 @@ def test_the_newest_runs_come_first_a_page_at_a_time(db: st.Database) -> None:
     first = [row[0] for row in _shown(browser)]
     assert first == ids[::-1][:PAGE]
     assert browser.newer.disabled and not browser.older.disabled
-    assert _text(browser.page_label.value) == "page 1"
+    assert text(browser.page_label.value) == "page 1"
     row = _shown(browser)[0]
     frames = str(len(db.get_run(ids[-1]).frames()))
-    assert row[1:3] == ["echo", "finished"] and row[5:7] == [frames, "0"]  # frames, forks
+    assert row[1:4] == ["echo", "finished", ""] and row[6:8] == [frames, "0"]  # frames, forks
 
     browser.older.click()
     assert [row[0] for row in _shown(browser)] == ids[::-1][PAGE:]
-    assert browser.older.disabled and _text(browser.page_label.value) == "page 2"
+    assert browser.older.disabled and text(browser.page_label.value) == "page 2"
     browser.newer.click()
     assert [row[0] for row in _shown(browser)] == first
 
@@ -78,11 +76,29 @@ def test_filters_narrow_in_the_database_and_match_text_as_written(db: st.Databas
     browser.text.value = "50%"
     assert [row[0] for row in _shown(browser)] == [ids[3]]
     browser.text.value = "5_"
-    assert _shown(browser) == [] and "no run matches" in _text(browser.note.value)
+    assert _shown(browser) == [] and "no run matches" in text(browser.note.value)
     browser.workflow.value = None
     browser.text.value = "no title"
     assert [row[0] for row in _shown(browser)] == [runs["bad-3"]]
-    assert _shown(browser)[0][7] == "task 'parse' failed after 1 attempt(s): no title in page"
+    assert _shown(browser)[0][8] == "task 'parse' failed after 1 attempt(s): no title in page"
+
+
+def test_a_label_filters_the_runs_and_each_row_shows_its_labels(db: st.Database) -> None:
+    async def echo(request: st.GenerateRequest) -> dict:
+        return {}
+
+    wf = st.Workflow("echo")
+    wf.task("t", agent=echo)
+    tagged = [db.run(wf, labels={"case": c, "owner": "ana"}).id for c in ("a", "b", "a")]
+    db.run(wf)
+    browser = RunBrowser(db, label="case=a")
+    assert [row[0] for row in _shown(browser)] == [tagged[2], tagged[0]]
+    assert _shown(browser)[0][3] == "case=a owner=ana"
+    browser.label.value = "owner=ana"
+    assert [row[0] for row in _shown(browser)] == tagged[::-1]
+    browser.label.value = "owner"  # not key=value: said, and the page stays
+    assert "a label is KEY=VALUE" in text(browser.note.value)
+    assert [row[0] for row in _shown(browser)] == tagged[::-1]
 
 
 def test_a_page_counts_forks_and_reads_no_more_than_it_shows(db: st.Database) -> None:
@@ -111,7 +127,7 @@ def test_open_shows_the_debugger_in_place_and_back_keeps_filters_and_page(
 
     place.back_button.click()
     assert place.debugger is None and browser.list_box.layout.display is None
-    assert browser.workflow.value == "echo" and _text(browser.page_label.value) == "page 2"
+    assert browser.workflow.value == "echo" and text(browser.page_label.value) == "page 2"
     assert [row[0] for row in _shown(browser)] == ids[::-1][PAGE:]
 
 
@@ -126,10 +142,10 @@ def test_bulk_resume_and_cancel_ask_first_and_report_each_run(db: st.Database) -
         ticks[run_id].value = True
     assert browser.resume_runs.description == "Resume 3…"
     browser.resume_runs.click()
-    assert "Resume here 3 run(s)?" in _text(browser.confirm_text.value)
+    assert "Resume here 3 run(s)?" in text(browser.confirm_text.value)
     assert db.get_run(runs["down-0"]).status == "interrupted"  # nothing before Confirm
     browser.confirm_button.click()
-    report = _text(browser.report.value)
+    report = said(browser.report.value)
     assert f"run {runs['down-0']}: resumed; now finished" in report
     assert f"run {runs['bad-3']}: skipped: it failed; retry its failed step from" in report
     assert f"run {runs['flaky-4']}: skipped: it is finished" in report
@@ -145,7 +161,71 @@ def test_bulk_resume_and_cancel_ask_first_and_report_each_run(db: st.Database) -
     assert db.get_run(queued).status == "queued"
     browser.cancel_runs.click()
     browser.confirm_button.click()
-    report = _text(browser.report.value)
+    report = said(browser.report.value)
     assert db.get_run(queued).status == "cancelled"
     assert f"run {queued}: cancel requested; now cancelled" in report
     assert f"run {runs['down-1']}: skipped: it is failed" in report
+
+
+def _tick(browser: RunBrowser, *run_ids: str) -> None:
+    ticks = {row[0]: browser.rows.children[i].children[0] for i, row in enumerate(_shown(browser))}
+    for run_id in run_ids:
+        ticks[run_id].value = True
+
+
+def test_bulk_delete_asks_first_and_deletes_by_retentions_rules(db: st.Database) -> None:
+    runs = failing_runs(db)
+    ids = _many(db, 2)
+    fork = db.fork(ids[0], 1).id  # interrupted: its parent stays while it does
+    queued = db.submit(workflow(), {"key": "down", "n": 9}).id
+    browser = RunBrowser(db)
+    _tick(browser, runs["down-0"], ids[0], ids[1], queued)
+    assert browser.delete_runs.description == "Delete 4…"
+    browser.delete_runs.click()
+    assert "Delete 4 run(s) with their history? Retention's rules hold" in text(
+        browser.confirm_text.value
+    )
+    browser.dismiss.click()  # "Keep them": nothing goes
+    assert db.get_run(ids[1]).status == "finished"
+    browser.delete_runs.click()
+    browser.confirm_button.click()
+    report = said(browser.report.value)
+    assert f"run {runs['down-0']}: deleted" in report
+    assert f"run {ids[1]}: deleted" in report
+    assert f"run {ids[0]}: kept: 1 run(s) forked from it remain: delete them first" in report
+    assert f"run {queued}: kept: it is queued: only finished, failed, cancelled runs" in report
+    assert {r.id for r in db.runs(limit=100)} == (set(runs.values()) | {ids[0], fork, queued}) - {
+        runs["down-0"]
+    }
+    assert runs["down-0"] not in {row[0] for row in _shown(browser)}  # the page read again
+    assert db.verify().ok
+
+
+def test_bulk_export_asks_for_a_file_and_writes_each_runs_history(
+    db: st.Database, tmp_path: Path
+) -> None:
+    ids = _many(db, 3)
+    browser = RunBrowser(db)
+    _tick(browser, ids[0], ids[2])
+    browser.export_runs.click()
+    assert "Export the history of 2 run(s), as JSON lines" in text(browser.confirm_text.value)
+    assert browser.export_path.layout.display is None  # the file name is asked with it
+    target = tmp_path / "two.jsonl"
+    browser.export_path.value = str(target)
+    browser.confirm_button.click()
+    lines = [json.loads(line) for line in target.read_text().splitlines()]
+    heads = [row["run_id"] for row in lines if row["type"] == "run"]
+    assert heads == [ids[2], ids[0]]  # newest first, as ticked and listed
+    for run_id in ids[0], ids[2]:
+        frames = [r["frame_no"] for r in lines if r["type"] == "frame" and r["run_id"] == run_id]
+        assert frames == [f.frame_no for f in db.store.frames(run_id)]
+    count = len(lines) // 2
+    report = said(browser.report.value)
+    assert f"run {ids[2]}: {count} line(s)" in report and f"wrote {len(lines)} lines" in report
+
+    _tick(browser, ids[1])  # the file exists now: said, and nothing is overwritten
+    browser.export_runs.click()
+    browser.export_path.value = str(target)
+    browser.confirm_button.click()
+    assert "already exists; choose another file name" in said(browser.report.value)
+    assert len(target.read_text().splitlines()) == len(lines)

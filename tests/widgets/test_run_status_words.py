@@ -56,7 +56,8 @@ def test_a_fresh_fork_reads_not_started_everywhere_it_shows(
     assert dbg.model.message is not None
     assert f"new run {child} (not started, frame 0)" in dbg.model.message.text
     assert " · not started · fork @ frame 7" in dbg.fork_tree.buttons[child].description
-    assert _diff_label(dbg, child) == f"{child} (fork @ 7, not started)"
+    short = db.store.short_run_ids([child])[child]  # the run picker shows it short
+    assert _diff_label(dbg, child) == f"{short} (fork @ 7, not started)"
 
     dbg.fork_tree.open(child)
     assert dbg.model.run_id == child and dbg.model.frame_no == 0
@@ -85,7 +86,8 @@ def test_a_fork_that_ran_reads_its_real_status_and_frame_0_still_not_started(
     dbg.select_frame(0)  # at its frame 0 nothing had run yet
     assert ">not started</span>" in dbg.inspector.summary.value
     dbg.fork_tree.open(run.id)
-    assert _diff_label(dbg, child) == f"{child} (fork @ 7, finished)"
+    short = db.store.short_run_ids([child])[child]  # the run picker shows it short
+    assert _diff_label(dbg, child) == f"{short} (fork @ 7, finished)"
 
 
 def test_a_rewound_root_run_still_reads_interrupted(db: st.Database, run: st.Run) -> None:

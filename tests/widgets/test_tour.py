@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,28 @@ def test_tour_names_every_button_of_the_debugger_it_opens(tmp_path: Path, monkey
     for button in (actions.rewind, actions.undo, actions.fork, actions.replay):
         assert f"**{button.description}**" in text, button.description
     tour["debugger"].close()
+
+
+def test_the_readme_tour_starts_from_the_run_browser_as_written(
+    demo_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    readme = (ROOT / "README.md").read_text().split("## A 30-second tour", 1)[1]
+    code = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    shutil.copy(demo_copy, tmp_path / "smithers.db")
+    monkeypatch.chdir(tmp_path)
+    *setup, shown = ast.parse(code).body
+    namespace: dict = {}
+    exec(compile(ast.Module(setup, []), "README.md", "exec"), namespace)
+    browser = eval(compile(ast.Expression(shown.value), "README.md", "eval"), namespace)
+
+    assert len(browser.rows.children) == 7  # the demo's runs, newest first
+    browser.label.value = "case=retry"  # step 1: find the run
+    assert len(browser.rows.children) == 1
+    debugger = browser.open_run(browser.listing.runs[0].run_id)  # step 2: open it
+    assert debugger.model.record.labels == {"case": "retry"}
+    assert {n["id"] for n in debugger.graph.graph["nodes"]} == {"research", "write", "review"}
+    browser.in_place.back()
+    assert browser.label.value == "case=retry" and len(browser.rows.children) == 1
+    view = namespace["TriageView"](namespace["db"], workflows=[namespace["wf"]])  # step 3
+    group = view.failures[0]
+    assert (group.node_id, group.workflow) == ("research", "demo-report") and group.count >= 1

@@ -3,33 +3,29 @@ asked first, reported run by run, and the list read again after it."""
 
 from __future__ import annotations
 
-import html
-import re
-
 import smithers_tt as st
 from smithers_tt.widgets import TriageView
 
 from .._triage_flows import failing_runs, workflow
-
-
-def _text(markup: str) -> str:
-    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", markup)).strip())
+from ._reports import said, text
 
 
 def _groups(view: TriageView) -> list[str]:
-    return [_text(row.children[0].value) for row in view.rows.children[1:]]
+    return [text(row.children[0].value) for row in view.rows.children[1:]]
 
 
 def test_the_view_lists_the_groups_largest_first_with_what_a_person_needs(
     db: st.Database,
 ) -> None:
-    failing_runs(db)
+    runs = failing_runs(db)
     view = TriageView(db)
-    assert "Failures: 2 group(s), 8 failure(s)" in _text(view.title.value)
+    assert "Failures: 2 group(s), 8 failure(s)" in text(view.title.value)
     first, second = _groups(view)
     assert first.startswith("TimeoutError: fetch of <str> timed out after <n> s on <n> 7 4 attempt")
     assert "7 4 attempt triage-flow fetch" in first
     assert second.startswith("ValueError: no title in page 1 1 attempt triage-flow parse")
+    # the example run: its short id, whole on hover
+    assert f"parse {runs['bad-3']} " in said(view.rows.children[2].children[0].value)
     retry = view.rows.children[1].children[2]
     assert retry.disabled and "workflows=" in retry.tooltip  # no workflow given: cannot retry
 
@@ -77,7 +73,7 @@ def test_retry_asks_first_then_reports_each_run_and_reads_the_groups_again(
 
     retry.click()
     assert view.confirm_box.layout.display is None
-    assert "Reset node fetch" in _text(view.confirm_text.value)
+    assert "Reset node fetch" in text(view.confirm_text.value)
     assert db.get_run(runs["down-0"]).status == "failed"  # nothing happens before Confirm
     view.cancel_button.click()
     assert view.confirm_box.layout.display == "none"
@@ -85,7 +81,7 @@ def test_retry_asks_first_then_reports_each_run_and_reads_the_groups_again(
 
     retry.click()
     view.confirm_button.click()
-    report = _text(view.report.value)
+    report = said(view.report.value)
     for key in ("down-0", "down-1", "down-2"):
         assert f"run {runs[key]} resumed: finished" in report
         assert db.get_run(runs[key]).status == "finished"

@@ -38,6 +38,7 @@ from smithers_tt.store.ledger._prune import (
     count_kept_for_forks,
     inheriting_forks_of_old,
     prune_page,
+    why_kept,
 )
 from smithers_tt.store.ledger._publish import (
     GroupCommitter,
@@ -135,6 +136,7 @@ __all__ = [
     "release_rewinds",
     "touch",
     "undoable",
+    "why_kept",
     "write",
     "write_history",
 ]

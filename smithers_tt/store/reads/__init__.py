@@ -4,10 +4,11 @@ Lives here: the Store's reads of runs, nodes, attempts, frames, refs and verifie
 (``_runs``), with runs' labels (``_labels``) and run ids as people type and read them
 (``_run_ids``: a unique prefix resolved, each id's shortest unique prefix); the debugger's
 reads of a run's newest state a page at a time (``_newest``), of its frames as light rows
-(``_frame_rows``), of frame searches (``_frame_search``) and timeline rows (``_timeline``);
-time travel's set-based reads of the state at frame N (``_travel``); the LangGraph saver's read
-transaction (``_langgraph``); and the store described for lineage analytics (``_describe``:
-tables, type families, read-only access, content sizes).
+(``_frame_rows``), of frame searches (``_frame_search``), of one node's frames
+(``_node_frames``) and of timeline rows (``_timeline``); time travel's set-based reads of
+the state at frame N (``_travel``); the LangGraph saver's read transaction (``_langgraph``);
+and the store described for lineage analytics (``_describe``: tables, type families,
+read-only access, content sizes).
 
 Contract: a read never writes and never imports the ledger; it imports the backend and the
 store's shared rows (:mod:`smithers_tt.store._frames`, :mod:`~smithers_tt.store._records`);
@@ -51,6 +52,7 @@ from smithers_tt.store.reads._newest import (
     node_frame_rows,
     seen_node_ids,
 )
+from smithers_tt.store.reads._node_frames import attempt_span, node_frame_near
 from smithers_tt.store.reads._run_ids import MIN_PREFIX, MIN_SHOWN, RunCandidate
 from smithers_tt.store.reads._runs import HISTORY_SCAN_BOUND, RunReads
 from smithers_tt.store.reads._timeline import (
@@ -96,6 +98,7 @@ __all__ = [
     "TravelReads",
     "TypeFamily",
     "attempt_frames",
+    "attempt_span",
     "carrying",
     "content_sizes",
     "corrupt_frame",
@@ -119,6 +122,7 @@ __all__ = [
     "live_ref_rank",
     "live_top_iteration",
     "newest_live_ref",
+    "node_frame_near",
     "node_frame_rows",
     "node_level_pairs",
     "numbered_frames",

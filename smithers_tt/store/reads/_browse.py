@@ -3,21 +3,23 @@
 Run ids begin with their creation time in hex (:func:`~smithers_tt.store.new_run_id`), so
 "newest first" is the primary key read backwards and a page after a cursor is a range of it:
 the first page of a store of 100,000 runs reads 51 rows of the index, whatever the store's
-size. Filters narrow that walk (status through ``tt_runs_status_idx``); a text filter looks in
-the run's input, output and error, case-insensitively, with ``%`` and ``_`` matched as
-themselves. Each page also counts the forks of its runs (``tt_runs_parent``).
+size. Filters narrow that walk (status through ``tt_runs_status_idx``; a label by a probe of
+``tt_run_labels`` per run, as ``db.runs(labels=...)``); a text filter looks in the run's
+input, output and error, case-insensitively, with ``%`` and ``_`` matched as themselves. Each
+page also counts the forks of its runs (``tt_runs_parent``) and reads their labels.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import sqlalchemy as sa
 
 from smithers_tt.store._records import RunRecord, run_from_row
 from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._labels import carrying, labels_of
 
 __all__ = ["RunFilter", "RunListing", "run_listing", "run_workflows"]
 
@@ -35,6 +37,8 @@ class RunFilter:
     until_ms: int | None = None
     text: str | None = None
     """Looked for in the input, output and error, ignoring case."""
+    labels: Mapping[str, str] = field(default_factory=dict)
+    """Labels a run must carry, each with its value."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ def run_listing(
         stmt = stmt.where(r.c.status.in_(list(where.statuses)))
     if where.workflow is not None:
         stmt = stmt.where(r.c.workflow == where.workflow)
+    if where.labels:
+        stmt = stmt.where(*carrying(where.labels))
     if where.since_ms is not None:
         stmt = stmt.where(r.c.created_at_ms >= where.since_ms)
     if where.until_ms is not None:
@@ -82,7 +88,9 @@ def run_listing(
         )
 
     def read(conn: sa.Connection) -> tuple[list[RunRecord], dict[str, int]]:
-        runs = [run_from_row(row) for row in conn.execute(stmt).fetchall()]
+        rows = conn.execute(stmt).fetchall()
+        labels = labels_of(conn, [row.run_id for row in rows[:limit]])
+        runs = [run_from_row(row, labels.get(row.run_id)) for row in rows]
         ids = [run.run_id for run in runs[:limit]]
         forks: dict[str, int] = dict.fromkeys(ids, 0)
         if ids:
