@@ -227,3 +227,16 @@ def test_a_sweep_queued_for_workers_runs_each_branch_once_across_two_workers(
     assert done.scores == dict.fromkeys(variants, 3)
     acts = [run for run, node, _ in calls.lines if node == "act"]
     assert sorted(acts) == sorted(r.id for r in done.branches().values())  # once each
+
+
+def test_progress_counts_each_branch_once_as_it_ends(db: st.Database, parent: st.Run) -> None:
+    wf, _ = sweep_workflow()
+    seen: list[int] = []
+    frame = _second_checkpoint(parent)
+    sweep = db.sweep(
+        parent.id, frame, {"a": {}, "b": {}, "c": {}}, workflow=wf, progress=seen.append
+    )
+    assert seen == [1, 1, 1]
+    again: list[int] = []
+    sweep.run(wf, progress=again.append)  # all ended already: counted at once, none run
+    assert again == [3]
