@@ -34,7 +34,7 @@ from smithers_tt._labels import check_labels
 from smithers_tt._opened import OpenedDatabase
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.engine import Workflow, claim_unless_ended, run_sync
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.errors import InvalidArgument, WorkflowChanged
 from smithers_tt.runs import Run
 from smithers_tt.store import ENDED, WorkerRecord, now_ms, release_run
 
@@ -128,6 +128,7 @@ class Sweep:
         self.db = db
         self.record = record
         self._tried: set[tuple[str, str]] = set()
+        self._accept_changed = False
 
     @property
     def id(self) -> str:
@@ -203,6 +204,7 @@ class Sweep:
         workers: bool | None = None,
         wait: bool = True,
         poll_interval: float = 0.2,
+        accept_changed: bool = False,
     ) -> Sweep:
         """Make the forks not made yet and run every branch that has not ended (a branch
         that finished is never run again), then score each ended branch not scored yet.
@@ -217,6 +219,12 @@ class Sweep:
                 running them here; default: on PostgreSQL when a live worker serves ``wf``.
             wait: with workers, wait until every branch ended (else return at once).
             poll_interval: seconds between looks at the branches while workers run them.
+            accept_changed: run the branches under ``wf`` even when it differs from the
+                definition the run was made with (a what-if over a changed workflow).
+
+        Raises:
+            WorkflowChanged: ``wf`` is not the definition the run was made with (and
+                ``accept_changed`` is off); nothing was forked.
         """
         if wf.name != self.record.workflow:
             raise InvalidArgument(
@@ -224,6 +232,8 @@ class Sweep:
             )
         if type(concurrency) is not int or concurrency < 1:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
+        await asyncio.to_thread(_check_definition, self.db, self.run_id, wf, accept_changed)
+        self._accept_changed = accept_changed
         branches = await asyncio.to_thread(self._make_forks)
         if workers is None:
             workers = await asyncio.to_thread(self._workers_serve, wf)
@@ -247,7 +257,7 @@ class Sweep:
         """Every variant's branch, forking those not made yet (labels written with each)."""
         made = self.branches()
         for name, edits in self.variants.items():
-            if made[name] is None:
+            if made[name] is None and not self.refresh().cancelled:
                 made[name] = self._fork(name, edits)
         return {name: run for name, run in made.items() if run is not None}
 
@@ -324,8 +334,9 @@ class Sweep:
             await _wait_for_live_owner(run)
             if run.status not in DONE:
                 try:
-                    run = await self.db.aresume(run.id, wf)
+                    run = await self.db.aresume(run.id, wf, accept_changed=self._accept_changed)
                 except Exception:  # the branch's failure is its own: recorded, not raised
+                    log.warning("sweep %s: branch %s raised", self.id, run.id, exc_info=True)
                     run = await asyncio.to_thread(run.refresh)
             await asyncio.to_thread(self._scored, name, run, score)
             tally(1)
@@ -479,11 +490,14 @@ class Sweeping:
         Raises:
             InvalidArgument: a variant is refused (nothing was forked), or ``sweep_id`` is
                 a sweep with other variants.
+            WorkflowChanged: ``workflow`` is not the run's definition (pass
+                ``accept_changed=True`` to sweep under it); nothing was recorded.
             FrameNotFound: the run has no such frame.
         """
         run_id = self.resolve_run_id(run_id)
         checked = check_variants(variants)
         self.snapshot(run_id, frame_no)  # FrameNotFound before anything is recorded
+        _check_definition(self, run_id, workflow, run_options.get("accept_changed", False))
         record = self.store.sweeps.create(
             sweep_id or new_sweep_id(), run_id, frame_no, workflow.name, checked
         )
@@ -504,6 +518,18 @@ class Sweeping:
             Sweep(self, self.store.sweeps.get(i))
             for i in self.store.sweeps.list(run_id=of, limit=limit)
         ]
+
+
+def _check_definition(db: SweepingDatabase, run_id: str, wf: Workflow, accept: bool) -> None:
+    """Refuse (:class:`WorkflowChanged`) a workflow other than the run's definition unless
+    ``accept``."""
+    parent = db.store.get_run(run_id)
+    if parent.workflow_hash not in (None, wf.signature()) and not accept:
+        raise WorkflowChanged(
+            f"run {run_id} was made with another definition of workflow {wf.name!r}; "
+            "sweep with the same definition, or pass accept_changed=True",
+            run_id=run_id,
+        )
 
 
 def new_sweep_id() -> str:

@@ -240,3 +240,15 @@ def test_progress_counts_each_branch_once_as_it_ends(db: st.Database, parent: st
     again: list[int] = []
     sweep.run(wf, progress=again.append)  # all ended already: counted at once, none run
     assert again == [3]
+
+
+def test_a_sweep_under_another_workflow_definition_is_refused_unless_accepted(
+    db: st.Database, parent: st.Run
+) -> None:
+    wf, _ = sweep_workflow()
+    wf.tasks["act"].retry = st.Retry(count=3)  # another definition of the same workflow
+    with pytest.raises(st.WorkflowChanged, match="accept_changed"):
+        db.sweep(parent.id, 4, {"a": {}}, workflow=wf)
+    assert db.sweeps() == [] and [r.id for r in db.runs()] == [parent.id]
+    accepted = db.sweep(parent.id, 4, {"a": {}}, workflow=wf, accept_changed=True)
+    assert accepted.status() == {"a": "finished"}
