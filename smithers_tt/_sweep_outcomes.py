@@ -4,14 +4,24 @@ are extras: this module is imported only by ``Sweep.outcomes`` and ``Sweep.plot`
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from smithers_tt._extras import require_extra
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
 
-    from smithers_tt.sweeps import Sweep
+
+class Swept(Protocol):
+    """What these functions use of a :class:`~smithers_tt.sweeps.Sweep` (which imports this
+    module on use: named by protocol, no import cycle)."""
+
+    id: str
+    run_id: str
+    frame_no: int
+
+    def rows(self) -> list[dict[str, Any]]: ...
+
 
 COLUMNS = ["variant", "run_id", "status", "error", "duration_s", "frames"]
 """The columns every outcome table starts with; ``output.<task>`` and ``score`` (or
@@ -39,7 +49,7 @@ def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def outcomes(sweep: Sweep) -> pd.DataFrame:
+def outcomes(sweep: Swept) -> pd.DataFrame:
     """One row per variant, in the order given: ``variant``, ``run_id`` (its branch),
     ``status``, ``error``, ``duration_s`` (first to newest frame of the branch), ``frames``
     (the branch's own frames after the fork), ``output.<task>`` per top-level field of a
@@ -56,7 +66,7 @@ def outcomes(sweep: Sweep) -> pd.DataFrame:
     return frame[COLUMNS + rest]
 
 
-def plot(sweep: Sweep) -> Any:
+def plot(sweep: Swept) -> Any:
     """A plotly figure: per variant, its score(s) (when scored) above its duration,
     coloured by status."""
     require_extra("plotly", "pandas", needed_for="the sweep plot")

@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from smithers_tt import timetravel as tt
+from smithers_tt._extras import require_extra
 from smithers_tt._ids import owner_id
 from smithers_tt._labels import check_labels
 from smithers_tt._opened import OpenedDatabase
@@ -401,6 +402,14 @@ class Sweep:
                     row["duration_s"] = (frames[-1].created_at_ms - frames[0].created_at_ms) / 1000
             rows.append(row)
         return rows
+
+    def view(self, workflow: Workflow | None = None) -> Any:
+        """The sweep view (``notebook`` extra): the branches side by side, a diff of any two,
+        and any branch opened in its debugger; see :class:`smithers_tt.widgets.SweepView`."""
+        require_extra("ipywidgets", "plotly", "anywidget", needed_for="the sweep view")
+        from smithers_tt.widgets import SweepView  # optional dependency: import on use
+
+        return SweepView(self.db, self.id, workflow=workflow)
 
     def plot(self) -> Any:
         """A plotly figure of the scores and durations per variant."""
