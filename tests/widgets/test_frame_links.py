@@ -50,7 +50,10 @@ def shown(dbg: Debugger) -> set[tuple[str, int]]:
     assert title.group(2) == short
     header_run = re.search(r'<h4>Run <code class="stt-id" title="(\w+)"', dbg.header.value)
     scrubbed = re.match(r"frame (\d+) of", dbg.scrubber.label.value)
-    acting = re.search(r"Actions at frame (\d+) of run (\w+)", dbg.actions.title.value)
+    acting = re.search(
+        r'Actions at frame (\d+) of run <code class="stt-id" title="(\w+)">',
+        dbg.actions.title.value,
+    )
     assert header_run and scrubbed and acting
     return {
         (code_run, code_frame),
