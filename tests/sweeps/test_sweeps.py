@@ -11,6 +11,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.errors import InvalidArgument, SweepNotFound
+from smithers_tt.store import register_worker
 from tests.sweeps._flows import CODEC, sweep_workflow
 
 TOPIC = {"topic": "ants"}
@@ -252,3 +253,13 @@ def test_a_sweep_under_another_workflow_definition_is_refused_unless_accepted(
     assert db.sweeps() == [] and [r.id for r in db.runs()] == [parent.id]
     accepted = db.sweep(parent.id, 4, {"a": {}}, workflow=wf, accept_changed=True)
     assert accepted.status() == {"a": "finished"}
+
+
+def test_by_default_a_sweep_goes_to_workers_on_postgresql_when_one_serves_the_workflow(
+    db: st.Database, parent: st.Run
+) -> None:
+    wf, _ = sweep_workflow()
+    register_worker(db.store, "w-live", "host", 1, [wf.name])
+    sweep = db.sweep(parent.id, _second_checkpoint(parent), {"a": {}}, workflow=wf, wait=False)
+    on_workers = db.engine.dialect == "postgresql"
+    assert sweep.status() == {"a": "queued" if on_workers else "finished"}
