@@ -47,15 +47,33 @@ N_PG = 50
 WAL_FRAME_HEADER = 24
 
 
-def _publisher(url: str) -> tuple[smithers_tt.Database, object]:
+def _publisher(url: str, calls: int = 0) -> tuple[smithers_tt.Database, object]:
+    """A database and a publish of a changing state into one attempt, carrying ``calls``
+    model calls (each with a request and a reply never stored before)."""
     db = smithers_tt.connect(url)
     _, fence = db.store.create_run("publish-cost")
     key = db.store.start_attempt(fence, "agent").key
     draft = iter(range(1_000_000))
 
     def publish() -> None:
-        state = chat_state(draft=next(draft))
-        db.store.publish(fence, key, AgentCheckpoint(CODEC, 1, state), purpose="progress")
+        n = next(draft)
+        state = chat_state(draft=n)
+        made = [
+            smithers_tt.ModelCall(
+                "m",
+                [{"role": "user", "content": f"ask {n}.{k}"}],
+                {"role": "assistant", "content": f"answer {n}.{k}"},
+                "stop",
+                10,
+                5,
+                latency_ms=1.0,
+                status=200,
+            )
+            for k in range(calls)
+        ]
+        db.store.publish(
+            fence, key, AgentCheckpoint(CODEC, 1, state), purpose="progress", model_calls=made
+        )
 
     return db, publish
 
@@ -121,6 +139,17 @@ def pg_messages() -> list[list[object]]:
             ours = _traced(conns, publish)
         finally:
             db.close()
+    with fresh_pg_database("pubcostcall") as url:  # each publish carrying one model call
+        db, publish = _publisher(sqlalchemy_url(url), calls=1)
+        try:
+            for _ in range(5):
+                publish()  # type: ignore[operator]
+            conns = [
+                o for o in gc.get_objects() if isinstance(o, psycopg.Connection) and not o.closed
+            ]
+            with_call = _traced(conns, publish)
+        finally:
+            db.close()
     with fresh_pg_database("pubcostlg") as url:
         saver, close = open_pg_saver(url)
         try:
@@ -149,6 +178,20 @@ def pg_messages() -> list[list[object]]:
             trips(ours),
             trips(theirs),
             trips(ours) / trips(theirs),
+        ],
+        [
+            "PostgreSQL",
+            "round trips, the publish carrying a model call",
+            trips(with_call),
+            trips(theirs),
+            trips(with_call) / trips(theirs),
+        ],
+        [
+            "PostgreSQL",
+            "statements, the publish carrying a model call",
+            statements(with_call),
+            statements(theirs),
+            statements(with_call) / statements(theirs),
         ],
         [
             "PostgreSQL",

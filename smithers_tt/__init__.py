@@ -4,6 +4,8 @@ Start with :func:`connect`; everything else is reached from the object it return
 """
 
 from smithers_tt._extras import require_extras
+from smithers_tt._model_calls import ModelCall
+from smithers_tt._prices import PriceTable
 from smithers_tt.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     AgentCheckpoint,
@@ -50,7 +52,9 @@ __all__ = [
     "GenerateRequest",
     "GenerateResult",
     "Loop",
+    "ModelCall",
     "OutputInvalid",
+    "PriceTable",
     "Retry",
     "Run",
     "RunNotFound",

@@ -20,10 +20,11 @@ class Swept(Protocol):
     run_id: str
     frame_no: int
 
-    def rows(self) -> list[dict[str, Any]]: ...
+    def rows(self, prices: Any = None) -> list[dict[str, Any]]: ...
 
 
-COLUMNS = ["variant", "run_id", "status", "error", "duration_s", "frames"]
+COLUMNS = ["variant", "run_id", "status", "error", "duration_s", "frames", "model_calls",
+           "prompt_tokens", "completion_tokens", "cost"]  # fmt: skip
 """The columns every outcome table starts with; ``output.<task>`` and ``score`` (or
 ``score.<key>``) follow."""
 
@@ -49,16 +50,18 @@ def _flat_row(row: dict[str, Any]) -> dict[str, Any]:
     return flat
 
 
-def outcomes(sweep: Swept) -> pd.DataFrame:
+def outcomes(sweep: Swept, prices: Any = None) -> pd.DataFrame:
     """One row per variant, in the order given: ``variant``, ``run_id`` (its branch),
     ``status``, ``error``, ``duration_s`` (first to newest frame of the branch), ``frames``
-    (the branch's own frames after the fork), ``output.<task>`` per top-level field of a
+    (the branch's own frames after the fork), ``model_calls``, ``prompt_tokens``,
+    ``completion_tokens`` and ``cost`` (the branch's own calls, priced by ``prices``),
+    ``output.<task>`` per top-level field of a
     finished branch's output (nested values as JSON text), and ``score`` (a number) or
     ``score.<key>`` (a dict) when scored."""
     require_extra("pandas", needed_for="sweep outcomes")
     import pandas as pd
 
-    frame = pd.DataFrame([_flat_row(row) for row in sweep.rows()])
+    frame = pd.DataFrame([_flat_row(row) for row in sweep.rows(prices)])
     for column in COLUMNS:
         if column not in frame:
             frame[column] = None

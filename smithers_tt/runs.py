@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from smithers_tt._model_calls import ModelCallRecord, RunCallTotals, calls_frame
 from smithers_tt._opened import OpenedDatabase
 from smithers_tt.checkpoint import AgentCheckpoint
 from smithers_tt.engine import Pause, pause_history
@@ -122,6 +123,40 @@ class Run:
     def frames(self) -> list[Frame]:
         """Every frame (state change) of the run in order."""
         return self.db.store.frames(self.id, after=-1)
+
+    def model_calls(self, prices: Any = None, *, frame_no: int | None = None) -> Any:
+        """Every model call the run's agents made, as frame ``frame_no`` (default: the
+        newest) sees them: a pandas DataFrame (``lineage`` extra), one row per call (each HTTP
+        try, continuation and streamed reply), in the columns of the lineage view
+        ``model_calls`` (run, node, attempt, frame, model, tokens, ``ttft_ms``,
+        ``latency_ms``, ``status``, ``error``, ``cost`` ...). A fork's calls start with its
+        parent's up to the fork frame (``inherited``, their ``run_id`` the parent's).
+
+        Args:
+            prices: what calls cost: a :class:`~smithers_tt.PriceTable`, a mapping of model
+                to ``{"input", "output", "cached_input"}`` per million tokens, or a ``.json``
+                / ``.toml`` file; a model it does not name costs NaN (never guessed).
+            frame_no: the frame whose calls to show.
+        """
+        return calls_frame(self.model_call_records(frame_no), prices)
+
+    def model_call_records(self, frame_no: int | None = None) -> list[ModelCallRecord]:
+        """The calls of :meth:`model_calls` as records (no pandas needed)."""
+        return self.db.store.model_calls(self.id, frame_no)
+
+    def model_call_totals(
+        self, prices: Any = None, *, frame_no: int | None = None
+    ) -> RunCallTotals:
+        """Calls, tokens, cost and model time against wall time, for the run and per node,
+        of the calls frame ``frame_no`` (default: the newest) sees."""
+        return self.db.store.model_call_totals(self.id, prices, frame_no)
+
+    def reused_model_calls(self) -> list[ModelCallRecord]:
+        """The calls this fork did not make again: its parent's, up to the fork frame, of the
+        nodes it has not run since (what a replay saved; empty for a run that is no fork)."""
+        ran = {f.node_id for f in self.frames() if f.kind == "attempt_started" and f.frame_no > 0}
+        calls = self.db.store.model_calls(self.id)
+        return [c for c in calls if c.inherited and c.node_id not in ran]
 
     def _repr_html_(self) -> str:
         """The run as an escaped HTML table in notebooks."""

@@ -32,7 +32,9 @@ from smithers_tt import timetravel as tt
 from smithers_tt._extras import require_extra
 from smithers_tt._ids import owner_id
 from smithers_tt._labels import check_labels
+from smithers_tt._model_calls import totals_of
 from smithers_tt._opened import OpenedDatabase
+from smithers_tt._prices import PriceTable
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.engine import Workflow, claim_unless_ended, run_sync
 from smithers_tt.errors import InvalidArgument, WorkflowChanged
@@ -54,6 +56,9 @@ EDITS = frozenset(
      "break_after"}
 )  # fmt: skip
 """What a variant may set: ``db.fork``'s keywords, and breakpoints for the branch."""
+
+CALL_COLUMNS = ("model_calls", "prompt_tokens", "completion_tokens", "cost")
+"""What a branch's own model calls add to its row (:meth:`Sweep.rows`)."""
 
 DONE = frozenset({*ENDED, "paused"})
 """Branch statuses a sweep does not run again (a paused branch waits for a person)."""
@@ -375,23 +380,29 @@ class Sweep:
 
     # --- outcomes ------------------------------------------------------------------------
 
-    def outcomes(self) -> pd.DataFrame:
-        """One row per variant: its branch, status, error, duration, frames, flattened
-        output and score; see :func:`smithers_tt._sweep_outcomes.outcomes`."""
+    def outcomes(self, prices: Any = None) -> pd.DataFrame:
+        """One row per variant: its branch, status, error, duration, frames, model calls,
+        tokens and cost (by ``prices``), flattened output and score; see
+        :func:`smithers_tt._sweep_outcomes.outcomes`."""
         from smithers_tt._sweep_outcomes import outcomes
 
-        return outcomes(self)
+        return outcomes(self, prices)
 
-    def rows(self) -> list[dict[str, Any]]:
+    def rows(self, prices: Any = None) -> list[dict[str, Any]]:
         """One dict per variant, in the order given (read afresh): ``variant``, ``run_id``
         (its branch; None before its fork is made), ``status``, ``error``, ``duration_s``
         (from the branch's first frame after the fork to its newest), ``frames`` (the
-        branch's own frames after the fork), ``output`` and ``score`` (None if unscored)."""
+        branch's own frames after the fork), ``model_calls``, ``prompt_tokens``,
+        ``completion_tokens`` and ``cost`` of the calls the branch made itself (not those it
+        inherits from its parent up to the fork frame; ``cost`` by ``prices``, a
+        :class:`~smithers_tt.PriceTable`, mapping or file, None when no call has a price),
+        ``output`` and ``score`` (None if unscored)."""
         self.refresh()
+        table = PriceTable.of(prices)
         rows = []
         for name, run in self.branches().items():
             row: dict[str, Any] = dict.fromkeys(
-                ("run_id", "error", "duration_s", "frames", "output"), None
+                ("run_id", "error", "duration_s", "frames", *CALL_COLUMNS, "output"), None
             )
             row.update(variant=name, status="not made", score=self.scores.get(name))
             if run is not None:
@@ -400,6 +411,10 @@ class Sweep:
                            output=run.output, frames=len(frames))  # fmt: skip
                 if frames:
                     row["duration_s"] = (frames[-1].created_at_ms - frames[0].created_at_ms) / 1000
+                own = [c for c in run.model_call_records() if not c.inherited]
+                calls = totals_of(own, table).run
+                row.update(model_calls=calls.calls, prompt_tokens=calls.prompt_tokens,
+                           completion_tokens=calls.completion_tokens, cost=calls.cost)  # fmt: skip
             rows.append(row)
         return rows
 

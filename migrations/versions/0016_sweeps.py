@@ -3,9 +3,6 @@ workflow, its variants' edits as JSON, whether it was cancelled) and ``tt_sweep_
 score a user's function gave each variant's branch). The branches themselves are runs,
 labelled ``sweep=<id>`` and ``variant=<name>``. New tables, no stored row changed.
 
-Numbered after 0015 (model calls, made at the same time on another branch); on a branch
-without 0015 it follows 0014.
-
 Frozen: never edit; change the layout in a new revision.
 """
 
@@ -13,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0016_sweeps"
-down_revision = "0014_run_labels"
+down_revision = "0015_model_calls"
 branch_labels = None
 depends_on = None
 

@@ -1,6 +1,7 @@
 """The ``smithers-tt`` command line: the same operations as the Python API, for terminals."""
 
 from smithers_tt.cli import (  # noqa: F401  (they register commands)
+    _calls,
     _commands,
     _failures,
     _import,

@@ -419,9 +419,12 @@ def fork(
     )
 
 
-def _finished(ctx: Context, run: Any) -> None:
-    """Print a run's status after it executed: its output or error, or where it paused."""
+def _finished(ctx: Context, run: Any, *, replayed: bool = False) -> None:
+    """Print a run's status after it executed: its output or error, or where it paused; for
+    a replay, the model calls (and tokens) of its parent it reused instead of making again."""
     pause = run.pause
+    reused = run.reused_model_calls() if replayed else []
+    saved = {"calls": len(reused), "tokens": sum(c.total_tokens or 0 for c in reused)}
     if ctx.as_json:
         emit_json(
             {
@@ -430,10 +433,16 @@ def _finished(ctx: Context, run: Any) -> None:
                 "error": run.error,
                 "output": run.output,
                 "pause": None if pause is None else dataclasses.asdict(pause),
+                **({"reused_model_calls": saved} if replayed else {}),
             }
         )
         return
     short = shown_id(ctx, run.id)
+    if replayed:
+        ctx.out.line(
+            f"reused {saved['calls']} model call(s) ({saved['tokens']:,} tokens) of "
+            f"{shown_id(ctx, run.record.parent_run_id)} instead of making them again"
+        )
     if pause is None:
         ctx.out.line(f"run {short} ", state(run.status), f": {run.error}" if run.error else "")
         return
@@ -469,7 +478,8 @@ def replay(
     """
     wf = load_workflow(spec, ctx.db.get_run(run_id).record.workflow)
     labels = dict(parse_label(pair) for pair in label_pairs)
-    _finished(ctx, ctx.db.replay(run_id, frame_no, wf, reset=list(reset_nodes), labels=labels))
+    child = ctx.db.replay(run_id, frame_no, wf, reset=list(reset_nodes), labels=labels)
+    _finished(ctx, child, replayed=True)
 
 
 @cli.command()

@@ -11,6 +11,11 @@ are reproducible and tests can compare outputs exactly.
   the title and the schema-correction turn fixes it, continuing from its own checkpoint.
 * :class:`Reviewer` is a task fork of the writer: it starts from the writer's final state in
   mode ``fork`` and reviews the draft it finds there.
+
+Each step records the model call a real agent would have made (``request.record_model_call``):
+synthetic, with deterministic tokens and timings computed from the text (a 429 before the
+flaky researcher's first step, as a rate-limited provider answers), on the models of
+:data:`DEMO_PRICES`. Nothing is sent anywhere.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from smithers_tt import ModelCall, PriceTable
 from smithers_tt.checkpoint import AgentCheckpoint, CheckpointCapability, CheckpointFormat
 from smithers_tt.engine import GenerateRequest, GenerateResult
 
@@ -66,6 +72,49 @@ class Review(BaseModel):
     comments: list[str]
 
 
+DEMO_PRICES = PriceTable(
+    {
+        "demo-small": {"input": 0.15, "output": 0.60, "cached_input": 0.075},
+        "demo-large": {"input": 2.50, "output": 10.00, "cached_input": 1.25},
+    }
+)
+"""Made-up prices (per million tokens) of the demo's made-up models."""
+
+
+def _tokens(text: str) -> int:
+    """A deterministic token count: about four per three words."""
+    return max(1, len(text.split()) * 4 // 3)
+
+
+def model_call(model: str, prompt: str, reply: str, *, cached: int = 0) -> ModelCall:
+    """The synthetic call a demo step stands for: tokens from the text, timings from its
+    hash (the same text always takes the same time), finished with ``stop``."""
+    spread = hashlib.sha256(f"{model}:{prompt}:{reply}".encode()).digest()[0]
+    prompt_tokens, completion_tokens = _tokens(prompt) + 40, _tokens(reply)
+    ttft = 2.0 + spread / 64  # small: the demo's steps take milliseconds of wall time
+    return ModelCall(
+        model,
+        [{"role": "user", "content": prompt}],
+        {"role": "assistant", "content": reply},
+        "stop",
+        prompt_tokens,
+        completion_tokens,
+        min(cached, prompt_tokens),
+        0,
+        ttft_ms=ttft,
+        latency_ms=ttft + 0.05 * completion_tokens,
+        status=200,
+    )
+
+
+def rate_limited(model: str, prompt: str) -> ModelCall:
+    """A synthetic 429: the provider refused before answering (no tokens)."""
+    return ModelCall(
+        model, [{"role": "user", "content": prompt}], latency_ms=1.5, status=429,
+        error="HTTP 429",
+    )  # fmt: skip
+
+
 class DemoAgent:
     """Shared bookkeeping: how many times each agent was called, and an optional delay."""
 
@@ -108,6 +157,10 @@ class Researcher(DemoAgent):
         while len(state["notes"]) < self.steps:
             await self._step()
             note = _pick(topic, len(state["notes"]))
+            prompt = f"Find fact {len(state['notes']) + 1} about the {topic}."
+            if request.attempt == 1 and not state["notes"] and self.fail_first_attempt_after:
+                request.record_model_call(rate_limited("demo-small", prompt))
+            request.record_model_call(model_call("demo-small", prompt, note, cached=40))
             state["notes"].append(note)
             state["tokens"] += len(note.split())
             await request.on_checkpoint(AgentCheckpoint(NOTES, 1, state))
@@ -153,6 +206,10 @@ class Writer(DemoAgent):
                 state["revisions"].append("first draft, no title yet")
         else:
             state["title"] = state["title"] or f"What we know about the {topic}"
+        prompt = f"Write about the {topic} from these notes: {' '.join(notes)}"
+        if request.schema_error:
+            prompt = f"Your answer was rejected: {request.schema_error.splitlines()[0][:120]}"
+        request.record_model_call(model_call("demo-large", prompt, state["body"]))
         checkpoint = AgentCheckpoint(DRAFT, 1, state)
         output: dict[str, Any] = {"body": state["body"], "words": len(state["body"].split())}
         if state["title"] is not None:
@@ -177,6 +234,8 @@ class Reviewer(DemoAgent):
         if words < 40:
             comments.append("short: add a section on foraging")
         state["revisions"].append("reviewed")
+        reply = "; ".join(comments)
+        request.record_model_call(model_call("demo-large", f"Review: {state['body']}", reply))
         return GenerateResult(
             {"verdict": "accept" if words >= 20 else "revise", "comments": comments},
             checkpoint=AgentCheckpoint(DRAFT, 1, state),

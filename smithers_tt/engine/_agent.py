@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from smithers_tt._ids import check_id
+from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     CheckpointCapability,
@@ -36,6 +37,9 @@ class GenerateRequest:
     is never given together with a checkpoint. ``await on_checkpoint(cp)`` returns once the
     checkpoint is durable; it raises ``FenceLost`` (and nothing was written) when this attempt
     no longer owns its node. ``schema_error`` is set on schema-correction turns.
+
+    ``record_model_call(...)`` records a call the agent made to a model (tokens, timings,
+    status), stored with the attempt's next write.
 
     ``await ask(question)`` asks a person: the first time, the run pauses durably (this
     call never returns; the attempt is interrupted, so checkpoint what you have first) and
@@ -60,6 +64,28 @@ class GenerateRequest:
     max_checkpoint_bytes: int = 16 * 1024 * 1024
     ask: Callable[[Any], Awaitable[Any]] = field(default=None, compare=False)  # type: ignore[assignment]
     answer: Any = None
+    on_model_call: Callable[[ModelCall], None] | None = field(default=None, compare=False)
+    """Where :meth:`record_model_call` sends its calls (the engine's attempt; None: nowhere)."""
+
+    def record_model_call(self, call: ModelCall | None = None, /, **fields: Any) -> ModelCall:
+        """Record one call this agent made to a model: a :class:`~smithers_tt.ModelCall`, or
+        its fields (``model``, ``request`` (the messages sent), ``reply``, ``finish_reason``,
+        ``prompt_tokens``, ``completion_tokens``, ``cached_tokens``, ``reasoning_tokens``,
+        ``started_at_ms``, ``ttft_ms``, ``latency_ms``, ``status``, ``error``). It is stored
+        with the attempt's next checkpoint or its end, in that write's transaction (no commit
+        of its own); each HTTP try is a call (a 429 then a 200 are two). Outside a run's
+        engine the call is checked and returned, and stored nowhere.
+
+        Raises:
+            InvalidArgument: a field has the wrong type (a token count that is not an int >= 0).
+        """
+        if call is None:
+            call = ModelCall(**fields)
+        elif fields:
+            raise InvalidArgument("give a ModelCall or its fields, not both")
+        if self.on_model_call is not None:
+            self.on_model_call(call)
+        return call
 
     def __post_init__(self) -> None:
         if self.ask is None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     EncodedCheckpoint,
@@ -23,7 +24,13 @@ from smithers_tt.engine._agent import GenerateRequest, GenerateResult
 from smithers_tt.engine._astore import AsyncStore
 from smithers_tt.engine._resume import SESSION_CODEC, ResumePoint
 from smithers_tt.engine._workflow import Task
-from smithers_tt.errors import CheckpointInvalid, FenceLost, FormatNotDeclared, OutputInvalid
+from smithers_tt.errors import (
+    CheckpointInvalid,
+    FenceLost,
+    FormatNotDeclared,
+    InvalidArgument,
+    OutputInvalid,
+)
 from smithers_tt.store import AttemptKey, Fence
 
 
@@ -34,6 +41,9 @@ class Publisher:
     and published with the attempt's end, in the transaction that records it (a task is two
     transactions: its start, then its result with its end); :meth:`flush` publishes them
     earlier when another turn of the agent needs them stored first.
+
+    The model calls the agent records (:meth:`record`) wait for the attempt's next write and
+    go with it, in its transaction: the next publish, or the attempt's end (:meth:`take_calls`).
     """
 
     def __init__(
@@ -46,6 +56,8 @@ class Publisher:
         self.newest: AgentCheckpoint | None = None
         self.kept: list[tuple[EncodedCheckpoint, str, str]] = []
         """Validated result checkpoints not yet stored: (encoded, purpose, agent id)."""
+        self.calls: list[ModelCall] = []
+        """Model calls recorded since the attempt's last write."""
 
     async def __call__(self, checkpoint: AgentCheckpoint, purpose: str = "progress") -> Any:
         await self.flush()  # stay in call order behind result checkpoints kept earlier
@@ -53,8 +65,9 @@ class Publisher:
         async with self._lock:
             try:
                 ref = await self.astore.publish(
-                    self.fence, self.key, encoded, purpose=purpose, agent_id=self.task.agent.id
-                )
+                    self.fence, self.key, encoded, purpose=purpose, agent_id=self.task.agent.id,
+                    model_calls=self.take_calls(),
+                )  # fmt: skip
             except FenceLost as error:
                 self.fence_lost = error
                 raise
@@ -67,6 +80,17 @@ class Publisher:
         self.kept.append((encoded, purpose, self.task.agent.id))
         self._stored(checkpoint, stored)
 
+    def record(self, call: ModelCall) -> None:
+        """Keep a model call the agent made; it is stored with the attempt's next write."""
+        if not isinstance(call, ModelCall):
+            raise InvalidArgument(f"record a ModelCall, not {type(call).__name__}")
+        self.calls.append(call)
+
+    def take_calls(self) -> list[ModelCall]:
+        """The model calls recorded since the last write, for the write that stores them."""
+        calls, self.calls = self.calls, []
+        return calls
+
     def take(self) -> list[tuple[EncodedCheckpoint, str, str]]:
         """The kept checkpoints, for the write that ends the attempt (which stores them)."""
         kept, self.kept = self.kept, []
@@ -78,8 +102,9 @@ class Publisher:
             async with self._lock:
                 try:
                     await self.astore.publish(
-                        self.fence, self.key, encoded, purpose=purpose, agent_id=agent_id
-                    )
+                        self.fence, self.key, encoded, purpose=purpose, agent_id=agent_id,
+                        model_calls=self.take_calls(),
+                    )  # fmt: skip
                 except FenceLost as error:
                     self.fence_lost = error
                     raise

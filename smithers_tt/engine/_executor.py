@@ -480,6 +480,7 @@ class RunExecutor:
                     node_state="finished",
                     output=output,
                     checkpoints=publisher.take(),
+                    model_calls=publisher.take_calls(),
                 )
             except _NEVER_RETRY:
                 raise
@@ -505,6 +506,7 @@ class RunExecutor:
                     discard_resume=isinstance(error, CheckpointPoisoned),
                     node_state=None if retry else "failed",
                     checkpoints=publisher.take(),
+                    model_calls=publisher.take_calls(),
                 )
                 if retry:
                     await asyncio.sleep(task.retry.delay(failures))
@@ -563,6 +565,7 @@ class RunExecutor:
             input=self.run.input,
             needs=needs,
             on_checkpoint=publisher,
+            on_model_call=publisher.record,
             resume_checkpoint=point.checkpoint.clone() if point.checkpoint else None,
             checkpoint_mode=point.mode,
             resume_session=point.session,

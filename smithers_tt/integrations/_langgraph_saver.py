@@ -37,6 +37,7 @@ from smithers_tt.errors import (
     CheckpointTooLarge,
     InvalidArgument,
 )
+from smithers_tt.integrations._langgraph_calls import calls_in_writes, node_of
 from smithers_tt.integrations._langgraph_format import (
     CHECKPOINT_CODEC,
     ENVELOPE_OVERHEAD,
@@ -350,6 +351,7 @@ class SaverCore(BaseCheckpointSaver[int | str]):
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         run_id = thread_run_id(thread_id, ns)
+        calls = calls_in_writes(writes)
 
         def merge(stored_json: str | None) -> str:
             stored = json.loads(stored_json) if stored_json else {}
@@ -360,7 +362,9 @@ class SaverCore(BaseCheckpointSaver[int | str]):
             return json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
 
         def work(tx: LangGraphWrite) -> None:
-            tx.update_writes(run_id, (thread_id, ns), checkpoint_id, blobs, merge)
+            tx.update_writes(
+                run_id, (thread_id, ns), checkpoint_id, blobs, merge, (node_of(task_path), calls)
+            )
 
         return run_id, work
 

@@ -23,7 +23,10 @@ arguments become JSON strings, a null answer an empty string), so a conversation
 vLLM, llama.cpp or Ollama resumes on OpenAI. ``turns`` counts the task's prompts already added
 to it. ``replies`` records, for each model reply, the index of its message, its
 ``finish_reason``, its ``usage`` and the model that answered; ``usage`` sums the replies'
-(``replies`` and ``usage`` are absent from checkpoints of earlier releases). The agent
+(``replies`` and ``usage`` are absent from checkpoints of earlier releases). Every HTTP try of
+every request (a 429 the client retried, a continuation, a streamed reply) is also recorded as
+a model call of the attempt (``request.record_model_call``: tokens, time to first token,
+latency, status, error; see ``run.model_calls()``). The agent
 publishes (``await request.on_checkpoint(...)``, durable when it returns) after every model
 turn, once the turn's tool results are appended; with ``stream=True`` too (one checkpoint per
 turn, not per token: ``on_delta`` sees the tokens as they arrive).
@@ -85,9 +88,10 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from smithers_tt._extras import extra_needed
-from smithers_tt.checkpoint import AgentCheckpoint, CheckpointCapability, CheckpointFormat
+from smithers_tt.checkpoint import AgentCheckpoint, CheckpointCapability, CheckpointFormat, clone
 from smithers_tt.engine import GenerateRequest, GenerateResult
 from smithers_tt.errors import InvalidArgument, ModelError, ModelRequestRejected
+from smithers_tt.integrations._openai_calls import CallLog
 from smithers_tt.integrations._openai_schema import StreamedReply, normalise_messages
 
 __all__ = ["CODEC", "VERSION", "ChatAgent"]
@@ -236,9 +240,10 @@ class ChatAgent:
             return f"error: {type(error).__name__}: {error}"
         return result if isinstance(result, str) else json.dumps(result, default=str)
 
-    def _client(self) -> Any:
+    def _client(self, log: CallLog) -> Any:
+        """A client whose HTTP tries ``log`` times (one client and log per ``generate``)."""
         with extra_needed("ChatAgent"):  # imported here: only ChatAgent users need openai
-            from openai import AsyncOpenAI
+            from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         api_key = self.api_key
         if api_key is None and self.base_url is not None:
@@ -248,14 +253,38 @@ class ChatAgent:
             base_url=self.base_url,
             max_retries=self.max_retries,
             timeout=self.timeout,
+            http_client=DefaultAsyncHttpxClient(event_hooks=log.hooks()),
         )
 
-    async def _ask(self, client: Any, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    async def _ask(
+        self, client: Any, messages: list[dict[str, Any]], request: GenerateRequest, log: CallLog
+    ) -> dict[str, Any]:
         """One model reply: ``{"message", "finish_reason", "usage", "model"}``, the message
-        normalised to OpenAI's schema. Raises :class:`ModelError` or
+        normalised to OpenAI's schema; every HTTP try it took is recorded as a model call
+        (``request.record_model_call``), failed ones too. Raises :class:`ModelError` or
         :class:`ModelRequestRejected` (see the module documentation)."""
         if not self.model:
             raise InvalidArgument("ChatAgent needs a model: pass model= or set SMITHERS_TT_MODEL")
+        sent = clone(messages)
+        log.start()
+        try:
+            reply = await self._reply(client, messages, log)
+        except BaseException as error:
+            for call in log.calls(self.model, sent, error=error):
+                request.record_model_call(call)
+            raise
+        calls = log.calls(
+            self.model, sent, reply=reply["message"], finish_reason=reply["finish_reason"],
+            usage=reply["usage"], answered_by=reply["model"],
+        )  # fmt: skip
+        for call in calls:
+            request.record_model_call(call)
+        return reply
+
+    async def _reply(
+        self, client: Any, messages: list[dict[str, Any]], log: CallLog
+    ) -> dict[str, Any]:
+        """The reply of :meth:`_ask`, unrecorded."""
         options = dict(self.request_options)
         if self.tools:
             options["tools"] = self._tool_specs()
@@ -272,6 +301,8 @@ class ChatAgent:
                 streamed = StreamedReply(self.on_delta)
                 async for chunk in response:
                     streamed.add(chunk.model_dump(mode="json", warnings=False))
+                    if streamed.content or streamed.calls or streamed.refusal:
+                        log.token()
                 if not streamed.choices:
                     raise ModelError(f"{self._where()} streamed a reply with no choices")
                 if streamed.finish_reason is None:  # not an answer: the next try asks again
@@ -396,7 +427,8 @@ class ChatAgent:
                     f"{request.schema_error}\nReply again with a corrected answer only.",
                 }
             )
-        client = self._client()
+        log = CallLog()
+        client = self._client(log)
         try:
             while (step := self._step(conversation, prompts)) is not None:
                 if step == "tools":  # a checkpoint holds calls without results: run them
@@ -407,7 +439,7 @@ class ChatAgent:
                         f"ChatAgent {self.id!r}: more than {self.max_tool_rounds} tool rounds "
                         "for one prompt"
                     )
-                reply = await self._ask(client, messages)
+                reply = await self._ask(client, messages, request, log)
                 conversation["rounds"] += 1
                 messages.append(reply["message"])
                 messages[:] = normalise_messages(messages)

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from smithers_tt._opened import OpenedDatabase
+from smithers_tt._prices import PriceTable
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
 from smithers_tt.lineage._inherited import add_inherited
 from smithers_tt.lineage._refcheck import corrupt_ref
-from smithers_tt.lineage._views import BY_NAME, VIEWS
+from smithers_tt.lineage._views import BY_NAME, PRICES_TABLE, VIEWS
 from smithers_tt.store import Progress
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -47,7 +48,7 @@ class Lineage:
     through a read-only attachment on the store's schema, with read-only server sessions) and
     defines the documented views ``runs``, ``run_labels``, ``nodes``, ``attempts``,
     ``checkpoints``, ``contents``, ``checkpoint_payloads``, ``frames``, ``forks``, ``dedup``,
-    ``run_dedup`` and ``audit`` (columns in each method's docstring, or
+    ``run_dedup``, ``audit`` and ``model_calls`` (columns in each method's docstring, or
     ``lin.sql("DESCRIBE runs")``). The ``raw`` schema mirrors the store's tables; on PostgreSQL
     the attached store itself is the catalog ``store`` (scanner reader only). Any SQL over
     these goes through :meth:`sql`.
@@ -76,6 +77,10 @@ class Lineage:
             writable through a lineage, whichever directory holds it, unless a symbolic link
             to it is planted in an allowed directory: DuckDB follows links. Allow only
             directories nobody else can write to.
+        prices: what model calls cost (the ``cost`` of ``model_calls``): a
+            :class:`~smithers_tt.PriceTable`, a mapping of model to ``{"input", "output",
+            "cached_input"}`` per million tokens, or a ``.json`` / ``.toml`` file of one; kept
+            in the table ``model_prices``. Without it every cost is NULL (never guessed).
 
     Attributes:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
@@ -101,7 +106,9 @@ class Lineage:
         batch_rows: int = 50_000,
         progress: Progress | None = None,
         allowed_directories: Iterable[str | Path] = (),
+        prices: Any = None,
     ) -> None:
+        table = PriceTable.of(prices)  # checked (and a file read) before anything opens
         if reader not in ("auto", "scanner", "arrow"):
             raise InvalidArgument(f"reader must be 'auto', 'scanner' or 'arrow', got {reader!r}")
         if type(batch_rows) is not int or batch_rows < 1:
@@ -120,6 +127,15 @@ class Lineage:
             self._files = bool(allowed)
             self._scratch = C.Scratch()
             self.reader, self.snapshot = self._open(db, snapshot, reader, batch_rows, progress)
+            self._con.execute(
+                f"CREATE TABLE {PRICES_TABLE} (model VARCHAR PRIMARY KEY, input DOUBLE, "
+                "output DOUBLE, cached_input DOUBLE)"
+            )
+            if len(table):
+                self._con.executemany(
+                    f"INSERT INTO {PRICES_TABLE} VALUES (?, ?, ?, ?)",  # noqa: S608 (constant)
+                    table.rows(),
+                )
             for view in VIEWS:
                 name = C.ident(view.name)
                 if self.snapshot and view.materialize:
@@ -232,6 +248,13 @@ class Lineage:
     def run_labels(self) -> pandas.DataFrame:
         """Every label of every run, by run id then key."""
         return self._query("SELECT * FROM run_labels ORDER BY run_id, key")
+
+    @_columns_of("model_calls")
+    def model_calls(self, run_id: str | None = None) -> pandas.DataFrame:
+        """Model calls of one run (or of every run) as recorded, by run, frame and position,
+        priced by the lineage's ``prices``; a fork's inherited calls are its parent's rows
+        (``run.model_calls()`` lists them with the fork's own)."""
+        return self._where("model_calls", run_id, "run_id, frame_no, position")
 
     @_columns_of("nodes")
     def nodes(self, run_id: str | None = None) -> pandas.DataFrame:

@@ -34,6 +34,7 @@ MIRRORED: tuple[TableInfo, ...] = describe_tables(
         "tt_audit",
         "tt_workers",
         "tt_run_labels",
+        "tt_model_calls",
     )
 )
 """Store tables mirrored (typed, read-only) in the ``raw`` schema."""
@@ -49,6 +50,7 @@ DUCKDB_TYPES = {
     "boolean": "BOOLEAN",
     "bigint": "BIGINT",
     "integer": "INTEGER",
+    "double": "DOUBLE",
     "bytes": "BLOB",
     "text": "VARCHAR",
 }
@@ -63,6 +65,7 @@ def arrow_type(duck: str) -> Any:
         "BOOLEAN": pa.bool_(),
         "BIGINT": pa.int64(),
         "INTEGER": pa.int32(),
+        "DOUBLE": pa.float64(),
         "VARCHAR": pa.string(),
         "BLOB": pa.binary(),
     }[duck]
@@ -460,6 +463,67 @@ RUN_LABELS = View(
     """,
 )
 
+PRICES_TABLE = "model_prices"
+"""The lineage's table of prices (``model``, ``input``, ``output``, ``cached_input``, per
+million tokens), filled from the ``prices`` a lineage is opened with (empty without)."""
+
+MODEL_CALLS = View(
+    "model_calls",
+    "one row per model call an agent made (each HTTP try, continuation and streamed reply), "
+    "under the run that recorded it, as long as its frame is in the history (not rewound).",
+    (
+        ("run_id", "the run that recorded the call"),
+        ("node_id", "the task's id"),
+        ("iteration", "the loop turn, from 0"),
+        ("attempt", "the attempt that made the call"),
+        ("frame_no", "the frame it was written with (a checkpoint, or the attempt's end)"),
+        ("position", "its order among the calls of that frame, from 0"),
+        ("call_id", "the call's id"),
+        ("model", "the model that answered (else the one asked)"),
+        ("finish_reason", "stop, length, tool_calls ... (NULL when it failed)"),
+        ("prompt_tokens", "prompt tokens the server reported (NULL: not reported)"),
+        ("completion_tokens", "completion tokens (reasoning included) it reported"),
+        ("cached_tokens", "prompt tokens served from the provider's cache"),
+        ("reasoning_tokens", "completion tokens spent reasoning"),
+        ("total_tokens", "prompt + completion (NULL when neither was reported)"),
+        ("started_at_ms", f"when the call was sent, {_TIMES}"),
+        ("started_at", "``started_at_ms`` as a UTC TIMESTAMP"),
+        ("ttft_ms", "milliseconds to the first token of a streamed reply (NULL otherwise)"),
+        ("latency_ms", "milliseconds to the end of the reply (or of the failure)"),
+        ("status", "the HTTP status (NULL: no answer, or not over HTTP)"),
+        ("error", "why the call failed (NULL when it did not)"),
+        (
+            "cost",
+            f"by the lineage's ``{PRICES_TABLE}`` (per million tokens); NULL for a model it "
+            "does not price or a call that reported no tokens: never guessed",
+        ),
+        ("request_hash", "content hash of the request's messages (``checkpoint_payloads``)"),
+        ("reply_hash", "content hash of the reply's message"),
+        ("inherited", "always false here (a fork's inherited calls are its parent's rows)"),
+    ),
+    f"""
+    SELECT c.run_id, c.node_id, c.iteration, c.attempt, c.frame_no, c.position, c.call_id,
+           c.model, c.finish_reason, c.prompt_tokens, c.completion_tokens, c.cached_tokens,
+           c.reasoning_tokens,
+           CASE WHEN c.prompt_tokens IS NULL AND c.completion_tokens IS NULL THEN NULL
+                ELSE coalesce(c.prompt_tokens, 0) + coalesce(c.completion_tokens, 0)
+           END AS total_tokens,
+           c.started_at_ms, epoch_ms(c.started_at_ms) AS started_at, c.ttft_ms, c.latency_ms,
+           c.status, c.error,
+           CASE WHEN c.prompt_tokens IS NULL AND c.completion_tokens IS NULL THEN NULL
+                ELSE ((coalesce(c.prompt_tokens, 0)
+                       - least(coalesce(c.cached_tokens, 0), coalesce(c.prompt_tokens, 0)))
+                      * p.input
+                      + least(coalesce(c.cached_tokens, 0), coalesce(c.prompt_tokens, 0))
+                      * p.cached_input
+                      + coalesce(c.completion_tokens, 0) * p.output) / 1000000.0
+           END AS cost,
+           c.request_hash, c.reply_hash, false AS inherited
+    FROM raw.tt_model_calls AS c LEFT JOIN {PRICES_TABLE} AS p ON p.model = c.model
+    WHERE c.rewind_id IS NULL
+    """,  # noqa: S608 (constants)
+)
+
 VIEWS: tuple[View, ...] = (
     RUNS,
     RUN_LABELS,
@@ -474,6 +538,7 @@ VIEWS: tuple[View, ...] = (
     RUN_DEDUP,
     AUDIT,
     WORKERS,
+    MODEL_CALLS,
 )
 """Every view, in the order they are created and exported."""
 

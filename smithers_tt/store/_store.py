@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt._ids import check_id
 from smithers_tt._labels import check_labels
+from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import (
     AgentCheckpoint,
     EncodedCheckpoint,
@@ -64,13 +65,15 @@ from smithers_tt.store.ledger import (
     RunContinued,
     RunEnded,
     RunPaused,
+    call_changes,
     claim,
+    encode_call,
     json_or_none,
     open_ends,
     touch,
     write,
 )
-from smithers_tt.store.reads import RunReads
+from smithers_tt.store.reads import ModelCallReads, RunReads
 
 T = TypeVar("T")
 
@@ -120,6 +123,7 @@ class Store:
         self._committer = GroupCommitter(engine)
         self.listeners: list[Callable[[Frame], None]] = []
         self.reads = RunReads(engine)
+        self.calls = ModelCallReads(engine)
         self.sweeps = Sweeps(engine)
         """What-if sweeps as stored (:class:`~smithers_tt.store._sweeps.Sweeps`)."""
 
@@ -174,6 +178,8 @@ class Store:
     watch_run = on("reads", RunReads.watch_run)
     resolve_run_id = on("reads", RunReads.resolve_run_id)
     short_run_ids = on("reads", RunReads.short_run_ids)
+    model_calls = on("calls", ModelCallReads.model_calls)
+    model_call_totals = on("calls", ModelCallReads.model_call_totals)
 
     # --- runs ----------------------------------------------------------------------------
 
@@ -370,6 +376,7 @@ class Store:
         node_state: str | None = None,
         output: Any = None,
         checkpoints: Sequence[Checkpointed] = (),
+        model_calls: Sequence[ModelCall] = (),
     ) -> list[CheckpointRef]:
         """End an in-progress attempt as finished, failed or cancelled under the fence.
 
@@ -378,7 +385,9 @@ class Store:
         last, in the same transaction: a crash can never leave a finished attempt under a node
         still running, which the next owner would run again. ``checkpoints`` (checkpoint,
         purpose, agent id) are published into the attempt first, in the same transaction (an
-        attempt's result checkpoint and its end are one commit). Returns their refs.
+        attempt's result checkpoint and its end are one commit). ``model_calls`` the attempt
+        made since its last write are recorded with its end (or with the first of
+        ``checkpoints``), in the same transaction. Returns their refs.
         """
         if state not in ("finished", "failed", "cancelled"):
             raise InvalidArgument(f"an attempt ends finished, failed or cancelled, not {state!r}")
@@ -391,7 +400,9 @@ class Store:
             PublishUnit(fence, key, self._encoded(c, None), check_purpose(purpose), agent_id)
             for c, purpose, agent_id in checkpoints
         ]
+        calls = [encode_call(call) for call in model_calls]
         changes: list[Change] = [
+            *call_changes(key, calls),
             *units,
             AttemptEnded(
                 key,
@@ -424,10 +435,13 @@ class Store:
         purpose: str = "progress",
         agent_id: str | None = None,
         max_bytes: int | None = None,
+        model_calls: Sequence[ModelCall] = (),
     ) -> CheckpointRef:
         """Durably publish a checkpoint into an in-progress attempt.
 
         Returns only once the commit containing it is done; concurrent callers share commits.
+        ``model_calls`` (the calls the attempt made since its last write) are recorded with
+        the checkpoint's frame, in the same commit.
 
         Raises:
             FenceLost: ``fence`` no longer owns the run, or the attempt is not in progress;
@@ -438,7 +452,10 @@ class Store:
         check_purpose(purpose)
         if key.run_id != fence.run_id:
             raise InvalidArgument(f"attempt {key} is not in run {fence.run_id}")
-        unit = PublishUnit(fence, key, self._encoded(checkpoint, max_bytes), purpose, agent_id)
+        unit = PublishUnit(
+            fence, key, self._encoded(checkpoint, max_bytes), purpose, agent_id,
+            [encode_call(call) for call in model_calls],
+        )  # fmt: skip
         ref = self._committer.publish(unit)
         if unit.frame is not None:
             self._emit([unit.frame])

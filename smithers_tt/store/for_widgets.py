@@ -2,11 +2,12 @@
 
 The widgets read a run a page at a time, never its whole history: its frames as light rows,
 frame searches, one node's frames and timeline bins, and its newest live state (nodes, refs)
-one question at a time. These reads live in the store's ``reads/`` room (``_newest``,
-``_frame_rows``, ``_frame_search``, ``_node_frames``, ``_timeline``); this module is the one
-place outside the store that names them. The widgets import ``smithers_tt.store`` (records,
-``ENDED``) and this door only (import-linter, ``pyproject.toml``; see ``docs/store.md``, "The
-doors").
+one question at a time; and a run's model calls with their totals per node and run
+(:class:`ModelCallReads`: what the waterfall and the header's totals draw). These reads live
+in the store's ``reads/`` room (``_newest``, ``_frame_rows``, ``_frame_search``,
+``_node_frames``, ``_timeline``, ``_calls``); this module is the one place outside the store
+that names them. The widgets import ``smithers_tt.store`` (records, ``ENDED``) and this door
+only (import-linter, ``pyproject.toml``; see ``docs/store.md``, "The doors").
 """
 
 from smithers_tt.store._frames import PAUSE_KINDS
@@ -15,6 +16,7 @@ from smithers_tt.store.reads import (
     FrameBin,
     FrameChoices,
     FrameRow,
+    ModelCallReads,
     RunFilter,
     RunListing,
     attempt_frames,
@@ -51,6 +53,7 @@ __all__ = [
     "FrameBin",
     "FrameChoices",
     "FrameRow",
+    "ModelCallReads",
     "RunFilter",
     "RunListing",
     "attempt_frames",

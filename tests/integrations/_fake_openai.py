@@ -36,6 +36,9 @@ completion, as servers that ignore ``stream`` do.
 what OpenAI refuses (an empty ``tool_calls``, fields it does not know, a tool result without
 ``tool_call_id``, arguments that are not a string). A request with ``"stream": true`` is
 answered as server-sent events, with a usage chunk when ``stream_options.include_usage``.
+``usage`` is ``"plain"`` (prompt tokens = the request's messages, 3 completion tokens),
+``"detailed"`` (OpenAI's details too: 1 cached prompt token, 2 reasoning tokens) or None (no
+usage at all, as some servers answer).
 """
 
 from __future__ import annotations
@@ -164,11 +167,13 @@ class FakeOpenAI:
         stream_fault: str | None = None,
         fault_at: int = 1,
         ignore_stream: bool = False,
+        usage: str | None = "plain",
     ):
         self.log = Path(log)
         self.hang_at, self.fail_at, self.fail_status = hang_at, fail_at, fail_status
         self.provider, self.strict = provider, strict
         self.stream_fault, self.fault_at, self.ignore_stream = stream_fault, fault_at, ignore_stream
+        self.usage = usage
         self.hung = threading.Event()
         self._release = threading.Event()
         self._lock = threading.Lock()
@@ -235,8 +240,16 @@ class FakeOpenAI:
             return 200, {"id": "x", "object": "chat.completion", "model": "fake", "choices": []}
         message = reply_for(messages)
         finish = "tool_calls" if message.get("tool_calls") else finish_for(messages)
-        usage = {"prompt_tokens": len(messages), "completion_tokens": 3, "total_tokens": 3}
-        usage["total_tokens"] += len(messages)
+        usage: dict[str, Any] | None = {
+            "prompt_tokens": len(messages),
+            "completion_tokens": 3,
+            "total_tokens": 3 + len(messages),
+        }
+        if self.usage == "detailed":
+            usage["prompt_tokens_details"] = {"cached_tokens": 1}  # type: ignore[index]
+            usage["completion_tokens_details"] = {"reasoning_tokens": 2}  # type: ignore[index]
+        elif self.usage is None:
+            usage = None
         head = {"id": f"chatcmpl-{self.count}", "created": 0, "model": body.get("model", "fake")}
         if body.get("stream") and not self.ignore_stream:
             return 200, self._chunks(head, message, finish, usage, body, fault)
@@ -246,7 +259,7 @@ class FakeOpenAI:
             "choices": [
                 {"index": 0, "message": shaped(message, self.provider), "finish_reason": finish}
             ],
-            "usage": usage,
+            **({} if usage is None else {"usage": usage}),
         }
 
     def _chunks(
@@ -254,7 +267,7 @@ class FakeOpenAI:
         head: dict[str, Any],
         message: dict[str, Any],
         finish: str,
-        usage: dict[str, Any],
+        usage: dict[str, Any] | None,
         body: dict[str, Any],
         fault: str | None = None,
     ) -> list[dict[str, Any] | str]:
@@ -287,7 +300,7 @@ class FakeOpenAI:
                 for i in range(0, len(args), 3)
             ]
         out.append(chunk({}, finish))
-        if (body.get("stream_options") or {}).get("include_usage"):
+        if usage is not None and (body.get("stream_options") or {}).get("include_usage"):
             out.append({**head, "choices": [], "usage": usage})
         return [*out, "[DONE]"]
 

@@ -387,21 +387,26 @@ def test_0013_drops_the_foreign_key_of_kept_frames_and_keeps_every_rewind_undoab
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
 
 
+def _old_run(conn, status: str) -> None:
+    """A run ``old-run-1`` (workflow ``w``) as an older release wrote it: its row and frame 0."""
+    conn.execute(
+        sa.insert(S.runs).values(
+            run_id="old-run-1", workflow="w", status=status, owner_epoch=0,
+            cancel_requested=False, clock=0, created_at_ms=1, updated_at_ms=1,
+        )
+    )  # fmt: skip
+    conn.execute(
+        sa.insert(S.frames).values(
+            run_id="old-run-1", frame_no=0, kind="run_created", created_at_ms=1
+        )
+    )
+
+
 def test_0014_adds_run_labels_and_runs_made_before_have_none(db_url: str, raw) -> None:
     # A store at 0013 with a run: no labels table yet.
     with raw.begin() as conn:
         upgrade(conn, to="0013_rewound_frames_unbound")
-        conn.execute(
-            sa.insert(S.runs).values(
-                run_id="old-run-1", workflow="w", status="queued", owner_epoch=0,
-                cancel_requested=False, clock=0, created_at_ms=1, updated_at_ms=1,
-            )
-        )  # fmt: skip
-        conn.execute(
-            sa.insert(S.frames).values(
-                run_id="old-run-1", frame_no=0, kind="run_created", created_at_ms=1
-            )
-        )
+        _old_run(conn, "queued")
     assert "tt_run_labels" not in table_names(raw)
     with st.connect(db_url) as db:  # migrates to 0014
         assert version_rows(raw) == [KNOWN[-1]] and "0014_run_labels" in KNOWN
@@ -414,3 +419,25 @@ def test_0014_adds_run_labels_and_runs_made_before_have_none(db_url: str, raw) -
     with raw.connect() as conn:
         if raw.dialect.name == "sqlite":
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+
+
+def test_0015_adds_model_calls_and_runs_made_before_have_none(db_url: str, raw) -> None:
+    # A store at 0014 with a finished run: no model calls table yet.
+    with raw.begin() as conn:
+        upgrade(conn, to="0014_run_labels")
+        _old_run(conn, "finished")
+    assert "tt_model_calls" not in table_names(raw)
+    with st.connect(db_url) as db:  # migrates to 0015
+        assert version_rows(raw) == [KNOWN[-1]] and "0015_model_calls" in KNOWN
+        assert db.store.model_calls("old-run-1") == []
+        _, fence = db.store.create_run("w")
+        key = db.store.start_attempt(fence, "n").key
+        call = st.ModelCall("m", [{"role": "user", "content": "hi"}], prompt_tokens=2)
+        db.store.finish_attempt(fence, key, "finished", model_calls=[call])
+        assert [c.prompt_tokens for c in db.store.model_calls(fence.run_id)] == [2]
+    indexes = {i["name"]: i["column_names"] for i in sa.inspect(raw).get_indexes("tt_model_calls")}
+    assert indexes == {
+        "tt_model_calls_frame": ["run_id", "frame_no"],
+        "tt_model_calls_request": ["request_hash"],
+        "tt_model_calls_reply": ["reply_hash"],
+    }

@@ -68,3 +68,21 @@ def test_the_plot_has_a_bar_per_score_and_durations_per_variant(sweep: st.Sweep)
     names = [trace.name for trace in fig.data]
     assert names == ["score.long", "score.steps", "duration (s)"]  # keys sorted, as stored
     assert list(fig.data[-1].x) == ["<b>bees</b>", "fails", "plain"]
+
+
+def test_outcomes_count_each_branchs_own_model_calls_tokens_and_cost(db: st.Database) -> None:
+    from smithers_tt.demo import DEMO_PRICES, demo_workflow
+
+    wf, _ = demo_workflow()
+    parent = db.run(wf, {"topic": "ants"})
+    frame = [f.frame_no for f in parent.frames() if f.kind == "checkpoint"][1]  # mid research
+    sweep = db.sweep(parent.id, frame, {"a": {}, "rewrite": {"reset": ["write"]}}, workflow=wf)
+    table = sweep.outcomes(prices=DEMO_PRICES).set_index("variant")
+    for name, run in sweep.branches().items():
+        records = run.model_call_records()
+        own = [c for c in records if not c.inherited]
+        assert 0 < len(own) < len(records)  # its parent's calls before the frame are not its
+        assert table.loc[name, "model_calls"] == len(own)
+        assert table.loc[name, "prompt_tokens"] == sum(c.prompt_tokens or 0 for c in own)
+        assert table.loc[name, "cost"] > 0
+    assert sweep.outcomes()["cost"].isna().all()  # no prices given: unknown, never guessed

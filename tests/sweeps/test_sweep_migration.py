@@ -14,7 +14,7 @@ def test_0016_adds_sweeps_to_a_store_made_before_them(db_url: str) -> None:
     raw = sa.create_engine(db_url)
     try:
         with raw.begin() as conn:
-            upgrade(conn, to="0014_run_labels")
+            upgrade(conn, to="0015_model_calls")
         assert "tt_sweeps" not in sa.inspect(raw).get_table_names()
         with st.connect(db_url) as db:  # migrates to the head, 0016 included
             assert db.sweeps() == []

@@ -237,6 +237,11 @@ class Statements:
             "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
             "created_at_ms, size_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        self.insert_model_call = q(
+            # The columns of tt_model_calls in their order (_calls.CALL_COLUMNS checks them).
+            f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608
+            f"VALUES ({', '.join('?' * len(S.model_calls.c))})"
+        )
         self.next_attempt = q(
             "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "
             "WHERE run_id = ? AND node_id = ? AND iteration = ?"

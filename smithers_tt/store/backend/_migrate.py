@@ -204,6 +204,8 @@ def _family(type_: sa.types.TypeEngine) -> str:
         return "bool"
     if isinstance(type_, sa.Integer):
         return "int"
+    if isinstance(type_, sa.Float):  # FLOAT on SQLite, DOUBLE PRECISION on PostgreSQL
+        return "float"
     if isinstance(type_, sa.LargeBinary | sa.types._Binary):
         return "bytes"
     if isinstance(type_, sa.String):

@@ -12,6 +12,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     Column,
+    Float,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -382,10 +383,52 @@ rewound_frames = Table(
 """``tt_frames``' columns (``run_id`` and ``frame_no`` in the key after ``rewind_id``)."""
 Index("tt_rewound_frames_content", rewound_frames.c.content_hash)
 
+# --- model calls (smithers_tt.store._calls) ---------------------------------------------
+# One row per call an agent made to a model (an HTTP retry, a continuation and a streamed
+# reply are calls of their own), written by the ledger with the frame it rode in with (a
+# checkpoint's publish, or the attempt's end): ``frame_no`` is that frame, so time travel
+# treats a call as it treats its frame. A fork reads its parent's calls up to the fork frame
+# (never copied); a rewind marks the calls of the frames it removes with its ``rewind_id``
+# (hidden, kept for its undo, deleted when retention releases the rewind). The request and
+# the reply are content (``tt_checkpoint_contents``, stored once by hash and pinned here).
+
+MODEL_CALL_TOKENS = ("prompt_tokens", "completion_tokens", "cached_tokens", "reasoning_tokens")
+
+model_calls = Table(
+    "tt_model_calls",
+    metadata,
+    Column("call_id", String(40), primary_key=True),
+    Column("run_id", ID, nullable=False),
+    Column("frame_no", BigInteger, nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("node_id", String(200), nullable=False),
+    Column("iteration", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("model", String(200), nullable=True),
+    Column("request_hash", HASH, nullable=True),
+    Column("reply_hash", HASH, nullable=True),
+    Column("finish_reason", String(40), nullable=True),
+    *(Column(name, BigInteger, nullable=True) for name in MODEL_CALL_TOKENS),
+    Column("started_at_ms", BigInteger, nullable=False),
+    Column("ttft_ms", Float, nullable=True),
+    Column("latency_ms", Float, nullable=True),
+    Column("status", Integer, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("rewind_id", ID, nullable=True),
+    ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
+)
+"""``position`` orders the calls of one frame; ``rewind_id`` is NULL while the call's frame is
+in the history."""
+Index("tt_model_calls_frame", model_calls.c.run_id, model_calls.c.frame_no)
+Index("tt_model_calls_request", model_calls.c.request_hash)
+Index("tt_model_calls_reply", model_calls.c.reply_hash)
+
 CONTENT_PINS: list[Column] = [
     frames.c.content_hash,
     cache.c.content_hash,
     rewound_frames.c.content_hash,
+    model_calls.c.request_hash,
+    model_calls.c.reply_hash,
 ]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""

@@ -3,7 +3,8 @@
 Lives here: :func:`write` (advance a run's clock, check the fence, apply each change's
 projection, insert its frames, in one transaction) and every :class:`Change`: runs, attempts
 and nodes (``_write``); a new run's labels (``_labels``); claims, deleted attempts and restored
-refs (``_runs``); publication and the group committer (``_publish``); pauses; time travel's
+refs (``_runs``); publication and the group committer (``_publish``); content stored by a write
+(``_content``) and the model calls that ride with a frame (``_calls``); pauses; time travel's
 changes, bulk writes of live state, rewinds by key and by cut, retention; LangGraph threads;
 whole histories written at once.
 
@@ -14,6 +15,7 @@ through them); the reads never import it; the store's handles (``Store``, ``Trav
 """
 
 from smithers_tt.store.ledger._bulk import write_history
+from smithers_tt.store.ledger._calls import EncodedCall, call_changes, encode_call
 from smithers_tt.store.ledger._cut import CutStatements
 from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
@@ -95,6 +97,7 @@ __all__ = [
     "CheckpointEdited",
     "CutStatements",
     "EditEnded",
+    "EncodedCall",
     "Entry",
     "ForkRows",
     "Forked",
@@ -124,8 +127,10 @@ __all__ = [
     "WorkUnit",
     "Write",
     "audit_row",
+    "call_changes",
     "claim",
     "count_kept_for_forks",
+    "encode_call",
     "fork_row",
     "inheriting_forks_of_old",
     "json_or_none",

@@ -22,8 +22,8 @@ from typing import Any
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.store._records import Fence, Frame
 from smithers_tt.store.backend import AGENT, LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE
-from smithers_tt.store.ledger._publish import _insert_content
-from smithers_tt.store.ledger._write import AttemptStarted, Change, Note, RunRow, Step, Write
+from smithers_tt.store.ledger._content import Stored
+from smithers_tt.store.ledger._write import AttemptStarted, Change, Note, RunRow, Write
 
 
 class ThreadReplaced(Exception):  # a condition the saver handles, not a fault
@@ -93,29 +93,7 @@ def _checkpoint_frame(
     )  # fmt: skip
 
 
-class _Stored(Change):
-    """A change whose content (:attr:`enc`) is stored with the clock's advance (one round
-    trip on PostgreSQL), once per write; content that was there already is checked."""
-
-    __slots__ = ("sent",)
-
-    enc: EncodedCheckpoint
-
-    def early(self, w: Write) -> Step | None:
-        enc = self.enc
-        self.sent = enc.content_hash not in w.contents
-        if not self.sent:
-            return None
-        w.contents.add(enc.content_hash)
-        return (w.sql.insert_new_content, (enc.content_hash, enc.data, enc.size, w.stamp))
-
-    def store(self, w: Write, early: Any) -> None:
-        """Check the content :meth:`early` found stored already."""
-        if self.sent and early is None:
-            _insert_content(w.db, self.enc, w.stamp)
-
-
-class ValuePinned(_Stored):
+class ValuePinned(Stored):
     """A value the run uses for the first time is stored, and pinned by a value frame."""
 
     __slots__ = ("enc", "run_id")
@@ -130,7 +108,7 @@ class ValuePinned(_Stored):
         return _checkpoint_frame(self.run_id, frame_no, LANGGRAPH_VALUE_NODE, enc, size, w.stamp)
 
 
-class DocumentPut(_Stored):
+class DocumentPut(Stored):
     """A checkpoint's document is stored in a document frame, which its index row names."""
 
     __slots__ = ("checkpoint_id", "enc", "run_id")

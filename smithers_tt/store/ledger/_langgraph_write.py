@@ -14,10 +14,11 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import InvalidArgument, RunNotFound
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._records import now_ms
+from smithers_tt.store._records import AttemptKey, now_ms
 from smithers_tt.store.backend import (
     AGENT,
     LANGGRAPH_DOC_NODE,
@@ -29,6 +30,7 @@ from smithers_tt.store.backend import (
     langgraph_run_id,
 )
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._calls import call_changes, encode_call
 from smithers_tt.store.ledger._langgraph import (
     DocumentPut,
     FrameCopied,
@@ -133,10 +135,17 @@ class LangGraphWrite:
         checkpoint_id: str,
         blobs: dict[str, EncodedCheckpoint],
         merge: Callable[[str | None], str],
+        calls: tuple[str, Sequence[ModelCall]] = ("", ()),
     ) -> None:
         """Replace a checkpoint's stored writes by ``merge(stored writes or None)``, pinning
-        ``blobs`` (the values they refer to by hash) in the same ledger write."""
-        self._commit(run_id, thread, blobs, [WritesPut(run_id, checkpoint_id, merge)])
+        ``blobs`` (the values they refer to by hash) in the same ledger write; ``calls`` (a
+        node and the model calls its writes show) are recorded with it, numbered with the
+        thread's next frame (the checkpoint the step makes)."""
+        node_id, made = calls
+        recorded = call_changes(
+            AttemptKey(run_id, node_id, 0, 1), [encode_call(call) for call in made]
+        )
+        self._commit(run_id, thread, blobs, [WritesPut(run_id, checkpoint_id, merge), *recorded])
 
     # --- the one ledger write per run ------------------------------------------------
 

@@ -21,7 +21,7 @@ from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import ConcurrencyError, InvalidArgument
 from smithers_tt.store._records import CheckpointRef, Frame
 from smithers_tt.store._ref_frame import ref_key
-from smithers_tt.store.ledger._publish import _insert_content
+from smithers_tt.store.ledger._content import store_content
 from smithers_tt.store.ledger._write import AttemptEnded, AttemptStarted, Change, RunRow, Write
 
 ENDED = ("finished", "failed", "cancelled")
@@ -124,7 +124,7 @@ class CheckpointEdited(Change):
         assert self.started.attempt is not None  # applied after the attempt it goes into
         key, enc = self.started.attempt.key, self.encoded
         if enc.content_hash not in w.contents:
-            _insert_content(w.db, enc, w.stamp)
+            store_content(w.db, enc, w.stamp)
             w.contents.add(enc.content_hash)
         ref = CheckpointRef(
             key.run_id, key.node_id, key.iteration, key.attempt, 0, enc.content_hash,

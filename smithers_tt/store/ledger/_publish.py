@@ -51,17 +51,17 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import (
     AttemptNotFound,
-    CheckpointCorrupt,
     CheckpointTooLarge,
     FenceLost,
     SmithersError,
     StoreError,
-    TransientStoreError,
 )
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Fence, Frame, now_ms
 from smithers_tt.store._ref_frame import ref_key
 from smithers_tt.store.backend import Driver, Engine, _short, disk_failure, driver, is_transient
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._calls import EncodedCall, call_changes
+from smithers_tt.store.ledger._content import store_content
 from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, write
 
 __all__ = [
@@ -140,6 +140,9 @@ class PublishUnit(Change, Unit):
     encoded: EncodedCheckpoint
     purpose: str
     agent_id: str | None
+    calls: Sequence[EncodedCall] = ()
+    """Model calls the attempt made since its last write, written with this frame (by the
+    changes of :func:`~._calls.call_changes`, which go before it)."""
     result: CheckpointRef | None = None
     frame: Frame | None = None
     error: BaseException | None = None
@@ -190,7 +193,7 @@ class PublishUnit(Change, Unit):
                 run_id=key.run_id,
             )
         if enc.content_hash not in w.contents:
-            _insert_content(w.db, enc, w.stamp)
+            store_content(w.db, enc, w.stamp)
             w.contents.add(enc.content_hash)
         stamp = w.stamp
         ref = CheckpointRef(
@@ -245,29 +248,7 @@ def insert_content(conn: Connection, encoded: EncodedCheckpoint, created_at_ms: 
     loop inserts it again.
     """
     with driver(conn) as db:
-        _insert_content(db, encoded, created_at_ms)
-
-
-def _insert_content(db: Driver, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
-    sql = db.sql
-    digest, data = encoded.content_hash, encoded.data
-    for _ in range(5):  # each turn loses only to a concurrent insert or delete of this row
-        if db.count(sql.insert_content, (digest, data, len(data), created_at_ms)) == 1:
-            return
-        same = db.one(sql.check_content, (data, digest))
-        if same is not None:
-            if same[0] != len(data) or not same[1]:
-                raise CheckpointCorrupt(
-                    f"stored content {digest[:12]} differs from the bytes that "
-                    "hash to it; run verify() and restore the database from a backup",
-                    content_hash=digest,
-                )
-            return
-    raise TransientStoreError(
-        f"content {digest[:12]} kept appearing and disappearing under a "
-        "concurrent collection; retry",
-        content_hash=digest,
-    )
+        store_content(db, encoded, created_at_ms)
 
 
 Published = tuple[CheckpointRef, Frame]
@@ -283,7 +264,8 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     written.
     """
     with driver(conn) as db:
-        entries = write(db, [Entry(u.key.run_id, u.fence, (u,)) for u in units], now_ms())
+        entries = [Entry(u.key.run_id, u.fence, (*call_changes(u.key, u.calls), u)) for u in units]
+        entries = write(db, entries, now_ms())
     return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
 
 

@@ -222,7 +222,8 @@ class Rewound(Change):
 def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
     """Keep what a rewind of ``run_id`` to ``clock`` removes, for undo: the run row's clock
     and ending (``tt_rewinds``) and its frames above ``clock`` (``tt_rewound_frames``), each
-    one ``INSERT ... SELECT`` (O(k) for k frames removed)."""
+    one ``INSERT ... SELECT`` (O(k) for k frames removed); the model calls written with those
+    frames stay in place, marked with the rewind (hidden from every read until undone)."""
     rewind_id = secrets.token_hex(12)
     r, rw, f = S.runs, S.rewinds, S.frames
     conn.execute(
@@ -242,6 +243,12 @@ def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
                 f.c.run_id == run_id, f.c.frame_no > clock
             ),
         )
+    )
+    m = S.model_calls
+    conn.execute(
+        m.update()
+        .where(m.c.run_id == run_id, m.c.frame_no > clock, m.c.rewind_id.is_(None))
+        .values(rewind_id=rewind_id)
     )
 
 
@@ -290,11 +297,12 @@ def undoable(clock: int, kept: Sequence[KeptRewind]) -> list[KeptRewind]:
 
 
 def release_rewinds(conn: Connection, rewind_ids: Sequence[str]) -> None:
-    """Delete kept rewinds and the frames they keep (no foreign key ties those: see
-    :mod:`._schema`)."""
-    rf, rw = S.rewound_frames, S.rewinds
+    """Delete kept rewinds, the frames they keep and the model calls of those frames (no
+    foreign key ties those: see :mod:`._schema`)."""
+    rf, rw, m = S.rewound_frames, S.rewinds, S.model_calls
     for part in Dialect.chunks(list(rewind_ids), 1):
         conn.execute(rf.delete().where(rf.c.rewind_id.in_(list(part))))
+        conn.execute(m.delete().where(m.c.rewind_id.in_(list(part))))
         conn.execute(rw.delete().where(rw.c.rewind_id.in_(list(part))))
 
 
@@ -321,6 +329,8 @@ class RewindUndone(Change):
                 names, sa.select(*(rf.c[n] for n in names)).where(rf.c.rewind_id == kept.rewind_id)
             )
         )
+        m = S.model_calls  # the calls of the frames put back are seen again
+        conn.execute(m.update().where(m.c.rewind_id == kept.rewind_id).values(rewind_id=None))
         set_history_end(  # the stored output text, as it was
             conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error, w.stamp
         )

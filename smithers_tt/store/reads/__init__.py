@@ -5,10 +5,11 @@ Lives here: the Store's reads of runs, nodes, attempts, frames, refs and verifie
 (``_run_ids``: a unique prefix resolved, each id's shortest unique prefix); the debugger's
 reads of a run's newest state a page at a time (``_newest``), of its frames as light rows
 (``_frame_rows``), of frame searches (``_frame_search``), of one node's frames
-(``_node_frames``) and of timeline rows (``_timeline``); time travel's set-based reads of
-the state at frame N (``_travel``); the LangGraph saver's read transaction (``_langgraph``);
-and the store described for lineage analytics (``_describe``: tables, type families,
-read-only access, content sizes).
+(``_node_frames``) and of timeline rows (``_timeline``); a run's model calls as its frames see
+them, and their totals per node and run (``_calls``); time travel's set-based reads of the
+state at frame N (``_travel``); the LangGraph saver's read transaction (``_langgraph``); and
+the store described for lineage analytics (``_describe``: tables, type families, read-only
+access, content sizes).
 
 Contract: a read never writes and never imports the ledger; it imports the backend and the
 store's shared rows (:mod:`smithers_tt.store._frames`, :mod:`~smithers_tt.store._records`);
@@ -18,6 +19,7 @@ front door; nothing outside ``smithers_tt.store`` imports it. Held by import-lin
 """
 
 from smithers_tt.store.reads._browse import RunFilter, RunListing, run_listing, run_workflows
+from smithers_tt.store.reads._calls import ModelCallReads
 from smithers_tt.store.reads._describe import (
     ColumnInfo,
     TableInfo,
@@ -88,6 +90,7 @@ __all__ = [
     "FrameRow",
     "LangGraphDocument",
     "LangGraphRead",
+    "ModelCallReads",
     "RunCandidate",
     "RunFilter",
     "RunListing",

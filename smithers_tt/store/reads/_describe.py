@@ -5,8 +5,8 @@ know what the tables are and how to reach the database read-only, without import
 schema module or SQLAlchemy. This module answers both in plain data:
 
 * :func:`describe_tables`: each table's name and columns, each column with a portable
-  :data:`TypeFamily` (``boolean``, ``bigint``, ``integer``, ``text``, ``bytes``) that any
-  reader maps to its own types;
+  :data:`TypeFamily` (``boolean``, ``bigint``, ``integer``, ``double``, ``text``,
+  ``bytes``) that any reader maps to its own types;
 * :func:`read_only_access`: the SQLite file (:class:`SqliteAccess`), or the PostgreSQL
   connection parameters, the schema holding the tables and a conninfo whose sessions are
   read-only on the server (:class:`PostgresAccess`);
@@ -25,14 +25,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import sqlalchemy as sa
-from sqlalchemy import BigInteger, Boolean, Integer, LargeBinary, String, Text
+from sqlalchemy import BigInteger, Boolean, Float, Integer, LargeBinary, String, Text
 from sqlalchemy.engine import Connection
 
 from smithers_tt.store.backend import Engine, PostgresAccess, SqliteAccess
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.reads._travel import stored_sizes
 
-TypeFamily = Literal["boolean", "bigint", "integer", "text", "bytes"]
+TypeFamily = Literal["boolean", "bigint", "integer", "double", "text", "bytes"]
 """The portable type of a column: what a reader needs to choose its own type."""
 
 
@@ -61,6 +61,8 @@ def _family(column: sa.Column) -> TypeFamily:
         return "bigint"
     if isinstance(kind, Integer):
         return "integer"
+    if isinstance(kind, Float):
+        return "double"
     if isinstance(kind, LargeBinary):
         return "bytes"
     if isinstance(kind, String | Text):

@@ -1,0 +1,100 @@
+"""Model calls written with the frame they ride in with: a checkpoint's publish or an
+attempt's end (never a commit of their own).
+
+A call's request and reply are content (:func:`encode_call`: the envelope
+``smithers.model-request`` / ``smithers.model-reply``, stored once by hash, as checkpoints
+are). :func:`call_changes` gives the frameless changes that write a list of calls: their
+content stored with the clock's advance (one round trip on PostgreSQL, once per write,
+checked when it was there already), then their rows added to the frames' ``executemany`` (no
+round trip of their own), numbered with the frame that follows.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from smithers_tt._model_calls import REPLY_CODEC, REQUEST_CODEC, TOKEN_FIELDS, ModelCall
+from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint
+from smithers_tt.errors import InvalidArgument
+from smithers_tt.store._records import AttemptKey
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._content import ContentStored
+from smithers_tt.store.ledger._write import Change, Write
+
+CALL_COLUMNS = (
+    "call_id", "run_id", "frame_no", "position", "node_id", "iteration", "attempt", "model",
+    "request_hash", "reply_hash", "finish_reason", *TOKEN_FIELDS, "started_at_ms", "ttft_ms",
+    "latency_ms", "status", "error", "rewind_id",
+)  # fmt: skip
+"""The columns of ``tt_model_calls`` in their order (``Statements.insert_model_call``)."""
+if tuple(S.model_calls.c.keys()) != CALL_COLUMNS:
+    raise RuntimeError("smithers_tt.store.ledger._calls is out of step with _schema; fix it")
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedCall:
+    """A :class:`ModelCall` ready to write: its request and reply encoded as content."""
+
+    call: ModelCall
+    request: EncodedCheckpoint | None
+    reply: EncodedCheckpoint | None
+
+
+def encode_call(call: ModelCall) -> EncodedCall:
+    """Check and encode ``call``'s request and reply (strict JSON, within the content ceiling;
+    raises :class:`~smithers_tt.errors.CheckpointInvalid` naming the bad value's path)."""
+    if not isinstance(call, ModelCall):
+        raise InvalidArgument(f"a model call is a ModelCall, got {type(call).__name__}")
+    request = None
+    if call.request is not None:
+        request = AgentCheckpoint(REQUEST_CODEC, 1, {"messages": call.request}).encode()
+    reply = None if call.reply is None else AgentCheckpoint(REPLY_CODEC, 1, call.reply).encode()
+    return EncodedCall(call, request, reply)
+
+
+def call_changes(key: AttemptKey, calls: Sequence[EncodedCall]) -> list[Change]:
+    """The frameless changes that write ``calls`` (made by attempt ``key``) with the frame of
+    the change that follows them: their content first (each distinct request and reply once),
+    then :class:`CallsRecorded`. Empty when there are no calls."""
+    if not calls:
+        return []
+    seen: dict[str, EncodedCheckpoint] = {}
+    for encoded in calls:
+        for enc in (encoded.request, encoded.reply):
+            if enc is not None:
+                seen.setdefault(enc.content_hash, enc)
+    return [*(ContentStored(enc) for enc in seen.values()), CallsRecorded(key, calls)]
+
+
+class CallsRecorded(Change):
+    """Frameless: the rows of model calls, inserted with the frames (one ``executemany``, no
+    round trip of their own), numbered with the frame of the change that follows this one
+    (a frameless change is given the number the next frame gets)."""
+
+    __slots__ = ("calls", "key")
+
+    ticks = 0
+    executes = False
+
+    def __init__(self, key: AttemptKey, calls: Sequence[EncodedCall]) -> None:
+        self.key, self.calls = key, calls
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        key = self.key
+        for position, encoded in enumerate(self.calls):
+            c = encoded.call
+            w.defer(
+                w.sql.insert_model_call,
+                (
+                    secrets.token_hex(12), key.run_id, frame_no, position, key.node_id,
+                    key.iteration, key.attempt, c.model,
+                    None if encoded.request is None else encoded.request.content_hash,
+                    None if encoded.reply is None else encoded.reply.content_hash,
+                    c.finish_reason, c.prompt_tokens, c.completion_tokens, c.cached_tokens,
+                    c.reasoning_tokens, c.started_at_ms, c.ttft_ms, c.latency_ms, c.status,
+                    c.error, None,
+                ),
+            )  # fmt: skip

@@ -1,0 +1,81 @@
+"""Content stored by a write: immutable bytes under their SHA-256, stored once, checked when
+they were there already (a publish's checkpoint, a LangGraph value or document, a model call's
+request and reply).
+
+:func:`store_content` inserts first (``ON CONFLICT DO NOTHING``) and, when the row was there,
+compares the bytes inside the database, holding the row (``FOR KEY SHARE`` on PostgreSQL)
+against a concurrent garbage collection until the write commits. :class:`Stored` is a change
+whose content goes with the clock's advance instead (one round trip on PostgreSQL), checked
+the same way afterwards; :class:`ContentStored` is that alone, adding no frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from smithers_tt.checkpoint import EncodedCheckpoint
+from smithers_tt.errors import CheckpointCorrupt, TransientStoreError
+from smithers_tt.store.backend import Driver
+from smithers_tt.store.ledger._write import Change, Step, Write
+
+
+def store_content(db: Driver, encoded: EncodedCheckpoint, created_at_ms: int) -> None:
+    """Store ``encoded`` under its hash unless present; raise
+    :class:`~smithers_tt.errors.CheckpointCorrupt` if present with other bytes."""
+    sql = db.sql
+    digest, data = encoded.content_hash, encoded.data
+    for _ in range(5):  # each turn loses only to a concurrent insert or delete of this row
+        if db.count(sql.insert_content, (digest, data, len(data), created_at_ms)) == 1:
+            return
+        same = db.one(sql.check_content, (data, digest))
+        if same is not None:
+            if same[0] != len(data) or not same[1]:
+                raise CheckpointCorrupt(
+                    f"stored content {digest[:12]} differs from the bytes that "
+                    "hash to it; run verify() and restore the database from a backup",
+                    content_hash=digest,
+                )
+            return
+    raise TransientStoreError(
+        f"content {digest[:12]} kept appearing and disappearing under a "
+        "concurrent collection; retry",
+        content_hash=digest,
+    )
+
+
+class Stored(Change):
+    """A change whose content (:attr:`enc`) is stored with the clock's advance (one round
+    trip on PostgreSQL), once per write; content that was there already is checked
+    (:meth:`store`, called by :meth:`apply`)."""
+
+    __slots__ = ("sent",)
+
+    enc: EncodedCheckpoint
+
+    def early(self, w: Write) -> Step | None:
+        enc = self.enc
+        self.sent = enc.content_hash not in w.contents
+        if not self.sent:
+            return None
+        w.contents.add(enc.content_hash)
+        return (w.sql.insert_new_content, (enc.content_hash, enc.data, enc.size, w.stamp))
+
+    def store(self, w: Write, early: Any) -> None:
+        """Check the content :meth:`early` found stored already."""
+        if self.sent and early is None:
+            store_content(w.db, self.enc, w.stamp)
+
+
+class ContentStored(Stored):
+    """Frameless: content stored with a write, for a row another change of it inserts."""
+
+    __slots__ = ("enc",)
+
+    ticks = 0
+
+    def __init__(self, enc: EncodedCheckpoint) -> None:
+        self.enc = enc
+        self.sent = False
+
+    def apply(self, w: Write, frame_no: int, early: Any) -> None:
+        self.store(w, early)

@@ -1,0 +1,135 @@
+"""The model calls of a run, as its frames see them, and their totals per node and per run.
+
+A call is visible at frame N of a run when the frame it was written with is (``frame_no <=
+N``) and no rewind removed that frame (``rewind_id`` NULL). A fork sees its parent's calls up
+to the fork frame as it sees its parent's history (read there, never copied; a parent deleted
+takes them along, as it takes the history): the same rule up the chain of forks. Each call
+comes back as its :class:`~smithers_tt.store._records.ModelCallRecord`, ``run_id`` being the
+run that recorded it and ``inherited`` telling the parent's apart.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt._model_calls import (
+    REPLY_CODEC,
+    REQUEST_CODEC,
+    ModelCallRecord,
+    RunCallTotals,
+    totals_of,
+)
+from smithers_tt._prices import PriceTable
+from smithers_tt.checkpoint import loads
+from smithers_tt.errors import CheckpointCorrupt, RunNotFound
+from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads._runs import RunReads
+
+_COLUMNS = [c for c in S.model_calls.c if c.name != "rewind_id"]
+
+MAX_FORK_DEPTH = 10_000
+"""How far up a chain of forks the calls are read (a guard against a damaged parent link)."""
+
+
+def calls_in(
+    conn: Connection, run_id: str, frame_no: int | None = None, *, inherited: bool = True
+) -> list[ModelCallRecord]:
+    """The calls visible at frame ``frame_no`` (None: the newest) of ``run_id``, in the
+    caller's read: the ancestors' first (oldest first), then by frame and position."""
+    r, m = S.runs, S.model_calls
+    chain: list[tuple[str, int | None]] = []
+    current, upto = run_id, frame_no
+    while current is not None and len(chain) < MAX_FORK_DEPTH:
+        row = conn.execute(
+            sa.select(r.c.parent_run_id, r.c.parent_frame_no).where(r.c.run_id == current)
+        ).one_or_none()
+        if row is None:
+            if not chain:
+                raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+            break  # a parent deleted: the fork keeps its own calls
+        chain.append((current, upto))
+        if not inherited or row.parent_frame_no is None:
+            break
+        current, upto = row.parent_run_id, row.parent_frame_no
+    found: list[ModelCallRecord] = []
+    for depth, (run, cutoff) in enumerate(reversed(chain)):
+        stmt = sa.select(*_COLUMNS).where(m.c.run_id == run, m.c.rewind_id.is_(None))
+        if cutoff is not None:
+            stmt = stmt.where(m.c.frame_no <= cutoff)
+        own = depth == len(chain) - 1
+        found.extend(
+            ModelCallRecord(**row._asdict(), inherited=not own)
+            for row in conn.execute(stmt.order_by(m.c.frame_no, m.c.position))
+        )
+    return found
+
+
+class ModelCallReads:
+    """The model calls of runs, each read in one read-only transaction."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def model_calls(
+        self, run_id: str, frame_no: int | None = None, *, inherited: bool = True
+    ) -> list[ModelCallRecord]:
+        """The model calls frame ``frame_no`` (default: the newest) of a run sees: a fork's
+        parent's calls up to the fork frame first (``inherited``), then its own, by frame and
+        position.
+
+        Raises:
+            RunNotFound: there is no such run.
+        """
+        return self.engine.transaction(
+            lambda conn: calls_in(conn, run_id, frame_no, inherited=inherited), write=False
+        )
+
+    def model_call_exchange(self, call: ModelCallRecord) -> tuple[Any, Any]:
+        """``(request messages, reply)`` of a call, read from their verified content (None
+        for what was not recorded).
+
+        Raises:
+            CheckpointMissing: the content is gone (a damaged store).
+            CheckpointCorrupt: it fails its integrity check, or is not a call's content.
+        """
+        reads = RunReads(self.engine)
+        found = []
+        for digest, codec in ((call.request_hash, REQUEST_CODEC), (call.reply_hash, REPLY_CODEC)):
+            if digest is None:
+                found.append(None)
+                continue
+            envelope = loads(reads.read_content(digest))
+            if envelope.get("codec") != codec:
+                raise CheckpointCorrupt(
+                    f"content {digest[:12]} of model call {call.call_id} is not a {codec}",
+                    content_hash=digest,
+                )
+            payload = envelope.get("payload")
+            found.append(payload.get("messages") if codec == REQUEST_CODEC else payload)
+        return found[0], found[1]
+
+    def model_call_totals(
+        self, run_id: str, prices: Any = None, frame_no: int | None = None
+    ) -> RunCallTotals:
+        """The totals of the calls :meth:`model_calls` returns, for the run and per node,
+        with their cost by ``prices`` (a :class:`~smithers_tt.PriceTable`, a mapping or a
+        file); ``wall_ms`` is the span of the run's own attempts (the run) and the sum of
+        each node's attempts' durations (a node), as far as they ended."""
+        table = PriceTable.of(prices)
+
+        def read(conn: Connection) -> tuple[list[ModelCallRecord], list[Any]]:
+            calls = calls_in(conn, run_id, frame_no)
+            a = S.attempts
+            spans = conn.execute(
+                sa.select(a.c.node_id, a.c.started_at_ms, a.c.finished_at_ms).where(
+                    a.c.run_id == run_id
+                )
+            ).all()
+            return calls, spans
+
+        calls, spans = self.engine.transaction(read, write=False)
+        return totals_of(calls, table, spans)

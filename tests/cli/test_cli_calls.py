@@ -1,0 +1,70 @@
+"""``smithers-tt calls``: a run's model calls as a table and as JSON, priced only by
+``--prices``; ``replay`` says what it reused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from smithers_tt.cli import cli
+
+
+@pytest.fixture
+def demo_db(demo_copy: Path) -> str:
+    return str(demo_copy)
+
+
+def _json(db: str, *args: str) -> object:
+    result = CliRunner().invoke(cli, ["--db", db, "--json", *args])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _finished(db: str) -> str:
+    runs = _json(db, "runs")
+    return next(r["run_id"] for r in runs if r["status"] == "finished")  # type: ignore[union-attr]
+
+
+def test_calls_lists_a_runs_calls_with_totals_per_node_as_json(demo_db: str) -> None:
+    run_id = _finished(demo_db)
+    shown = _json(demo_db, "calls", run_id)
+    calls = shown["calls"]  # type: ignore[index]
+    assert calls and {c["node_id"] for c in calls} >= {"research", "write"}
+    assert all(c["cost"] is None for c in calls)  # no --prices: no cost, never a guess
+    totals = shown["totals"]  # type: ignore[index]
+    assert totals["calls"] == len(calls)
+    assert totals["total_tokens"] == sum(c["total_tokens"] or 0 for c in calls)
+    assert sum(n["calls"] for n in shown["nodes"].values()) == len(calls)  # type: ignore[index]
+
+
+def test_calls_prices_only_the_models_its_price_file_names(demo_db: str, tmp_path) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"demo-small": {"input": 1.0, "output": 1.0}}))
+    shown = _json(demo_db, "calls", _finished(demo_db), "--prices", str(prices))
+    calls = shown["calls"]  # type: ignore[index]
+    for c in calls:
+        if c["model"] == "demo-small" and c["total_tokens"] is not None:
+            assert c["cost"] == pytest.approx(c["total_tokens"] / 1e6)
+        else:
+            assert c["cost"] is None
+
+
+def test_calls_table_shows_each_call_and_the_run_totals(demo_db: str) -> None:
+    run_id = _finished(demo_db)
+    result = CliRunner().invoke(cli, ["--db", demo_db, "calls", run_id], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "demo-small" in result.output and "research" in result.output
+    assert "call(s)" in result.output and "tokens" in result.output
+
+
+def test_replay_says_how_many_calls_and_tokens_it_reused(demo_db: str) -> None:
+    run_id = _finished(demo_db)
+    frames = _json(demo_db, "timeline", run_id)["frames"]  # type: ignore[index]
+    last = frames[-1]["frame_no"]
+    out = _json(demo_db, "replay", run_id, str(last))  # the demo workflow by default
+    reused = out["reused_model_calls"]  # type: ignore[index]
+    calls = _json(demo_db, "calls", run_id)["totals"]  # type: ignore[index]
+    assert reused == {"calls": calls["calls"], "tokens": calls["total_tokens"]}
