@@ -149,7 +149,7 @@ def _show(ctx: Context, found: Sweep) -> None:
         " (cancelled)" if found.cancelled else "",
     )
     ctx.out.table(
-        ["variant", "branch", "status", "score", "seconds", "error"],
+        ["variant", "branch", "status", "score", "seconds", "calls", "error"],
         [
             [
                 row["variant"],
@@ -157,6 +157,7 @@ def _show(ctx: Context, found: Sweep) -> None:
                 state(row["status"]),
                 "-" if row["score"] is None else one_line(row["score"]),
                 "-" if row["duration_s"] is None else f"{row['duration_s']:.2f}",
+                "-" if row["model_calls"] is None else row["model_calls"],
                 one_line(row["error"]) if row["error"] else "-",
             ]
             for row in rows

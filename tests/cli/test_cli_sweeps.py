@@ -60,6 +60,7 @@ def test_sweep_forks_and_runs_each_variant_and_sweep_show_lists_them(
     assert [v["variant"] for v in shown["variants"]] == ["base", "bees"]
     assert [v["status"] for v in shown["variants"]] == ["finished", "finished"]
     assert shown["variants"][1]["output"]["research"]["topic"] == "bees"
+    assert all(v["model_calls"] > 0 for v in shown["variants"])  # the demo's agents' own calls
     assert shown["variants"][1]["edits"] == {"input": {"topic": "bees"}, "reset": ["research"]}
 
 
