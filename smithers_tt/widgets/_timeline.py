@@ -8,6 +8,7 @@ breakpoint toggle (:mod:`~smithers_tt.widgets._timeline_gutter`) turns it on or 
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from smithers_tt.widgets._bulk import paused_gc
@@ -16,6 +17,30 @@ from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._theme import LIGHT
 from smithers_tt.widgets._timeline_data import TimelineData
 from smithers_tt.widgets._timeline_figure import _iso, build_timeline
+
+DRAWN = ("_js2py_layoutDelta", "_js2py_widget_layoutDelta")
+"""The state keys by which plotly's view says it plotted a figure (it sends the layout it
+computed). plotly.py observes ``_js2py_layoutDelta``, but the widget bundle of plotly 6 and 7
+sets ``_js2py_widget_layoutDelta`` (its rename of ``_layout`` to ``_widget_layout`` reached
+that name too), a key ``FigureWidget`` has no trait for: ipywidgets dropped every report, so
+no draw ever reached :meth:`TimelineView._drawn` in a real page, and a view that rendered
+while a selection's edit was in flight kept the old selected-frame line for good. The figure
+class here has a trait for that key as well, and the timeline listens to both."""
+
+
+@functools.cache
+def _figure_class() -> Any:
+    """plotly's ``FigureWidget`` with a trait for the key its bundle reports a draw under."""
+    import plotly.graph_objects as go
+    import traitlets
+    from plotly.serializers import custom_serializers
+
+    class FigureWidget(go.FigureWidget):  # type: ignore[misc]  # plotly's name, in counts too
+        _js2py_widget_layoutDelta = traitlets.Dict(allow_none=True).tag(
+            sync=True, **custom_serializers
+        )
+
+    return FigureWidget
 
 
 def _figure_widget(figure: dict[str, Any]) -> Any:
@@ -26,9 +51,7 @@ def _figure_widget(figure: dict[str, Any]) -> Any:
     time in four) draws an empty plot and never recovers, because later trace messages only
     edit what it drew. Reopening the comm sends everything in the opening message.
     """
-    import plotly.graph_objects as go
-
-    fig = go.FigureWidget(figure)
+    fig = _figure_class()(figure)
     fig._config = {"responsive": True, "displaylogo": False}  # follows the cell's width
     fig.close()
     vars(fig).pop("_repr_mimebundle_", None)  # close() hides plotly's own display method
@@ -113,7 +136,7 @@ class TimelineView:
 
         for trace in figure.data:
             trace.on_click(clicked)
-        figure.observe(lambda change: self._drawn(figure, change), names="_js2py_layoutDelta")
+        figure.observe(lambda change: self._drawn(figure, change), names=list(DRAWN))
         self.data, self.figure = data, figure
         self._open.append(figure)
         self.box.children = (figure,)

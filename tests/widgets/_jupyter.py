@@ -226,6 +226,83 @@ def run_notebook_at(page: Any, url: str) -> Any:
     return out
 
 
+SETTLED = """([selector, quietMs]) => {
+  // every plotly figure under the selector drawn at its box's width (a resize redraws it a
+  // moment later), and no element of them moved or resized for two animation frames and
+  // quietMs: the layout a person now sees
+  const roots = [...document.querySelectorAll(selector)];
+  if (!roots.length) return false;
+  const parts = [];
+  for (const root of roots) {
+    for (const gd of root.querySelectorAll('.js-plotly-plot')) {
+      const svg = gd.querySelector('.main-svg');
+      if (!gd._fullLayout || !svg) return false;
+      const drawn = svg.getBoundingClientRect().width, box = gd.getBoundingClientRect().width;
+      if (Math.abs(drawn - box) > 1) return false;
+    }
+    for (const el of root.querySelectorAll('*')) {
+      const b = el.getBoundingClientRect();
+      parts.push(b.left, b.top, b.width, b.height);
+    }
+  }
+  const sig = parts.join(','), now = performance.now();
+  const s = window.__sttSettle || (window.__sttSettle = {sig: '', frames: 0, since: now});
+  if (s.sig !== sig) { s.sig = sig; s.frames = 0; s.since = now; return false; }
+  s.frames += 1;
+  return s.frames >= 2 && now - s.since >= quietMs;
+}"""
+
+
+def wait_settled(
+    page: Any, selector: str = ".jp-OutputArea-output .stt-debugger", quiet_ms: int = 300
+) -> None:
+    """Wait until the debuggers under ``selector`` are laid out for good: each plotly figure
+    drawn at its box's width, and no element moved or resized across two animation frames
+    and ``quiet_ms`` (instead of a fixed wait after a resize or a scroll)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    page.evaluate("() => { delete window.__sttSettle; }")
+    try:
+        page.wait_for_function(SETTLED, arg=[selector, quiet_ms], polling="raf", timeout=TIMEOUT_MS)
+    except PlaywrightTimeout:  # say what never settled
+        seen = page.evaluate(UNSETTLED, selector)
+        raise AssertionError(f"the debugger's layout never settled: {seen}") from None
+
+
+UNSETTLED = """(selector) => [...document.querySelectorAll(selector)].map(root =>
+  [...root.querySelectorAll('.js-plotly-plot')].map(gd => {
+    const svg = gd.querySelector('.main-svg');
+    return {gd: gd.getBoundingClientRect().width, svg: svg && svg.getBoundingClientRect().width,
+            full: gd._fullLayout && gd._fullLayout.width, layout: gd.layout && gd.layout.width,
+            frames: window.__sttSettle && window.__sttSettle.frames};
+  }))"""
+
+
+def wait_cell_width_changed(page: Any, before: float, selector: str) -> float:
+    """Wait until the output area holding ``selector`` is no longer ``before`` px wide (a new
+    window size or a side panel reached the notebook); return its new width."""
+    handle = page.wait_for_function(
+        """([selector, before]) => { const el = document.querySelector(selector);
+             const cell = el && el.closest('.jp-OutputArea-output');
+             const w = cell ? cell.getBoundingClientRect().width : before;
+             return Math.abs(w - before) > 0.5 ? w : false; }""",
+        arg=[selector, before],
+        timeout=TIMEOUT_MS,
+    )
+    return float(handle.json_value())
+
+
+def cell_width(page: Any, selector: str = ".jp-OutputArea-output .stt-debugger") -> float:
+    """The width of the output area holding the first ``selector``."""
+    return float(
+        page.evaluate(
+            """(s) => document.querySelector(s).closest('.jp-OutputArea-output')
+                 .getBoundingClientRect().width""",
+            selector,
+        )
+    )
+
+
 def click_point(page: Any, out: Any, index: int = 0) -> None:
     """Click a point of the timeline by its coordinates (as a person does)."""
     points = out.locator(".js-plotly-plot .scatterlayer .points path")

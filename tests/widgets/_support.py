@@ -143,3 +143,24 @@ class BulkHistory:
                       attempts=attempts, refs=snap.refs.values(), status="finished",
                       output=None)  # fmt: skip
         return run_id
+
+
+def plotly_drawn_key() -> str:
+    """The state key plotly's installed widget bundle sets when its view has plotted a figure
+    (``_sendLayoutDelta`` in ``plotly/package_data/widgetbundle.js``)."""
+    import re
+    from pathlib import Path
+
+    import plotly
+
+    bundle = Path(plotly.__file__).parent / "package_data" / "widgetbundle.js"
+    found = re.search(r'_sendLayoutDelta\(\w+\)\{.{0,400}?\.set\("(\w+)"', bundle.read_text())
+    assert found, "plotly's widget bundle no longer reports its draws by _sendLayoutDelta"
+    return found.group(1)
+
+
+def view_drew(figure: Any, edit: int = 0) -> None:
+    """What plotly's view sends once it plotted ``figure``, delivered as the comm delivers it
+    (``set_state`` of the key the installed bundle sets: a key the figure has no trait for is
+    dropped, as in a real page)."""
+    figure.set_state({plotly_drawn_key(): {"layout_delta": {}, "layout_edit_id": edit}})

@@ -27,7 +27,17 @@ import pytest
 
 import smithers_tt as st
 
-from ._jupyter import CHROMIUM, TIMEOUT_MS, chromium, click_point, jupyterlab, run_notebook
+from ._jupyter import (
+    CHROMIUM,
+    TIMEOUT_MS,
+    cell_width,
+    chromium,
+    click_point,
+    jupyterlab,
+    run_notebook,
+    wait_cell_width_changed,
+    wait_settled,
+)
 from ._jupyter import write_notebook as _write_notebook
 from ._support import HOSTILE, SCRIPT
 
@@ -190,7 +200,7 @@ def _tracked_state() -> str:
 def _shoot(page: Any, name: str) -> None:
     out = page.locator(".jp-OutputArea-output .stt-debugger")
     out.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
+    wait_settled(page)  # scrolled to and still: what the screenshot shows
     out.screenshot(path=str(ARTIFACTS / name))
 
 
@@ -284,8 +294,11 @@ def _drive(
 
 def _narrow(page: Any) -> None:
     """In a 1024 px window nothing of the debugger reaches past its ~590 px cell."""
+    debugger = ".jp-OutputArea-output .stt-debugger"
+    before = cell_width(page, debugger)
     page.set_viewport_size({"width": 1024, "height": 3800})  # tall: the screenshot shows all
-    page.wait_for_timeout(1500)  # plotly redraws at the new width
+    wait_cell_width_changed(page, before, debugger)
+    wait_settled(page, debugger)  # plotly redrew at the new width, and nothing moves any more
     found = page.evaluate(OVERFLOW, ".jp-OutputArea-output .stt-debugger")
     what = f"{found}"
     assert found["cell"] < 700, what  # it is a narrow cell

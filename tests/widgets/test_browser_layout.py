@@ -15,16 +15,19 @@ box and its rows, and the checkpoint list's, end in an ellipsis when cut. Screen
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from ._jupyter import CHROMIUM, TIMEOUT_MS, chromium, jupyterlab, run_notebook
+from ._jupyter import (
+    TIMEOUT_MS,
+    Lab,
+    cell_width,
+    run_notebook_at,
+    wait_cell_width_changed,
+    wait_settled,
+)
 from ._jupyter import write_notebook as _write_notebook
 
-REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 SETUP = """\
@@ -95,12 +98,6 @@ leaves the cell 368 px)."""
 FILE_BROWSER = "() => window.jupyterapp.commands.execute('filebrowser:activate')"
 
 
-def _unavailable(reason: str) -> None:
-    if REQUIRE:
-        pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
-    pytest.skip(reason)
-
-
 def _apart(a: dict[str, float], b: dict[str, float], slack: float = 0.5) -> bool:
     """Whether two boxes do not overlap (touching edges are fine)."""
     return (
@@ -161,55 +158,53 @@ def _check(page: Any, index: int, width: int, forks: int) -> dict[str, Any]:
 def _shoot(page: Any, index: int, name: str) -> None:
     out = page.locator(".jp-OutputArea-output .stt-debugger").nth(index)
     out.scroll_into_view_if_needed()
-    page.wait_for_timeout(500)
+    wait_settled(page)  # scrolled to and still: what the screenshot shows
     out.screenshot(path=str(ARTIFACTS / name))
 
 
-def test_layout_in_narrow_windows(tmp_path: Path) -> None:
-    if not os.path.exists(CHROMIUM):
-        _unavailable(f"Debian's chromium is not installed ({CHROMIUM} is missing)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _unavailable("the playwright Python package is not installed (pip install playwright)")
-    root, home = tmp_path / "root", tmp_path / "home"
-    root.mkdir()
-    home.mkdir()
-    db_url = f"sqlite:///{tmp_path / 'demo.db'}"
+def test_layout_in_narrow_windows(browser_lab: Lab, browser_chromium: Any) -> None:
+    root = browser_lab.folder("layout")
+    db_url = f"sqlite:///{root / 'demo.db'}"
     _write_notebook(root / "layout.ipynb", [SETUP.format(db_url=db_url), SHOW])
     ARTIFACTS.mkdir(exist_ok=True)
 
-    with jupyterlab(root, home) as (base, token), chromium() as browser:
-        # drawn at 1024 px: the figure takes the cell's width (not plotly's default 700 px)
-        page = browser.new_page(viewport={"width": 1024, "height": 4000})
-        page.set_default_timeout(TIMEOUT_MS)
-        try:
-            out = run_notebook(page, base, token, "layout.ipynb")
-            debuggers = page.locator(".jp-OutputArea-output .stt-debugger")
-            debuggers.nth(1).wait_for(state="visible", timeout=TIMEOUT_MS)
-            page.wait_for_function(
-                """() => [...document.querySelectorAll('.stt-debugger .js-plotly-plot')]
-                          .filter(g => g._fullLayout).length === 2""",
-                timeout=TIMEOUT_MS,
-            )
-            assert out.count() == 2
-            for width, browser_open in WINDOWS:
-                page.set_viewport_size({"width": width, "height": 4000})
-                if browser_open:  # the file browser takes its 250 px of the window's left
-                    page.evaluate(
-                        "() => window.jupyterapp.commands.execute('filebrowser:activate')"
-                    )
-                page.wait_for_timeout(2500)  # plotly redraws at the new width
-                name = f"{width}{'-browser' if browser_open else ''}"
-                for index, forks in ((0, 5), (1, 1)):
-                    found = _check(page, index, width, forks)
-                    if browser_open:
-                        assert found["cell"] <= 400, found["cell"]  # the narrow case it is
-                    print(name, index, {k: found[k] for k in ("cell", "figure", "legend", "plot")})
-                    _shoot(page, index, f"layout-{name}-{index}.png")
-        except Exception:
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(ARTIFACTS / "layout-failure.png"), full_page=True)
-                for index in (0, 1):
-                    _shoot(page, index, f"layout-failure-{index}.png")
-            raise
+    # drawn at 1024 px: the figure takes the cell's width (not plotly's default 700 px)
+    page = browser_chromium.new_page(viewport={"width": 1024, "height": 4000})
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        out = run_notebook_at(page, browser_lab.url(root / "layout.ipynb"))
+        debuggers = page.locator(".jp-OutputArea-output .stt-debugger")
+        debuggers.nth(1).wait_for(state="visible", timeout=TIMEOUT_MS)
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('.stt-debugger .js-plotly-plot')]
+                      .filter(g => g._fullLayout).length === 2""",
+            timeout=TIMEOUT_MS,
+        )
+        assert out.count() == 2
+        shown_at = 1024
+        for width, browser_open in WINDOWS:
+            before = cell_width(page)
+            page.set_viewport_size({"width": width, "height": 4000})
+            if width != shown_at:  # a narrower window reaches the notebook's cells
+                wait_cell_width_changed(page, before, ".jp-OutputArea-output .stt-debugger")
+                shown_at = width
+            if browser_open:  # the file browser takes its 250 px of the window's left
+                page.evaluate(FILE_BROWSER)  # (a new workspace may show it already)
+                page.locator("#filebrowser").wait_for(state="visible", timeout=TIMEOUT_MS)
+            wait_settled(page)  # plotly redrew at the new width, and nothing moves any more
+            name = f"{width}{'-browser' if browser_open else ''}"
+            for index, forks in ((0, 5), (1, 1)):
+                found = _check(page, index, width, forks)
+                if browser_open:
+                    assert found["cell"] <= 400, found["cell"]  # the narrow case it is
+                print(name, index, {k: found[k] for k in ("cell", "figure", "legend", "plot")})
+                _shoot(page, index, f"layout-{name}-{index}.png")
+    except Exception:
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / "layout-failure.png"), full_page=True)
+            for index in (0, 1):
+                _shoot(page, index, f"layout-failure-{index}.png")
+        raise
+    finally:
+        page.close()
+        browser_lab.end_sessions()

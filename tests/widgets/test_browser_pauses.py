@@ -11,18 +11,14 @@ Skips (or, with ``SMITHERS_TT_REQUIRE_BROWSER=1``, fails) as ``test_browser.py``
 from __future__ import annotations
 
 import contextlib
-import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import smithers_tt as st
 
-from ._jupyter import CHROMIUM, TIMEOUT_MS, chromium, jupyterlab, run_notebook, write_notebook
+from ._jupyter import TIMEOUT_MS, Lab, run_notebook_at, write_notebook
 from ._support import HOSTILE
 
-REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
 
 SETUP = """\
@@ -54,65 +50,55 @@ display(dbg)
 """
 
 
-def _unavailable(reason: str) -> None:
-    if REQUIRE:
-        pytest.fail(f"{reason} (SMITHERS_TT_REQUIRE_BROWSER=1: the browser test must run)")
-    pytest.skip(reason)
-
-
-def test_a_breakpoint_from_start_to_end_in_jupyterlab(tmp_path: Path) -> None:
-    if not os.path.exists(CHROMIUM):
-        _unavailable(f"Debian's chromium is not installed ({CHROMIUM} is missing)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        _unavailable("the playwright Python package is not installed (pip install playwright)")
-    root, home = tmp_path / "root", tmp_path / "home"
-    root.mkdir()
-    home.mkdir()
-    db_url = f"sqlite:///{tmp_path / 'paused.db'}"
+def test_a_breakpoint_from_start_to_end_in_jupyterlab(
+    browser_lab: Lab, browser_chromium: Any
+) -> None:
+    root = browser_lab.folder("paused")
+    db_url = f"sqlite:///{root / 'paused.db'}"
     write_notebook(root / "paused.ipynb", [SETUP.format(db_url=db_url, hostile=HOSTILE), SHOW])
 
-    with jupyterlab(root, home) as (base, token), chromium() as browser:
-        page = browser.new_page(viewport={"width": 1400, "height": 2000})
-        page.set_default_timeout(TIMEOUT_MS)
-        try:
-            out = run_notebook(page, base, token, "paused.ipynb")
-            banner = out.locator(".stt-paused", has_text="Paused")
-            banner.wait_for(state="visible")
-            assert "while running" in banner.inner_text()
-            assert "<img src=x onerror=" in banner.inner_text()  # the question, as text
-            assert out.locator(".stt-paused img").count() == 0
-            assert _toggle_colour(page, "before check") != BREAK_ON_RGB
-            _click_toggle(page, "before check")  # on the timeline row of a node not run yet
-            page.wait_for_function(
-                f"() => ({TOGGLE_JS})('before check')?.fill === '{BREAK_ON_RGB}'",
-                timeout=TIMEOUT_MS,
-            )  # drawn set (filled red) once the kernel wrote it
-            out.locator(".stt-answer textarea").fill('"teal"')
-            out.locator("button.stt-continue").click()
-            # live: the run goes on in the kernel's background, to the breakpoint
-            banner = out.locator(".stt-paused", has_text="(breakpoint) before")
-            banner.wait_for(state="visible")
-            assert "check" in banner.inner_text()
-            assert _toggle_colour(page, "before check") == BREAK_ON_RGB  # still set
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "pauses-timeline.png"), full_page=True)
-            figure = out.locator(".js-plotly-plot").last
-            figure.screenshot(path=str(ARTIFACTS / "pauses-timeline-figure.png"))
-            out.locator("button.stt-continue").click()
-            out.locator(".stt-pause-report", has_text="finished").wait_for(state="attached")
-            page.wait_for_function(
-                """() => [...document.querySelectorAll('.stt-debugger h4')]
-                     .some(h => h.textContent.includes('finished'))""",
-                timeout=TIMEOUT_MS,
-            )
-            assert page.evaluate("() => typeof window.__pwned") == "undefined"
-        except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            with contextlib.suppress(Exception):
-                page.screenshot(path=str(ARTIFACTS / "pauses-failure.png"), full_page=True)
-            raise
+    page = browser_chromium.new_page(viewport={"width": 1400, "height": 2000})
+    page.set_default_timeout(TIMEOUT_MS)
+    try:
+        out = run_notebook_at(page, browser_lab.url(root / "paused.ipynb"))
+        banner = out.locator(".stt-paused", has_text="Paused")
+        banner.wait_for(state="visible")
+        assert "while running" in banner.inner_text()
+        assert "<img src=x onerror=" in banner.inner_text()  # the question, as text
+        assert out.locator(".stt-paused img").count() == 0
+        assert _toggle_colour(page, "before check") != BREAK_ON_RGB
+        _click_toggle(page, "before check")  # on the timeline row of a node not run yet
+        page.wait_for_function(
+            f"() => ({TOGGLE_JS})('before check')?.fill === '{BREAK_ON_RGB}'",
+            timeout=TIMEOUT_MS,
+        )  # drawn set (filled red) once the kernel wrote it
+        out.locator(".stt-answer textarea").fill('"teal"')
+        out.locator("button.stt-continue").click()
+        # live: the run goes on in the kernel's background, to the breakpoint
+        banner = out.locator(".stt-paused", has_text="(breakpoint) before")
+        banner.wait_for(state="visible")
+        assert "check" in banner.inner_text()
+        assert _toggle_colour(page, "before check") == BREAK_ON_RGB  # still set
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "pauses-timeline.png"), full_page=True)
+        figure = out.locator(".js-plotly-plot").last
+        figure.screenshot(path=str(ARTIFACTS / "pauses-timeline-figure.png"))
+        out.locator("button.stt-continue").click()
+        out.locator(".stt-pause-report", has_text="finished").wait_for(state="attached")
+        page.wait_for_function(
+            """() => [...document.querySelectorAll('.stt-debugger h4')]
+                 .some(h => h.textContent.includes('finished'))""",
+            timeout=TIMEOUT_MS,
+        )
+        assert page.evaluate("() => typeof window.__pwned") == "undefined"
+    except Exception:
+        ARTIFACTS.mkdir(exist_ok=True)
+        with contextlib.suppress(Exception):
+            page.screenshot(path=str(ARTIFACTS / "pauses-failure.png"), full_page=True)
+        raise
+    finally:
+        page.close()
+        browser_lab.end_sessions()
 
     run_id = (root / "run_id.txt").read_text().strip()
     with st.connect(db_url) as db:

@@ -17,6 +17,8 @@ from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import Debugger
 from smithers_tt.widgets._timeline import KEEP_OPEN
 
+from ._support import view_drew
+
 
 def _open_widgets() -> dict[str, Any]:
     """ipywidgets' registry of open widgets (model id -> widget)."""
@@ -34,8 +36,8 @@ def _left_open(before: dict[str, Any]) -> Counter[str]:
 
 
 def _drawn(figure: Any) -> None:
-    """What plotly's view sends once it plotted the figure."""
-    figure._js2py_layoutDelta = {"layout_delta": {}, "layout_edit_id": 0}
+    """What plotly's view sends once it plotted the figure (the layout it computed)."""
+    view_drew(figure)
 
 
 def _use_everything(dbg: Debugger, db: st.Database, drawn: bool) -> None:

@@ -13,14 +13,16 @@ from smithers_tt.widgets import Debugger
 from smithers_tt.widgets._timeline import KEEP_OPEN
 from smithers_tt.widgets._timeline_figure import build_timeline
 
+from ._support import view_drew
+
 
 def _names_and_sizes(figure) -> list[tuple[str, int]]:
     return [(t.name, len(t.x)) for t in figure.data]
 
 
 def _drawn(figure: Any) -> None:
-    """What plotly's view sends once it plotted the figure: the layout it computed."""
-    figure._js2py_layoutDelta = {"layout_delta": {}, "layout_edit_id": 0}
+    """What plotly's view sends once it plotted the figure (the layout it computed)."""
+    view_drew(figure)
 
 
 def _click(figure: Any, trace_name: str, point: int) -> None:
@@ -136,6 +138,28 @@ def test_a_views_first_draw_gets_the_selected_frame_line_again_once(db: st.Datab
     _drawn(figure)
     assert sent == [{"shapes[0].x0": 4, "shapes[0].x1": 4}]
     _drawn(figure)
-    figure._js2py_layoutDelta = {"layout_delta": {}, "layout_edit_id": 1}
+    view_drew(figure, edit=1)
     assert len(sent) == 1
+    dbg.close()
+
+
+def test_a_draw_reported_as_the_installed_plotly_reports_it_reaches_the_timeline(
+    db: st.Database,
+) -> None:
+    """plotly 6 and 7's view reports a draw under ``_js2py_widget_layoutDelta``, a key plain
+    ``FigureWidget`` has no trait for (dropped: no draw reached the timeline in a real page,
+    so a view that rendered while a selection's edit was in flight kept its old line, seen in
+    the browser sequences as "line: page 12, kernel 11"). The key plotly's bundle sets is one
+    the timeline hears: the line is sent again, and the figures it replaced close."""
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    dbg.timeline.set_theme({**dbg.timeline.theme, "panel": "#000001"})  # a redraw
+    older, figure = dbg.timeline._open[0], dbg.timeline.figure
+    sent: list[dict[str, Any]] = []
+    figure._send_relayout_msg = lambda edit, *args, **kwargs: sent.append(edit)
+    dbg.select_frame(3)
+    sent.clear()
+    view_drew(figure)  # the page plotted the new figure (from state before the selection)
+    assert sent == [{"shapes[0].x0": 3, "shapes[0].x1": 3}]
+    assert older.comm is None and figure.comm is not None
     dbg.close()
