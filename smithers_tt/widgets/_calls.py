@@ -39,6 +39,10 @@ ROWS_SHOWN = 200
 """Calls drawn in the waterfall and offered in the select list (the newest)."""
 
 
+INHERITED = ' <span class="stt-muted">(inherited)</span>'
+"""The mark of a call a fork inherited from its parent."""
+
+
 def money(cost: float | None) -> str:
     """A cost as the debugger shows it; None (no price known) is ``no cost``."""
     return "no cost" if cost is None else f"${cost:,.6f}"
@@ -115,7 +119,7 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
         rows.append(
             f'<tr class="stt-call-row{" stt-call-failed" if bad else ""}">'
             f"<td>#{number}</td><td>{esc(call.node_id)} a{call.attempt}"
-            f"{' <span class=stt-muted>(inherited)</span>' if call.inherited else ''}</td>"
+            f"{INHERITED if call.inherited else ''}</td>"
             f"<td>{esc(call.model or '?')}</td><td>+{millis(offset)}</td>"
             f'<td style="width:40%;min-width:120px"><div style="position:relative;height:10px">'
             f'<div class="stt-call-bar" style="position:absolute;left:{left:.3f}%;'
@@ -224,7 +228,9 @@ class CallsView:
         where = (m.run_id, m.frame_no)
         try:
             calls = self.reads.model_calls(m.run_id, m.frame_no)
-            self.totals = self.reads.model_call_totals(m.run_id, self.prices, m.frame_no)
+            self.totals = (  # no calls, no totals: the run's attempts are not read
+                self.reads.model_call_totals(m.run_id, self.prices, m.frame_no) if calls else None
+            )
             self.error = ""
         except SmithersError as error:
             calls, self.totals, self.error = [], None, error.message

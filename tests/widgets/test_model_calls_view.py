@@ -237,3 +237,15 @@ def test_a_fork_shows_its_inherited_calls_and_a_rewind_hides_the_removed_ones(
     assert len(shown) == len(demo_run.model_calls())  # the newest frame: removed calls gone
     assert f"{len(shown)} call(s)" in _header(dbg)
     dbg.close()
+
+
+def test_a_long_list_shows_the_newest_calls_numbered_among_all(
+    db: st.Database, demo_run: st.Run, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("smithers_tt.widgets._calls.ROWS_SHOWN", 3)
+    dbg = _open(db, demo_run.id)
+    every = _expected(demo_run, demo_run.record.clock)
+    assert _seen(_rows(dbg)) == every[-3:]
+    assert f"{len(every) - 3} earlier call(s) not shown" in _text(dbg.calls.waterfall.value)
+    assert f"{len(every)} call(s)" in _header(dbg)  # the totals count them all
+    dbg.close()
