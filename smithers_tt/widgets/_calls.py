@@ -210,6 +210,7 @@ class CallsView:
             layout=W.Layout(width="100%"),
         )
         self.widget.set_title(0, "Model calls")
+        self.widget.selected_index = 0  # open: the waterfall shows without a click
         for event in ("run", "frames"):
             model.on(event, self.update)
         model.on("frame", self.follow)
