@@ -30,6 +30,7 @@ from smithers_tt.errors import (
     WorkflowChanged,
 )
 from smithers_tt.runs import Run
+from smithers_tt.sweeps import Sweep
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
 __version__ = "0.1.0"
@@ -60,6 +61,7 @@ __all__ = [
     "SmithersError",
     "Snapshot",
     "SnapshotDiff",
+    "Sweep",
     "TaskContext",
     "TaskFailed",
     "Workflow",

@@ -273,7 +273,11 @@ def totals_of(
     calls: Sequence[ModelCallRecord], prices: PriceTable, spans: Sequence[Any] = ()
 ) -> RunCallTotals:
     """Totals of ``calls`` for the run and per node, priced by ``prices``; ``spans`` are
-    ``(node_id, started_at_ms, finished_at_ms)`` of the run's attempts (for wall times)."""
+    ``(run_id, node_id, started_at_ms, finished_at_ms)`` of the attempts whose time the calls
+    share: the run's own and, for a fork, its ancestors' that made the calls it inherits. A
+    node's wall time is its attempts' durations summed; the run's is each run's span (first
+    start to last end) summed, so a fork made long after its parent does not count the time
+    between them."""
     totals = RunCallTotals(CallTotals())
     for call in calls:
         cost = prices.cost(
@@ -281,11 +285,16 @@ def totals_of(
         )
         totals.run.add(call, cost)
         totals.nodes.setdefault(call.node_id, CallTotals()).add(call, cost)
-    ended = [(n, s, f) for n, s, f in spans if f is not None]
-    if ended:
-        totals.run.wall_ms = float(max(f for _, _, f in ended) - min(s for _, s, _ in ended))
-        for node_id, started, finished in ended:
-            node = totals.nodes.get(node_id)
-            if node is not None:
-                node.wall_ms = (node.wall_ms or 0.0) + float(finished - started)
+    by_run: dict[str, list[tuple[int, int]]] = {}
+    for run_id, node_id, started, finished in spans:
+        if finished is None:
+            continue
+        by_run.setdefault(run_id, []).append((started, finished))
+        node = totals.nodes.get(node_id)
+        if node is not None:
+            node.wall_ms = (node.wall_ms or 0.0) + float(finished - started)
+    if by_run:
+        totals.run.wall_ms = float(
+            sum(max(f for _, f in ends) - min(s for s, _ in ends) for ends in by_run.values())
+        )
     return totals

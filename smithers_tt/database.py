@@ -42,13 +42,14 @@ from smithers_tt.store import (
     now_ms,
     travel,
 )
+from smithers_tt.sweeps import Sweeping
 from smithers_tt.triage import Failures, failures
 
 if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
 
 
-class Database(Upkeep):
+class Database(Upkeep, Sweeping):
     """A smithers_tt database: SQLite file or PostgreSQL, migrated and ready.
 
     Use :func:`connect` to make one. ``db.store`` is the durable storage layer (runs,

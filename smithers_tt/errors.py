@@ -18,7 +18,8 @@ call may succeed (``retryable``). Families mix in the matching builtin so generi
     │   ├── AttemptNotFound
     │   ├── FrameNotFound
     │   ├── CheckpointMissing           a ref points at content that is not there
-    │   └── StoreNotFound               no store at the URL (read-only opens never create one)
+    │   ├── StoreNotFound               no store at the URL (read-only opens never create one)
+    │   └── SweepNotFound               no what-if sweep has this id
     ├── StoreError
     │   ├── CheckpointCorrupt           stored bytes fail their SHA-256 or size check
     │   ├── StoreCorrupt                a stored row does not parse, or the file is damaged
@@ -198,6 +199,12 @@ class StoreNotFound(NotFound):
     """No smithers_tt store exists at the URL, and the caller asked not to create one."""
 
     code = "store_not_found"
+
+
+class SweepNotFound(NotFound):
+    """No what-if sweep has this id."""
+
+    code = "sweep_not_found"
 
 
 # --- store -------------------------------------------------------------------------------

@@ -51,6 +51,7 @@ PUBLIC_NAMES = [
     "SmithersError",
     "Snapshot",
     "SnapshotDiff",
+    "Sweep",
     "TaskContext",
     "TaskFailed",
     "Workflow",

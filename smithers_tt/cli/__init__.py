@@ -10,6 +10,7 @@ from smithers_tt.cli import (  # noqa: F401  (they register commands)
     _pauses,
     _runs,
     _serve,
+    _sweeps,
     _workers,
 )
 from smithers_tt.cli._app import cli

@@ -336,21 +336,26 @@ def materialize(ctx: Context, run_id: str) -> None:
     )
 
 
+def read_json_file(path: str, what: str) -> Any:
+    """The JSON document in the file ``path`` (``what`` names the file in the error: "the
+    checkpoint file 'a.json' for --checkpoint research")."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            content = handle.read()
+    except (OSError, UnicodeDecodeError) as error:
+        why = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
+        raise InvalidArgument(f"cannot read {what}: {why}") from error
+    return _parse_json(content, path)
+
+
 def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
     edits: dict[str, AgentCheckpoint] = {}
     for pair in pairs:
         node, sep, path = pair.partition("=")
         if not sep:
             raise InvalidArgument(f"--checkpoint takes NODE=FILE.json, got {pair!r}")
-        try:
-            with open(path, encoding="utf-8") as handle:
-                content = handle.read()
-        except (OSError, UnicodeDecodeError) as error:
-            why = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
-            raise InvalidArgument(
-                f"cannot read the checkpoint file {path!r} for --checkpoint {node}: {why}"
-            ) from error
-        edits[node] = AgentCheckpoint.from_json(_parse_json(content, path))
+        found = read_json_file(path, f"the checkpoint file {path!r} for --checkpoint {node}")
+        edits[node] = AgentCheckpoint.from_json(found)
     return edits
 
 

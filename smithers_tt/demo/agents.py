@@ -127,6 +127,13 @@ class DemoAgent:
     async def _step(self) -> None:
         await asyncio.sleep(self.step_delay)
 
+    @staticmethod
+    async def _call(request: GenerateRequest, call: ModelCall) -> None:
+        """Record ``call`` after waiting its latency: a made-up call takes the time it says,
+        so a run's model time stays within its attempts' wall time, as a real one does."""
+        await asyncio.sleep((call.latency_ms or 0.0) / 1000)
+        request.record_model_call(call)
+
 
 class Researcher(DemoAgent):
     """Gathers ``steps`` notes on the run input's ``topic``, one checkpoint per step."""
@@ -159,8 +166,8 @@ class Researcher(DemoAgent):
             note = _pick(topic, len(state["notes"]))
             prompt = f"Find fact {len(state['notes']) + 1} about the {topic}."
             if request.attempt == 1 and not state["notes"] and self.fail_first_attempt_after:
-                request.record_model_call(rate_limited("demo-small", prompt))
-            request.record_model_call(model_call("demo-small", prompt, note, cached=40))
+                await self._call(request, rate_limited("demo-small", prompt))
+            await self._call(request, model_call("demo-small", prompt, note, cached=40))
             state["notes"].append(note)
             state["tokens"] += len(note.split())
             await request.on_checkpoint(AgentCheckpoint(NOTES, 1, state))
@@ -209,7 +216,7 @@ class Writer(DemoAgent):
         prompt = f"Write about the {topic} from these notes: {' '.join(notes)}"
         if request.schema_error:
             prompt = f"Your answer was rejected: {request.schema_error.splitlines()[0][:120]}"
-        request.record_model_call(model_call("demo-large", prompt, state["body"]))
+        await self._call(request, model_call("demo-large", prompt, state["body"]))
         checkpoint = AgentCheckpoint(DRAFT, 1, state)
         output: dict[str, Any] = {"body": state["body"], "words": len(state["body"].split())}
         if state["title"] is not None:
@@ -235,7 +242,7 @@ class Reviewer(DemoAgent):
             comments.append("short: add a section on foraging")
         state["revisions"].append("reviewed")
         reply = "; ".join(comments)
-        request.record_model_call(model_call("demo-large", f"Review: {state['body']}", reply))
+        await self._call(request, model_call("demo-large", f"Review: {state['body']}", reply))
         return GenerateResult(
             {"verdict": "accept" if words >= 20 else "revise", "comments": comments},
             checkpoint=AgentCheckpoint(DRAFT, 1, state),

@@ -39,6 +39,7 @@ from smithers_tt.store._records import (
     now_ms,
 )
 from smithers_tt.store._ref_frame import check_purpose, ref_key
+from smithers_tt.store._sweeps import Sweeps
 from smithers_tt.store.backend import Driver, Engine, driver
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger import (
@@ -123,6 +124,8 @@ class Store:
         self.listeners: list[Callable[[Frame], None]] = []
         self.reads = RunReads(engine)
         self.calls = ModelCallReads(engine)
+        self.sweeps = Sweeps(engine)
+        """What-if sweeps as stored (:class:`~smithers_tt.store._sweeps.Sweeps`)."""
 
     def _emit(self, frames: list[Frame]) -> None:
         for frame in frames:

@@ -12,6 +12,8 @@ shows a run an integration wrote in that framework's terms (LangGraph's super-st
 :class:`RunBrowser` (``db.browse()``) lists the store's runs, newest first, with filters,
 and opens one in place. :class:`TriageView` (``TriageView(db, workflows=[wf])``) lists
 failures grouped across runs, opens an example in a debugger and retries a group.
+:class:`SweepView` (``sweep.view()``) shows a what-if sweep's branches side by side, diffs
+two of them and opens one in a debugger.
 :func:`served_page` is the page ``smithers-tt serve`` shows through Voila (the run browser,
 or a run's debugger at the frame its address names).
 :func:`notebook_progress` is a progress bar to pass as ``progress=`` to long work
@@ -25,6 +27,7 @@ from smithers_tt.widgets._model import DebuggerModel
 from smithers_tt.widgets._progress import ProgressBar, notebook_progress
 from smithers_tt.widgets._records import ActionResult, DiffResult, Message, Pending
 from smithers_tt.widgets._served import served_page
+from smithers_tt.widgets._sweepview import SweepView
 from smithers_tt.widgets._timeline_data import TimelineData
 from smithers_tt.widgets._timeline_figure import build_timeline
 from smithers_tt.widgets._triage import TriageView
@@ -39,6 +42,7 @@ __all__ = [
     "Pending",
     "ProgressBar",
     "RunBrowser",
+    "SweepView",
     "TimelineData",
     "TriageView",
     "build_timeline",

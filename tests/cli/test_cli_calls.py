@@ -68,3 +68,22 @@ def test_replay_says_how_many_calls_and_tokens_it_reused(demo_db: str) -> None:
     reused = out["reused_model_calls"]  # type: ignore[index]
     calls = _json(demo_db, "calls", run_id)["totals"]  # type: ignore[index]
     assert reused == {"calls": calls["calls"], "tokens": calls["total_tokens"]}
+
+
+def test_the_demos_model_time_stays_within_its_attempts(demo_db: str) -> None:
+    """The demo's made-up calls take the time they report, so no run or node shows more
+    model time than the wall time of its attempts (as a real agent's calls cannot)."""
+    import smithers_tt as st
+
+    db = st.connect(demo_db)
+    try:
+        seen = 0
+        for run in db.runs():
+            totals = run.model_call_totals()
+            for name, part in [("run", totals.run), *totals.nodes.items()]:
+                if part.calls and part.wall_ms is not None:
+                    seen += 1
+                    assert part.model_ms <= part.wall_ms + 1, (run.id, name, part)
+        assert seen > 10
+    finally:
+        db.close()

@@ -13,7 +13,11 @@ from tests.installed.conftest import Installed
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
-NEEDS = {"03_lineage.ipynb": "lineage", "06_langgraph.ipynb": "langgraph"}
+NEEDS = {
+    "03_lineage.ipynb": "lineage",
+    "06_langgraph.ipynb": "langgraph",
+    "07_sweeps.ipynb": "lineage",
+}
 """The notebooks that need more than the ``notebook`` extra, and the extra each names."""
 
 RUNNER = """

@@ -432,3 +432,37 @@ CONTENT_PINS: list[Column] = [
 ]
 """Columns whose values keep content alive: garbage collection removes a content row only
 when no column listed here holds its hash."""
+
+# --- what-if sweeps (smithers_tt.store._sweeps) -----------------------------------------
+# A sweep forks one frame of a run once per variant and runs the forks. Its branches are
+# runs labelled sweep=<id> and variant=<name> (the labels are written with the fork, in its
+# transaction, so a crash never leaves a branch the sweep cannot find); this row keeps what
+# the labels cannot: the variants' edits (to make the forks a crash left unmade), whether the
+# sweep was cancelled, and the score a user's function gave each branch.
+
+sweeps = Table(
+    "tt_sweeps",
+    metadata,
+    Column("sweep_id", ID, primary_key=True),
+    Column("run_id", ID, nullable=False),
+    Column("frame_no", BigInteger, nullable=False),
+    Column("workflow", String(200), nullable=False),
+    Column("variants_json", Text, nullable=False),
+    Column("cancel_requested", Boolean, nullable=False),
+    Column("created_at_ms", BigInteger, nullable=False),
+)
+"""``run_id`` is the run forked (no foreign key: deleting it leaves its forks and the sweep);
+``variants_json`` is ``[[name, edits], ...]`` in the order given."""
+Index("tt_sweeps_run", sweeps.c.run_id, sweeps.c.created_at_ms)
+
+sweep_scores = Table(
+    "tt_sweep_scores",
+    metadata,
+    Column("sweep_id", ID, primary_key=True),
+    Column("variant", String(200), primary_key=True),
+    Column("run_id", ID, nullable=False),
+    Column("score_json", Text, nullable=False),
+    Column("scored_at_ms", BigInteger, nullable=False),
+    ForeignKeyConstraint(["sweep_id"], ["tt_sweeps.sweep_id"], ondelete="CASCADE"),
+)
+"""The score of a variant's branch ``run_id`` (a number or a dict of numbers, as JSON)."""

@@ -117,19 +117,24 @@ class ModelCallReads:
     ) -> RunCallTotals:
         """The totals of the calls :meth:`model_calls` returns, for the run and per node,
         with their cost by ``prices`` (a :class:`~smithers_tt.PriceTable`, a mapping or a
-        file); ``wall_ms`` is the span of the run's own attempts (the run) and the sum of
-        each node's attempts' durations (a node), as far as they ended."""
+        file); ``wall_ms`` is the time of the attempts the calls share (the run's own and,
+        for a fork, its ancestors' that made the calls it inherits; see
+        :func:`~smithers_tt._model_calls.totals_of`), as far as they ended."""
         table = PriceTable.of(prices)
 
         def read(conn: Connection) -> tuple[list[ModelCallRecord], list[Any]]:
             calls = calls_in(conn, run_id, frame_no)
             a = S.attempts
-            spans = conn.execute(
-                sa.select(a.c.node_id, a.c.started_at_ms, a.c.finished_at_ms).where(
-                    a.c.run_id == run_id
-                )
-            ).all()
-            return calls, spans
+            columns = (a.c.node_id, a.c.iteration, a.c.attempt)
+            times = (a.c.started_at_ms, a.c.finished_at_ms)
+            made = {(c.run_id, c.node_id, c.iteration, c.attempt) for c in calls if c.inherited}
+            spans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+            for origin in [*sorted({key[0] for key in made}), run_id]:
+                for row in conn.execute(sa.select(*columns, *times).where(a.c.run_id == origin)):
+                    if origin == run_id or (origin, *row[:3]) in made:
+                        # an attempt a fork copied from its parent (same key, same start) once
+                        spans[(*row[:3], row.started_at_ms)] = (origin, row.node_id, *row[3:])
+            return calls, list(spans.values())
 
         calls, spans = self.engine.transaction(read, write=False)
         return totals_of(calls, table, spans)

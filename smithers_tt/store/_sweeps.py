@@ -1,0 +1,146 @@
+"""What-if sweeps as stored: the sweep's row (``tt_sweeps``) and its branches' scores
+(``tt_sweep_scores``).
+
+A sweep is not a run: it has no clock and no frames, so its rows are written here in a
+transaction of their own, as workers' rows are (``_claims``). Its branches are runs, made by
+``fork`` through the ledger with the labels ``sweep=<id>`` and ``variant=<name>``; this
+module only keeps what a label cannot hold (see ``backend/_schema.py``). A store offers it
+as ``store.sweeps`` (a :class:`Sweeps`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from smithers_tt.checkpoint import canonical_bytes
+from smithers_tt.errors import InvalidArgument, SweepNotFound
+from smithers_tt.store._records import now_ms
+from smithers_tt.store.backend import Engine
+from smithers_tt.store.backend import schema as S
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """One sweep as stored: the run and frame it forks, its workflow, its variants' edits
+    (name -> edits, in the order given), whether it was cancelled, and its branches' scores
+    (variant -> score) as far as they were scored."""
+
+    sweep_id: str
+    run_id: str
+    frame_no: int
+    workflow: str
+    variants: dict[str, dict[str, Any]]
+    cancel_requested: bool
+    created_at_ms: int
+    scores: dict[str, Any]
+
+
+class Sweeps:
+    """The store's sweeps: ``store.sweeps.create(...)``, ``.get(id)``, ``.list()``,
+    ``.cancel(id)``, ``.set_score(...)``."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def create(
+        self,
+        sweep_id: str,
+        run_id: str,
+        frame_no: int,
+        workflow: str,
+        variants: dict[str, dict[str, Any]],
+    ) -> SweepRecord:
+        """Record a new sweep; a sweep of that id already recorded with the same run, frame and
+        variants is returned as it is (a retried or repeated call), one that differs is refused."""
+        text = canonical_bytes([[name, edits] for name, edits in variants.items()]).decode()
+        row = {
+            "sweep_id": sweep_id, "run_id": run_id, "frame_no": frame_no, "workflow": workflow,
+            "variants_json": text, "cancel_requested": False, "created_at_ms": now_ms(),
+        }  # fmt: skip
+        t = S.sweeps
+
+        def work(conn: Connection) -> None:
+            found = conn.execute(sa.select(t).where(t.c.sweep_id == sweep_id)).one_or_none()
+            if found is None:
+                conn.execute(t.insert().values(**row))
+            elif (found.run_id, found.frame_no, found.variants_json) != (run_id, frame_no, text):
+                raise InvalidArgument(
+                    f"sweep {sweep_id!r} exists with other variants (or another run or frame); "
+                    "reopen it with db.get_sweep, or choose another sweep id"
+                )
+
+        self.engine.transaction(work)
+        return self.get(sweep_id)
+
+    def get(self, sweep_id: str) -> SweepRecord:
+        """The sweep ``sweep_id`` as stored, with the scores given so far.
+
+        Raises:
+            SweepNotFound: no sweep has that id.
+        """
+        t, s = S.sweeps, S.sweep_scores
+
+        def work(conn: Connection) -> tuple[Any, list[Any]]:
+            row = conn.execute(sa.select(t).where(t.c.sweep_id == sweep_id)).one_or_none()
+            scores = conn.execute(sa.select(s).where(s.c.sweep_id == sweep_id)).all()
+            return row, scores
+
+        row, scores = self.engine.transaction(work, write=False)
+        if row is None:
+            raise SweepNotFound(f"no sweep {sweep_id!r}; db.sweeps() lists them")
+        return SweepRecord(
+            row.sweep_id,
+            row.run_id,
+            row.frame_no,
+            row.workflow,
+            {name: edits for name, edits in json.loads(row.variants_json)},
+            bool(row.cancel_requested),
+            row.created_at_ms,
+            {r.variant: json.loads(r.score_json) for r in scores},
+        )
+
+    def list(self, *, run_id: str | None = None, limit: int = 100) -> list[str]:
+        """The ids of the newest ``limit`` sweeps (of the run ``run_id`` when given), newest
+        first."""
+        if type(limit) is not int or not 1 <= limit <= 1000:
+            raise InvalidArgument(f"limit must be an int from 1 to 1000, got {limit!r}")
+        t = S.sweeps
+        stmt = sa.select(t.c.sweep_id).order_by(t.c.created_at_ms.desc(), t.c.sweep_id.desc())
+        if run_id is not None:
+            stmt = stmt.where(t.c.run_id == run_id)
+        rows = self.engine.transaction(
+            lambda conn: conn.execute(stmt.limit(limit)).all(), write=False
+        )
+        return [r.sweep_id for r in rows]
+
+    def cancel(self, sweep_id: str) -> None:
+        """Mark the sweep cancelled: whoever runs it starts no branch from then on."""
+        t = S.sweeps
+
+        def work(conn: Connection) -> int:
+            done = conn.execute(
+                t.update().where(t.c.sweep_id == sweep_id).values(cancel_requested=True)
+            )
+            return int(done.rowcount)
+
+        if not self.engine.transaction(work):
+            raise SweepNotFound(f"no sweep {sweep_id!r}")
+
+    def set_score(self, sweep_id: str, variant: str, run_id: str, score: Any) -> None:
+        """Keep the score of a variant's branch (strict JSON: a number or a dict of numbers),
+        replacing an earlier one (scoring again writes the same row: safe to retry)."""
+        text = canonical_bytes(score).decode()
+        s = S.sweep_scores
+        values = {"run_id": run_id, "score_json": text, "scored_at_ms": now_ms()}
+        key = (s.c.sweep_id == sweep_id) & (s.c.variant == variant)
+
+        def work(conn: Connection) -> None:
+            if not conn.execute(s.update().where(key).values(**values)).rowcount:
+                conn.execute(s.insert().values(sweep_id=sweep_id, variant=variant, **values))
+
+        self.engine.transaction(work)
