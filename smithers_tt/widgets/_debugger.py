@@ -9,6 +9,7 @@ import ipywidgets as W
 from smithers_tt.errors import SmithersError
 from smithers_tt.widgets._actions import Actions
 from smithers_tt.widgets._bulk import paused_gc
+from smithers_tt.widgets._calls import CallsView
 from smithers_tt.widgets._close import close_all, held
 from smithers_tt.widgets._diffview import DiffView
 from smithers_tt.widgets._export import ExportBox
@@ -41,13 +42,16 @@ class Debugger(W.VBox):
         lens: what to call the run's frames and checkpoints, and what to diff, for a run an
             integration wrote (a :class:`~smithers_tt.widgets.FrameLens`, e.g.
             ``smithers_tt.integrations.langgraph_view.lens(saver)``); None: smithers_tt's terms.
+        prices: what model calls cost (a :class:`~smithers_tt.PriceTable`, mapping or file);
+            None: the demo's. A model it does not name shows no cost.
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,
     ``.fork_tree``, ``.frame_table``, ``.graph`` (the workflow's tasks at the selected frame),
     ``.export``, ``.link`` (the code and ``smithers-tt serve`` address of the selected
     frame), ``.theme_probe``, ``.live`` and
-    ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs) and
+    ``.open_related`` (the lens's related runs, such as a LangGraph thread's subgraphs),
+    ``.calls`` (the selected frame's model calls, their totals in the header) and
     ``.pause_bar`` (the Paused banner, Continue / Step / Abort) are the parts; the breakpoint
     toggles are on the timeline's node rows (``debugger.model.breakpoints``).
     """
@@ -62,8 +66,10 @@ class Debugger(W.VBox):
         interval: float = 1.0,
         lens: Any = None,
         frame: int | None = None,
+        prices: Any = None,
         **kwargs: Any,
     ) -> None:
+        self._prices = prices
         # the parts make tens of thousands of objects at once (figure points, rows): without
         # the collector walking them every few thousand, a long run opens in two thirds of
         # the time (measured); what they leave for it is collected at its next pass
@@ -114,6 +120,7 @@ class Debugger(W.VBox):
         self.live = LiveRefresh(self.model, interval, on_change=self.update_header)
         self.live.enabled = live
         self.pause_bar = PauseBar(self.model, on_started=self.live.maybe_start)
+        self.calls = CallsView(self.model, self._prices, on_change=self.update_header)
         for event in ("run", "frames", "tree"):
             self.model.on(event, self.update_header)
         self.update_header()
@@ -135,6 +142,7 @@ class Debugger(W.VBox):
                 W.HBox([self.timeline.widget, self.graph], layout=W.Layout(**wrapping)),
                 self.scrubber.widget,
                 self.frame_table.widget,
+                self.calls.widget,
                 W.HBox([self.inspector.widget, self.diff.widget], layout=W.Layout(**wrapping)),
                 W.HBox([self.actions.widget, self.fork_tree.widget], layout=W.Layout(**wrapping)),
                 self.export.widget,
@@ -173,7 +181,7 @@ class Debugger(W.VBox):
         run = run_ref(r.run_id, shown.get(r.run_id, r.run_id))
         self.header.value = wrap(
             f"<h4>Run {run} · workflow {esc(r.workflow)} · {badge(m.run_status())} · "
-            f"frames 0 to {m.last_frame}{lineage}{live}</h4>"
+            f"frames 0 to {m.last_frame}{lineage}{live}</h4>{self.calls.header_html()}"
         )
 
     def update_related(self) -> None:
