@@ -9,9 +9,10 @@ the error colour with its status); a select list picks the call whose request an
 below it, in the conversation view, with the request's diff against the previous call of the
 same node. Everything a call holds (model, node, error, messages) is untrusted and escaped.
 
-Costs come from the price table the debugger was given (``db.debug(run, prices=...)``), else
-the demo's (:data:`smithers_tt.demo.DEMO_PRICES`, which names only the demo's made-up models):
-a model the table does not name shows its tokens and no cost, never a guessed one.
+Costs come from the price table the debugger was given (``db.debug(run, prices=...)``; the
+demo's made-up models are priced by :data:`smithers_tt.demo.DEMO_PRICES`), as everywhere else
+(``run.model_calls``, ``smithers-tt calls``): without one, or for a model the table does not
+name, a call shows its tokens and no cost, never a guessed one.
 """
 
 from __future__ import annotations
@@ -183,10 +184,6 @@ class CallsView:
         prices: Any = None,
         on_change: Callable[[], None] | None = None,
     ) -> None:
-        if prices is None:
-            from smithers_tt.demo import DEMO_PRICES  # names only the demo's models
-
-            prices = DEMO_PRICES
         self.model = model
         self.prices = PriceTable.of(prices)
         self.reads = ModelCallReads(model.db.store.engine)

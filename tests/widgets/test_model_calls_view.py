@@ -119,7 +119,10 @@ def test_the_waterfall_shows_the_calls_the_selected_frame_has_seen(
 
 
 def test_totals_in_the_header_equal_the_dataframes_sums(db: st.Database, demo_run: st.Run) -> None:
-    dbg = _open(db, demo_run.id)
+    unpriced = _open(db, demo_run.id)  # no table given: tokens, and no cost anywhere
+    assert "no cost" in _header(unpriced) and "$" not in _text(_header(unpriced))
+    unpriced.close()
+    dbg = _open(db, demo_run.id, prices=DEMO_PRICES)
     df = demo_run.model_calls(DEMO_PRICES)
     head = _header(dbg)
     assert f"model calls at frame {demo_run.record.clock}: {len(df)} call(s)" in head
