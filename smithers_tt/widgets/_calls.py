@@ -117,22 +117,28 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
         if call.error is not None:
             status += f" {esc(call.error)}"
         tokens = call.total_tokens
+        node = f"{call.node_id} a{call.attempt}"
         rows.append(
             f'<tr class="stt-call-row{" stt-call-failed" if bad else ""}">'
-            f"<td>#{number}</td><td>{esc(call.node_id)} a{call.attempt}"
+            f'<td>#{number}</td><td title="{esc(node)}">{esc(node)}'
             f"{INHERITED if call.inherited else ''}</td>"
-            f"<td>{esc(call.model or '?')}</td><td>+{millis(offset)}</td>"
-            f'<td style="width:40%;min-width:120px"><div style="position:relative;height:10px">'
+            f'<td title="{esc(call.model or "?")}">{esc(call.model or "?")}</td>'
+            f"<td>+{millis(offset)}</td>"
+            f'<td><div style="position:relative;height:10px">'
             f'<div class="stt-call-bar" style="position:absolute;left:{left:.3f}%;'
             f'width:{min(width, 100 - left):.3f}%;height:10px;background:{colour}"></div>'
             f"</div></td><td>{millis(call.latency_ms)}</td>"
-            f"<td>{'?' if tokens is None else f'{tokens:,}'} tokens</td>"
-            f'<td class="{"stt-error" if bad else "stt-ok"}">{status}</td></tr>'
+            f"<td>{'?' if tokens is None else f'{tokens:,}'}</td>"
+            f'<td class="{"stt-error" if bad else "stt-ok"}" title="{status}">{status}</td></tr>'
         )
     head = "".join(
         f"<th>{h}</th>" for h in ("", "node", "model", "start", "latency", "", "tokens", "status")
     )
-    return f'<table class="stt-waterfall"><tr>{head}</tr>{"".join(rows)}</table>'
+    widths = "".join(f'<col style="width:{w}%">' for w in (6, 18, 14, 10, 22, 9, 11, 10))
+    return (
+        f'<table class="stt-waterfall"><colgroup>{widths}</colgroup>'
+        f"<tr>{head}</tr>{''.join(rows)}</table>"
+    )
 
 
 def _messages(value: Any) -> list[ChatMessage] | None:
@@ -204,7 +210,7 @@ class CallsView:
         self.detail = W.HTML()
         self.widget = W.Accordion(
             [W.VBox([self.waterfall, self.choose, self.detail])],
-            layout=W.Layout(width="100%"),
+            layout=W.Layout(width="auto", max_width="100%"),  # 100% plus its border overflowed
         )
         self.widget.set_title(0, "Model calls")
         self.widget.selected_index = 0  # open: the waterfall shows without a click

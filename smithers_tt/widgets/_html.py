@@ -42,6 +42,9 @@ CSS = """
 .stt th, .stt td { border-bottom: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 6px;
   text-align: left; vertical-align: top; }
 .stt th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
+.stt table.stt-waterfall { table-layout: fixed; width: 100%; }
+.stt-waterfall th, .stt-waterfall td { overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap; }
 .stt .stt-badge { border-radius: 3px; color: #fff; padding: 0 4px; white-space: nowrap; }
 .stt .stt-muted { color: var(--jp-ui-font-color2, #666); }
 .stt .stt-key { color: var(--jp-mirror-editor-property-color, #7a3e9d); overflow-wrap: anywhere; }

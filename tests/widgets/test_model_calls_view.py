@@ -57,7 +57,7 @@ def _expected(run: st.Run, frame_no: int) -> list[list[str]]:
         if isinstance(c.error, str):
             status = f"{status} {c.error}"
         node = f"{c.node_id} a{c.attempt}" + (" (inherited)" if c.inherited else "")
-        out.append([f"#{n}", node, c.model, millis(c.latency_ms), f"{tokens} tokens", status])
+        out.append([f"#{n}", node, c.model, millis(c.latency_ms), tokens, status])
     return out
 
 
