@@ -30,6 +30,10 @@ def test_wheel_ships_every_notebook_and_no_database(wheel: Path) -> None:
     assert {f"smithers_tt/_notebooks/{n}" for n in NOTEBOOKS} <= set(names)
     assert "smithers_tt/_notebooks/00_tour.ipynb" in names
     assert not [n for n in names if ".db" in n or "checkpoints" in n]
+    # and the Voila page template `smithers-tt serve` names (ours: Voila's links a CDN)
+    template = ROOT / "smithers_tt" / "cli" / "_voila"
+    shipped = {p.relative_to(ROOT).as_posix() for p in template.rglob("*") if p.is_file()}
+    assert shipped and shipped <= set(names)
 
 
 @pytest.mark.slow
