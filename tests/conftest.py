@@ -314,8 +314,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # same on every worker)
     groups = {item.nodeid: group for item in items if (group := xdist_group_of(item))}
     part = Path(f"{path}.{config.workerinput['workerid']}")
-    part.with_suffix(".tmp").write_text(json.dumps(groups))
-    part.with_suffix(".tmp").replace(part)  # complete before the controller can read it
+    staged = part.with_name(f"{part.name}.tmp")  # one per worker: a shared name raced on 4 cores
+    staged.write_text(json.dumps(groups))
+    staged.replace(part)  # complete before the controller can read it
 
 
 @pytest.hookimpl(optionalhook=True)
