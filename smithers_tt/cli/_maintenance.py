@@ -17,15 +17,19 @@ from smithers_tt.cli._runs import shown_ids
 from smithers_tt.store import migrate as run_migrations
 from smithers_tt.store.for_cli import row_counts
 
+Finding = str | tuple[str, int] | tuple[str, str, int, int, int]
 
-def _describe(item: str | tuple[str, int] | tuple[str, str, int, int, int]) -> str:
-    """A verify finding as one line: a content hash or a row, a frame, else a ref's key."""
+
+def _describe(item: Finding, short: dict[str, str]) -> str:
+    """A verify finding as one line: a content hash or a row, a frame, else a ref's key (run
+    ids as ``short`` shows them)."""
     if isinstance(item, str):
         return item
+    run = short.get(item[0], item[0])
     if len(item) == 2:
-        return f"frame {item[1]} of run {item[0]}"
-    run_id, node_id, iteration, attempt, sequence = item
-    return f"ref run {run_id} node {node_id}[{iteration}] attempt {attempt} seq {sequence}"
+        return f"frame {item[1]} of run {run}"
+    _, node_id, iteration, attempt, sequence = item
+    return f"ref run {run} node {node_id}[{iteration}] attempt {attempt} seq {sequence}"
 
 
 @cli.command()
@@ -98,9 +102,13 @@ def verify(ctx: Context, page_size: int) -> None:
                 "red",
             ),
         )
+        short = shown_ids(
+            ctx,
+            [item[0] for found in problems.values() for item in found if not isinstance(item, str)],
+        )
         for kind, found in problems.items():
             for item in found:
-                ctx.out.line(f"  {kind} {_describe(item)}")
+                ctx.out.line(f"  {kind} {_describe(item, short)}")
     if not report.ok:
         sys.exit(1)
 

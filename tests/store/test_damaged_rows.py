@@ -204,3 +204,28 @@ def test_cli_verify_lists_damaged_rows_and_exits_1(db: st.Database, run: st.Run)
     report = json.loads(as_json.output)
     assert report["ok"] is False
     assert report["damaged"] == [f"tt_runs.input_json of run_id={run.id!r}"]
+
+
+def test_cli_verify_names_the_run_of_a_damaged_ref_by_its_short_id(
+    db: st.Database, run: st.Run
+) -> None:
+    (first, *_) = db.store.list_refs(run.id).items
+    damage(
+        db,
+        "UPDATE tt_checkpoint_refs SET frame_no = 0 WHERE run_id = :r AND node_id = :n "
+        "AND iteration = :i AND attempt = :a AND sequence = :s",
+        r=first.run_id,
+        n=first.node_id,
+        i=first.iteration,
+        a=first.attempt,
+        s=first.sequence,
+    )
+    short = db.store.short_run_ids([run.id])[run.id]
+    assert len(short) < len(run.id)
+    human = CliRunner().invoke(cli, ["--db", db.url, "verify"])
+    assert human.exit_code == 1
+    line = f"mismatched ref run {short} node {first.node_id}[{first.iteration}]"
+    assert line in human.output
+    assert run.id not in human.output  # the whole id only with --wide
+    wide = CliRunner().invoke(cli, ["--db", db.url, "--wide", "verify"])
+    assert f"mismatched ref run {run.id} node" in wide.output
