@@ -151,8 +151,13 @@ class Diffs(DebuggerState):
         return self._labelled(result, a, b)
 
     def _labelled(self, result: DiffResult, a: Snapshot, b: Snapshot) -> DiffResult:
-        result.a = f"run {a.run_id} frame {a.frame_no}"
-        result.b = f"run {b.run_id} frame {b.frame_no}"
+        shown = self.short_ids()
+        if missing := [s.run_id for s in (a, b) if s.run_id not in shown]:  # a run off the tree
+            shown = {**shown, **self.db.store.short_run_ids(missing)}
+        result.a, result.b = (
+            f"run {shown.get(s.run_id, s.run_id)} frame {s.frame_no}" for s in (a, b)
+        )
+        result.whole = (f"run {a.run_id} frame {a.frame_no}", f"run {b.run_id} frame {b.frame_no}")
         if self.diff_mode == "frames" and a.frame_no == b.frame_no:
             result.note = "both sides are the same frame; pick another frame to compare with"
         return result

@@ -51,7 +51,10 @@ def render_diff(result: DiffResult, limit: int = CHANGES_SHOWN) -> str:
     """The HTML of a diff result (everything escaped)."""
     parts: list[str] = []
     if result.a or result.b:
-        parts.append(f"<h4>A: {esc(result.a)} → B: {esc(result.b)}</h4>")
+        heading = f"A: {result.a} → B: {result.b}"
+        wa, wb = result.whole
+        whole = f"A: {wa} → B: {wb}" if wa else heading  # whole run ids on hover
+        parts.append(f'<h4 title="{esc(whole)}">{esc(heading)}</h4>')
     if result.note:
         parts.append(f'<div class="stt-muted">{esc(result.note)}</div>')
     if result.empty:

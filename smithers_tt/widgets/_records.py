@@ -90,6 +90,9 @@ class DiffResult:
     conversations: list[tuple[str, list[tuple[str, ChatMessage]]]] = field(default_factory=list)
     """Per node whose payloads hold chat transcripts: its messages marked same / add /
     remove."""
+    whole: tuple[str, str] = ("", "")
+    """The sides as :attr:`a` and :attr:`b` with whole run ids (shown on hover), or empty when
+    they name no run."""
 
     @property
     def empty(self) -> bool:

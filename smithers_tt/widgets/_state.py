@@ -97,6 +97,11 @@ class DebuggerState:
         """Why nothing here may write (the store is opened read-only), or None when it may."""
         return read_only_reason(self.db)
 
+    def short_ids(self) -> dict[str, str]:
+        """How the widgets show each run id of the fork tree (see
+        :meth:`~smithers_tt.widgets._naming.Naming.short_ids`)."""
+        return {}
+
     def catch_up(self) -> bool:
         """Read the shown run again if it changed in the database; True when its history was
         rewritten meanwhile (see :meth:`~smithers_tt.widgets._refresh.Refresh.catch_up`)."""

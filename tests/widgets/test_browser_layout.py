@@ -96,6 +96,8 @@ leaves the cell 368 px)."""
 
 
 FILE_BROWSER = "() => window.jupyterapp.commands.execute('filebrowser:activate')"
+SIDE_PANEL_OPEN = "() => !window.jupyterapp.shell.leftCollapsed"
+CLOSE_SIDE_PANEL = "() => window.jupyterapp.shell.collapseLeft()"
 
 
 def _apart(a: dict[str, float], b: dict[str, float], slack: float = 0.5) -> bool:
@@ -181,7 +183,11 @@ def test_layout_in_narrow_windows(browser_lab: Lab, browser_chromium: Any) -> No
             timeout=TIMEOUT_MS,
         )
         assert out.count() == 2
-        shown_at = 1024
+        if page.evaluate(SIDE_PANEL_OPEN):  # a new workspace may show the file browser: the
+            before = cell_width(page)  # windows without it are measured without it
+            page.evaluate(CLOSE_SIDE_PANEL)
+            wait_cell_width_changed(page, before, ".jp-OutputArea-output .stt-debugger")
+        shown_at, cells = 1024, {}
         for width, browser_open in WINDOWS:
             before = cell_width(page)
             page.set_viewport_size({"width": width, "height": 4000})
@@ -199,6 +205,9 @@ def test_layout_in_narrow_windows(browser_lab: Lab, browser_chromium: Any) -> No
                     assert found["cell"] <= 400, found["cell"]  # the narrow case it is
                 print(name, index, {k: found[k] for k in ("cell", "figure", "legend", "plot")})
                 _shoot(page, index, f"layout-{name}-{index}.png")
+                cells[name] = found["cell"]
+        # three different widths were measured: the file browser took its panel's width
+        assert cells["1024"] > cells["800"] > cells["800-browser"] + 200, cells
     except Exception:
         with contextlib.suppress(Exception):
             page.screenshot(path=str(ARTIFACTS / "layout-failure.png"), full_page=True)

@@ -136,7 +136,9 @@ def test_diff_of_attempts_and_of_a_fork(db: st.Database) -> None:
     dbg.diff.mode.value = "runs"
     assert dbg.diff.run.value == clean.id  # the parent, at the fork frame
     out = dbg.diff.output.value
-    assert f"A: run {clean.id} frame {frame} → B: run {child.id} frame 0" in out
+    shown = db.store.short_run_ids([clean.id, child.id])
+    assert f">A: run {shown[clean.id]} frame {frame} → B: run {shown[child.id]} frame 0<" in out
+    assert f'title="A: run {clean.id} frame {frame} → B: run {child.id} frame 0"' in out
     assert "$.payload.notes[0]" in out and "a note written by a person" in out
 
 

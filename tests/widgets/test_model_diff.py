@@ -31,7 +31,12 @@ def _expected(db: st.Database, a: tt.Snapshot, b: tt.Snapshot) -> list[tuple[str
 def _assert_diff(
     db: st.Database, result: DiffResult, a: tuple[str, int], b: tuple[str, int]
 ) -> None:
-    assert (result.a, result.b) == (f"run {a[0]} frame {a[1]}", f"run {b[0]} frame {b[1]}")
+    shown = db.store.short_run_ids([a[0], b[0]])
+    assert (result.a, result.b) == (
+        f"run {shown[a[0]]} frame {a[1]}",
+        f"run {shown[b[0]]} frame {b[1]}",
+    )
+    assert result.whole == (f"run {a[0]} frame {a[1]}", f"run {b[0]} frame {b[1]}")
     expected = _expected(db, db.snapshot(*a), db.snapshot(*b))
     assert result.sections == expected
     assert result.empty is not any(changes for _, changes in expected)
@@ -343,7 +348,11 @@ def test_a_lens_diff_reads_the_other_runs_payloads(db: st.Database) -> None:
     assert result.sections == [
         ("research notes", [Change("change", "$", first, "edited by a person")])
     ]
-    assert (result.a, result.b) == (f"run {parent} frame {done}", f"run {edited} frame 0")
+    shown = db.store.short_run_ids([parent, edited])
+    assert (result.a, result.b) == (
+        f"run {shown[parent]} frame {done}",
+        f"run {shown[edited]} frame 0",
+    )
 
 
 def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
