@@ -87,3 +87,34 @@ def test_the_demos_model_time_stays_within_its_attempts(demo_db: str) -> None:
         assert seen > 10
     finally:
         db.close()
+
+
+def test_totals_at_an_earlier_frame_count_the_time_up_to_that_frame(demo_db: str) -> None:
+    """At frame N the run's wall time ends at frame N (not at the run's end), and each node's
+    at N or at its attempts' ends before it, so model time stays within it at every frame."""
+    import smithers_tt as st
+
+    db = st.connect(demo_db)
+    try:
+        run = db.get_run(_finished(demo_db))
+        frames = run.frames()
+        start = frames[0].created_at_ms
+        newest = run.model_call_totals().run.wall_ms
+        assert newest is not None
+        checked = 0
+        for frame in frames:
+            totals = run.model_call_totals(frame_no=frame.frame_no)
+            wall = totals.run.wall_ms
+            if wall is None:
+                continue
+            assert wall <= frame.created_at_ms - start + 1, (frame.frame_no, wall)
+            for name, part in [("run", totals.run), *totals.nodes.items()]:
+                if part.calls and part.wall_ms is not None:
+                    checked += 1
+                    assert part.model_ms <= part.wall_ms + 1, (frame.frame_no, name, part)
+        assert checked > len(frames) // 2
+        first_call = next(f for f in frames if run.model_call_totals(frame_no=f.frame_no).run.calls)
+        early = run.model_call_totals(frame_no=first_call.frame_no).run.wall_ms
+        assert early is not None and early < newest
+    finally:
+        db.close()

@@ -35,6 +35,15 @@ MAX_FORK_DEPTH = 10_000
 """How far up a chain of forks the calls are read (a guard against a damaged parent link)."""
 
 
+def _frame_time(conn: Connection, run_id: str, frame_no: int | None) -> int | None:
+    """When frame ``frame_no`` of ``run_id`` was written (None for the newest frame)."""
+    if frame_no is None:
+        return None
+    f = S.frames
+    stmt = sa.select(f.c.created_at_ms).where(f.c.run_id == run_id, f.c.frame_no == frame_no)
+    return conn.execute(stmt).scalar_one_or_none()
+
+
 def calls_in(
     conn: Connection, run_id: str, frame_no: int | None = None, *, inherited: bool = True
 ) -> list[ModelCallRecord]:
@@ -128,12 +137,18 @@ class ModelCallReads:
             columns = (a.c.node_id, a.c.iteration, a.c.attempt)
             times = (a.c.started_at_ms, a.c.finished_at_ms)
             made = {(c.run_id, c.node_id, c.iteration, c.attempt) for c in calls if c.inherited}
+            until = _frame_time(conn, run_id, frame_no)
             spans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
             for origin in [*sorted({key[0] for key in made}), run_id]:
                 for row in conn.execute(sa.select(*columns, *times).where(a.c.run_id == origin)):
+                    started, finished = row.started_at_ms, row.finished_at_ms
+                    if origin == run_id and until is not None:  # the run as frame_no saw it:
+                        if started > until:  # attempts not begun yet are not counted, and
+                            continue
+                        finished = until if finished is None else min(finished, until)
                     if origin == run_id or (origin, *row[:3]) in made:
                         # an attempt a fork copied from its parent (same key, same start) once
-                        spans[(*row[:3], row.started_at_ms)] = (origin, row.node_id, *row[3:])
+                        spans[(*row[:3], started)] = (origin, row.node_id, started, finished)
             return calls, list(spans.values())
 
         calls, spans = self.engine.transaction(read, write=False)
