@@ -231,10 +231,8 @@ class CallsView:
         m = self.model
         where = (m.run_id, m.frame_no)
         try:
-            calls = self.reads.model_calls(m.run_id, m.frame_no)
-            self.totals = (  # no calls, no totals: the run's attempts are not read
-                self.reads.model_call_totals(m.run_id, self.prices, m.frame_no) if calls else None
-            )
+            calls, totals = self.reads.calls_with_totals(m.run_id, self.prices, m.frame_no)
+            self.totals = totals if calls else None
             self.error = ""
         except SmithersError as error:
             calls, self.totals, self.error = [], None, error.message

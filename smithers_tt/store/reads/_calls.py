@@ -124,15 +124,23 @@ class ModelCallReads:
     def model_call_totals(
         self, run_id: str, prices: Any = None, frame_no: int | None = None
     ) -> RunCallTotals:
-        """The totals of the calls :meth:`model_calls` returns, for the run and per node,
-        with their cost by ``prices`` (a :class:`~smithers_tt.PriceTable`, a mapping or a
-        file); ``wall_ms`` is the time of the attempts the calls share (the run's own and,
-        for a fork, its ancestors' that made the calls it inherits; see
-        :func:`~smithers_tt._model_calls.totals_of`), as far as they ended."""
+        """The totals of :meth:`calls_with_totals`."""
+        return self.calls_with_totals(run_id, prices, frame_no)[1]
+
+    def calls_with_totals(
+        self, run_id: str, prices: Any = None, frame_no: int | None = None
+    ) -> tuple[list[ModelCallRecord], RunCallTotals]:
+        """The calls :meth:`model_calls` returns and, in the same read, their totals for the
+        run and per node, with their cost by ``prices`` (a :class:`~smithers_tt.PriceTable`,
+        a mapping or a file); ``wall_ms`` is the time of the attempts the calls share (the
+        run's own and, for a fork, its ancestors' that made the calls it inherits; see
+        :func:`~smithers_tt._model_calls.totals_of`), as far as they ended by the frame."""
         table = PriceTable.of(prices)
 
         def read(conn: Connection) -> tuple[list[ModelCallRecord], list[Any]]:
             calls = calls_in(conn, run_id, frame_no)
+            if not calls:  # nothing to total: the run's attempts are not read
+                return calls, []
             a = S.attempts
             columns = (a.c.node_id, a.c.iteration, a.c.attempt)
             times = (a.c.started_at_ms, a.c.finished_at_ms)
@@ -152,4 +160,4 @@ class ModelCallReads:
             return calls, list(spans.values())
 
         calls, spans = self.engine.transaction(read, write=False)
-        return totals_of(calls, table, spans)
+        return calls, totals_of(calls, table, spans)
