@@ -15,7 +15,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,6 @@ from smithers_tt.engine import Watching, _executor
 
 from ._workflows import ScriptedAgent
 
-pytestmark = pytest.mark.postgres
-
 SLOW = Watching(safety_poll=30.0, heartbeat=30.0)
 """Neither the safety poll nor the heartbeat comes within a test: only a notice can."""
 PROMPTLY = 2.0
@@ -37,13 +34,8 @@ PROMPTLY = 2.0
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def pg(pg_schema_url: str) -> Iterator[st.Database]:
-    db = st.connect(pg_schema_url)
-    try:
-        yield db
-    finally:
-        db.close()
+ON_POSTGRES = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+"""The ``db`` and ``db_url`` fixtures, on PostgreSQL only."""
 
 
 class Idle:
@@ -64,8 +56,12 @@ class Idle:
         return "never cancelled"
 
 
-def _run_in_background(db: st.Database, idle: Idle, run_id: str) -> dict[str, Any]:
-    """Start a run of ``idle`` in a thread; the returned dict gets its ``run`` or ``error``."""
+def _run_in_background(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch, idle: Idle, run_id: str
+) -> dict[str, Any]:
+    """Start a run of ``idle`` in a thread, watched :data:`SLOW`ly; the returned dict gets
+    its ``run`` or ``error``."""
+    monkeypatch.setattr(_executor, "WATCHING", SLOW)
     wf = Workflow("watched")
     wf.task("t", agent=ScriptedAgent(idle))
     out: dict[str, Any] = {}
@@ -98,12 +94,12 @@ def _schema(url: str) -> str:
     return url.rsplit("search_path%3D", 1)[1]
 
 
+@ON_POSTGRES
 def test_a_cancel_from_another_process_stops_the_run_long_before_the_safety_poll(
-    pg: st.Database, pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+    db: st.Database, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_executor, "WATCHING", SLOW)
     idle = Idle()
-    out = _run_in_background(pg, idle, "cancelled-elsewhere")
+    out = _run_in_background(db, monkeypatch, idle, "cancelled-elsewhere")
     other = subprocess.run(
         [
             sys.executable,
@@ -113,7 +109,7 @@ def test_a_cancel_from_another_process_stops_the_run_long_before_the_safety_poll
             "db.store.request_cancel('cancelled-elsewhere')\n"
             "print(time.time())\n"
             "db.close()\n",
-            pg_schema_url,
+            db_url,
         ],
         capture_output=True,
         text=True,
@@ -129,13 +125,13 @@ def test_a_cancel_from_another_process_stops_the_run_long_before_the_safety_poll
     assert idle.stopped_at - committed_at < PROMPTLY  # not the 30 s of the safety poll
 
 
+@ON_POSTGRES
 def test_a_takeover_stops_the_agents_without_waiting_for_a_heartbeat(
-    pg: st.Database, pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+    db: st.Database, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_executor, "WATCHING", SLOW)
     idle = Idle()
-    out = _run_in_background(pg, idle, "taken-over")
-    with st.connect(pg_schema_url) as thief:
+    out = _run_in_background(db, monkeypatch, idle, "taken-over")
+    with st.connect(db_url) as thief:
         thief.store.claim_run("taken-over", "thief")
         claimed_at = time.time()
         out["thread"].join(30)
@@ -146,19 +142,19 @@ def test_a_takeover_stops_the_agents_without_waiting_for_a_heartbeat(
     assert (record.status, record.owner_id) == ("running", "thief")
 
 
+@ON_POSTGRES
 def test_cancels_still_arrive_after_the_server_drops_the_listening_connection(
-    pg: st.Database, pg_schema_url: str, monkeypatch: pytest.MonkeyPatch
+    db: st.Database, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_executor, "WATCHING", SLOW)
-    schema = _schema(pg_schema_url)
+    schema = _schema(db_url)
     idle = Idle()
-    out = _run_in_background(pg, idle, "listener-dropped")
+    out = _run_in_background(db, monkeypatch, idle, "listener-dropped")
     deadline = time.monotonic() + 10
-    while (first := _listener_pid(pg, schema)) is None and time.monotonic() < deadline:
+    while (first := _listener_pid(db, schema)) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert first is not None, "nothing listens on the store's channel"
 
-    with st.connect(pg_schema_url) as other:
+    with st.connect(db_url) as other:
         with other.engine.sa.connect() as conn:
             ended = conn.execute(sa.text("SELECT pg_terminate_backend(:pid, 5000)"), {"pid": first})
             assert ended.scalar() is True
@@ -169,7 +165,7 @@ def test_cancels_still_arrive_after_the_server_drops_the_listening_connection(
 
     assert out["run"].status == "cancelled"
     assert idle.stopped_at is not None and idle.stopped_at - cancelled_at < PROMPTLY
-    second = _listener_pid(pg, schema)
+    second = _listener_pid(db, schema)
     assert second is not None and second != first  # it listens again, on a new connection
 
 
@@ -219,14 +215,15 @@ def _round_trips_while_idle(db: st.Database, watching: Watching, seconds: float)
     return trips
 
 
+@ON_POSTGRES
 def test_an_idle_run_sends_a_small_fraction_of_the_round_trips_polling_sent(
-    pg: st.Database, monkeypatch: pytest.MonkeyPatch
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     polling = Watching(listen=False)  # what every run did before: a read every 0.1 s
     monkeypatch.setattr(_executor, "WATCHING", polling)
-    before = _round_trips_while_idle(pg, polling, 3.0)
+    before = _round_trips_while_idle(db, polling, 3.0)
     monkeypatch.setattr(_executor, "WATCHING", Watching())  # the default
-    after = _round_trips_while_idle(pg, Watching(), 3.0)
+    after = _round_trips_while_idle(db, Watching(), 3.0)
     print(f"round trips while idle 3 s: polling {before}, notified {after}")
 
     # Polling: about 30 reads of the run (and a heartbeat); woken by notices: the read at
