@@ -21,6 +21,7 @@ from smithers_tt.engine._resume import (
     resume_point,
 )
 from smithers_tt.engine._sync import run_sync
+from smithers_tt.engine._watch import Watching
 from smithers_tt.engine._worker import Worker, positive_seconds
 from smithers_tt.engine._workflow import Loop, Retry, Task, TaskContext, Workflow
 
@@ -44,6 +45,7 @@ __all__ = [
     "RunExecutor",
     "Task",
     "TaskContext",
+    "Watching",
     "Worker",
     "Workflow",
     "action_of",

@@ -26,6 +26,7 @@ from smithers_tt.engine._astore import AsyncStore
 from smithers_tt.engine._attempt import Publisher, cache_key, turns
 from smithers_tt.engine._pauses import PauseHistory, pause_history
 from smithers_tt.engine._resume import ResumePoint, fork_point, resume_point
+from smithers_tt.engine._watch import Watching
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
 from smithers_tt.errors import (
     CheckpointCorrupt,
@@ -47,11 +48,9 @@ log = logging.getLogger(__name__)
 CANCEL_GRACE = 3.0
 """Seconds cancelled agents get to publish a final checkpoint before writes are fenced."""
 
-POLL_INTERVAL = 0.1
-"""Seconds between checks for a cancel request made by another thread or process."""
-
-HEARTBEAT_EVERY = 20
-"""Polls between heartbeats (about every two seconds)."""
+WATCHING = Watching()
+"""How executors watch their run (read at each executor's making): poll every 0.1 s where the
+store cannot wake them (SQLite), every 2 s where it can (PostgreSQL), heartbeat every 2 s."""
 
 STORE_PATIENCE = 60.0
 """Seconds the engine keeps trying to record an attempt's, a node's or the run's end while the
@@ -82,8 +81,11 @@ class RunExecutor:
         on_event: EventCallback | None = None,
         cancel_grace: float = CANCEL_GRACE,
         max_checkpoint_bytes: int | None = None,
+        watching: Watching | None = None,
     ) -> None:
         self.store, self.astore, self.wf, self.fence = store, AsyncStore(store), wf, fence
+        self.watching = WATCHING if watching is None else watching
+        """How the watcher reads the run and heartbeats (:class:`Watching`)."""
         self.on_event = on_event
         self.cancel_grace = cancel_grace
         self.max_bytes = size_limit(max_checkpoint_bytes)
@@ -248,39 +250,78 @@ class RunExecutor:
     async def _watch(self) -> None:
         """Return when the run is asked to cancel; heartbeat while it runs.
 
+        It reads the run (its cancel request, the breakpoints set meanwhile, its owner) when
+        the store wakes it (:meth:`Store.watch_changes`: at once, then on every change another
+        writer commits to the run) and every :attr:`Watching.safety_poll` seconds, or, where
+        the store cannot wake it, every :attr:`Watching.poll` seconds; and heartbeats every
+        :attr:`Watching.heartbeat` seconds, or at once when the run it read has another owner.
+
         A store that does not answer (another process holds SQLite's write lock, PostgreSQL
         is unreachable for longer than the store's retries) is not a reason to stop a healthy
         run: the watcher logs it and tries again at its next poll, its heartbeat included,
         until the store answers. Only a heartbeat that finds another owner ends the run here
         (:class:`FenceLost`); the agents' own writes stay fenced either way.
         """
-        polls, beat_due, unreachable = 0, False, False
+        loop = asyncio.get_running_loop()
+        woken = asyncio.Event()
+
+        def wake() -> None:  # called from the store's listening thread
+            with contextlib.suppress(RuntimeError):  # the loop closed: the run is over
+                loop.call_soon_threadsafe(woken.set)
+
+        watching = self.watching
+        stop = self.store.watch_changes(self.fence.run_id, wake) if watching.listen else None
+        try:
+            if stop is None:
+                await self._poll(woken, watching.poll, loop.time() + watching.poll)
+            else:  # read at once: what changed before the store listened for this run
+                await self._poll(woken, watching.safety_poll, loop.time())
+        finally:
+            if stop is not None:
+                stop()
+
+    async def _poll(self, woken: asyncio.Event, every: float, next_read: float) -> None:
+        """:meth:`_watch`'s loop: read the run when ``woken`` or at ``next_read`` (then every
+        ``every`` seconds), heartbeat when due."""
+        loop, fence = asyncio.get_running_loop(), self.fence
+        next_beat, unreachable = loop.time() + self.watching.heartbeat, False
         while True:
-            await asyncio.sleep(POLL_INTERVAL)
-            polls += 1
-            beat_due = beat_due or polls % HEARTBEAT_EVERY == 0
+            wait = min(next_read, next_beat) - loop.time()
+            if wait > 0 and not woken.is_set():
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(woken.wait(), wait)
+            now = loop.time()
+            read, beat = woken.is_set() or now >= next_read, now >= next_beat
+            woken.clear()  # a change committed during the read below wakes it again
             try:
-                run, marks = await self.astore.watch_run(self.fence.run_id, self._marks_seen)
-                self._pick_up_breakpoints(marks, run.clock)
-                if run.cancel_requested or run.status == "cancelled":
-                    return
-                if beat_due:
-                    if not await self.astore.heartbeat(self.fence):
+                if read:
+                    next_read = now + every
+                    run, marks = await self.astore.watch_run(fence.run_id, self._marks_seen)
+                    self._pick_up_breakpoints(marks, run.clock)
+                    if run.cancel_requested or run.status == "cancelled":
+                        return
+                    # Claimed, paused, reset or rewound elsewhere: the heartbeat tells now.
+                    beat = beat or run.status != "running" or run.owner_epoch != fence.epoch
+                if beat:
+                    if not await self.astore.heartbeat(fence):
                         await self._lost_ownership()
                         return
-                    beat_due = False
+                    next_beat = now + self.watching.heartbeat
             except StoreError as error:
+                # Both go again at the next read (a heartbeat that was due stays due).
+                next_read = now + every
+                next_beat = max(next_beat, next_read) if beat else next_beat
                 if not unreachable:
                     log.warning(
                         "run %s: the store did not answer the cancel/heartbeat watcher (%s); "
                         "the run goes on and the watcher keeps trying",
-                        self.fence.run_id,
+                        fence.run_id,
                         error,
                     )
                 unreachable = True
                 continue
             if unreachable:
-                log.warning("run %s: the store answers the watcher again", self.fence.run_id)
+                log.warning("run %s: the store answers the watcher again", fence.run_id)
                 unreachable = False
 
     async def _patiently(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -6,6 +6,7 @@ single async adapter (``asyncio.to_thread``); nothing here is written twice.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -125,7 +126,26 @@ class Store:
         self.reads = RunReads(engine)
         self.calls = ModelCallReads(engine)
         self.sweeps = Sweeps(engine)
+        self._notices: Any = None  # made by the first watch_changes (never on SQLite)
+        self._notices_lock = threading.Lock()
         """What-if sweeps as stored (:class:`~smithers_tt.store._sweeps.Sweeps`)."""
+
+    def watch_changes(self, run_id: str, wake: Callable[[], None]) -> Callable[[], None] | None:
+        """Call ``wake()`` soon after another writer (in any process) commits a change that
+        the executor of ``run_id`` must see: a cancel, breakpoints set, a claim, takeover,
+        pause, continue, release, reset or rewind; also whenever such notices may have been
+        lost (so ``wake`` may come without a change). It is called from a thread of the
+        store's and must be quick and thread-safe.
+
+        Returns the function that stops it, or None when the database cannot tell (SQLite,
+        a read-only store): poll the run instead. One listening connection serves every
+        run of this store (PostgreSQL ``LISTEN``); it closes with the engine.
+        """
+        with self._notices_lock:
+            notices = self._notices
+            if notices is None or notices.closed:
+                notices = self._notices = self.engine.backend.run_notices(self.engine)
+        return None if notices is None else notices.subscribe(run_id, wake)
 
     def _emit(self, frames: list[Frame]) -> None:
         for frame in frames:

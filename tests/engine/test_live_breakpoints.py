@@ -1,6 +1,6 @@
 """Breakpoints changed while a run is live (frame ``breakpoints_set``): a running run pauses
 at a breakpoint another connection set while its first node ran (its watcher reads them at
-every poll); a queued or paused run
+every poll, or at once when PostgreSQL notifies it); a queued or paused run
 uses the newest ones when it goes on; an ended run refuses them. A fork starts with the
 breakpoints its parent had at the fork point."""
 
@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 import smithers_tt as st
-from smithers_tt.engine._executor import POLL_INTERVAL
+from smithers_tt.engine._executor import WATCHING
 from smithers_tt.errors import InvalidArgument
 
-PICKED_UP = 3 * POLL_INTERVAL
+PICKED_UP = 3 * WATCHING.poll
 """Longer than the executor's watcher takes to read breakpoints set meanwhile."""
 
 

@@ -13,6 +13,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt import FenceLost, GenerateRequest, GenerateResult, Workflow
+from smithers_tt.engine import Watching, _executor
 from smithers_tt.store import CheckpointRef
 
 from ._workflows import ScriptedAgent, count, crash_during, refs, state
@@ -20,8 +21,11 @@ from ._workflows import ScriptedAgent, count, crash_during, refs, state
 
 @pytest.mark.parametrize("agent_reaction", ["reraises", "swallows"])
 def test_stale_owner_cannot_publish_after_another_process_claims_the_run(
-    db: st.Database, db_url: str, agent_reaction: str
+    db: st.Database, db_url: str, agent_reaction: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # What stops the stale owner here is the fence of each publish: its watcher, which
+    # PostgreSQL would wake with the claim's notice, must not stop the agent first.
+    monkeypatch.setattr(_executor, "WATCHING", Watching(listen=False))
     thief = st.connect(db_url)  # "another process": its own Database and connections
     outcomes: list[Any] = []
 

@@ -17,7 +17,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt import FenceLost, GenerateRequest, Workflow
-from smithers_tt.engine import _executor
+from smithers_tt.engine import Watching, _executor
 from smithers_tt.store import Frame, RetryPolicy
 
 from ._workflows import ScriptedAgent, refs, state
@@ -90,8 +90,8 @@ def unreachable(
     request: pytest.FixtureRequest, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Unreachable]:
     if request.param == "sqlite":
-        # Heartbeat at every other poll, so the held lock meets several heartbeats.
-        monkeypatch.setattr(_executor, "HEARTBEAT_EVERY", 2)
+        # Heartbeat every 0.2 s, so the held lock meets several heartbeats.
+        monkeypatch.setattr(_executor, "WATCHING", Watching(heartbeat=0.2))
         path = str(tmp_path / "smithers.db")
         db = st.connect(f"sqlite:///{path}", retry=SHORT_RETRIES, busy_timeout_ms=100)
         lock = WriteLock(path)
@@ -161,7 +161,7 @@ def test_an_attempt_failed_by_an_unreachable_store_is_retried_once_it_is_back(
 def test_a_heartbeat_that_finds_another_owner_stops_the_agents(
     db: st.Database, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_executor, "HEARTBEAT_EVERY", 2)
+    monkeypatch.setattr(_executor, "WATCHING", Watching(heartbeat=0.2))
     thief = st.connect(db_url)
     claimed, seen = threading.Event(), {}
 

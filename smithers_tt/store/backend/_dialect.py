@@ -210,6 +210,7 @@ class Statements:
             "owner_epoch = owner_epoch + 1 WHERE run_id = ?"
         )
         self.request_cancel = q("UPDATE tt_runs SET cancel_requested = ? WHERE run_id = ?")
+        self.notify_run = None if dialect.notify_sql is None else q(dialect.notify_sql)
         self.next_sequence = q(
             "UPDATE tt_attempts SET next_sequence = next_sequence + 1 "
             "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
@@ -541,6 +542,17 @@ class Dialect(ABC):
 
     def seal(self, conn: Connection, commit: Commit) -> None:  # noqa: B027 (optional hook)
         """Send what makes the COMMIT of a write settle-able (nothing by default)."""
+
+    # --- run notices (what wakes a run's executor) ---
+    notify_sql: str | None = None
+    """The statement (one ``?``: the run id) that tells the listeners of other sessions, once
+    the transaction commits, that a run changed in a way its executor must see; None: the
+    database cannot (executors poll)."""
+
+    def run_notices(self, engine: Any) -> Any:
+        """What wakes this process's executors when :attr:`notify_sql` was sent for their run
+        (a :class:`~smithers_tt.store.backend._notify.RunNotices`), or None: they poll."""
+        return None
 
     @abstractmethod
     def settle(self, engine: Any, commit: Commit, error: exc.DBAPIError) -> bool:

@@ -42,6 +42,7 @@ from smithers_tt.store.backend._dialect import (
     short,
     wrap_driver_error,
 )
+from smithers_tt.store.backend._notify import RunNotices
 
 # SQLSTATE classes and codes that are worth a retry.
 _TRANSIENT = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
@@ -75,6 +76,13 @@ _END_SESSION = sa.text(
 _FIND_TOKEN = sa.text(
     "SELECT 1 FROM tt_commit_tokens WHERE created_at_ms = :created_at_ms AND nonce = :nonce"
 )
+
+_CHANNEL = (
+    "'smithers_tt:' || md5((SELECT relnamespace::regnamespace::text FROM pg_class "
+    "WHERE oid = to_regclass('tt_runs')))"
+)
+"""SQL: the store's notice channel, named after the schema of its tables (a store per schema
+may share a database); hashed, as a channel name is at most 63 bytes."""
 
 T = TypeVar("T")
 
@@ -306,6 +314,14 @@ class PostgresDialect(Dialect):
         finally:
             with suppress(Exception):
                 cursor.close()
+
+    # --- run notices: a channel per store (the schema holding its tables), the run as payload
+    notify_sql = f"SELECT pg_notify({_CHANNEL}, ?)"
+
+    def run_notices(self, engine: Any) -> Any:
+        if engine.read_only:
+            return None  # it runs no executor
+        return RunNotices(engine, f"SELECT {_CHANNEL}")
 
     def settle(self, engine: Any, commit: Commit, error: exc.DBAPIError) -> bool:
         if commit.token is None or not _reply_lost(error):

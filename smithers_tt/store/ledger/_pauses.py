@@ -22,7 +22,14 @@ from smithers_tt.errors import ConcurrencyError, InvalidArgument
 from smithers_tt.store._records import CheckpointRef, Frame
 from smithers_tt.store._ref_frame import ref_key
 from smithers_tt.store.ledger._content import store_content
-from smithers_tt.store.ledger._write import AttemptEnded, AttemptStarted, Change, RunRow, Write
+from smithers_tt.store.ledger._write import (
+    AttemptEnded,
+    AttemptStarted,
+    Change,
+    RunRow,
+    Write,
+    notify,
+)
 
 ENDED = ("finished", "failed", "cancelled")
 """Statuses of a run that no executor takes up again (a breakpoint there means nothing)."""
@@ -39,6 +46,7 @@ class RunPaused(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         w.db.count(w.sql.hand_back_run, ("paused", self.run_id))
+        notify(w, self.run_id)
         return Frame(
             self.run_id, frame_no, "run_paused", self.node_id, self.iteration, state="paused",
             data=self.data, created_at_ms=w.stamp,
@@ -74,6 +82,7 @@ class RunContinued(Change):
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         # check() saw it paused under self.epoch, in this locked row: the new one is +1.
         w.db.count(w.sql.hand_back_run, ("queued", self.run_id))
+        notify(w, self.run_id)
         return Frame(
             self.run_id, frame_no, "run_continued", state="queued", data=self.data,
             created_at_ms=w.stamp,
@@ -103,6 +112,7 @@ class BreakpointsSet(Change):
             )
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
+        notify(w, self.run_id)
         return Frame(
             self.run_id, frame_no, "breakpoints_set", data={"breakpoints": self.marks},
             created_at_ms=w.stamp,

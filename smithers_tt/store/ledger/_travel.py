@@ -28,7 +28,7 @@ from smithers_tt.errors import InvalidArgument
 from smithers_tt.store._records import Frame
 from smithers_tt.store.backend import Dialect
 from smithers_tt.store.backend import schema as S
-from smithers_tt.store.ledger._write import Change, NewRun, Write, json_or_none
+from smithers_tt.store.ledger._write import Change, NewRun, Write, json_or_none, notify
 
 AttemptRow = tuple[str, int, int, str]
 """``(node_id, iteration, attempt, state)`` of a live attempt."""
@@ -48,6 +48,7 @@ class NodesReset(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         conn, run_id, nodes = self.conn, self.run_id, self.nodes
+        notify(w, run_id)  # its owner, if any, is fenced out
         a = S.attempts
         self.removed = [
             tuple(row)  # type: ignore[misc]
@@ -209,6 +210,7 @@ class Rewound(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         run_id, conn = self.run_id, self.conn
+        notify(w, run_id)  # its owner, if any, is fenced out
         f = S.frames
         keep(conn, run_id, self.clock, w.stamp)
         conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
@@ -322,6 +324,7 @@ class RewindUndone(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         conn, kept = self.conn, self.kept
+        notify(w, kept.run_id)  # its owner, if any, is fenced out
         f, rf = S.frames, S.rewound_frames
         names = [c.name for c in f.c]
         conn.execute(

@@ -262,6 +262,15 @@ def check_fence(run_id: str, status: str, epoch: int, fence: Fence) -> None:
         )
 
 
+def notify(w: Write, run_id: str) -> None:
+    """Tell the executor of ``run_id``, wherever it runs, that the run changed in a way it
+    must see (a cancel, breakpoints, its fence): on PostgreSQL a ``pg_notify`` sent with the
+    frames (no round trip of its own), delivered only if the transaction commits (see
+    :mod:`smithers_tt.store.backend._notify`); nothing where executors poll (SQLite)."""
+    if w.sql.notify_run is not None:
+        w.defer(w.sql.notify_run, (run_id,))
+
+
 def json_or_none(value: Any, **options: Any) -> str | None:
     """Canonical JSON text or None; ``options`` go to :func:`canonical_bytes`."""
     return None if value is None else canonical_bytes(value, **options).decode("utf-8")
@@ -294,6 +303,7 @@ class RunClaimed(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         w.db.count(w.sql.claim_run, (self.epoch, self.owner_id, w.stamp, self.run_id))
+        notify(w, self.run_id)
         return Frame(
             self.run_id, frame_no, "run_claimed", state="running", data=self.data,
             created_at_ms=w.stamp,
@@ -328,6 +338,7 @@ class RunCancelled(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         w.db.count(w.sql.cancel_run, (True, self.run_id))
+        notify(w, self.run_id)
         return Frame(
             self.run_id, frame_no, "run_cancelled", state="cancelled", created_at_ms=w.stamp
         )
@@ -343,6 +354,7 @@ class CancelRequested(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         w.db.count(w.sql.request_cancel, (True, self.run_id))
+        notify(w, self.run_id)
         return Frame(self.run_id, frame_no, "cancel_requested", created_at_ms=w.stamp)
 
 
@@ -517,4 +529,5 @@ class RunReleased(Change):
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         w.db.count(w.sql.hand_back_run, ("queued", self.run_id))
+        notify(w, self.run_id)
         return Frame(self.run_id, frame_no, "run_released", state="queued", created_at_ms=w.stamp)
