@@ -19,7 +19,7 @@ from smithers_tt._ids import owner_id
 from smithers_tt.errors import ConfirmationRequired, ForkPointRewound, NothingToUndo
 from smithers_tt.store import Store, travel
 from smithers_tt.store.for_timetravel import Travel
-from smithers_tt.timetravel import _delta
+from smithers_tt.timetravel import _delta, _wide
 from smithers_tt.timetravel._at import load_refs, snapshot_at
 from smithers_tt.timetravel._fork import check_nodes, expand, materialize_in
 from smithers_tt.timetravel._lease import (
@@ -149,15 +149,14 @@ def _rewind(
         delta = _delta.rewound(tx, run_id, frame_no, tail)
         _delta.write(tx, run_id, frame_no, delta, rewind=True)
         end = delta.snap if tail.run_level else None
-        tx.rewind_run(
-            run_id,
-            clock=frame_no,
-            status=_live_status(run.status if end is None else end.status),
-            output=None if end is None else end.output,
-            error=None if end is None else end.error,
-            kept_ending=end is None,
-        )
-        tx.audit(run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **why(reason)})
+        _set_back(tx, run, frame_no, end, reason)
+        return later(run_id, frame_no)
+    wide = None if exact or later is None else _wide.tail_of(tx, run_id, frame_no, run.clock)
+    if wide is not None and later is not None:  # half a long run: no fold below the cut
+        _cut_forks(tx, run_id, frame_no, force, exact)
+        at_cut = _wide.rewind(tx, run_id, frame_no, wide)
+        end = at_cut if wide.run_level else None
+        _set_back(tx, run, frame_no, end, reason)
         return later(run_id, frame_no)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     _cut_forks(tx, run_id, frame_no, force, exact)
@@ -176,6 +175,23 @@ def _rewind(
         return later(run_id, frame_no)  # its refs are read only if someone looks
     load_refs(tx, snap)  # what this returns: the refs now live
     return snap
+
+
+def _set_back(
+    tx: Travel, run: Any, frame_no: int, end: Snapshot | None, reason: str | None
+) -> None:
+    """Set the run row of a rewind that changed only what it touched back to ``frame_no``
+    (with ``end``'s ending when a frame above the cut set it, else the stored one) and
+    audit it."""
+    tx.rewind_run(
+        run.run_id,
+        clock=frame_no,
+        status=_live_status(run.status if end is None else end.status),
+        output=None if end is None else end.output,
+        error=None if end is None else end.error,
+        kept_ending=end is None,
+    )
+    tx.audit(run.run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **why(reason)})
 
 
 def undo_rewind(
@@ -214,6 +230,10 @@ def undo_rewind(
                 _delta.undone(tx, run_id, kept.to_frame, tail),
                 rewind=False,
             )
+            _audit_undo(tx, run_id, kept, reason)
+            return later(run_id, kept.from_clock)
+        wide = None if exact else _wide.tail_of(tx, run_id, kept.to_frame, kept.from_clock)
+        if wide is not None and _wide.undo(tx, run_id, kept.to_frame, kept.from_clock, wide):
             _audit_undo(tx, run_id, kept, reason)
             return later(run_id, kept.from_clock)
         snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)
