@@ -151,7 +151,11 @@ def _rewind(
         end = delta.snap if tail.run_level else None
         _set_back(tx, run, frame_no, end, reason)
         return later(run_id, frame_no)
-    wide = None if exact or later is None else _wide.tail_of(tx, run_id, frame_no, run.clock)
+    wide = (
+        None
+        if exact or later is None
+        else _wide.tail_of(tx, run_id, frame_no, run.clock, undo=False)
+    )
     if wide is not None and later is not None:  # half a long run: no fold below the cut
         _cut_forks(tx, run_id, frame_no, force, exact)
         at_cut = _wide.rewind(tx, run_id, frame_no, wide)
@@ -232,7 +236,9 @@ def undo_rewind(
             )
             _audit_undo(tx, run_id, kept, reason)
             return later(run_id, kept.from_clock)
-        wide = None if exact else _wide.tail_of(tx, run_id, kept.to_frame, kept.from_clock)
+        wide = (
+            None if exact else _wide.tail_of(tx, run_id, kept.to_frame, kept.from_clock, undo=True)
+        )
         if wide is not None and _wide.undo(tx, run_id, kept.to_frame, kept.from_clock, wide):
             _audit_undo(tx, run_id, kept, reason)
             return later(run_id, kept.from_clock)

@@ -82,9 +82,10 @@ class WideTail:
         return sum(n for n, _ in self.checkpoints.values())
 
 
-def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> WideTail | None:
+def tail_of(tx: Travel, run_id: str, cut: int, clock: int, *, undo: bool) -> WideTail | None:
     """The frames above ``cut`` of a run at ``clock`` and what they touch, or ``None`` when
-    this path does not answer (see the module docstring)."""
+    this path does not answer (see the module docstring). An ``undo`` folds them, so they are
+    read whole and checked; a rewind takes them away and reads only their keys."""
     if type(cut) is not int or clock <= cut:
         return None
     low = tx.first_frame_no(run_id)
@@ -93,13 +94,13 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> WideTail | None:
     span = cut - low + 1
     if span < WIDE_SPAN or span > _snapshot.MAX_SNAPSHOT_ROWS:
         return None
-    groups = tx.tail_checkpoints(run_id, cut, clock)
+    groups = tx.tail_checkpoints(run_id, cut, clock, checked=undo)
     if groups is None or any(g[4] for g in groups):
         return None  # malformed: the full path names the frame
     tail = WideTail([], {(g[0], g[1], g[2]): (g[3], g[6]) for g in groups})
     first_ref = {(g[0], g[1], g[2]): g[5] for g in groups}
     try:
-        frames = list(other_frames(tx, run_id, clock, cut))
+        frames = list(other_frames(tx, run_id, clock, cut, data=undo))
     except SnapshotInvalid:
         return None  # the full path names the frame
     if len(frames) + tail.refs != clock - cut:
