@@ -51,9 +51,6 @@ WIDE_SPAN = 20_000
 """The shortest history (frames at or below the cut) this path rewinds: shorter ones take the
 full fold, which checks every frame and costs little there."""
 
-_NODE = ("node_state", "cache_hit")
-_ATTEMPT = ("attempt_started", "attempt_finished")
-
 
 @dataclass
 class WideTail:
@@ -78,7 +75,7 @@ class WideTail:
         return self.attempts - self.started
 
     @property
-    def refs(self) -> int:
+    def ref_count(self) -> int:
         return sum(n for n, _ in self.checkpoints.values())
 
 
@@ -103,29 +100,17 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int, *, undo: bool) -> Wid
         frames = list(other_frames(tx, run_id, clock, cut, data=undo))
     except SnapshotInvalid:
         return None  # the full path names the frame
-    if len(frames) + tail.refs != clock - cut:
+    if len(frames) + tail.ref_count != clock - cut:
         return None  # a missing frame
+    starts: dict[AttemptKeyT, int] = {}
     for frame in frames:
-        kind = frame.kind
-        if kind in _delta._REFUSED:
+        if not _delta.touch(tail, frame):
             return None
-        if kind in _NODE or kind in _ATTEMPT:
-            if frame.node_id is None or frame.iteration is None:
-                return None
-            if kind in _NODE:
-                tail.nodes.add((frame.node_id, frame.iteration))
-            else:
-                if frame.attempt is None:
-                    return None
-                key = (frame.node_id, frame.iteration, frame.attempt)
-                if key not in tail.attempts and kind == "attempt_started":
-                    if first_ref.get(key, frame.frame_no + 1) < frame.frame_no:
-                        return None  # a checkpoint before its attempt's start
-                    tail.started.add(key)
-                tail.attempts.add(key)
-        elif kind in _delta._RUN:
-            tail.run_level = True
-        tail.others.append(frame)
+        if frame.kind == "attempt_started":
+            starts.setdefault((frame.node_id, frame.iteration, frame.attempt), frame.frame_no)
+    if any(first_ref.get(key, starts[key]) < starts[key] for key in tail.started):
+        return None  # a checkpoint before its attempt's start
+    tail.others = frames
     tail.attempts.update(tail.checkpoints)  # attempts touched by their checkpoints only
     if len(tail.split_attempts) > _delta.MOST_ROWS:
         return None
@@ -196,6 +181,6 @@ def undo(tx: Travel, run_id: str, cut: int, clock: int, tail: WideTail) -> bool:
         fresh_attempts=fresh,
         kept_attempts=kept,
         refs_up_to=clock,
-        expected_refs=tail.refs,
+        expected_refs=tail.ref_count,
     )
     return True
