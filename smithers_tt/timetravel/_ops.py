@@ -5,9 +5,11 @@ Every operation reads the run's frames, folds them into the snapshot it needs, c
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
 rows. A rewind of the last few frames of a long history, and its undo, read and change only
-what those frames touched instead (:mod:`._delta`); a rewind further back keeps the live rows
-at or below its cut and takes away the rest (:func:`._materialize.cut_live_state`). A crash
-in the middle leaves the transaction uncommitted: the run is untouched.
+what those frames touched instead (:mod:`._delta`), and so do a rewind of many frames of a
+long history and its undo, with the checkpoint frames left in SQL (:mod:`._wide`); a rewind
+further back in a shorter history keeps the live rows at or below its cut and takes away the
+rest (:func:`._materialize.cut_live_state`). A crash in the middle leaves the transaction
+uncommitted: the run is untouched.
 """
 
 from __future__ import annotations
@@ -203,11 +205,12 @@ def undo_rewind(
 ) -> Snapshot:
     """Undo the newest rewind of ``run_id``: its frames come back as they were, the run gets
     back its clock, output and error (a run that was ``running`` comes back ``interrupted``)
-    and the live state is rebuilt from the frames; return the restored snapshot. Under the
-    run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling it again
-    undoes the rewind before that one. Once frames are written on top of a rewind, neither it
-    nor any rewind before it can be undone (what they removed followed a history that is
-    gone): :func:`~smithers_tt.store.collect_garbage` releases them.
+    and the live state is put back to what the frames show (changing only what they touch,
+    :mod:`._delta` and :mod:`._wide`, where those answer); return the restored snapshot.
+    Under the run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling
+    it again undoes the rewind before that one. Once frames are written on top of a rewind,
+    neither it nor any rewind before it can be undone (what they removed followed a history
+    that is gone): :func:`~smithers_tt.store.collect_garbage` releases them.
 
     Raises:
         NothingToUndo: no rewind of the run is kept (never rewound, undone already, or
