@@ -143,6 +143,8 @@ class Travel:
     first_frame_no = on("reads", TravelReads.first_frame_no)
     frames_after = on("reads", TravelReads.frames_after)
     node_history = on("reads", TravelReads.node_history)
+    tail_checkpoints = on("reads", TravelReads.tail_checkpoints)
+    nodes_seen = on("reads", TravelReads.nodes_seen)
     live_by_key = on("reads", TravelReads.live_by_key)
     live_rows = on("reads", TravelReads.live_rows)
     insert_content = on("live", LiveWrites.insert_content)
@@ -153,6 +155,7 @@ class Travel:
     fork_rows = on("live", LiveWrites.fork_rows)
     fork_rows_read = on("live", LiveWrites.fork_rows_read)
     write_delta = on("rewinds", CutStatements.write_delta)
+    write_wide = on("rewinds", CutStatements.write_wide)
     reset_after = on("rewinds", CutStatements.reset_after)
     cut_live_state = on("rewinds", CutStatements.cut_live_state)
 

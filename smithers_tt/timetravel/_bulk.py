@@ -30,6 +30,7 @@ decided from their answers is here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from smithers_tt.store import CheckpointRef
@@ -61,15 +62,12 @@ class _Row:
     )
 
 
-def _fold_other_frames(tx: Travel, snap: Snapshot, upto: int) -> tuple[dict[str, int], int]:
-    """Apply every frame at or below ``upto`` except checkpoints to ``snap``, in order.
-
-    Returns the reset cut per node and the largest number of nodes + attempts seen.
-    """
-    cut: dict[str, int] = {}
-    largest = 0
-    run_id = snap.run_id
-    for row in tx.other_frames(run_id, upto):
+def other_frames(
+    tx: Travel, run_id: str, upto: int, after: int | None = None, *, data: bool = True
+) -> Iterator[_Row]:
+    """The frames of ``run_id`` at or below ``upto`` (and above ``after``) except
+    checkpoints, in order, as :func:`apply` reads them (see :meth:`Travel.other_frames`)."""
+    for row in tx.other_frames(run_id, upto, after, data=data):
         frame = _Row()
         (
             frame.frame_no,
@@ -82,6 +80,17 @@ def _fold_other_frames(tx: Travel, snap: Snapshot, upto: int) -> tuple[dict[str,
             frame.created_at_ms,
         ) = row
         frame.run_id = run_id
+        yield frame
+
+
+def _fold_other_frames(tx: Travel, snap: Snapshot, upto: int) -> tuple[dict[str, int], int]:
+    """Apply every frame at or below ``upto`` except checkpoints to ``snap``, in order.
+
+    Returns the reset cut per node and the largest number of nodes + attempts seen.
+    """
+    cut: dict[str, int] = {}
+    largest = 0
+    for frame in other_frames(tx, snap.run_id, upto):
         apply(snap, frame)  # type: ignore[arg-type]
         snap.frame_no = frame.frame_no
         if frame.kind == "reset":  # apply checked its data; it drops these nodes' refs

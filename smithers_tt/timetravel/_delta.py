@@ -29,6 +29,7 @@ the content of the refs an undo puts back must be stored and within the ceiling.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from smithers_tt.errors import SnapshotInvalid
 from smithers_tt.store import Frame
@@ -100,31 +101,38 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> Tail | None:
     if [f.frame_no for f in frames] != list(range(cut + 1, clock + 1)):
         return None
     tail = Tail(frames)
-    for f in frames:
-        kind = f.kind
-        if kind in _REFUSED:
-            return None
-        if kind in _ATTEMPT or kind in _NODE:
-            if f.node_id is None or f.iteration is None:
-                return None
-            if kind in _NODE:
-                tail.nodes.add((f.node_id, f.iteration))
-                continue
-            if f.attempt is None:
-                return None
-            key = (f.node_id, f.iteration, f.attempt)
-            if key not in tail.attempts and kind == "attempt_started":
-                tail.started.add(key)
-            tail.attempts.add(key)
-            if kind == "checkpoint":
-                if f.sequence is None:
-                    return None
-                tail.refs.add((*key, f.sequence))
-        elif kind in _RUN:
-            tail.run_level = True
+    if not all(touch(tail, f) for f in frames):
+        return None
     if len(tail.nodes) + len(tail.attempts - tail.started) > MOST_ROWS:
         return None
     return tail
+
+
+def touch(tail: Any, f: Any) -> bool:
+    """Add to ``tail`` (a :class:`Tail` or what has its sets) what frame ``f`` above the cut
+    touches; False when the set-based paths do not answer for such a frame."""
+    kind = f.kind
+    if kind in _REFUSED:
+        return False
+    if kind in _ATTEMPT or kind in _NODE:
+        if f.node_id is None or f.iteration is None:
+            return False
+        if kind in _NODE:
+            tail.nodes.add((f.node_id, f.iteration))
+            return True
+        if f.attempt is None:
+            return False
+        key = (f.node_id, f.iteration, f.attempt)
+        if key not in tail.attempts and kind == "attempt_started":
+            tail.started.add(key)
+        tail.attempts.add(key)
+        if kind == "checkpoint":
+            if f.sequence is None:
+                return False
+            tail.refs.add((*key, f.sequence))
+    elif kind in _RUN:
+        tail.run_level = True
+    return True
 
 
 def at_cut(tx: Travel, run_id: str, cut: int, tail: Tail) -> Snapshot:

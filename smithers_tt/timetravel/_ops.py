@@ -5,9 +5,11 @@ Every operation reads the run's frames, folds them into the snapshot it needs, c
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
 rows. A rewind of the last few frames of a long history, and its undo, read and change only
-what those frames touched instead (:mod:`._delta`); a rewind further back keeps the live rows
-at or below its cut and takes away the rest (:func:`._materialize.cut_live_state`). A crash
-in the middle leaves the transaction uncommitted: the run is untouched.
+what those frames touched instead (:mod:`._delta`), and so do a rewind of many frames of a
+long history and its undo, with the checkpoint frames left in SQL (:mod:`._wide`); a rewind
+further back in a shorter history keeps the live rows at or below its cut and takes away the
+rest (:func:`._materialize.cut_live_state`). A crash in the middle leaves the transaction
+uncommitted: the run is untouched.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from smithers_tt._ids import owner_id
 from smithers_tt.errors import ConfirmationRequired, ForkPointRewound, NothingToUndo
 from smithers_tt.store import Store, travel
 from smithers_tt.store.for_timetravel import Travel
-from smithers_tt.timetravel import _delta
+from smithers_tt.timetravel import _delta, _wide
 from smithers_tt.timetravel._at import load_refs, snapshot_at
 from smithers_tt.timetravel._fork import check_nodes, expand, materialize_in
 from smithers_tt.timetravel._lease import (
@@ -149,15 +151,18 @@ def _rewind(
         delta = _delta.rewound(tx, run_id, frame_no, tail)
         _delta.write(tx, run_id, frame_no, delta, rewind=True)
         end = delta.snap if tail.run_level else None
-        tx.rewind_run(
-            run_id,
-            clock=frame_no,
-            status=_live_status(run.status if end is None else end.status),
-            output=None if end is None else end.output,
-            error=None if end is None else end.error,
-            kept_ending=end is None,
-        )
-        tx.audit(run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **why(reason)})
+        _set_back(tx, run, frame_no, end, reason)
+        return later(run_id, frame_no)
+    wide = (
+        None
+        if exact or later is None
+        else _wide.tail_of(tx, run_id, frame_no, run.clock, undo=False)
+    )
+    if wide is not None and later is not None:  # half a long run: no fold below the cut
+        _cut_forks(tx, run_id, frame_no, force, exact)
+        at_cut = _wide.rewind(tx, run_id, frame_no, wide)
+        end = at_cut if wide.run_level else None
+        _set_back(tx, run, frame_no, end, reason)
         return later(run_id, frame_no)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     _cut_forks(tx, run_id, frame_no, force, exact)
@@ -178,16 +183,34 @@ def _rewind(
     return snap
 
 
+def _set_back(
+    tx: Travel, run: Any, frame_no: int, end: Snapshot | None, reason: str | None
+) -> None:
+    """Set the run row of a rewind that changed only what it touched back to ``frame_no``
+    (with ``end``'s ending when a frame above the cut set it, else the stored one) and
+    audit it."""
+    tx.rewind_run(
+        run.run_id,
+        clock=frame_no,
+        status=_live_status(run.status if end is None else end.status),
+        output=None if end is None else end.output,
+        error=None if end is None else end.error,
+        kept_ending=end is None,
+    )
+    tx.audit(run.run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **why(reason)})
+
+
 def undo_rewind(
     store: Store, run_id: str, *, force: bool = False, reason: str | None = None
 ) -> Snapshot:
     """Undo the newest rewind of ``run_id``: its frames come back as they were, the run gets
     back its clock, output and error (a run that was ``running`` comes back ``interrupted``)
-    and the live state is rebuilt from the frames; return the restored snapshot. Under the
-    run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling it again
-    undoes the rewind before that one. Once frames are written on top of a rewind, neither it
-    nor any rewind before it can be undone (what they removed followed a history that is
-    gone): :func:`~smithers_tt.store.collect_garbage` releases them.
+    and the live state is put back to what the frames show (changing only what they touch,
+    :mod:`._delta` and :mod:`._wide`, where those answer); return the restored snapshot.
+    Under the run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling
+    it again undoes the rewind before that one. Once frames are written on top of a rewind,
+    neither it nor any rewind before it can be undone (what they removed followed a history
+    that is gone): :func:`~smithers_tt.store.collect_garbage` releases them.
 
     Raises:
         NothingToUndo: no rewind of the run is kept (never rewound, undone already, or
@@ -214,6 +237,12 @@ def undo_rewind(
                 _delta.undone(tx, run_id, kept.to_frame, tail),
                 rewind=False,
             )
+            _audit_undo(tx, run_id, kept, reason)
+            return later(run_id, kept.from_clock)
+        wide = (
+            None if exact else _wide.tail_of(tx, run_id, kept.to_frame, kept.from_clock, undo=True)
+        )
+        if wide is not None and _wide.undo(tx, run_id, kept.to_frame, kept.from_clock, wide):
             _audit_undo(tx, run_id, kept, reason)
             return later(run_id, kept.from_clock)
         snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)

@@ -29,6 +29,7 @@ import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo.agents import NOTES
 from smithers_tt.errors import SmithersError
+from smithers_tt.timetravel import _delta, _wide
 from tests.timetravel._support import TOPIC, live_view, snapshot_view, without_status
 from tests.timetravel.conftest import fresh_workflow
 
@@ -159,3 +160,14 @@ def test_random_forks_rewinds_and_undos_match_full_copies(db: st.Database, seed:
     assert db.verify().ok
     kinds = {d.split()[0] for d in done}
     assert {"fork", "rewind"} <= kinds, done  # the seeds exercise what the test is about
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_random_sequences_match_full_copies_when_rewinds_go_wide(
+    db: st.Database, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same sequences with every rewind and undo that can taking the path of half a
+    long run (``timetravel._wide``: no fold below the cut, checkpoint frames left in SQL)."""
+    monkeypatch.setattr(_wide, "WIDE_SPAN", 0)
+    monkeypatch.setattr(_delta, "MOST_FRAMES", 0)
+    test_random_forks_rewinds_and_undos_match_full_copies(db, seed)

@@ -99,7 +99,7 @@ def audit_row(
     }
 
 
-def _copy_refs(
+def copy_refs(
     conn: Connection, where: str, params: dict[str, Any], run_id: str, expected: int
 ) -> None:
     """Insert, as live refs of ``run_id``, the refs of the checkpoint frames ``f`` of that run
@@ -205,7 +205,7 @@ class LiveWrites:
         restate exactly those refs).
 
         Raises:
-            Refold: fewer refs were copied than are visible (see :func:`_copy_refs`).
+            Refold: fewer refs were copied than are visible (see :func:`copy_refs`).
         """
         conn = self._conn
         for table in (S.refs, S.attempts, S.nodes):
@@ -215,11 +215,11 @@ class LiveWrites:
         if refs_from_base:
             expected = len(list(refs)) + (0 if stored is None else stored.count)
             where = "f.kind = 'checkpoint' AND f.frame_no < 0"
-            _copy_refs(conn, where, {}, run_id, expected)
+            copy_refs(conn, where, {}, run_id, expected)
             return
         if stored is not None:
             where, params = stored.where()
-            _copy_refs(conn, where, params, run_id, stored.count)
+            copy_refs(conn, where, params, run_id, stored.count)
         insert_tuples(conn, S.refs, REF_COLUMNS, _ref_rows(conn, run_id, refs))
 
     def base_frames(
@@ -316,7 +316,7 @@ class LiveWrites:
 
         Raises:
             Refold: fewer refs were copied than there are checkpoint base frames, or a ref key
-                is bound twice (see :func:`_copy_refs`).
+                is bound twice (see :func:`copy_refs`).
         """
         conn, run_id = self._conn, fork.run_id
         f = S.frames
@@ -327,7 +327,7 @@ class LiveWrites:
         insert_rows(conn, S.nodes, fork.nodes)
         insert_rows(conn, S.attempts, fork.attempts)
         where = "f.kind = 'checkpoint' AND f.frame_no < 0"
-        _copy_refs(conn, where, {}, run_id, fork.frames.checkpoints)
+        copy_refs(conn, where, {}, run_id, fork.frames.checkpoints)
 
     def fork_rows_read(self, fork: ForkRows) -> dict[str, list[dict[str, Any]]]:
         """The rows :meth:`materialize` would write for ``fork``, by table (``tt_frames``,

@@ -117,6 +117,18 @@ _OTHER_COLUMNS = "frame_no, kind, node_id, iteration, attempt, state, data_json,
 there)."""
 
 
+def _malformed(dialect: Dialect) -> str:
+    """Per group of checkpoint frames ``f``: how many lack what ``fold`` needs of them
+    (fields, a 64-digit hash, ``data`` it can read)."""
+    return (
+        "sum(CASE WHEN f.node_id IS NULL OR f.iteration IS NULL "
+        "OR f.attempt IS NULL OR f.sequence IS NULL OR f.content_hash IS NULL "
+        "OR f.codec IS NULL OR f.version IS NULL OR f.purpose IS NULL "
+        "OR length(f.content_hash) <> 64 OR f.version = 0 OR f.purpose = '' "
+        f"OR {dialect.frame_data_ok} = 0 THEN 1 ELSE 0 END)"
+    )
+
+
 def corrupt_frame(run_id: str, frame_no: int, kind: str, why: object) -> SnapshotInvalid:
     """The error for a frame whose ``data_json`` is not JSON at all."""
     return SnapshotInvalid(
@@ -188,10 +200,13 @@ class TravelReads:
         ).one()
         return count, low
 
-    def other_frames(self, run_id: str, upto: int) -> Iterator[tuple[Any, ...]]:
-        """Every frame at or below ``upto`` except checkpoints, in order, as plain tuples
-        ``(frame_no, kind, node_id, iteration, attempt, state, data, created_at_ms)`` with
-        ``data`` parsed (no per-row objects: a large run has many of them).
+    def other_frames(
+        self, run_id: str, upto: int, after: int | None = None, *, data: bool = True
+    ) -> Iterator[tuple[Any, ...]]:
+        """Every frame at or below ``upto`` (and above ``after``, when given) except
+        checkpoints, in order, as plain tuples ``(frame_no, kind, node_id, iteration,
+        attempt, state, data, created_at_ms)`` with ``data`` parsed (no per-row objects: a
+        large run has many of them); without ``data``, it is not read (None).
 
         Each row's data is parsed as it is taken, so a fold that fails on an earlier frame
         reports that frame first.
@@ -199,11 +214,13 @@ class TravelReads:
         Raises:
             SnapshotInvalid: a frame's data is not JSON at all.
         """
+        low = "" if after is None else "AND frame_no > :after "
+        columns = _OTHER_COLUMNS if data else _OTHER_COLUMNS.replace("data_json", "NULL")
         rows = plain_rows(
             self._conn,
-            f"SELECT {_OTHER_COLUMNS} FROM tt_frames WHERE run_id = :run "  # noqa: S608
-            "AND frame_no <= :upto AND kind <> 'checkpoint' ORDER BY frame_no",
-            {"run": run_id, "upto": upto},
+            f"SELECT {columns} FROM tt_frames WHERE run_id = :run "  # noqa: S608
+            f"AND frame_no <= :upto {low}AND kind <> 'checkpoint' ORDER BY frame_no",
+            {"run": run_id, "upto": upto, "after": after},
         )
         loads = orjson.loads
         for row in rows:
@@ -231,11 +248,7 @@ class TravelReads:
             lambda: run_sql(
                 conn,
                 "SELECT f.node_id, f.iteration, f.attempt, count(*), "  # noqa: S608
-                "sum(CASE WHEN f.node_id IS NULL OR f.iteration IS NULL "
-                "OR f.attempt IS NULL OR f.sequence IS NULL OR f.content_hash IS NULL "
-                "OR f.codec IS NULL OR f.version IS NULL OR f.purpose IS NULL "
-                "OR length(f.content_hash) <> 64 OR f.version = 0 OR f.purpose = '' "
-                f"OR {dialect.frame_data_ok} = 0 THEN 1 ELSE 0 END), "
+                f"{_malformed(dialect)}, "
                 f"sum(CASE WHEN {visible} THEN 1 ELSE 0 END), "
                 f"max(CASE WHEN {visible} THEN f.sequence END) FROM tt_frames f "
                 "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no <= :upto "
@@ -243,6 +256,49 @@ class TravelReads:
                 dict(params, run=refs.run_id, upto=refs.frame_no),
             ).fetchall(),
         )
+
+    def tail_checkpoints(
+        self, run_id: str, after: int, upto: int, *, checked: bool = True
+    ) -> list[tuple[Any, ...]] | None:
+        """One pass over the checkpoint frames of ``run_id`` above ``after`` and at or below
+        ``upto``, per attempt: ``(node_id, iteration, attempt, frames, malformed, lowest
+        frame number, top sequence)`` (malformed as :meth:`checkpoint_groups` counts it;
+        0 unless ``checked``: frames a rewind takes away need no check).
+
+        ``None`` when PostgreSQL could not read some ``data_json`` as JSON.
+        """
+        conn = self._conn
+        dialect = dialect_of(conn)
+        malformed = _malformed(dialect) if checked else "0"
+        return dialect.unless_cast_fails(
+            conn,
+            lambda: run_sql(
+                conn,
+                "SELECT f.node_id, f.iteration, f.attempt, count(*), "  # noqa: S608
+                f"{malformed}, min(f.frame_no), max(f.sequence) FROM tt_frames f "
+                "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no > :after "
+                "AND f.frame_no <= :upto GROUP BY f.node_id, f.iteration, f.attempt",
+                {"run": run_id, "after": after, "upto": upto},
+            ).fetchall(),
+        )
+
+    def nodes_seen(self, run_id: str, upto: int, pairs: Sequence[NodeKey]) -> set[NodeKey]:
+        """Of the ``(node_id, iteration)`` pairs, those with a frame of their own (not a
+        checkpoint) at or below ``upto``: the only ones that can exist at that frame.
+
+        One grouped pass over those frames (an aggregate in the database: a few thousand
+        rows come back for a 100,000-ref run, where probing each pair by key costs more on
+        SQLite, which reads an ``OR`` of pairs as a scan)."""
+        f = S.frames
+        wanted = set(pairs)
+        if not wanted:
+            return set()
+        rows = self._conn.execute(
+            sa.select(f.c.node_id, f.c.iteration)
+            .where(f.c.run_id == run_id, S.NODE_LEVEL_WHERE, f.c.frame_no <= upto)
+            .group_by(f.c.node_id, f.c.iteration)
+        )
+        return {(row[0], row[1]) for row in rows} & wanted
 
     def stored_ref_rows(self, refs: StoredRefs) -> list[tuple[Any, ...]]:
         """The visible refs as tuples in :class:`CheckpointRef` field order (no run id)."""
