@@ -228,10 +228,11 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
     return lambda table: f"store.{ident(schema)}.{ident(table)}", loaded
 
 
-def create_source_views(con: Any, source: Callable[[str], str]) -> None:
-    """Typed views ``source.<table>`` over the attached store (and ``source`` content bytes)."""
+def create_source_views(con: Any, source: Callable[[str], str], *, tables: bool = True) -> None:
+    """Typed views ``source.<table>`` over the attached store (``tables=False``: none) and
+    ``source`` content bytes."""
     con.execute("CREATE SCHEMA source")
-    for table in MIRRORED:
+    for table in MIRRORED if tables else ():
         # Identifiers and types come from the schema module, never from input.
         columns = ", ".join(f"CAST({ident(n)} AS {t}) AS {ident(n)}" for n, t in raw_columns(table))
         name = ident(table.name)
@@ -293,6 +294,12 @@ class Scratch:
         return self.path / "inherited.duckdb"
 
     @property
+    def kept(self) -> Path:
+        """A second name of the snapshot's file, kept for the snapshot cache (outside the
+        directories DuckDB may write in)."""
+        return self.path / "kept.duckdb"
+
+    @property
     def export(self) -> Path:
         """Where :meth:`Lineage.export_parquet` stages its files."""
         return self.path / "export"
@@ -322,8 +329,9 @@ def materialize_views(con: Any) -> None:
             con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {view.sql}")
 
 
-def attach_read_only(con: Any, alias: str, path: Path) -> None:
-    """Attach the DuckDB file ``path`` read-only as ``alias``, then unlink it.
+def attach_read_only(con: Any, alias: str, path: Path, keep: Path | None = None) -> None:
+    """Attach the DuckDB file ``path`` read-only as ``alias``, then unlink it (after
+    hard-linking it at ``keep``, when given, for the snapshot cache).
 
     When external access is turned off DuckDB adds every attached file to ``allowed_paths``,
     so once any directory is allowed ``COPY ... TO '<path>'`` could overwrite the file the
@@ -331,21 +339,41 @@ def attach_read_only(con: Any, alias: str, path: Path) -> None:
     a ``COPY`` to that path makes a new, unrelated file (where open files cannot be unlinked,
     on Windows, the file stays and stays writable so).
     """
+    if keep is not None:
+        keep_file(path, keep)
     con.execute(f"ATTACH {literal(str(path))} AS {ident(alias)} (READ_ONLY)")
     with contextlib.suppress(OSError):
         path.unlink()
 
 
-def _finish_snapshot(con: Any, scratch: Scratch, data_from: str) -> None:
+def keep_file(path: Path, keep: Path) -> None:
+    """A second name ``keep`` for the complete, closed DuckDB file ``path`` (a copy where
+    hard links are refused)."""
+    try:
+        os.link(path, keep)
+    except OSError:
+        shutil.copyfile(path, keep)
+
+
+def _finish_snapshot(con: Any, scratch: Scratch, data_from: str, keep: Path | None = None) -> None:
     create_raw_views(con, "snap.main", data_from)
     materialize_views(con)
     con.execute("DETACH snap")
+    attach_read_only(con, "snap", scratch.file, keep)
+
+
+def open_cached_snapshot(con: Any, scratch: Scratch) -> None:
+    """Attach the snapshot the cache put at ``scratch.file``: the ``raw`` views read it (and
+    what forks inherit, computed at this open), content bytes still through ``source``."""
     attach_read_only(con, "snap", scratch.file)
+    create_raw_views(con, "snap.main", "source")
 
 
-def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None = None) -> None:
-    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only;
-    ``progress(1)`` after each table."""
+def snapshot_from_source(
+    con: Any, scratch: Scratch, progress: Progress | None = None, keep: Path | None = None
+) -> None:
+    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only
+    (hard-linked at ``keep`` too, when given); ``progress(1)`` after each table."""
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
     _create_snapshot_tables(con, with_data=False)
     con.execute("BEGIN TRANSACTION")
@@ -359,7 +387,7 @@ def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None =
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    _finish_snapshot(con, scratch, "source")
+    _finish_snapshot(con, scratch, "source", keep)
 
 
 def insert_rows(con: Any, target: str, names: list[str], types: list[Any], rows: list[Any]) -> None:
