@@ -18,7 +18,8 @@ Two readers fill the ``raw`` schema the views read (see :mod:`smithers_tt.lineag
 With ``snapshot=True`` the scanner reader copies the tables (not the content bytes) into such a
 read-only DuckDB file too, so that many questions run at in-memory speed on one consistent copy.
 Every snapshot also stores the views marked ``materialize`` (``checkpoints``: refs joined with
-their content sizes) as tables, so the costliest join is done once, at open.
+their content sizes; ``dedup`` and ``run_dedup``: group-bys of those over a million rows) as
+tables, so the costliest join and aggregates are done once, at open.
 """
 
 from __future__ import annotations
@@ -323,10 +324,18 @@ def _create_snapshot_tables(con: Any, with_data: bool) -> None:
 
 
 def materialize_views(con: Any) -> None:
-    """Store the views marked ``materialize`` as tables of the (still writable) snapshot."""
+    """Store the views marked ``materialize`` as tables of the (still writable) snapshot, in
+    view order: a view reading an earlier one (``run_dedup`` reads ``checkpoints``) reads its
+    stored table."""
+    stored: list[str] = []
     for view in VIEWS:
-        if view.materialize:
-            con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {view.sql}")
+        if not view.materialize:
+            continue
+        # names from VIEWS, never from input
+        earlier = ", ".join(f"{ident(n)} AS (SELECT * FROM snap.main.{ident(n)})" for n in stored)  # noqa: S608
+        rows = f"WITH {earlier} SELECT * FROM ({view.sql})" if stored else view.sql  # noqa: S608
+        con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {rows}")
+        stored.append(view.name)
 
 
 def attach_read_only(con: Any, alias: str, path: Path, keep: Path | None = None) -> None:
