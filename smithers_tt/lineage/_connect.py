@@ -229,44 +229,53 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
     return lambda table: f"store.{ident(schema)}.{ident(table)}", loaded
 
 
-def create_source_views(con: Any, source: Callable[[str], str], *, tables: bool = True) -> None:
-    """Typed views ``source.<table>`` over the attached store (``tables=False``: none) and
-    ``source`` content bytes."""
-    con.execute("CREATE SCHEMA source")
-    for table in MIRRORED if tables else ():
+def store_relations(source: Callable[[str], str]) -> dict[str, str]:
+    """How each mirrored table, and the content bytes (:data:`DATA_TABLE`), is read from the
+    store: a typed ``SELECT`` over the scanner (``source(table)``), written into the ``raw``
+    views themselves. No view stands between: DuckDB binds every view a statement reaches
+    again, and each bind of a SQLite table makes the scanner count its rowids, a full scan
+    of the table (of 900 MB of content pages for ``tt_checkpoint_contents`` at 1M refs)."""
+    found = {}
+    for table in MIRRORED:
         # Identifiers and types come from the schema module, never from input.
         columns = ", ".join(f"CAST({ident(n)} AS {t}) AS {ident(n)}" for n, t in raw_columns(table))
-        name = ident(table.name)
-        con.execute(
-            f"CREATE VIEW source.{name} AS SELECT {columns} FROM {source(table.name)}"  # noqa: S608
-        )
-    con.execute(
-        f"CREATE VIEW source.{DATA_TABLE} AS SELECT CAST(content_hash AS VARCHAR) AS "  # noqa: S608
-        f"content_hash, CAST(data AS BLOB) AS data FROM {source(CONTENTS_TABLE)}"
+        found[table.name] = f"SELECT {columns} FROM {source(table.name)}"  # noqa: S608
+    found[DATA_TABLE] = (
+        "SELECT CAST(content_hash AS VARCHAR) AS content_hash, CAST(data AS BLOB) AS data "  # noqa: S608
+        f"FROM {source(CONTENTS_TABLE)}"
     )
+    return found
+
+
+def snapshot_relations(data: str) -> dict[str, str]:
+    """The mirrored tables read from the snapshot ``snap``, the content bytes from ``data``."""
+    found = {t.name: f"SELECT * FROM snap.main.{ident(t.name)}" for t in MIRRORED}  # noqa: S608
+    found[DATA_TABLE] = data
+    return found
 
 
 _RESTATED = "SELECT DISTINCT run_id FROM inherited.tt_frames ORDER BY run_id"
 """The forks by reference whose base frames the ``inherited`` catalog holds."""
 
 
-def create_raw_views(con: Any, tables_from: str, data_from: str) -> None:
-    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes.
-    The tables forks by reference would have rows in also read ``inherited``
+def create_raw_views(con: Any, relations: dict[str, str]) -> None:
+    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes,
+    each reading its relation (:func:`store_relations`, :func:`snapshot_relations`). The tables
+    forks by reference would have rows in also read ``inherited``
     (:mod:`smithers_tt.lineage._inherited`: what those forks inherit, as rows)."""
     con.execute("CREATE SCHEMA raw")
     # A fork by reference's base frames (its edited checkpoints) are restated there.
     restated = [row[0] for row in con.execute(_RESTATED).fetchall()]
     for table in MIRRORED:
         name = ident(table.name)
-        rows = f"SELECT * FROM {tables_from}.{name}"  # noqa: S608
+        rows = relations[table.name]
         if table.name == "tt_frames" and restated:
             ids = ", ".join(literal(run_id) for run_id in restated)
             rows += f" WHERE frame_no >= 0 OR run_id NOT IN ({ids})"
         if table.name in INHERITED:
             rows += f" UNION ALL SELECT * FROM inherited.{name}"  # noqa: S608
         con.execute(f"CREATE VIEW raw.{name} AS {rows}")
-    con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS SELECT * FROM {data_from}.{DATA_TABLE}")  # noqa: S608
+    con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS {relations[DATA_TABLE]}")
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -364,39 +373,43 @@ def keep_file(path: Path, keep: Path) -> None:
         shutil.copyfile(path, keep)
 
 
-def _finish_snapshot(con: Any, scratch: Scratch, data_from: str, keep: Path | None = None) -> None:
-    create_raw_views(con, "snap.main", data_from)
+def _finish_snapshot(con: Any, scratch: Scratch, data: str, keep: Path | None = None) -> None:
+    create_raw_views(con, snapshot_relations(data))
     materialize_views(con)
     con.execute("DETACH snap")
     attach_read_only(con, "snap", scratch.file, keep)
 
 
-def open_cached_snapshot(con: Any, scratch: Scratch) -> None:
+def open_cached_snapshot(con: Any, scratch: Scratch, data: str) -> None:
     """Attach the snapshot the cache put at ``scratch.file``: the ``raw`` views read it (and
-    what forks inherit, computed at this open), content bytes still through ``source``."""
+    what forks inherit, computed at this open), the content bytes ``data`` (the store's)."""
     attach_read_only(con, "snap", scratch.file)
-    create_raw_views(con, "snap.main", "source")
+    create_raw_views(con, snapshot_relations(data))
 
 
 def snapshot_from_source(
-    con: Any, scratch: Scratch, progress: Progress | None = None, keep: Path | None = None
+    con: Any,
+    scratch: Scratch,
+    relations: dict[str, str],
+    progress: Progress | None = None,
+    keep: Path | None = None,
 ) -> None:
-    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only
-    (hard-linked at ``keep`` too, when given); ``progress(1)`` after each table."""
+    """Copy the store's tables (``relations``: :func:`store_relations`, no content bytes) into
+    a DuckDB file attached read-only (hard-linked at ``keep`` too, when given);
+    ``progress(1)`` after each table."""
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
     _create_snapshot_tables(con, with_data=False)
     con.execute("BEGIN TRANSACTION")
     try:
         for table in MIRRORED:
-            name = ident(table.name)
-            con.execute(f"INSERT INTO snap.{name} SELECT * FROM source.{name}")  # noqa: S608
+            con.execute(f"INSERT INTO snap.{ident(table.name)} {relations[table.name]}")
             if progress:
                 progress(1)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    _finish_snapshot(con, scratch, "source", keep)
+    _finish_snapshot(con, scratch, relations[DATA_TABLE], keep)
 
 
 def insert_rows(con: Any, target: str, names: list[str], types: list[Any], rows: list[Any]) -> None:
@@ -448,7 +461,7 @@ def snapshot_with_arrow(
                 insert_rows(con, f"snap.{ident(name)}", names, types, pending)
             if progress:
                 progress(1)
-    _finish_snapshot(con, scratch, "snap.main")
+    _finish_snapshot(con, scratch, f"SELECT * FROM snap.main.{DATA_TABLE}")  # noqa: S608
 
 
 def warn_fallback(reason: LineageUnavailable) -> None:

@@ -18,7 +18,7 @@ from smithers_tt.lineage import _guard
 from smithers_tt.lineage._cache import SnapshotCache, default_directory
 from smithers_tt.lineage._inherited import add_inherited
 from smithers_tt.lineage._refcheck import corrupt_ref
-from smithers_tt.lineage._views import BY_NAME, PRICES_TABLE, VIEWS
+from smithers_tt.lineage._views import BY_NAME, DATA_TABLE, PRICES_TABLE, VIEWS
 from smithers_tt.store import Progress
 from smithers_tt.store.for_lineage import SqliteAccess
 
@@ -203,21 +203,20 @@ class Lineage:
                     raise
                 C.warn_fallback(error)
             else:
+                relations = C.store_relations(source)
                 if cached is not None and cached.lookup(scratch.file):
-                    C.create_source_views(self._con, source, tables=False)
-                    C.open_cached_snapshot(self._con, scratch)
+                    C.open_cached_snapshot(self._con, scratch, relations[DATA_TABLE])
                     self.cache = "hit"
                     return "scanner", True
-                C.create_source_views(self._con, source)
                 if snapshot:
                     kept = scratch.kept if cached is not None else None
-                    C.snapshot_from_source(self._con, scratch, progress, kept)
+                    C.snapshot_from_source(self._con, scratch, relations, progress, kept)
                     if cached is not None:
                         stored = cached.keep(scratch.kept)
                         self.cache = "stored" if stored else f"not stored: {cached.reason}"
                         scratch.kept.unlink(missing_ok=True)
                 else:
-                    C.create_raw_views(self._con, "source", "source")
+                    C.create_raw_views(self._con, relations)
                 return "scanner", snapshot
         C.snapshot_with_arrow(self._con, db.engine, scratch, batch_rows, progress)
         return "arrow", True
