@@ -18,7 +18,8 @@ Two readers fill the ``raw`` schema the views read (see :mod:`smithers_tt.lineag
 With ``snapshot=True`` the scanner reader copies the tables (not the content bytes) into such a
 read-only DuckDB file too, so that many questions run at in-memory speed on one consistent copy.
 Every snapshot also stores the views marked ``materialize`` (``checkpoints``: refs joined with
-their content sizes) as tables, so the costliest join is done once, at open.
+their content sizes; ``dedup`` and ``run_dedup``: group-bys of those over a million rows) as
+tables, so the costliest join and aggregates are done once, at open.
 """
 
 from __future__ import annotations
@@ -228,43 +229,53 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
     return lambda table: f"store.{ident(schema)}.{ident(table)}", loaded
 
 
-def create_source_views(con: Any, source: Callable[[str], str]) -> None:
-    """Typed views ``source.<table>`` over the attached store (and ``source`` content bytes)."""
-    con.execute("CREATE SCHEMA source")
+def store_relations(source: Callable[[str], str]) -> dict[str, str]:
+    """How each mirrored table, and the content bytes (:data:`DATA_TABLE`), is read from the
+    store: a typed ``SELECT`` over the scanner (``source(table)``), written into the ``raw``
+    views themselves. No view stands between: DuckDB binds every view a statement reaches
+    again, and each bind of a SQLite table makes the scanner count its rowids, a full scan
+    of the table (of 900 MB of content pages for ``tt_checkpoint_contents`` at 1M refs)."""
+    found = {}
     for table in MIRRORED:
         # Identifiers and types come from the schema module, never from input.
         columns = ", ".join(f"CAST({ident(n)} AS {t}) AS {ident(n)}" for n, t in raw_columns(table))
-        name = ident(table.name)
-        con.execute(
-            f"CREATE VIEW source.{name} AS SELECT {columns} FROM {source(table.name)}"  # noqa: S608
-        )
-    con.execute(
-        f"CREATE VIEW source.{DATA_TABLE} AS SELECT CAST(content_hash AS VARCHAR) AS "  # noqa: S608
-        f"content_hash, CAST(data AS BLOB) AS data FROM {source(CONTENTS_TABLE)}"
+        found[table.name] = f"SELECT {columns} FROM {source(table.name)}"  # noqa: S608
+    found[DATA_TABLE] = (
+        "SELECT CAST(content_hash AS VARCHAR) AS content_hash, CAST(data AS BLOB) AS data "  # noqa: S608
+        f"FROM {source(CONTENTS_TABLE)}"
     )
+    return found
+
+
+def snapshot_relations(data: str) -> dict[str, str]:
+    """The mirrored tables read from the snapshot ``snap``, the content bytes from ``data``."""
+    found = {t.name: f"SELECT * FROM snap.main.{ident(t.name)}" for t in MIRRORED}  # noqa: S608
+    found[DATA_TABLE] = data
+    return found
 
 
 _RESTATED = "SELECT DISTINCT run_id FROM inherited.tt_frames ORDER BY run_id"
 """The forks by reference whose base frames the ``inherited`` catalog holds."""
 
 
-def create_raw_views(con: Any, tables_from: str, data_from: str) -> None:
-    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes.
-    The tables forks by reference would have rows in also read ``inherited``
+def create_raw_views(con: Any, relations: dict[str, str]) -> None:
+    """The ``raw`` schema the views read: one view per mirrored table plus the content bytes,
+    each reading its relation (:func:`store_relations`, :func:`snapshot_relations`). The tables
+    forks by reference would have rows in also read ``inherited``
     (:mod:`smithers_tt.lineage._inherited`: what those forks inherit, as rows)."""
     con.execute("CREATE SCHEMA raw")
     # A fork by reference's base frames (its edited checkpoints) are restated there.
     restated = [row[0] for row in con.execute(_RESTATED).fetchall()]
     for table in MIRRORED:
         name = ident(table.name)
-        rows = f"SELECT * FROM {tables_from}.{name}"  # noqa: S608
+        rows = relations[table.name]
         if table.name == "tt_frames" and restated:
             ids = ", ".join(literal(run_id) for run_id in restated)
             rows += f" WHERE frame_no >= 0 OR run_id NOT IN ({ids})"
         if table.name in INHERITED:
             rows += f" UNION ALL SELECT * FROM inherited.{name}"  # noqa: S608
         con.execute(f"CREATE VIEW raw.{name} AS {rows}")
-    con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS SELECT * FROM {data_from}.{DATA_TABLE}")  # noqa: S608
+    con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS {relations[DATA_TABLE]}")
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -293,6 +304,12 @@ class Scratch:
         return self.path / "inherited.duckdb"
 
     @property
+    def kept(self) -> Path:
+        """A second name of the snapshot's file, kept for the snapshot cache (outside the
+        directories DuckDB may write in)."""
+        return self.path / "kept.duckdb"
+
+    @property
     def export(self) -> Path:
         """Where :meth:`Lineage.export_parquet` stages its files."""
         return self.path / "export"
@@ -316,14 +333,23 @@ def _create_snapshot_tables(con: Any, with_data: bool) -> None:
 
 
 def materialize_views(con: Any) -> None:
-    """Store the views marked ``materialize`` as tables of the (still writable) snapshot."""
+    """Store the views marked ``materialize`` as tables of the (still writable) snapshot, in
+    view order: a view reading an earlier one (``run_dedup`` reads ``checkpoints``) reads its
+    stored table."""
+    stored: list[str] = []
     for view in VIEWS:
-        if view.materialize:
-            con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {view.sql}")
+        if not view.materialize:
+            continue
+        # names from VIEWS, never from input
+        earlier = ", ".join(f"{ident(n)} AS (SELECT * FROM snap.main.{ident(n)})" for n in stored)  # noqa: S608
+        rows = f"WITH {earlier} SELECT * FROM ({view.sql})" if stored else view.sql  # noqa: S608
+        con.execute(f"CREATE TABLE snap.{ident(view.name)} AS {rows}")
+        stored.append(view.name)
 
 
-def attach_read_only(con: Any, alias: str, path: Path) -> None:
-    """Attach the DuckDB file ``path`` read-only as ``alias``, then unlink it.
+def attach_read_only(con: Any, alias: str, path: Path, keep: Path | None = None) -> None:
+    """Attach the DuckDB file ``path`` read-only as ``alias``, then unlink it (after
+    hard-linking it at ``keep``, when given, for the snapshot cache).
 
     When external access is turned off DuckDB adds every attached file to ``allowed_paths``,
     so once any directory is allowed ``COPY ... TO '<path>'`` could overwrite the file the
@@ -331,35 +357,59 @@ def attach_read_only(con: Any, alias: str, path: Path) -> None:
     a ``COPY`` to that path makes a new, unrelated file (where open files cannot be unlinked,
     on Windows, the file stays and stays writable so).
     """
+    if keep is not None:
+        keep_file(path, keep)
     con.execute(f"ATTACH {literal(str(path))} AS {ident(alias)} (READ_ONLY)")
     with contextlib.suppress(OSError):
         path.unlink()
 
 
-def _finish_snapshot(con: Any, scratch: Scratch, data_from: str) -> None:
-    create_raw_views(con, "snap.main", data_from)
+def keep_file(path: Path, keep: Path) -> None:
+    """A second name ``keep`` for the complete, closed DuckDB file ``path`` (a copy where
+    hard links are refused)."""
+    try:
+        os.link(path, keep)
+    except OSError:
+        shutil.copyfile(path, keep)
+
+
+def _finish_snapshot(con: Any, scratch: Scratch, data: str, keep: Path | None = None) -> None:
+    create_raw_views(con, snapshot_relations(data))
     materialize_views(con)
     con.execute("DETACH snap")
+    attach_read_only(con, "snap", scratch.file, keep)
+
+
+def open_cached_snapshot(con: Any, scratch: Scratch, data: str) -> None:
+    """Attach the snapshot the cache put at ``scratch.file``: the ``raw`` views read it (and
+    what forks inherit, computed at this open), the content bytes ``data`` (the store's)."""
     attach_read_only(con, "snap", scratch.file)
+    create_raw_views(con, snapshot_relations(data))
 
 
-def snapshot_from_source(con: Any, scratch: Scratch, progress: Progress | None = None) -> None:
-    """Copy ``source.<table>`` (no content bytes) into a DuckDB file attached read-only;
+def snapshot_from_source(
+    con: Any,
+    scratch: Scratch,
+    relations: dict[str, str],
+    progress: Progress | None = None,
+    keep: Path | None = None,
+) -> None:
+    """Copy the store's tables (``relations``: :func:`store_relations`, no content bytes) into
+    a DuckDB file attached read-only (hard-linked at ``keep`` too, when given);
     ``progress(1)`` after each table."""
     con.execute(f"ATTACH {literal(str(scratch.file))} AS snap")
     _create_snapshot_tables(con, with_data=False)
     con.execute("BEGIN TRANSACTION")
     try:
         for table in MIRRORED:
-            name = ident(table.name)
-            con.execute(f"INSERT INTO snap.{name} SELECT * FROM source.{name}")  # noqa: S608
+            con.execute(f"INSERT INTO snap.{ident(table.name)} {relations[table.name]}")
             if progress:
                 progress(1)
         con.execute("COMMIT")
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    _finish_snapshot(con, scratch, "source")
+    _finish_snapshot(con, scratch, relations[DATA_TABLE], keep)
 
 
 def insert_rows(con: Any, target: str, names: list[str], types: list[Any], rows: list[Any]) -> None:
@@ -411,7 +461,7 @@ def snapshot_with_arrow(
                 insert_rows(con, f"snap.{ident(name)}", names, types, pending)
             if progress:
                 progress(1)
-    _finish_snapshot(con, scratch, "snap.main")
+    _finish_snapshot(con, scratch, f"SELECT * FROM snap.main.{DATA_TABLE}")  # noqa: S608
 
 
 def warn_fallback(reason: LineageUnavailable) -> None:

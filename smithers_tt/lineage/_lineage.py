@@ -15,10 +15,12 @@ from smithers_tt._prices import PriceTable
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.lineage import _connect as C
 from smithers_tt.lineage import _guard
+from smithers_tt.lineage._cache import SnapshotCache, default_directory
 from smithers_tt.lineage._inherited import add_inherited
 from smithers_tt.lineage._refcheck import corrupt_ref
-from smithers_tt.lineage._views import BY_NAME, PRICES_TABLE, VIEWS
+from smithers_tt.lineage._views import BY_NAME, DATA_TABLE, PRICES_TABLE, VIEWS
 from smithers_tt.store import Progress
+from smithers_tt.store.for_lineage import SqliteAccess
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -38,6 +40,17 @@ def _columns_of(*names: str) -> Callable[[F], F]:
         return method
 
     return decorate
+
+
+def _snapshot_cache(db: OpenedDatabase, cache: bool | str | Path) -> SnapshotCache | None:
+    """The snapshot cache a lineage asked for, when its store can use one (SQLite, POSIX)."""
+    if cache is False:
+        return None
+    directory = default_directory() if cache is True else Path(cache)
+    access = C.store_access(db.engine)
+    if not isinstance(access, SqliteAccess) or not SnapshotCache.usable():
+        return None
+    return SnapshotCache(directory, access.path)
 
 
 class Lineage:
@@ -77,6 +90,12 @@ class Lineage:
             writable through a lineage, whichever directory holds it, unless a symbolic link
             to it is planted in an allowed directory: DuckDB follows links. Allow only
             directories nobody else can write to.
+        cache: keep a snapshot (``snapshot=True``) of a SQLite store between processes, in
+            this private directory (``True``: ``$XDG_CACHE_HOME/smithers-tt/lineage``), and
+            open it instead of reading the store again while the store's files are exactly as
+            they were when it was taken (:mod:`smithers_tt.lineage._cache`: compared by
+            inode, size and change times; any write makes a new one). Never written in or
+            beside the store; ignored for PostgreSQL stores and live lineages.
         prices: what model calls cost (the ``cost`` of ``model_calls``): a
             :class:`~smithers_tt.PriceTable`, a mapping of model to ``{"input", "output",
             "cached_input"}`` per million tokens, or a ``.json`` / ``.toml`` file of one; kept
@@ -86,6 +105,9 @@ class Lineage:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
         snapshot: whether the views read a copy taken at open (always so for ``"arrow"``).
         extension: the extension file the scanner was loaded from (None for ``"arrow"``).
+        cache: what the snapshot cache did: None (not asked or not applicable), ``"hit"``
+            (the snapshot was opened from it), ``"stored"`` (taken from the store and kept),
+            or ``"not stored: <why>"``.
 
     Raises:
         LineageUnavailable: duckdb or pandas is not installed, or ``reader="scanner"`` and the
@@ -107,12 +129,15 @@ class Lineage:
         progress: Progress | None = None,
         allowed_directories: Iterable[str | Path] = (),
         prices: Any = None,
+        cache: bool | str | Path = False,
     ) -> None:
         table = PriceTable.of(prices)  # checked (and a file read) before anything opens
         if reader not in ("auto", "scanner", "arrow"):
             raise InvalidArgument(f"reader must be 'auto', 'scanner' or 'arrow', got {reader!r}")
         if type(batch_rows) is not int or batch_rows < 1:
             raise InvalidArgument(f"batch_rows must be a positive int, got {batch_rows!r}")
+        if not isinstance(cache, bool | str | Path):
+            raise InvalidArgument(f"cache takes True, False or a directory, got {cache!r}")
         if isinstance(allowed_directories, str | Path):
             raise InvalidArgument("allowed_directories takes a list of directories, not one path")
         self._duckdb = C.import_duckdb()
@@ -120,13 +145,17 @@ class Lineage:
         self._scratch: C.Scratch | None = None
         self._con = C.new_connection(threads)
         self.extension: str | None = None
+        self.cache: str | None = None
         self._files = False
         self._refused: frozenset[str] = frozenset()
         try:
             allowed = [_guard.directory_prefix(d) for d in allowed_directories]
             self._files = bool(allowed)
             self._scratch = C.Scratch()
-            self.reader, self.snapshot = self._open(db, snapshot, reader, batch_rows, progress)
+            cached = _snapshot_cache(db, cache) if snapshot else None
+            self.reader, self.snapshot = self._open(
+                db, snapshot, reader, batch_rows, progress, cached
+            )
             self._con.execute(
                 f"CREATE TABLE {PRICES_TABLE} (model VARCHAR PRIMARY KEY, input DOUBLE, "
                 "output DOUBLE, cached_input DOUBLE)"
@@ -161,9 +190,11 @@ class Lineage:
         reader: Reader,
         batch_rows: int,
         progress: Progress | None,
+        cached: SnapshotCache | None,
     ) -> tuple[str, bool]:
+        scratch = self._scratch
         # what forks by reference inherit, as rows
-        add_inherited(self._con, db, self._scratch.inherited)
+        add_inherited(self._con, db, scratch.inherited)
         if reader != "arrow":
             try:
                 source, self.extension = C.attach_store(self._con, db.engine)
@@ -172,13 +203,22 @@ class Lineage:
                     raise
                 C.warn_fallback(error)
             else:
-                C.create_source_views(self._con, source)
+                relations = C.store_relations(source)
+                if cached is not None and cached.lookup(scratch.file):
+                    C.open_cached_snapshot(self._con, scratch, relations[DATA_TABLE])
+                    self.cache = "hit"
+                    return "scanner", True
                 if snapshot:
-                    C.snapshot_from_source(self._con, self._scratch, progress)
+                    kept = scratch.kept if cached is not None else None
+                    C.snapshot_from_source(self._con, scratch, relations, progress, kept)
+                    if cached is not None:
+                        stored = cached.keep(scratch.kept)
+                        self.cache = "stored" if stored else f"not stored: {cached.reason}"
+                        scratch.kept.unlink(missing_ok=True)
                 else:
-                    C.create_raw_views(self._con, "source", "source")
+                    C.create_raw_views(self._con, relations)
                 return "scanner", snapshot
-        C.snapshot_with_arrow(self._con, db.engine, self._scratch, batch_rows, progress)
+        C.snapshot_with_arrow(self._con, db.engine, scratch, batch_rows, progress)
         return "arrow", True
 
     # --- any SQL -----------------------------------------------------------------------------

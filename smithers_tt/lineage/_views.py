@@ -85,7 +85,8 @@ class View:
     columns: tuple[tuple[str, str], ...]
     sql: str
     materialize: bool = False
-    """Stored as a table in a snapshot (a join worth doing once), instead of a view."""
+    """Stored as a table in a snapshot (a join or group-by worth doing once), instead of a
+    view; it may read views stored before it."""
 
     def doc(self) -> str:
         """What a row is and the column documentation, as a reStructuredText list."""
@@ -386,6 +387,7 @@ DEDUP = View(
            CAST(logical_bytes AS DOUBLE) / nullif(stored_bytes, 0) AS ratio
     FROM combined
     """,
+    materialize=True,
 )
 
 RUN_DEDUP = View(
@@ -405,6 +407,7 @@ RUN_DEDUP = View(
            CAST(sum(refs * size_bytes) AS DOUBLE) / nullif(sum(size_bytes), 0) AS ratio
     FROM per_content GROUP BY run_id
     """,
+    materialize=True,
 )
 
 AUDIT = View(
