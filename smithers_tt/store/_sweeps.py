@@ -11,7 +11,7 @@ as ``store.sweeps`` (a :class:`Sweeps`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -27,8 +27,8 @@ from smithers_tt.store.backend import schema as S
 @dataclass(frozen=True)
 class SweepRecord:
     """One sweep as stored: the run and frame it forks, its workflow, its variants' edits
-    (name -> edits, in the order given), whether it was cancelled, and its branches' scores
-    (variant -> score) as far as they were scored."""
+    (name -> edits, in the order given), whether it was cancelled, its branches' scores
+    (variant -> score) as far as they were scored, and the branch promoted (if any)."""
 
     sweep_id: str
     run_id: str
@@ -38,11 +38,16 @@ class SweepRecord:
     cancel_requested: bool
     created_at_ms: int
     scores: dict[str, Any]
+    promoted_variant: str | None = None
+    promoted_run_id: str | None = None
+    promoted_at_ms: int | None = None
+    discarded: dict[str, str] = field(default_factory=dict)
+    """The branches asked to be deleted when one was promoted: variant -> run id."""
 
 
 class Sweeps:
     """The store's sweeps: ``store.sweeps.create(...)``, ``.get(id)``, ``.list()``,
-    ``.cancel(id)``, ``.set_score(...)``."""
+    ``.cancel(id)``, ``.set_score(...)``, ``.promote(...)``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -102,6 +107,10 @@ class Sweeps:
             bool(row.cancel_requested),
             row.created_at_ms,
             {r.variant: json.loads(r.score_json) for r in scores},
+            row.promoted_variant,
+            row.promoted_run_id,
+            row.promoted_at_ms,
+            json.loads(row.discarded_json or "{}"),
         )
 
     def list(self, *, run_id: str | None = None, limit: int = 100) -> list[str]:
@@ -120,12 +129,27 @@ class Sweeps:
 
     def cancel(self, sweep_id: str) -> None:
         """Mark the sweep cancelled: whoever runs it starts no branch from then on."""
+        self._update(sweep_id, cancel_requested=True)
+
+    def promote(self, sweep_id: str, variant: str, run_id: str, discarded: dict[str, str]) -> None:
+        """Record ``variant`` (its branch ``run_id``) as the sweep's promoted branch, replacing
+        an earlier choice, and ``discarded`` (variant -> run id) as the branches to delete
+        (written before they are deleted; promoting again writes the same row: safe to
+        retry)."""
+        self._update(
+            sweep_id,
+            promoted_variant=variant,
+            promoted_run_id=run_id,
+            promoted_at_ms=now_ms(),
+            discarded_json=canonical_bytes(discarded).decode() if discarded else None,
+        )
+
+    def _update(self, sweep_id: str, **values: Any) -> None:
+        """Set columns of the sweep's row, or raise :class:`SweepNotFound`."""
         t = S.sweeps
 
         def work(conn: Connection) -> int:
-            done = conn.execute(
-                t.update().where(t.c.sweep_id == sweep_id).values(cancel_requested=True)
-            )
+            done = conn.execute(t.update().where(t.c.sweep_id == sweep_id).values(**values))
             return int(done.rowcount)
 
         if not self.engine.transaction(work):
