@@ -11,6 +11,7 @@ as ``store.sweeps`` (a :class:`Sweeps`).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from smithers_tt.errors import InvalidArgument, SweepNotFound
 from smithers_tt.store._records import now_ms
 from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.reads import labels_of
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class SweepRecord:
 
 class Sweeps:
     """The store's sweeps: ``store.sweeps.create(...)``, ``.get(id)``, ``.list()``,
-    ``.cancel(id)``, ``.set_score(...)``, ``.promote(...)``."""
+    ``.cancel(id)``, ``.set_score(...)``, ``.promote(...)``, ``.branches_among(run_ids)``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -143,6 +145,30 @@ class Sweeps:
             promoted_at_ms=now_ms(),
             discarded_json=canonical_bytes(discarded).decode() if discarded else None,
         )
+
+    def branches_among(
+        self, run_ids: Sequence[str]
+    ) -> tuple[dict[str, tuple[str, str]], dict[str, str | None]]:
+        """Which of ``run_ids`` are sweep branches (run id -> (sweep id, variant), from their
+        labels, of sweeps that exist), and the variant each of those sweeps promoted (sweep id
+        -> variant or None): what the fork tree groups by."""
+        t = S.sweeps
+
+        def work(conn: Connection) -> tuple[dict[str, tuple[str, str]], dict[str, str | None]]:
+            found = {
+                run_id: (labels["sweep"], labels.get("variant", ""))
+                for run_id, labels in labels_of(conn, run_ids).items()
+                if "sweep" in labels
+            }
+            ids = sorted({sweep_id for sweep_id, _ in found.values()})
+            rows = conn.execute(
+                sa.select(t.c.sweep_id, t.c.promoted_variant).where(t.c.sweep_id.in_(ids))
+            ).all()
+            promoted = {row.sweep_id: row.promoted_variant for row in rows}
+            # A label sweep=X some user gave a run is no branch unless sweep X exists.
+            return {k: v for k, v in found.items() if v[0] in promoted}, promoted
+
+        return self.engine.transaction(work, write=False)
 
     def _update(self, sweep_id: str, **values: Any) -> None:
         """Set columns of the sweep's row, or raise :class:`SweepNotFound`."""
