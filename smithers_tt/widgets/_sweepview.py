@@ -41,6 +41,8 @@ class SweepView(W.VBox):
         self.open_button = W.Button(description="Open debugger")
         self.refresh_button = W.Button(description="Refresh")
         self.diff_html = W.HTML()
+        self.diffed: tuple[str, ...] = ()
+        """The two branches the diff shows (none before a diff)."""
         self.opened = W.Box()
         self.debugger: Any = None
         self.promote_choice = W.Dropdown(description="Keep")
@@ -132,6 +134,7 @@ class SweepView(W.VBox):
             self.diff_html.value = wrap("<p>choose two branches</p>")
             return
         changes = diff(self.db.snapshot(a), self.db.snapshot(b), self.db.store.load)
+        self.diffed = (a, b)
         self.diff_html.value = wrap(changes._repr_html_())  # escaped by the diff
 
     def open_branch(self) -> None:
@@ -186,6 +189,8 @@ class SweepView(W.VBox):
         if self.debugger is not None and self.debugger.model.run_id in done.deleted:
             self.debugger.close()  # its run is gone
             self.debugger, self.opened.children = None, ()
+        if set(self.diffed) & set(done.deleted):
+            self.diffed, self.diff_html.value = (), ""  # so is one of the two diffed
         self.refresh()
 
 

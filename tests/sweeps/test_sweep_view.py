@@ -77,6 +77,8 @@ def test_promote_with_delete_others_deletes_them_and_closes_a_debugger_on_one(
     first = sweep.branches()["<i>as is</i>"].id
     view.open_choice.value = first
     view.open_button.click()
+    view.diff_button.click()
+    assert "outputs" in view.diff_html.value
     view.promote_choice.value = "bees"
     view.delete_others.value = True
     view.promote_button.click()
@@ -86,6 +88,7 @@ def test_promote_with_delete_others_deletes_them_and_closes_a_debugger_on_one(
     assert "deleted branch" in view.report.value
     assert db.get_sweep(sweep.id).status() == {"<i>as is</i>": "deleted", "bees": "finished"}
     assert view.debugger is None and view.opened.children == ()
+    assert view.diff_html.value == ""  # it diffed the deleted branch
     assert view.left.options == (("bees", sweep.branches()["bees"].id),)
     assert "deleted" in view.table.value
 
