@@ -33,7 +33,7 @@ from smithers_tt._labels import check_labels
 from smithers_tt._model_calls import totals_of
 from smithers_tt._opened import OpenedDatabase
 from smithers_tt._prices import PriceTable
-from smithers_tt._sweep_drive import wait_for_live_owner
+from smithers_tt._sweep_drive import driving, wait_for_live_owner
 from smithers_tt._sweep_promote import Promotion, promote
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.engine import Workflow, claim_unless_ended, run_sync
@@ -136,6 +136,7 @@ class Sweep:
         self.record = record
         self._tried: set[tuple[str, str]] = set()
         self._accept_changed = False
+        self._held: Callable[[], bool] = lambda: True
 
     @property
     def id(self) -> str:
@@ -250,23 +251,25 @@ class Sweep:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
         await asyncio.to_thread(_check_definition, self.db, self.run_id, wf, accept_changed)
         self._accept_changed = accept_changed
-        branches = await asyncio.to_thread(self._make_forks)
-        if workers is None:
-            workers = await asyncio.to_thread(self._workers_serve, wf)
-        tally = _Tally(progress, sum(b.status in DONE for b in branches.values()))
-        if workers:
-            await asyncio.to_thread(self._queue, branches)
-            if wait:
-                await self._watch(branches, tally, score, poll_interval)
-        else:
-            limit = asyncio.Semaphore(concurrency)
-            await asyncio.gather(
-                *(
-                    self._branch(name, run, wf, limit, tally, score)
-                    for name, run in branches.items()
+        # One driver at a time (see smithers_tt._sweep_drive): a second waits here.
+        async with driving(self.db.store.sweeps, self.id) as self._held:
+            branches = await asyncio.to_thread(self._make_forks)
+            if workers is None:
+                workers = await asyncio.to_thread(self._workers_serve, wf)
+            tally = _Tally(progress, sum(b.status in DONE for b in branches.values()))
+            if workers:
+                await asyncio.to_thread(self._queue, branches)
+                if wait:
+                    await self._watch(branches, tally, score, poll_interval)
+            else:
+                limit = asyncio.Semaphore(concurrency)
+                await asyncio.gather(
+                    *(
+                        self._branch(name, run, wf, limit, tally, score)
+                        for name, run in branches.items()
+                    )
                 )
-            )
-        await asyncio.to_thread(self._score_ended, score)
+            await asyncio.to_thread(self._score_ended, score)
         return await asyncio.to_thread(self.refresh)
 
     def _make_forks(self) -> dict[str, Run]:
@@ -346,8 +349,9 @@ class Sweep:
             return
         async with limit:
             sweep = await asyncio.to_thread(self.refresh)
-            if sweep.cancelled:
-                return
+            if sweep.cancelled or not self._held():
+                return  # cancelled, or another driver took the sweep over (this one stalled)
+            await asyncio.to_thread(run.refresh)  # as it is now, not when the sweep began
             await wait_for_live_owner(run)
             if run.status not in DONE:
                 try:

@@ -45,11 +45,16 @@ class SweepRecord:
     promoted_at_ms: int | None = None
     discarded: dict[str, str] = field(default_factory=dict)
     """The branches asked to be deleted when one was promoted: variant -> run id."""
+    driver: str | None = None
+    """Who holds the lease of driving the sweep (its forks and branches), or None."""
+    driver_until_ms: int | None = None
+    """When that lease runs out unless renewed."""
 
 
 class Sweeps:
     """The store's sweeps: ``store.sweeps.create(...)``, ``.get(id)``, ``.list()``,
-    ``.cancel(id)``, ``.set_score(...)``, ``.promote(...)``, ``.branches_among(run_ids)``."""
+    ``.cancel(id)``, ``.set_score(...)``, ``.promote(...)``, ``.set_driver(...)``,
+    ``.branches_among(run_ids)``."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -113,6 +118,8 @@ class Sweeps:
             row.promoted_run_id,
             row.promoted_at_ms,
             json.loads(row.discarded_json or "{}"),
+            row.driver,
+            row.driver_until_ms,
         )
 
     def list(self, *, run_id: str | None = None, limit: int = 100) -> list[str]:
@@ -145,6 +152,26 @@ class Sweeps:
             promoted_at_ms=now_ms(),
             discarded_json=canonical_bytes(discarded).decode() if discarded else None,
         )
+
+    def set_driver(
+        self, sweep_id: str, seen: str | None, driver: str | None, until_ms: int | None
+    ) -> bool:
+        """Make ``driver`` the sweep's driver until ``until_ms`` if its driver is still
+        ``seen`` (a compare-and-set: of two processes that saw the same, one wins); ``seen``
+        equal to ``driver`` renews a lease, ``driver=None`` releases it. Returns whether it
+        was set."""
+        t = S.sweeps
+        held = t.c.driver.is_(None) if seen is None else t.c.driver == seen
+
+        def work(conn: Connection) -> int:
+            done = conn.execute(
+                t.update()
+                .where(t.c.sweep_id == sweep_id, held)
+                .values(driver=driver, driver_until_ms=until_ms)
+            )
+            return int(done.rowcount)
+
+        return bool(self.engine.transaction(work))
 
     def branches_among(
         self, run_ids: Sequence[str]

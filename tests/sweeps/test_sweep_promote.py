@@ -110,7 +110,7 @@ def test_promote_refuses_a_variant_without_a_branch(
     assert db.get_sweep(sweep.id).promoted is None
 
 
-def test_0017_keeps_sweeps_made_before_and_lets_them_be_promoted(db_url: str) -> None:
+def test_0017_keeps_sweeps_made_before_and_lets_them_be_promoted_and_driven(db_url: str) -> None:
     raw = sa.create_engine(db_url)
     try:
         with raw.begin() as conn:
@@ -125,14 +125,14 @@ def test_0017_keeps_sweeps_made_before_and_lets_them_be_promoted(db_url: str) ->
         with st.connect(db_url) as db:  # migrates to the head, 0017 included
             old = db.get_sweep("sw-old")
             assert (old.variants, old.promoted, old.record.discarded) == ({"a": {}}, None, {})
+            assert old.record.driver is None
             wf, _ = sweep_workflow()
             parent = db.run(wf, {"topic": "ants"})
             sweep = db.sweep(parent.id, 4, {"a": {}, "b": {}}, workflow=wf)
             sweep.promote("b", delete_others=True)
             assert db.get_sweep(sweep.id).promoted == "b"
         columns = {c["name"] for c in sa.inspect(raw).get_columns("tt_sweeps")}
-        assert {"promoted_variant", "promoted_run_id", "promoted_at_ms", "discarded_json"} <= (
-            columns
-        )
+        assert {"promoted_variant", "promoted_run_id", "promoted_at_ms", "discarded_json",
+                "driver", "driver_until_ms"} <= columns  # fmt: skip
     finally:
         raw.dispose()
