@@ -185,8 +185,10 @@ class Sweep:
         while True:
             page = self.db.store.list_runs(limit=1000, cursor=cursor, labels={SWEEP_LABEL: self.id})
             for record in page.items:
-                # The oldest fork of a variant is its branch (only one is ever made).
-                found.setdefault(record.labels.get(VARIANT_LABEL, ""), Run(self.db, record))
+                # The oldest fork of a variant is its branch (only one is ever made); a run
+                # forked from a branch carries its labels too, but not its parent.
+                if record.parent_run_id == self.run_id:
+                    found.setdefault(record.labels.get(VARIANT_LABEL, ""), Run(self.db, record))
             if page.next_cursor is None:
                 break
             cursor = page.next_cursor

@@ -175,13 +175,15 @@ class Sweeps:
 
     def branches_among(
         self, run_ids: Sequence[str]
-    ) -> tuple[dict[str, tuple[str, str]], dict[str, str | None]]:
-        """Which of ``run_ids`` are sweep branches (run id -> (sweep id, variant), from their
-        labels, of sweeps that exist), and the variant each of those sweeps promoted (sweep id
-        -> variant or None): what the fork tree groups by."""
+    ) -> tuple[dict[str, tuple[str, str]], dict[str, tuple[str, str | None]]]:
+        """Which of ``run_ids`` carry a sweep's labels (run id -> (sweep id, variant)), and
+        for each of those sweeps that exists, the run it forks and the variant it promoted
+        (sweep id -> (run id, variant or None)): what the fork tree groups by. A run forked
+        from a branch carries its labels too (forks inherit them): a branch is a run that
+        carries them and was forked from the sweep's run."""
         t = S.sweeps
 
-        def work(conn: Connection) -> tuple[dict[str, tuple[str, str]], dict[str, str | None]]:
+        def work(conn: Connection) -> Any:
             found = {
                 run_id: (labels["sweep"], labels.get("variant", ""))
                 for run_id, labels in labels_of(conn, run_ids).items()
@@ -189,11 +191,13 @@ class Sweeps:
             }
             ids = sorted({sweep_id for sweep_id, _ in found.values()})
             rows = conn.execute(
-                sa.select(t.c.sweep_id, t.c.promoted_variant).where(t.c.sweep_id.in_(ids))
+                sa.select(t.c.sweep_id, t.c.run_id, t.c.promoted_variant).where(
+                    t.c.sweep_id.in_(ids)
+                )
             ).all()
-            promoted = {row.sweep_id: row.promoted_variant for row in rows}
+            sweeps = {row.sweep_id: (row.run_id, row.promoted_variant) for row in rows}
             # A label sweep=X some user gave a run is no branch unless sweep X exists.
-            return {k: v for k, v in found.items() if v[0] in promoted}, promoted
+            return {k: v for k, v in found.items() if v[0] in sweeps}, sweeps
 
         return self.engine.transaction(work, write=False)
 

@@ -18,10 +18,13 @@ MAX_VARIANTS_NAMED = 8
 """Variants a sweep's node names; more are counted."""
 
 
-def _depths(tree: list[ForkEdge]) -> dict[str, int]:
+def _depths(tree: list[ForkEdge], grouped: set[str]) -> dict[str, int]:
+    """Each run's depth in the tree drawn: a sweep's branch (in ``grouped``) one level deeper,
+    under its sweep's node, and so the runs forked from it."""
     depth: dict[str, int] = {}
     for edge in tree:  # parents come before children
-        depth[edge.run_id] = depth.get(edge.parent_run_id or "", -1) + 1
+        step = 2 if edge.run_id in grouped else 1
+        depth[edge.run_id] = depth.get(edge.parent_run_id or "", -1) + step
     return depth
 
 
@@ -55,10 +58,10 @@ class ForkTree:
         """Redraw the tree (a run's button is kept from one redraw to the next: only what
         changed is sent, and a click on a button the page shows is never lost)."""
         m = self.model
-        depth = _depths(m.tree)
         shown = m.short_ids()
         edges = m.tree[:MAX_SHOWN]
         promoted = self._read_sweeps(edges)
+        depth = _depths(m.tree, {run_id for run_id, found in self._sweep_of.items() if found})
         members: dict[str, list[ForkEdge]] = {}
         for edge in edges:
             found = self._sweep_of.get(edge.run_id)
@@ -77,11 +80,11 @@ class ForkTree:
                 continue  # drawn with the first branch of its sweep
             branches = members[sweep_id]
             group = self._group(sweep_id, branches, promoted.get(sweep_id))
-            group.layout.margin = f"1px 0 1px {16 * min(depth[edge.run_id], 12)}px"
+            group.layout.margin = f"1px 0 1px {16 * min(depth[edge.run_id] - 1, 12)}px"
             groups[sweep_id] = group
             rows.append(group)
             for branch in branches:
-                button = self._draw(branch, depth[branch.run_id] + 1, shown, buttons)
+                button = self._draw(branch, depth[branch.run_id], shown, buttons)
                 if sweep_id not in self.folded:
                     rows.append(button)
         self.buttons, self.groups = buttons, groups
@@ -91,16 +94,21 @@ class ForkTree:
         self.note.value = wrap(note) if note else ""
 
     def _read_sweeps(self, edges: list[ForkEdge]) -> dict[str, str | None]:
-        """Learn which runs not seen yet are sweep branches; return each sweep's promoted
+        """Learn which runs not seen yet are sweep branches (forked from the sweep's run: a
+        fork of a branch inherits its labels, not its place); return each sweep's promoted
         variant (read afresh: a person may have promoted one since)."""
-        new = [e.run_id for e in edges if e.run_id not in self._sweep_of]
+        new = [e for e in edges if e.run_id not in self._sweep_of]
         branches = [e.run_id for e in edges if self._sweep_of.get(e.run_id)]
         if not new and not branches:
             return {}
-        found, promoted = self.model.db.store.sweeps.branches_among(new + branches)
-        for run_id in new:
-            self._sweep_of[run_id] = found.get(run_id)
-        return promoted
+        found, sweeps = self.model.db.store.sweeps.branches_among(
+            [e.run_id for e in new] + branches
+        )
+        for edge in new:
+            label = found.get(edge.run_id)
+            forked = label is not None and sweeps[label[0]][0] == edge.parent_run_id
+            self._sweep_of[edge.run_id] = label if forked else None
+        return {sweep_id: promoted for sweep_id, (_, promoted) in sweeps.items()}
 
     def _draw(
         self, edge: ForkEdge, depth: int, shown: dict[str, str], buttons: dict[str, W.Button]

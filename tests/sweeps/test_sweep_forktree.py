@@ -67,3 +67,13 @@ def test_a_branch_clicked_in_the_group_is_shown_in_the_debugger(tree) -> None:
     assert dbg.model.run_id == bees
     assert dbg.fork_tree.buttons[bees].button_style == "info"
     assert list(dbg.fork_tree.groups) == [sweep.id]  # the same group, seen from a branch
+
+
+def test_a_run_forked_from_a_branch_is_drawn_under_that_branch(db: st.Database, tree) -> None:
+    dbg, sweep, _, _ = tree
+    bees = sweep.branches()["bees"].id
+    grandchild = db.fork(bees, 3)
+    dbg.model.switch_run(grandchild.id)  # the tree is read again
+    ft = dbg.fork_tree
+    assert _margin(ft.buttons[grandchild.id]) == _margin(ft.buttons[bees]) + 16
+    assert not ft.buttons[grandchild.id].description.startswith("bees")  # not a branch

@@ -77,6 +77,9 @@ def test_delete_others_keeps_a_branch_not_ended_and_one_forked_from(db: st.Datab
     sweep = db.sweep(parent.id, 4, variants, workflow=wf)
     branches = sweep.branches()
     child = db.fork(branches["forked"].id, 2)
+    assert child.labels["variant"] == "forked"  # a fork inherits its parent's labels ...
+    ids = {name: run.id for name, run in sweep.branches().items()}
+    assert ids == {name: run.id for name, run in branches.items()}  # ... not its branch
 
     done = sweep.promote("keep", delete_others=True)
 
