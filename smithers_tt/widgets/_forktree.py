@@ -136,7 +136,6 @@ class ForkTree:
         group = self.groups.get(sweep_id)
         if group is None:
             group = W.Button(
-                tooltip=f"sweep {sweep_id}: fold or unfold its branches",
                 layout=W.Layout(width="auto", max_width="100%", height="auto"),
             )
             group.add_class("stt-sweep-group")
@@ -153,6 +152,7 @@ class ForkTree:
         group.description = (
             f"{arrow} sweep {sweep_id} · fork @ frame {frame} · {len(names)} branches: {listed}"
         )
+        group.tooltip = f"{group.description[2:]} (a click folds or unfolds them)"
         inside = any(e.run_id == self.model.run_id for e in branches)
         group.button_style = "info" if inside and sweep_id in self.folded else ""
         return group

@@ -133,6 +133,12 @@ def test_sweep_view_diff_open_and_promote_after_confirming(
         # its fork tree draws the sweep as one group, the branches under it
         group = debugger.locator(".stt-sweep-group")
         assert group.inner_text().startswith(f"▾ sweep {sweep_id} · fork @ frame 9 · 3 branches")
+        tree = group.locator("xpath=..")  # the tree's list: the group, its branches under it
+        assert tree.locator(".stt-run").all_inner_texts()[1:] == [
+            f"{name} · {short[run_id]} · finished · fork @ frame 9"
+            for name, run_id in (("base", base), ("bees", bees), ("wasps", wasps))
+        ]
+        tree.screenshot(path=str(ARTIFACTS / "sweep-fork-tree.png"))
 
         # promote bees and delete the others: asked first, then reported
         _dropdown(view, "Keep").select_option(label="bees")
