@@ -11,12 +11,26 @@ was forked from stays, and the parent and the promoted branch are never among th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from smithers_tt.errors import InvalidArgument
 
-if TYPE_CHECKING:  # pragma: no cover
-    from smithers_tt.sweeps import Sweep
+
+class Promotable(Protocol):
+    """What :func:`promote` uses of a :class:`~smithers_tt.sweeps.Sweep` (which imports this
+    module: named by protocol, no import cycle)."""
+
+    db: Any
+    record: Any
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def variants(self) -> dict[str, dict[str, Any]]: ...
+    def refresh(self) -> Any: ...
+    def branches(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -38,7 +52,7 @@ class Promotion:
                 "deleted": list(self.deleted), "kept": dict(self.kept)}  # fmt: skip
 
 
-def promote(sweep: Sweep, variant: str, *, delete_others: bool = False) -> Promotion:
+def promote(sweep: Promotable, variant: str, *, delete_others: bool = False) -> Promotion:
     """Record ``variant``'s branch as the one the sweep keeps; with ``delete_others`` delete
     the other branches (those ended and not forked from). See :meth:`Sweep.promote`."""
     if not isinstance(delete_others, bool):
