@@ -20,9 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
-import os
 import secrets
-import socket
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -35,6 +33,8 @@ from smithers_tt._labels import check_labels
 from smithers_tt._model_calls import totals_of
 from smithers_tt._opened import OpenedDatabase
 from smithers_tt._prices import PriceTable
+from smithers_tt._sweep_drive import driving, wait_for_live_owner
+from smithers_tt._sweep_promote import Promotion, promote
 from smithers_tt.checkpoint import AgentCheckpoint, canonical_bytes
 from smithers_tt.engine import Workflow, claim_unless_ended, run_sync
 from smithers_tt.errors import InvalidArgument, WorkflowChanged
@@ -79,6 +79,7 @@ class SweepingDatabase(OpenedDatabase, Protocol):
     def cancel(self, run_id: str) -> None: ...
     async def aresume(self, run_id: str, wf: Workflow, **options: Any) -> Run: ...
     def workers(self, *, stale_after: float = 10.0) -> list[WorkerRecord]: ...
+    def gc(self, older_than: Any = None, *, run_ids: Any = None) -> Any: ...
 
 
 def check_variants(variants: Any) -> dict[str, dict[str, Any]]:
@@ -135,6 +136,7 @@ class Sweep:
         self.record = record
         self._tried: set[tuple[str, str]] = set()
         self._accept_changed = False
+        self._held: Callable[[], bool] = lambda: True
 
     @property
     def id(self) -> str:
@@ -166,6 +168,11 @@ class Sweep:
         """Whether the sweep was cancelled (no branch starts any more)."""
         return self.record.cancel_requested
 
+    @property
+    def promoted(self) -> str | None:
+        """The variant whose branch was promoted (:meth:`promote`), or None."""
+        return self.record.promoted_variant
+
     def refresh(self) -> Sweep:
         """Read the sweep again from the store."""
         self.record = self.db.store.sweeps.get(self.id)
@@ -178,16 +185,22 @@ class Sweep:
         while True:
             page = self.db.store.list_runs(limit=1000, cursor=cursor, labels={SWEEP_LABEL: self.id})
             for record in page.items:
-                # The oldest fork of a variant is its branch (only one is ever made).
-                found.setdefault(record.labels.get(VARIANT_LABEL, ""), Run(self.db, record))
+                # The oldest fork of a variant is its branch (only one is ever made); a run
+                # forked from a branch carries its labels too, but not its parent.
+                if record.parent_run_id == self.run_id:
+                    found.setdefault(record.labels.get(VARIANT_LABEL, ""), Run(self.db, record))
             if page.next_cursor is None:
                 break
             cursor = page.next_cursor
         return {name: found.get(name) for name in self.variants}
 
     def status(self) -> dict[str, str]:
-        """Variant name -> its branch's status (``not made`` before its fork exists)."""
-        return {n: "not made" if r is None else r.status for n, r in self.branches().items()}
+        """Variant name -> its branch's status (``not made`` before its fork exists,
+        ``deleted`` once deleted by :meth:`promote`)."""
+        return {n: self._missing(n) if r is None else r.status for n, r in self.branches().items()}
+
+    def _missing(self, name: str) -> str:
+        return "deleted" if name in self.record.discarded else "not made"
 
     def done(self) -> bool:
         """Whether every branch ended (or paused), or the sweep was cancelled and nothing of
@@ -240,30 +253,33 @@ class Sweep:
             raise InvalidArgument(f"concurrency must be an int >= 1, got {concurrency!r}")
         await asyncio.to_thread(_check_definition, self.db, self.run_id, wf, accept_changed)
         self._accept_changed = accept_changed
-        branches = await asyncio.to_thread(self._make_forks)
-        if workers is None:
-            workers = await asyncio.to_thread(self._workers_serve, wf)
-        tally = _Tally(progress, sum(b.status in DONE for b in branches.values()))
-        if workers:
-            await asyncio.to_thread(self._queue, branches)
-            if wait:
-                await self._watch(branches, tally, score, poll_interval)
-        else:
-            limit = asyncio.Semaphore(concurrency)
-            await asyncio.gather(
-                *(
-                    self._branch(name, run, wf, limit, tally, score)
-                    for name, run in branches.items()
+        # One driver at a time (see smithers_tt._sweep_drive): a second waits here.
+        async with driving(self.db.store.sweeps, self.id) as self._held:
+            branches = await asyncio.to_thread(self._make_forks)
+            if workers is None:
+                workers = await asyncio.to_thread(self._workers_serve, wf)
+            tally = _Tally(progress, sum(b.status in DONE for b in branches.values()))
+            if workers:
+                await asyncio.to_thread(self._queue, branches)
+                if wait:
+                    await self._watch(branches, tally, score, poll_interval)
+            else:
+                limit = asyncio.Semaphore(concurrency)
+                await asyncio.gather(
+                    *(
+                        self._branch(name, run, wf, limit, tally, score)
+                        for name, run in branches.items()
+                    )
                 )
-            )
-        await asyncio.to_thread(self._score_ended, score)
+            await asyncio.to_thread(self._score_ended, score)
         return await asyncio.to_thread(self.refresh)
 
     def _make_forks(self) -> dict[str, Run]:
-        """Every variant's branch, forking those not made yet (labels written with each)."""
+        """Every variant's branch, forking those not made yet (labels written with each)
+        unless the sweep was cancelled or a branch promoted (a decided sweep forks nothing)."""
         made = self.branches()
         for name, edits in self.variants.items():
-            if made[name] is None and not self.refresh().cancelled:
+            if made[name] is None and not _settled(self.refresh()):
                 made[name] = self._fork(name, edits)
         return {name: run for name, run in made.items() if run is not None}
 
@@ -335,9 +351,10 @@ class Sweep:
             return
         async with limit:
             sweep = await asyncio.to_thread(self.refresh)
-            if sweep.cancelled:
-                return
-            await _wait_for_live_owner(run)
+            if sweep.cancelled or not self._held():
+                return  # cancelled, or another driver took the sweep over (this one stalled)
+            await asyncio.to_thread(run.refresh)  # as it is now, not when the sweep began
+            await wait_for_live_owner(run)
             if run.status not in DONE:
                 try:
                     run = await self.db.aresume(run.id, wf, accept_changed=self._accept_changed)
@@ -378,6 +395,22 @@ class Sweep:
             if run is not None and run.status not in ENDED:
                 self.db.cancel(run.id)
 
+    def promote(self, variant: str, *, delete_others: bool = False) -> Promotion:
+        """Keep ``variant``'s branch: record it with the sweep (``db.get_sweep(id).promoted``;
+        promoting another one later replaces the choice), and with ``delete_others`` delete
+        the other branches through ``db.gc(0, run_ids=...)`` (ended ones not forked from; the
+        parent and the promoted branch are never deleted). A promoted sweep forks no branch
+        any more.
+
+        Returns:
+            A :class:`~smithers_tt._sweep_promote.Promotion`: the branch kept, the branches
+            deleted, and each other branch that stayed with why.
+
+        Raises:
+            InvalidArgument: no such variant, or its branch is not made (or was deleted).
+        """
+        return promote(self, variant, delete_others=delete_others)
+
     # --- outcomes ------------------------------------------------------------------------
 
     def outcomes(self, prices: Any = None) -> pd.DataFrame:
@@ -396,7 +429,8 @@ class Sweep:
         ``completion_tokens`` and ``cost`` of the calls the branch made itself (not those it
         inherits from its parent up to the fork frame; ``cost`` by ``prices``, a
         :class:`~smithers_tt.PriceTable`, mapping or file, None when no call has a price),
-        ``output`` and ``score`` (None if unscored)."""
+        ``output``, ``score`` (None if unscored) and ``promoted`` (whether it is the branch
+        promoted)."""
         self.refresh()
         table = PriceTable.of(prices)
         rows = []
@@ -404,7 +438,8 @@ class Sweep:
             row: dict[str, Any] = dict.fromkeys(
                 ("run_id", "error", "duration_s", "frames", *CALL_COLUMNS, "output"), None
             )
-            row.update(variant=name, status="not made", score=self.scores.get(name))
+            row.update(variant=name, status=self._missing(name), score=self.scores.get(name),
+                       promoted=name == self.promoted)  # fmt: skip
             if run is not None:
                 frames = [f for f in run.frames() if f.frame_no > 0]
                 row.update(run_id=run.id, status=run.status, error=run.error,
@@ -454,28 +489,9 @@ class _Tally:
             self.progress(n)
 
 
-async def _wait_for_live_owner(run: Run) -> None:
-    """Wait while another live process runs ``run`` (a sweep run twice at once, or a branch
-    a worker holds): resuming it here would take it over and run its work twice. An owner
-    on this host whose process is gone (killed) is not waited for."""
-    while run.status == "running" and _owner_alive(run):
-        await asyncio.sleep(0.2)
-        await asyncio.to_thread(run.refresh)
-
-
-def _owner_alive(run: Run) -> bool:
-    if now_ms() - (run.record.heartbeat_at_ms or 0) >= tt.LIVE_OWNER_MS:
-        return False
-    host, _, pid = (run.record.owner_id or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return True  # another machine's process, heartbeating recently
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _settled(sweep: Sweep) -> bool:
+    """Whether the sweep was decided (cancelled, or a branch promoted): it forks no more."""
+    return sweep.cancelled or sweep.promoted is not None
 
 
 class Sweeping:

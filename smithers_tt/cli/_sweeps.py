@@ -1,5 +1,6 @@
 """What-if sweeps from a terminal: ``smithers-tt sweep RUN FRAME --variant NAME=EDITS.json``,
-``smithers-tt sweep-show ID`` and ``smithers-tt sweep-cancel ID`` (thin over ``db.sweep``)."""
+``smithers-tt sweep-show ID``, ``smithers-tt sweep-cancel ID`` and ``smithers-tt sweep-promote
+ID VARIANT`` (thin over ``db.sweep``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from smithers_tt.cli._app import (
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._commands import read_json_file
+from smithers_tt.cli._commands import _confirm, read_json_file
 from smithers_tt.cli._output import emit_json, one_line, state
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_ids
@@ -134,12 +135,61 @@ def sweep_cancel(ctx: Context, sweep_id: str) -> None:
     _show(ctx, found)
 
 
+@cli.command("sweep-promote")
+@click.argument("sweep_id")
+@click.argument("variant")
+@click.option(
+    "--delete-others",
+    is_flag=True,
+    help="Also delete the sweep's other branches (those ended and not forked from; the "
+    "parent run and the promoted branch are never deleted).",
+)
+@click.option("--yes", is_flag=True, help="Do not ask before deleting the other branches.")
+@pass_ctx
+@handle_errors
+def sweep_promote(
+    ctx: Context, sweep_id: str, variant: str, delete_others: bool, yes: bool
+) -> None:
+    """Promote VARIANT's branch: record it as the branch the sweep keeps.
+
+    The other branches stay as they are, unless --delete-others: then they are deleted
+    (asked first on a terminal; refused without --yes otherwise), except those not ended or
+    forked from, which are listed with why they stayed. Promoting another variant later
+    replaces the choice; a promoted sweep makes no more forks.
+
+    \b
+    Examples:
+      smithers-tt sweep-promote SWEEP bees
+      smithers-tt sweep-promote SWEEP bees --delete-others --yes
+    """
+    found = ctx.db.get_sweep(sweep_id)
+    if delete_others:
+        others = [n for n, run in found.branches().items() if run is not None and n != variant]
+        _confirm(
+            f"Promote {variant!r} of sweep {found.id} and delete its other branches "
+            f"({', '.join(others) or 'none'})?",
+            yes,
+        )
+    shown = shown_ids(ctx, [r.id for r in found.branches().values() if r is not None])
+    done = found.promote(variant, delete_others=delete_others)
+    if ctx.as_json:
+        emit_json(done.to_dict())
+        return
+    ctx.out.line(f"promoted {done.variant} (branch {shown.get(done.run_id, done.run_id)})")
+    for run_id in done.deleted:
+        ctx.out.line(f"deleted branch {shown.get(run_id, run_id)}")
+    for run_id, why in done.kept.items():
+        ctx.out.line(f"kept branch {shown.get(run_id, run_id)}: {one_line(why)}")
+    _show(ctx, found.refresh())
+
+
 def _show(ctx: Context, found: Sweep) -> None:
     rows = found.rows()
     if ctx.as_json:
         emit_json(
             {"sweep_id": found.id, "run_id": found.run_id, "frame_no": found.frame_no,
              "workflow": found.record.workflow, "cancelled": found.cancelled,
+             "promoted": found.promoted,
              "variants": [{**row, "edits": found.variants[row["variant"]]} for row in rows]}
         )  # fmt: skip
         return
@@ -152,7 +202,7 @@ def _show(ctx: Context, found: Sweep) -> None:
         ["variant", "branch", "status", "score", "seconds", "calls", "error"],
         [
             [
-                row["variant"],
+                f"{row['variant']} (promoted)" if row["promoted"] else row["variant"],
                 short.get(row["run_id"], "-") if row["run_id"] else "-",
                 state(row["status"]),
                 "-" if row["score"] is None else one_line(row["score"]),

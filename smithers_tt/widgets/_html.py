@@ -95,7 +95,8 @@ CSS = """
 .stt-debugger { max-width: 100%; min-width: 0; box-sizing: border-box; }
 .stt-debugger .widget-box { min-width: 0; max-width: 100%; }
 .stt-debugger .stt-wrap { flex-wrap: wrap; }
-.stt-debugger button.stt-run { white-space: normal !important; overflow-wrap: anywhere;
+.stt-debugger button.stt-run, .stt-debugger button.stt-sweep-group {
+  white-space: normal !important; overflow-wrap: anywhere;
   text-overflow: clip !important; text-align: left; height: auto !important; line-height: 1.3;
   padding-top: 2px; padding-bottom: 2px; }
 .stt-debugger .widget-select, .stt-debugger .widget-textarea, .stt-debugger .widget-label,

@@ -1,6 +1,6 @@
-"""``smithers-tt sweep``, ``sweep-show`` and ``sweep-cancel``: a sweep of a demo run from the
-command line, shown as a table with short ids, whole in --json; every option says what it
-does."""
+"""``smithers-tt sweep``, ``sweep-show``, ``sweep-cancel`` and ``sweep-promote``: a sweep of a
+demo run from the command line, shown as a table with short ids, whole in --json; every option
+says what it does; promoting with --delete-others asks first."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import smithers_tt as st
 from smithers_tt.cli import cli
 from smithers_tt.demo import demo_workflow
 
-COMMANDS = ["sweep", "sweep-show", "sweep-cancel"]
+COMMANDS = ["sweep", "sweep-show", "sweep-cancel", "sweep-promote"]
 
 
 @pytest.fixture
@@ -92,3 +92,70 @@ def test_sweep_refuses_a_bad_variant_in_one_line(
 def test_sweep_show_of_no_such_sweep_says_so(parent: tuple[str, str]) -> None:
     code, out = invoke(parent[0], "sweep-show", "nope")
     assert code == 1 and "no sweep 'nope'" in out
+
+
+@pytest.fixture
+def swept(db_url: str) -> tuple[str, str, dict[str, str]]:
+    """A finished sweep of three variants on each backend: its URL, id and variant -> branch."""
+    with st.connect(db_url) as db:
+        wf = demo_workflow()[0]
+        run = db.run(wf, {"topic": "ants"})
+        variants = {"base": {}, "bees": {"input": {"topic": "bees"}}, "wasps": {}}
+        sweep = db.sweep(run.id, 9, variants, workflow=wf)
+        branches = {name: branch.id for name, branch in sweep.branches().items()}
+    return db_url, sweep.id, branches
+
+
+def test_sweep_promote_marks_the_branch_and_leaves_the_others(swept) -> None:
+    url, sweep_id, _ = swept
+    code, out = invoke(url, "sweep-promote", sweep_id, "bees")
+    assert code == 0, out
+    assert re.search(r"promoted bees \(branch \S+\)", out)
+    assert re.search(r"bees \(promoted\)\s+\S+\s+finished", out)
+    assert re.search(r"base\s+\S+\s+finished", out) and "deleted" not in out
+    code, out = invoke(url, "--json", "sweep-show", sweep_id)
+    shown = json.loads(out)
+    assert shown["promoted"] == "bees"
+    assert [v["promoted"] for v in shown["variants"]] == [False, True, False]
+
+
+def test_sweep_promote_delete_others_refuses_without_yes_and_deletes_with_it(swept) -> None:
+    url, sweep_id, branches = swept
+    code, out = invoke(url, "sweep-promote", sweep_id, "bees", "--delete-others")
+    assert code == 1 and "Refusing without --yes" in out
+    with st.connect(url) as db:
+        assert db.get_sweep(sweep_id).promoted is None
+        assert db.get_sweep(sweep_id).status() == dict.fromkeys(branches, "finished")
+
+    code, out = invoke(url, "--json", "sweep-promote", sweep_id, "bees", "--delete-others", "--yes")
+
+    assert code == 0, out
+    done = json.loads(out)
+    assert done["run_id"] == branches["bees"] and done["kept"] == {}
+    assert sorted(done["deleted"]) == sorted([branches["base"], branches["wasps"]])
+    with st.connect(url) as db:
+        assert db.get_sweep(sweep_id).status() == {
+            "base": "deleted", "bees": "finished", "wasps": "deleted"
+        }  # fmt: skip
+
+
+def test_sweep_promote_asks_on_a_terminal_and_a_no_changes_nothing(swept, monkeypatch) -> None:
+    url, sweep_id, _ = swept
+    # The runner's stdin stands for a terminal (it is a pipe otherwise: refused without --yes).
+    monkeypatch.setattr(click.testing._NamedTextIOWrapper, "isatty", lambda _: True, raising=False)
+    result = CliRunner().invoke(
+        cli, ["--db", url, "sweep-promote", sweep_id, "wasps", "--delete-others"], input="n\n"
+    )
+    assert result.exit_code == 1 and "delete its other branches (base, bees)?" in result.output
+    with st.connect(url) as db:
+        assert db.get_sweep(sweep_id).promoted is None
+    result = CliRunner().invoke(
+        cli, ["--db", url, "sweep-promote", sweep_id, "wasps", "--delete-others"], input="y\n"
+    )
+    assert result.exit_code == 0 and "deleted branch" in result.output, result.output
+
+
+def test_sweep_promote_of_an_unknown_variant_says_which_there_are(swept) -> None:
+    url, sweep_id, _ = swept
+    code, out = invoke(url, "sweep-promote", sweep_id, "nope")
+    assert code == 1 and "no variant 'nope'" in out and "'bees'" in out

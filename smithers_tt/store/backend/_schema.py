@@ -450,9 +450,19 @@ sweeps = Table(
     Column("variants_json", Text, nullable=False),
     Column("cancel_requested", Boolean, nullable=False),
     Column("created_at_ms", BigInteger, nullable=False),
+    Column("promoted_variant", String(200), nullable=True),
+    Column("promoted_run_id", ID, nullable=True),
+    Column("promoted_at_ms", BigInteger, nullable=True),
+    Column("discarded_json", Text, nullable=True),
+    Column("driver", String(200), nullable=True),
+    Column("driver_until_ms", BigInteger, nullable=True),
 )
 """``run_id`` is the run forked (no foreign key: deleting it leaves its forks and the sweep);
-``variants_json`` is ``[[name, edits], ...]`` in the order given."""
+``variants_json`` is ``[[name, edits], ...]`` in the order given; ``promoted_*`` name the
+branch a person chose to keep (NULL until one is promoted), ``discarded_json`` the other
+branches they asked to delete with it (``{variant: run_id}``, written before they are);
+``driver`` is the process making the sweep's forks and running its branches, until
+``driver_until_ms`` unless it renews (one at a time: a second waits)."""
 Index("tt_sweeps_run", sweeps.c.run_id, sweeps.c.created_at_ms)
 
 sweep_scores = Table(
