@@ -241,7 +241,8 @@ class Engine:
         time and everything it wrote in a failed try was rolled back. A try whose COMMIT was
         carried out is never run again, even when the COMMIT's reply was lost (see the module
         docstring). With ``held``, the transaction runs on that connection instead of one
-        checked out of the pool.
+        checked out of the pool. A read inside a :meth:`reading` block of this thread runs in
+        the block's shared transaction.
 
         Raises:
             TransientStoreError: the database stayed busy or unreachable through every retry
