@@ -14,6 +14,7 @@ has, in bulk) on a scratch SQLite file, and on PostgreSQL when it is reachable.
 
 from __future__ import annotations
 
+import os
 import random
 import statistics
 import time
@@ -55,18 +56,38 @@ def _databases() -> Iterator[list[tuple[str, str, str | None]]]:
         yield urls
 
 
+@contextmanager
+def _transactions(db) -> Iterator[list[int]]:  # type: ignore[no-untyped-def]
+    """How many transactions this process begins on the database inside the block (on
+    PostgreSQL each costs round trips of its own besides its statements)."""
+    import sqlalchemy as sa
+
+    begun = [0]
+
+    def count(conn) -> None:  # type: ignore[no-untyped-def]
+        begun[0] += 1
+
+    sa.event.listen(db.store.engine.sa, "begin", count)
+    try:
+        yield begun
+    finally:
+        sa.event.remove(db.store.engine.sa, "begin", count)
+
+
 def _build(db, run_id: str):  # type: ignore[no-untyped-def]
-    """A debugger, its build's wall and CPU seconds, and how long after the build its
-    history read behind the newest frame took (0 when none was needed: it is waited for, so
-    that the next build does not share the CPU with it)."""
+    """A debugger, its build's wall and CPU seconds, how long after the build its history
+    read behind the newest frame took (0 when none was needed: it is waited for, so that the
+    next build does not share the CPU with it), and the transactions the build began."""
     from smithers_tt.widgets import Debugger
 
-    wall, cpu = time.perf_counter(), time.process_time()
-    dbg = Debugger(db, run_id, live=False)
-    built = time.perf_counter()
-    wall, cpu = built - wall, time.process_time() - cpu
+    with _transactions(db) as begun:
+        wall, cpu = time.perf_counter(), time.process_time()
+        dbg = Debugger(db, run_id, live=False)
+        built = time.perf_counter()
+        wall, cpu = built - wall, time.process_time() - cpu
+        transactions = begun[0]
     dbg.model.history_ready()
-    return dbg, wall, cpu, time.perf_counter() - built
+    return dbg, wall, cpu, time.perf_counter() - built, transactions
 
 
 def _search(dbg) -> list[float]:  # type: ignore[no-untyped-def]
@@ -107,7 +128,7 @@ def main() -> None:
                 for n in SIZES:
                     walls, cpus, behind = [], [], []
                     for _ in range(rounds):
-                        dbg, wall, cpu, read = _build(db, runs[n])
+                        dbg, wall, cpu, read, transactions = _build(db, runs[n])
                         walls.append(wall)
                         cpus.append(cpu)
                         behind.append(read)
@@ -120,11 +141,13 @@ def main() -> None:
                     first_step = time.perf_counter() - started
                     picks = random.Random(n).sample(range(n), min(20, n))
                     steps, step_cpus = [], []
-                    for frame in picks:
-                        started, cpu = time.perf_counter(), time.process_time()
-                        dbg.select_frame(frame)
-                        steps.append(time.perf_counter() - started)
-                        step_cpus.append(time.process_time() - cpu)
+                    with _transactions(db) as begun:
+                        for frame in picks:
+                            started, cpu = time.perf_counter(), time.process_time()
+                            dbg.select_frame(frame)
+                            steps.append(time.perf_counter() - started)
+                            step_cpus.append(time.process_time() - cpu)
+                    select_transactions = begun[0] / len(picks)
                     median = statistics.median(walls)
                     search = _search(dbg)
                     searches.append([backend, n, *search])
@@ -139,6 +162,8 @@ def main() -> None:
                             statistics.median(steps) * 1000,
                             max(steps) * 1000,
                             max(step_cpus) * 1000,
+                            transactions,
+                            select_transactions,
                             figure_bytes / 1024,
                             points,
                             "yes" if dbg.timeline.data.aggregated else "no",
@@ -146,6 +171,7 @@ def main() -> None:
                             verdict(statistics.median(steps) * 1000 < SELECT_GOAL_MS)
                             if n in GOAL_SIZES
                             else "",
+                            os.getloadavg()[0],
                         ]
                     )
                     dbg.close()
@@ -163,11 +189,14 @@ def main() -> None:
             "select frame ms",
             "select max ms",
             "select max CPU ms",
+            "build txns",
+            "select txns",
             "figure KiB",
             "points",
             "binned",
             f"goal < {GOAL_S:.0f} s",
             f"select median < {SELECT_GOAL_MS:.0f} ms",
+            "load avg",
         ],
         rows,
     )
@@ -187,4 +216,6 @@ def main() -> None:
     note("payload search reads each checkpoint's content once (then it is cached as text),")
     note("  at most 0.3 s of reading per search; the table says how many were searched")
     note("select max CPU ms: this process's CPU time, which the machine's load moves less")
+    note("build / select txns: transactions begun by a build / per selection (the parts'")
+    note("  reads share one: Engine.reading); on PostgreSQL each costs its own round trips")
     note("figure KiB: plotly JSON of the timeline (data + layout) sent to the browser")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 
 @contextmanager
@@ -28,3 +29,17 @@ def paused_gc() -> Iterator[None]:
     finally:
         if running:
             gc.enable()
+
+
+@contextmanager
+def one_read(db: Any) -> Iterator[None]:
+    """Let the block's reads of ``db`` share one transaction (the store's
+    ``Engine.reading``): a part that opens reads many small things, each of which would
+    otherwise be a transaction of its own (a round trip or three each on PostgreSQL)."""
+    engine = getattr(getattr(db, "store", None), "engine", None)
+    reading = getattr(engine, "reading", None)
+    if reading is None:  # not a smithers_tt database (a test's stand-in)
+        yield
+        return
+    with reading():
+        yield

@@ -98,7 +98,11 @@ class FrameSearch:
                     _merged(seen.purposes, new.purposes),
                 )
         else:
-            seen = frame_choices(self._engine, run_id, upto=upto)
+            counted = self.model.counted_choices  # by the timeline, from the same frames
+            if counted is not None and counted[:2] == (run_id, upto):
+                seen = counted[2]
+            else:
+                seen = frame_choices(self._engine, run_id, upto=upto)
         self._choices = (run_id, upto, seen)
         return {"node": list(seen.nodes), "kind": list(seen.kinds), "purpose": list(seen.purposes)}
 

@@ -51,4 +51,7 @@ class DebuggerModel(Loading, Refresh, Content, Naming, Selection, Diffs, Forms, 
         self.pending = None
         self.last_result = None
         self._preload: HistoryRead[_Read] | None = None
+        self.counted_choices: tuple[str, int, Any] | None = None
+        """(run, last frame, ``FrameChoices``) the timeline's last figure counted in SQL for
+        the frame table's filters (None when it walked the frames instead)."""
         self._load_run(run_id)

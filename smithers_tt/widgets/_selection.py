@@ -10,6 +10,7 @@ from typing import Any
 
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store import CheckpointRef
+from smithers_tt.widgets._bulk import one_read
 from smithers_tt.widgets._newest import NewestView
 from smithers_tt.widgets._records import RefKey, RefPage
 from smithers_tt.widgets._state import DebuggerState
@@ -39,15 +40,17 @@ class Selection(DebuggerState):
     def select_frame(self, frame_no: int) -> None:
         """Select a frame (clamped to the run's frames); every view follows. The run is read
         again first if it changed in the database (:meth:`catch_up`): a frame is never
-        selected in a history that is no longer there."""
-        self.catch_up()
-        n = max(self.first_frame, min(int(frame_no), self.last_frame))
-        if n == self.frame_no:
-            return
-        self._loaded()  # any frame but the newest is folded from the history
-        self.frame_no = n
-        self._default_ref()
-        self._emit("frame", "ref")
+        selected in a history that is no longer there. What the views read for it (the
+        payloads, the model calls, the run) shares one read transaction."""
+        with one_read(self.db):
+            self.catch_up()
+            n = max(self.first_frame, min(int(frame_no), self.last_frame))
+            if n == self.frame_no:
+                return
+            self._loaded()  # any frame but the newest is folded from the history
+            self.frame_no = n
+            self._default_ref()
+            self._emit("frame", "ref")
 
     def check_frame(self, frame_no: Any) -> int:
         """``frame_no`` as a frame of the shown run, or an ``InvalidArgument`` that says which

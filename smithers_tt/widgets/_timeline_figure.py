@@ -130,6 +130,7 @@ def _figure(
     last = model.last_frame
     width = max(1, math.ceil((last + 1) / BINS)) if aggregated else 1
     marks = model.breakpoints if model.breakpoints.enabled else None
+    model.counted_choices = None  # the SQL gather counts them again; the walk does not
     found: _Gathered = gather(model, width, model.node_ids if marks else None, time_axis)
     rows, t0, times = found.rows, found.t0, found.times
     run_id = model.run_id

@@ -14,6 +14,7 @@ from smithers_tt.store.for_widgets import (
     AttemptFrame,
     FrameRow,
     attempt_frames,
+    choices_of_bins,
     frame_bins,
     frame_rows,
     frame_times,
@@ -202,6 +203,8 @@ def _gather_sql(
     groups = frame_bins(
         engine, run_id, upto=last, width=width, by_iteration=not per_node, times=time_axis
     )
+    # what the frame table's filters offer, from these counts (see FrameSearch.choices)
+    model.counted_choices = (run_id, last, choices_of_bins(groups))
     first: dict[tuple[str, int], int] = {}  # each pair's first frame: the rows' order
     for f in base:
         if f.node_id is not None:

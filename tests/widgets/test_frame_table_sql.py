@@ -16,10 +16,11 @@ import pytest
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
-from smithers_tt.store.for_widgets import frames_at
+from smithers_tt.store.for_widgets import choices_of_bins, frame_bins, frame_choices, frames_at
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._frametable import ANY, PAGE, FrameSearch, FrameTable, row_label
+from smithers_tt.widgets._timeline_figure import build_timeline
 
 NOTHING = "no-such-value"
 """A filter value no frame has."""
@@ -143,6 +144,48 @@ def test_each_way_of_finding_first_frames_gives_the_walks_order(
     for make in RUNS.values():
         model = DebuggerModel(db, make(db))
         assert FrameSearch(model).choices() == walked_choices(model), make.__name__
+
+
+def test_the_timelines_counts_give_the_walks_choices(db: st.Database, monkeypatch) -> None:
+    """The choices of the counts a binned timeline makes (every visible frame, per bin)
+    are the walk's, for whole runs and for the frames up to any point; a table built after
+    such a figure takes them and groups no frame again, and a figure walked over the frames
+    leaves none behind."""
+    import smithers_tt.widgets._frametable as table
+
+    grouped = table.frame_choices
+    counted_runs = 0
+    for make in RUNS.values():
+        run_id = make(db)
+        walking = DebuggerModel(db, run_id)
+        walked = walked_choices(walking)  # reads the history
+        last = walking.last_frame
+        for upto in sorted({0, 3, last // 2, last}):
+            for by_iteration in (True, False):
+                for width in (1, 4, 250):
+                    bins = frame_bins(
+                        db.engine, run_id, upto=upto, width=width, by_iteration=by_iteration
+                    )
+                    counted = choices_of_bins(bins)
+                    assert counted == frame_choices(db.engine, run_id, upto=upto), make.__name__
+        build_timeline(walking, aggregate_at=0)  # the history is read: the walk, no counts
+        assert walking.counted_choices is None
+        model = DebuggerModel(db, run_id)
+        build_timeline(model, aggregate_at=0)
+        if model.history_loaded:  # a fork reads its history at once: walked, no counts
+            assert model.counted_choices is None
+            continue
+        counted_runs += 1
+        assert model.counted_choices is not None
+        assert model.counted_choices[:2] == (run_id, last)
+        monkeypatch.setattr(table, "frame_choices", _refuse)
+        assert FrameSearch(model).choices() == walked, make.__name__
+        monkeypatch.setattr(table, "frame_choices", grouped)
+    assert counted_runs >= 4
+
+
+def _refuse(*args: Any, **kwargs: Any) -> Any:
+    raise AssertionError("the table grouped the frames again")
 
 
 def test_a_forks_base_frames_are_not_among_its_choices_or_matches(db: st.Database) -> None:

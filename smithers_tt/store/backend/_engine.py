@@ -24,7 +24,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TypeVar
@@ -86,6 +86,17 @@ class RetryPolicy:
     max_delay: float = 1.0
 
 
+class _Shared(threading.local):
+    """One thread's shared read transaction (see :meth:`Engine.reading`)."""
+
+    depth = 0
+    """How many ``reading`` blocks this thread is in."""
+    conn: Connection | None = None
+    """The connection whose transaction the reads share, once one was asked for."""
+    broken = False
+    """A shared read failed: the rest of the block reads as if there were no block."""
+
+
 class Engine:
     """A SQLAlchemy engine set up for smithers_tt, with a retrying transaction runner."""
 
@@ -133,6 +144,7 @@ class Engine:
         )
         carry(self.sa, self.backend)
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+        self._shared = _Shared()
 
     @property
     def is_sqlite(self) -> bool:
@@ -155,6 +167,61 @@ class Engine:
             with conn.begin():
                 yield conn
 
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Inside the block, the read-only transactions this thread runs through
+        :meth:`transaction` share one transaction on one connection.
+
+        For a caller that reads many small things at once (the debugger opening a run: about
+        30 read transactions): each transaction of its own costs a pool checkout, a ``BEGIN``
+        and an end, and on PostgreSQL each of those is a round trip to a server that a loaded
+        machine answers late. The reads see what they saw before: on PostgreSQL (read
+        committed) each statement sees what was committed when it started, as before; on
+        SQLite the block reads one snapshot, taken at its first read. A write transaction
+        inside the block ends the shared one first (what is read after it sees the write),
+        and a read that fails in the shared transaction ends it and runs again on its own,
+        with the retries and error translation of :meth:`transaction`; the rest of the block
+        then reads as if there were no block. Other threads are not affected; blocks nest.
+        """
+        shared = self._shared
+        shared.depth += 1
+        try:
+            yield
+        finally:
+            shared.depth -= 1
+            if not shared.depth:
+                shared.broken = False
+                self._end_shared()
+
+    def _end_shared(self) -> None:
+        """End this thread's shared read transaction, if one is open (a rollback: it
+        wrote nothing)."""
+        conn, self._shared.conn = self._shared.conn, None
+        if conn is not None:
+            with suppress(exc.DBAPIError):
+                conn.close()
+
+    def _shared_read(self, work: Callable[[Connection], T]) -> tuple[bool, T | None]:
+        """``(True, work(conn))`` in this thread's shared read transaction, or ``(False,
+        None)`` when there is none to use (no block, or it failed): then ``work`` runs in a
+        transaction of its own."""
+        shared = self._shared
+        if not shared.depth or shared.broken:
+            return False, None
+        try:
+            if shared.conn is None:
+                conn = self.sa.connect()
+                conn.execution_options(**{_WRITE: False})
+                conn.begin()
+                shared.conn = conn
+            return True, work(shared.conn)
+        except SmithersError:
+            raise
+        except (exc.DBAPIError, UnicodeDecodeError):
+            shared.broken = True  # run again alone: retried and translated as ever
+            self._end_shared()
+            return False, None
+
     def hold(self) -> HeldConnection:
         """A connection kept checked out between transactions, for one serial caller."""
         held = HeldConnection(self)
@@ -174,7 +241,8 @@ class Engine:
         time and everything it wrote in a failed try was rolled back. A try whose COMMIT was
         carried out is never run again, even when the COMMIT's reply was lost (see the module
         docstring). With ``held``, the transaction runs on that connection instead of one
-        checked out of the pool.
+        checked out of the pool. A read inside a :meth:`reading` block of this thread runs in
+        the block's shared transaction.
 
         Raises:
             TransientStoreError: the database stayed busy or unreachable through every retry
@@ -183,6 +251,13 @@ class Engine:
                 be found out.
             StoreError: any other database failure, with the driver error chained.
         """
+        if held is None and self._shared.depth:
+            if write:
+                self._end_shared()  # the reads after this write must see it
+            else:
+                shared, result = self._shared_read(work)
+                if shared:
+                    return result  # type: ignore[return-value]
         policy = self.retry
         for attempt in range(1, policy.attempts + 1):
             commit = Commit()

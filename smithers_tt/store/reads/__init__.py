@@ -34,6 +34,7 @@ from smithers_tt.store.reads._failures import FailureRow, failure_rows
 from smithers_tt.store.reads._frame_rows import FrameRow, frame_rows
 from smithers_tt.store.reads._frame_search import (
     FrameChoices,
+    choices_of_bins,
     find_frames,
     frame_choices,
     frames_at,
@@ -103,6 +104,7 @@ __all__ = [
     "attempt_frames",
     "attempt_span",
     "carrying",
+    "choices_of_bins",
     "content_sizes",
     "corrupt_frame",
     "describe_tables",

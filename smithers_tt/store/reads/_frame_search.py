@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -24,8 +25,9 @@ from smithers_tt.store._frames import frame_fields, select_frames
 from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.reads._frame_rows import FrameRow
+from smithers_tt.store.reads._timeline import FrameBin
 
-__all__ = ["FrameChoices", "find_frames", "frame_choices", "frames_at"]
+__all__ = ["FrameChoices", "choices_of_bins", "find_frames", "frame_choices", "frames_at"]
 
 _IN_CHUNK = 500
 """Frame numbers asked for in one ``IN`` list (far below either database's limit)."""
@@ -79,6 +81,20 @@ def frame_choices(
         stmt = stmt.select_from(starts.join(f, in_start))
     stmt = stmt.group_by(f.c.kind, f.c.node_id, f.c.purpose).order_by(first)
     groups = engine.transaction(lambda conn: conn.execute(stmt).all(), write=False)
+    return _choices(groups)
+
+
+def choices_of_bins(bins: Iterable[FrameBin]) -> FrameChoices:
+    """What :func:`frame_choices` answers for the frames that :func:`frame_bins` counted
+    (the visible frames up to its ``upto``), from those counts: a value's first frame is
+    the first frame of its first group, in whatever bins they were counted. The debugger's
+    timeline counts them anyway; the frame table then need not group every frame again."""
+    ordered = sorted(bins, key=lambda b: b.first)
+    return _choices((b.kind, b.node_id, b.purpose, b.first) for b in ordered)
+
+
+def _choices(groups: Iterable[Any]) -> FrameChoices:
+    """The choices of (kind, node, purpose, first frame) groups in order of first frame."""
     nodes: dict[str, None] = {}
     kinds: dict[str, None] = {}
     purposes: dict[str, None] = {}

@@ -231,18 +231,25 @@ def _newest_of_run(conn: Any, run_id: str) -> CheckpointRef | None:
     return None if row is None else checked_ref(run_id, row)
 
 
-def _distinct(conn: Any, column: Any, *where: Any) -> list[str]:
-    """The distinct values of a text column where ``where`` holds, one index seek each
-    (a loose scan: a run has a few node ids against thousands of rows naming them)."""
-    found: list[str] = []
-    while True:
-        stmt = sa.select(sa.func.min(column)).where(*where)
-        if found:
-            stmt = stmt.where(column > found[-1])
-        value = conn.execute(stmt).scalar()
-        if value is None:
-            return found
-        found.append(value)
+def _distinct(conn: Any, column: Any, *where: Any, least: Any = None) -> list[Any]:
+    """The distinct values of a text column where ``where`` holds, in the column's order:
+    a loose scan, one index seek per value (a run has a few node ids against thousands of
+    rows naming them), all in one recursive statement (one round trip, not one per value).
+    With ``least``, (value, lowest ``least`` among its rows) pairs instead."""
+    text = sa.Text()  # both terms of the recursion alike (PostgreSQL: varchar(n) is not text)
+    found = (
+        sa.select(sa.cast(sa.func.min(column), text).label("v"))
+        .where(*where)
+        .cte("found", recursive=True)
+    )
+    following = sa.select(sa.cast(sa.func.min(column), text)).where(*where, column > found.c.v)
+    found = found.union_all(sa.select(following.scalar_subquery()).where(found.c.v.is_not(None)))
+    columns = [found.c.v]
+    if least is not None:
+        lowest = sa.select(sa.func.min(least)).where(*where, column == found.c.v)
+        columns.append(lowest.scalar_subquery())
+    rows = conn.execute(sa.select(*columns).where(found.c.v.is_not(None))).all()
+    return [r[0] for r in rows] if least is None else [(r[0], r[1]) for r in rows]
 
 
 def live_checkpointed_nodes(engine: Engine, run_id: str) -> list[str]:
@@ -358,9 +365,7 @@ def seen_node_ids(engine: Engine, run_id: str) -> list[str]:
         first: dict[str, int] = {}
         for kinds in (S.NODE_LEVEL_WHERE, S.RUN_LEVEL_WHERE):
             where = (f.c.run_id == run_id, kinds, f.c.node_id.is_not(None))
-            for node_id in _distinct(conn, f.c.node_id, *where):
-                stmt = sa.select(sa.func.min(f.c.frame_no)).where(*where, f.c.node_id == node_id)
-                frame_no = conn.execute(stmt).scalar_one()
+            for node_id, frame_no in _distinct(conn, f.c.node_id, *where, least=f.c.frame_no):
                 first[node_id] = min(frame_no, first.get(node_id, frame_no))
         return sorted(first, key=first.__getitem__)
 
