@@ -19,7 +19,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -41,6 +41,34 @@ class Commit:
     """The token row this transaction wrote (PostgreSQL): ``(created_at_ms, nonce)``."""
     pid: int | None = None
     """The server process of the session that sent it."""
+    deferred: list[tuple[str, Any, bool]] = field(default_factory=list)
+    """Steps ``(statement, params, many)`` that return nothing, held back to go to the
+    server with the next statements of the transaction or with its COMMIT (see
+    :func:`defer`)."""
+
+
+COMMIT_KEY = "smithers_tt_commit"
+"""Key of the running write transaction's :class:`Commit` in ``Connection.info``."""
+
+
+def defer(conn: Connection, steps: list[tuple[str, Any, bool]]) -> bool:
+    """Hold ``steps`` (that return nothing) back, to be sent with whatever the transaction
+    sends next, its COMMIT at the latest; False (nothing held) when the transaction is not a
+    sealed write or ``conn`` is inside a savepoint (whose statements must fail there)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is None or conn.in_nested_transaction():
+        return False
+    commit.deferred.extend(steps)
+    return True
+
+
+def take_deferred(conn: Connection) -> list[tuple[str, Any, bool]]:
+    """The steps :func:`defer` held back on ``conn`` (now the caller's to send)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is None or not commit.deferred:
+        return []
+    steps, commit.deferred = commit.deferred, []
+    return steps
 
 
 def is_transient(error: BaseException) -> bool:
@@ -270,11 +298,11 @@ class Statements:
         )
 
         # --- LangGraph saver ---
-        self.insert_new_content = q(
-            # Content stored with the clock's advance: a row back when it was new, none when
-            # it was there already (then checked as _publish._insert_content does).
-            "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes"
+        self.put_content = q(
+            # Content stored with the clock's advance (parameters: hash, bytes, size, stamp).
+            # A row (size, same) back when it was stored or checked, none when it must be
+            # checked afterwards (store_content); see Dialect.put_content.
+            dialect.put_content
         )
         self.lock_lg_run = q(
             # A thread's run locked before the saver reads which values its frames pin; its
@@ -359,6 +387,15 @@ class Dialect(ABC):
     until the publishing transaction ends (empty where writers are serialised anyway)."""
     row_lock: str
     """Suffix of a read that locks the run row before reading what hangs under it."""
+    put_content: str = (
+        "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes, 1"
+    )
+    """Store content unless present, in one statement that needs no answer before the next
+    (parameters: hash, bytes, size, stamp). Returns ``(size, same)`` when it inserted the row,
+    or (where the database can do it in the same statement) found it and compared its bytes
+    with the new ones, holding it (:attr:`content_lock`); no row when the caller must check
+    stored content itself (with ``store_content``)."""
 
     def __init__(self) -> None:
         self._statements: Statements | None = None
@@ -538,6 +575,13 @@ class Dialect(ABC):
         """``stmt`` (a read picking rows to change: a run to claim, content to collect)
         locking what it returns and passing over rows another transaction has locked, so
         concurrent claimers or collectors never pick the same row and never wait."""
+
+    def send(
+        self, conn: Connection, steps: Sequence[tuple[str, Any, bool]], *, token: bool
+    ) -> list[tuple[Any, ...] | None]:
+        """Run ``(statement, params, many)`` steps in one round trip (only where
+        :attr:`pipelines`); return each one's first row."""
+        raise NotImplementedError
 
     def seal(self, conn: Connection, commit: Commit) -> None:  # noqa: B027 (optional hook)
         """Send what makes the COMMIT of a write settle-able (nothing by default)."""

@@ -45,11 +45,11 @@ from smithers_tt.errors import (
 from smithers_tt.store._records import VERIFY_HINT
 from smithers_tt.store.backend import _sqlite as _dialect_sqlite  # noqa: F401 (registers them)
 from smithers_tt.store.backend._dialect import (
+    COMMIT_KEY,
     DIALECTS,
     Commit,
     Dialect,
     carry,
-    dialect_of,
     dialect_owning,
     disk_failure,
     is_transient,
@@ -66,7 +66,6 @@ __all__ = [
     "damaged",
     "display_url",
     "is_transient",
-    "token_steps",
     "wrap_driver_error",
 ]
 
@@ -191,7 +190,7 @@ class Engine:
                 with (held or self).connect(write=write) as conn:
                     info = conn.info  # held on to: an invalidated conn refuses .info
                     if sealed:
-                        info[_COMMIT] = commit  # for token_steps()
+                        info[_COMMIT] = commit  # for the dialect's token and deferred steps
                     try:
                         result = work(conn)
                     finally:
@@ -311,23 +310,7 @@ def disk_error(url: str, error: BaseException) -> DiskError | None:
     )
 
 
-_COMMIT = "smithers_tt_commit"
-"""Key of the running write transaction's :class:`Commit` in ``Connection.info``."""
-
-
-def token_steps(conn: Connection) -> list[tuple[str, tuple[int, ...]]]:
-    """The commit token's statements, for a caller about to pipeline statements on ``conn``.
-
-    The token costs no round trip of its own when it rides along with statements already going
-    to the server (the publication's pipelines); otherwise it goes with the COMMIT. Empty when
-    it is not wanted (SQLite, reads), already sent, or ``conn`` is inside a savepoint, whose
-    rollback would take the token away while the transaction still commits.
-    """
-    commit = conn.info.get(_COMMIT)
-    if commit is None or commit.token is not None or conn.in_nested_transaction():
-        return []
-    dialect = dialect_of(conn)
-    return dialect.commit_steps(commit, conn.connection.dbapi_connection)
+_COMMIT = COMMIT_KEY
 
 
 def _parse(url: str) -> sa.URL:

@@ -35,11 +35,13 @@ from smithers_tt._extras import extra_needed
 from smithers_tt.errors import OutcomeUnknown, StoreNotFound
 from smithers_tt.store.backend._access import PostgresAccess
 from smithers_tt.store.backend._dialect import (
+    COMMIT_KEY,
     Commit,
     Dialect,
     is_transient,
     register,
     short,
+    take_deferred,
     wrap_driver_error,
 )
 
@@ -105,6 +107,21 @@ class PostgresDialect(Dialect):
     # skip the content until the reference to it has committed.
     content_lock = " FOR KEY SHARE"
     row_lock = " FOR UPDATE"
+    # Inserted, or found, compared and held FOR KEY SHARE, in one statement: content a publish
+    # stores again costs no round trip of its own. Both parts read the statement's snapshot:
+    # a row a collection deletes meanwhile is inserted again (the insert waits for the
+    # delete) or, if the lock skipped it and the insert met it, nothing comes back and the
+    # caller checks again (store_content, which loops).
+    put_content = (
+        "WITH v (content_hash, data, size_bytes, created_at_ms) AS (VALUES ("
+        "CAST(? AS text), CAST(? AS bytea), CAST(? AS integer), CAST(? AS bigint))), "
+        "i AS (INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, "
+        "created_at_ms) SELECT content_hash, data, size_bytes, created_at_ms FROM v "
+        "ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes), "
+        "k AS (SELECT c.size_bytes, c.data = v.data AS same FROM tt_checkpoint_contents c "
+        "JOIN v ON c.content_hash = v.content_hash FOR KEY SHARE OF c) "
+        "SELECT size_bytes, true FROM i UNION ALL SELECT size_bytes, same FROM k"
+    )
     code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's
     # A HashAggregate groups 100,000 frames in one pass: no blocks.
     choice_block = None
@@ -253,6 +270,8 @@ class PostgresDialect(Dialect):
                 # A name given in the URL (?application_name=...) wins.
                 connect_args={} if "application_name" in url.query else _NAME,
             )
+        sa.event.listen(engine, "begin", _own_begin)
+        sa.event.listen(engine, "before_cursor_execute", _send_deferred)
         return engine, False
 
     def owns(self, orig: BaseException) -> bool:
@@ -284,28 +303,118 @@ class PostgresDialect(Dialect):
     def skip_locked(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(skip_locked=True)
 
-    def seal(self, conn: Connection, commit: Commit) -> None:
-        """Commit a write transaction with its token row, in one round trip (unless the
-        token was already sent with the transaction's statements: then SQLAlchemy commits)."""
+    def send(
+        self, conn: Connection, steps: Sequence[tuple[str, Any, bool]], *, token: bool
+    ) -> list[tuple[Any, ...] | None]:
+        """Run ``(statement, params, many)`` steps in one round trip; return each one's first
+        row (None for ``many``).
+
+        The pipeline starts with what the transaction still owes the server: its BEGIN when
+        nothing was sent yet (psycopg would send that alone, a round trip of its own), then
+        the steps held back by :func:`~._dialect.defer`. With ``token``, the transaction's
+        commit token rides along too (unless sent already, or inside a savepoint).
+        """
         raw = conn.connection.dbapi_connection
-        if commit.token is not None:
-            return
-        if raw.info.transaction_status.name == "IDLE":
-            return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        statement, params = "", None
+        held = take_deferred(conn)
+        todo = [*held, *steps]
+        begin = self._begin(conn, raw)
+        tokens = self._token_steps(conn, raw) if token else []
         cursor = raw.cursor()
+        cursors = []
         try:
             with raw.pipeline():
-                for statement, params in self.commit_steps(commit, raw):
+                if begin is not None:
+                    statement = begin
+                    cursor.execute(begin, prepare=False)
+                for statement, params, many in todo:
+                    cur = raw.cursor()
+                    cursors.append(cur)
+                    if many:
+                        cur.executemany(statement, params)
+                    else:
+                        cur.execute(statement, params)
+                for statement, params in tokens:
+                    cursor.execute(statement, params)
+            return [
+                None if many or cur.description is None else cur.fetchone()
+                for cur, (_, _, many) in zip(cursors[len(held) :], steps, strict=True)
+            ]
+        except conn.dialect.loaded_dbapi.Error as error:
+            raise wrap_driver_error(conn, error, statement, params, cursor) from error
+        finally:
+            for cur in (cursor, *cursors):
+                with suppress(Exception):
+                    cur.close()
+
+    def _token_steps(self, conn: Connection, raw: Any) -> list[tuple[str, tuple[int, ...]]]:
+        """The commit token's statements for a pipeline on ``conn``: none when it is not
+        wanted (a read, a token already sent, or inside a savepoint, whose rollback would take
+        the token away while the transaction still commits)."""
+        commit = conn.info.get(COMMIT_KEY)
+        if commit is None or commit.token is not None or conn.in_nested_transaction():
+            return []
+        return self.commit_steps(commit, raw)
+
+    @staticmethod
+    def _begin(conn: Connection, raw: Any) -> str | None:
+        """The BEGIN to put at the head of a pipeline, when the transaction has sent nothing
+        yet (else None). psycopg sends its own BEGIN before a pipeline's first statement and
+        waits for its answer; so the connection goes into psycopg's autocommit mode (no BEGIN
+        of its own) and the BEGIN it would have sent goes first in the pipeline. COMMIT and
+        ROLLBACK work the same in that mode (psycopg sends them whenever a transaction is
+        open); the next transaction's start turns the mode off again (:func:`_own_begin`)."""
+        if raw.autocommit or raw.info.transaction_status.name != "IDLE":
+            return None
+        parts = ["BEGIN"]
+        if raw.isolation_level is not None:
+            parts.append("ISOLATION LEVEL " + raw.isolation_level.name.replace("_", " "))
+        if raw.read_only is not None:
+            parts.append("READ ONLY" if raw.read_only else "READ WRITE")
+        if raw.deferrable is not None:
+            parts.append("DEFERRABLE" if raw.deferrable else "NOT DEFERRABLE")
+        raw.autocommit = True
+        conn.info[_OWN_BEGIN] = True
+        return " ".join(parts)
+
+    def seal(self, conn: Connection, commit: Commit) -> None:
+        """Commit a write transaction in one round trip: the steps still held back
+        (:func:`~._dialect.defer`) and the token row, unless it was sent already with the
+        transaction's statements, go with the COMMIT. With nothing to send along, SQLAlchemy
+        commits."""
+        raw = conn.connection.dbapi_connection
+        held, commit.deferred = commit.deferred, []
+        if not held:
+            if commit.token is not None:
+                return
+            if raw.info.transaction_status.name == "IDLE":
+                return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        begin = self._begin(conn, raw)
+        tokens = self.commit_steps(commit, raw) if commit.token is None else []
+        cursor = raw.cursor()
+        statement, params = "COMMIT", None
+        try:
+            with raw.pipeline():
+                if begin is not None:
+                    cursor.execute(begin, prepare=False)
+                for statement, params, many in held:
+                    if many:
+                        cursor.executemany(statement, params)
+                    else:
+                        cursor.execute(statement, params)
+                for statement, params in tokens:
                     cursor.execute(statement, params)
                 # COMMIT as a statement, not raw.commit(): that one syncs the pipeline itself,
                 # and leaving the pipeline syncs again, a second round trip. Never prepared,
                 # so every COMMIT goes out as such. SQLAlchemy's own commit is then a no-op.
+                statement, params = "COMMIT", None
                 cursor.execute("COMMIT", prepare=False)
         except conn.dialect.loaded_dbapi.Error as error:
-            raise wrap_driver_error(conn, error, INSERT_TOKEN, commit.token, cursor) from error
+            raise wrap_driver_error(conn, error, statement, params, cursor) from error
         finally:
             with suppress(Exception):
                 cursor.close()
+        _own_begin(conn)
 
     def settle(self, engine: Any, commit: Commit, error: exc.DBAPIError) -> bool:
         if commit.token is None or not _reply_lost(error):
@@ -340,7 +449,29 @@ class PostgresDialect(Dialect):
         ) from error
 
 
-register(PostgresDialect())
+_POSTGRES = PostgresDialect()
+register(_POSTGRES)
+
+_OWN_BEGIN = "smithers_tt_own_begin"
+"""Key in ``Connection.info``: this connection is in psycopg's autocommit mode because the
+store sent its transaction's BEGIN itself (see :meth:`PostgresDialect._begin`)."""
+
+
+def _own_begin(conn: Connection) -> None:
+    """Give psycopg its BEGIN back once the transaction the store began has ended (at the
+    COMMIT the store sent, or when SQLAlchemy begins the next transaction)."""
+    if conn.info.pop(_OWN_BEGIN, False):
+        raw = conn.connection.dbapi_connection
+        if raw is not None and raw.autocommit:
+            raw.autocommit = False
+
+
+def _send_deferred(conn: Connection, *args: Any) -> None:
+    """Before any statement SQLAlchemy runs: send the steps held back first (it may read
+    what they write, or be a SAVEPOINT that must follow them)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is not None and commit.deferred:
+        _POSTGRES.send(conn, [], token=True)
 
 
 def _reply_lost(error: exc.DBAPIError) -> bool:

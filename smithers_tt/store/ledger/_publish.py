@@ -61,7 +61,7 @@ from smithers_tt.store._ref_frame import ref_key
 from smithers_tt.store.backend import Driver, Engine, _short, disk_failure, driver, is_transient
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._calls import EncodedCall, call_changes
-from smithers_tt.store.ledger._content import store_content
+from smithers_tt.store.ledger._content import ContentStored, store_content
 from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, write
 
 __all__ = [
@@ -159,6 +159,11 @@ class PublishUnit(Change, Unit):
     def finish(self, done: Any) -> None:
         self.result, self.frame = done
 
+    def stored(self) -> tuple[Change, Change]:
+        """This change after the one that stores its content: with the clock's advance (in
+        its round trip on PostgreSQL), not by :meth:`apply` in a round trip of its own."""
+        return ContentStored(self.encoded), self
+
     def early(self, w: Write) -> Step:
         # The sequence comes from an UPDATE that also requires the attempt to be in progress
         # under the same epoch (dense and unique sequences under any number of writers).
@@ -192,7 +197,7 @@ class PublishUnit(Change, Unit):
                 "nothing was written",
                 run_id=key.run_id,
             )
-        if enc.content_hash not in w.contents:
+        if enc.content_hash not in w.contents:  # no ContentStored went before (see stored())
             store_content(w.db, enc, w.stamp)
             w.contents.add(enc.content_hash)
         stamp = w.stamp
@@ -264,7 +269,14 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     written.
     """
     with driver(conn) as db:
-        entries = [Entry(u.key.run_id, u.fence, (*call_changes(u.key, u.calls), u)) for u in units]
+        entries = [
+            Entry(
+                u.key.run_id,
+                u.fence,
+                (*call_changes(u.key, u.calls), *u.stored()),
+            )
+            for u in units
+        ]
         entries = write(db, entries, now_ms())
     return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
 
@@ -372,6 +384,12 @@ class GroupCommitter:
         try:
             try:
                 outcomes = self._engine.transaction(together, held=self._connection)
+            except StoreError as failed:
+                # A statement sent with the COMMIT (PostgreSQL: the batch's last inserts go
+                # with it) was refused, so nothing committed: maybe one unit's failure.
+                if not (_refused(failed) and len(batch) > 1):
+                    raise
+                outcomes = self._engine.transaction(one_by_one, held=self._connection)
             except _UnitFailed as failed:
                 if len(batch) > 1:
                     outcomes = self._engine.transaction(one_by_one, held=self._connection)
@@ -412,6 +430,18 @@ def _failure_of(unit: Unit, error: Exception) -> BaseException | None:
         failure.__cause__ = error
         return failure
     return error if isinstance(error, unit.isolates) else None
+
+
+def _refused(error: StoreError) -> bool:
+    """Whether ``error`` (raised by a transaction) is the database refusing a statement, not
+    the batch's own failure: the transaction rolled back, so its units may be tried one by
+    one (:meth:`GroupCommitter._commit`)."""
+    cause = error.__cause__
+    return (
+        type(error) is StoreError
+        and isinstance(cause, exc.DBAPIError)
+        and not _fails_the_batch(cause)
+    )
 
 
 def _fails_the_batch(error: exc.DBAPIError) -> bool:

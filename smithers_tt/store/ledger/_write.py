@@ -243,7 +243,7 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
     if frame_rows:
         final.append((sql.insert_frame, frame_rows, True))
     if final:
-        db.together(final)
+        db.later(final)  # on PostgreSQL, with the COMMIT when nothing else follows
     return list(entries)
 
 
