@@ -41,6 +41,11 @@ class Commit:
     """The token row this transaction wrote (PostgreSQL): ``(created_at_ms, nonce)``."""
     pid: int | None = None
     """The server process of the session that sent it."""
+    known: dict[Any, Any] | None = None
+    """What the engine learned of rows from the writes it committed (see :meth:`learn`), for
+    a write that sends guarded guesses instead of asking (None: not kept here)."""
+    learned: dict[Any, Any] = field(default_factory=dict)
+    """What this transaction's writes learned; kept in :attr:`known` once it committed."""
     deferred: list[tuple[str, Any, bool]] = field(default_factory=list)
     """Steps ``(statement, params, many)`` that return nothing, held back to go to the
     server with the next statements of the transaction or with its COMMIT (see
@@ -60,6 +65,22 @@ def defer(conn: Connection, steps: list[tuple[str, Any, bool]]) -> bool:
         return False
     commit.deferred.extend(steps)
     return True
+
+
+def known_rows(conn: Connection) -> dict[Any, Any] | None:
+    """What the engine knows of rows committed before (for guarded guesses), or None where
+    guesses cannot be sent (not a sealed write, or inside a savepoint)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is None or commit.known is None or conn.in_nested_transaction():
+        return None
+    return commit.known
+
+
+def learn(conn: Connection, key: Any, value: Any) -> None:
+    """Record ``value`` (None: forget it) as what ``key`` holds once the transaction commits."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is not None and commit.known is not None:
+        commit.learned[key] = value
 
 
 def take_deferred(conn: Connection) -> list[tuple[str, Any, bool]]:
@@ -244,6 +265,22 @@ class Statements:
             "AND state = 'in_progress' AND owner_epoch = ? "
             "RETURNING next_sequence"
         )
+        # Guarded guesses (PostgreSQL, sent unanswered with the COMMIT): each changes its row
+        # only if it holds what the writer guessed, and divides by zero otherwise, which
+        # aborts the transaction (count(*) of no rows is 0; never folded at planning time).
+        self.advance_run_if = q(
+            "WITH r AS (UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? "
+            "WHERE run_id = ? AND status = ? AND owner_epoch = ? AND clock = ? "
+            "AND max_checkpoint_bytes IS NOT DISTINCT FROM ? AND cancel_requested = ? "
+            "AND created_at_ms = ? RETURNING 1) SELECT 1 / count(*) FROM r"
+        )
+        self.next_sequence_if = q(
+            "WITH a AS (UPDATE tt_attempts SET next_sequence = next_sequence + 1 "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
+            "AND state = 'in_progress' AND owner_epoch = ? AND next_sequence = ? "
+            "RETURNING 1) SELECT 1 / count(*) FROM a"
+        )
+        self.put_content_if = None if dialect.put_content_if is None else q(dialect.put_content_if)
         self.attempt_state = q(
             "SELECT state, owner_epoch FROM tt_attempts "
             "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ?"
@@ -396,6 +433,10 @@ class Dialect(ABC):
     or (where the database can do it in the same statement) found it and compared its bytes
     with the new ones, holding it (:attr:`content_lock`); no row when the caller must check
     stored content itself (with ``store_content``)."""
+    put_content_if: str | None = None
+    """:attr:`put_content` as a guarded guess (see ``Statements.advance_run_if``): aborts the
+    transaction unless the content was stored or found with the same bytes; None where
+    guesses are not sent."""
 
     def __init__(self) -> None:
         self._statements: Statements | None = None

@@ -8,7 +8,14 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store.backend._dialect import COMMIT_KEY, defer, dialect_of, wrap_driver_error
+from smithers_tt.store.backend._dialect import (
+    COMMIT_KEY,
+    defer,
+    dialect_of,
+    known_rows,
+    learn,
+    wrap_driver_error,
+)
 
 
 class Driver:
@@ -108,6 +115,15 @@ class Driver:
         no round trip of its own); elsewhere, or inside a savepoint, now."""
         if not (self.pipelines and defer(self._conn, steps)):
             self.together(steps)
+
+    def known(self) -> dict[Any, Any] | None:
+        """What earlier commits taught the engine of rows, for a write that sends guarded
+        guesses with its COMMIT instead of asking; None where it cannot."""
+        return known_rows(self._conn) if self.pipelines else None
+
+    def learn(self, key: Any, value: Any) -> None:
+        """Record what ``key`` holds (None: forget it) once this transaction commits."""
+        learn(self._conn, key, value)
 
     def _flush(self) -> None:
         """Send the steps held back by :meth:`later` before a statement that may read them."""

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
@@ -72,6 +72,8 @@ __all__ = [
 T = TypeVar("T")
 
 _WRITE = "smithers_tt_write"
+_KNOWN_MAX = 100_000
+"""Rows an engine keeps what it learned of (:attr:`Engine._known`) before it starts again."""
 _PRUNE_EVERY = PRUNE_EVERY  # the name tests know
 _short = short
 
@@ -132,6 +134,11 @@ class Engine:
         )
         carry(self.sa, self.backend)
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
+        self._known: dict[Any, Any] | None = {} if self.backend.pipelines else None
+        """What committed writes learned of rows (a run's clock and fence, an attempt's next
+        sequence), for writes that send guarded guesses instead of asking (see
+        :func:`~smithers_tt.store.ledger._write.write`): a guess found wrong aborts its
+        transaction, so this is a hint, never trusted."""
 
     @property
     def is_sqlite(self) -> bool:
@@ -184,7 +191,7 @@ class Engine:
         """
         policy = self.retry
         for attempt in range(1, policy.attempts + 1):
-            commit = Commit()
+            commit = Commit(known=self._known)
             sealed = write and self.backend.seals_commits
             try:
                 with (held or self).connect(write=write) as conn:
@@ -198,6 +205,7 @@ class Engine:
                     commit.started = True  # from here on a failure may come after the COMMIT
                     if sealed:
                         self.backend.seal(conn, commit)
+                self._keep(commit)
                 return result
             except SmithersError:
                 raise
@@ -205,6 +213,7 @@ class Engine:
                 raise damaged(error) from error
             except exc.DBAPIError as error:
                 if write and commit.started and self.backend.settle(self, commit, error):
+                    self._keep(commit)
                     return result  # the COMMIT was carried out; only its reply was lost
                 if not is_transient(error):
                     raise (
@@ -220,6 +229,19 @@ class Engine:
                     ) from error
                 self.pause(attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _keep(self, commit: Commit) -> None:
+        """Keep what a committed transaction learned (see :attr:`_known`)."""
+        known = self._known
+        if known is None or not commit.learned:
+            return
+        if len(known) > _KNOWN_MAX:
+            known.clear()  # runs come and go: start again rather than track which are gone
+        for key, value in commit.learned.items():
+            if value is None:
+                known.pop(key, None)
+            else:
+                known[key] = value
 
     def pause(self, attempt: int) -> None:
         """Sleep before try ``attempt + 1``: jittered exponential backoff."""

@@ -122,6 +122,11 @@ class PostgresDialect(Dialect):
         "JOIN v ON c.content_hash = v.content_hash FOR KEY SHARE OF c) "
         "SELECT size_bytes, true FROM i UNION ALL SELECT size_bytes, same FROM k"
     )
+    put_content_if = put_content.replace(
+        "SELECT size_bytes, true FROM i UNION ALL SELECT size_bytes, same FROM k",
+        "SELECT 1 / count(*) FROM (SELECT 1 FROM i UNION ALL SELECT 1 FROM k, v "
+        "WHERE k.same AND k.size_bytes = v.size_bytes) g",
+    )
     code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's
     # A HashAggregate groups 100,000 frames in one pass: no blocks.
     choice_block = None
@@ -315,33 +320,62 @@ class PostgresDialect(Dialect):
         commit token rides along too (unless sent already, or inside a savepoint).
         """
         raw = conn.connection.dbapi_connection
-        statement, params = "", None
         held = take_deferred(conn)
-        todo = [*held, *steps]
-        begin = self._begin(conn, raw)
         tokens = self._token_steps(conn, raw) if token else []
+        return self._pipeline(conn, raw, [*held, *steps], tokens, commit=False)[len(held) :]
+
+    def _pipeline(
+        self,
+        conn: Connection,
+        raw: Any,
+        steps: Sequence[tuple[str, Any, bool]],
+        tokens: Sequence[tuple[str, Any]],
+        *,
+        commit: bool,
+    ) -> list[tuple[Any, ...] | None]:
+        """One round trip: the transaction's BEGIN if it has sent nothing yet, ``steps``,
+        ``tokens``, and with ``commit`` the COMMIT; each step's first row back. The first
+        error the server answered is raised (wrapped as SQLAlchemy does), the rest skipped."""
+        begin = self._begin(conn, raw)
         cursor = raw.cursor()
-        cursors = []
+        cursors: list[Any] = []
+        where: tuple[str, Any] = ("", None)
+        first: Exception | None = None
+        error_type = conn.dialect.loaded_dbapi.Error
         try:
-            with raw.pipeline():
-                if begin is not None:
-                    statement = begin
-                    cursor.execute(begin, prepare=False)
-                for statement, params, many in todo:
-                    cur = raw.cursor()
-                    cursors.append(cur)
-                    if many:
-                        cur.executemany(statement, params)
-                    else:
-                        cur.execute(statement, params)
-                for statement, params in tokens:
-                    cursor.execute(statement, params)
+            try:
+                with raw.pipeline():
+                    try:  # caught inside: psycopg would log the abort of the rest as a warning
+                        if begin is not None:
+                            where = (begin, None)
+                            cursor.execute(begin, prepare=False)
+                        for statement, params, many in steps:
+                            where = (statement, params)
+                            cur = raw.cursor()
+                            cursors.append(cur)
+                            if many:
+                                cur.executemany(statement, params)
+                            else:
+                                cur.execute(statement, params)
+                        for statement, params in tokens:
+                            where = (statement, params)
+                            cursor.execute(statement, params)
+                        if commit:
+                            # COMMIT as a statement, not raw.commit(): that one syncs the
+                            # pipeline itself, and leaving the pipeline syncs again, a second
+                            # round trip. Never prepared, so every COMMIT goes out as such.
+                            where = ("COMMIT", None)
+                            cursor.execute("COMMIT", prepare=False)
+                    except error_type as error:
+                        first = error
+            except error_type as error:
+                first = first or error
+            if first is not None:
+                raise wrap_driver_error(conn, first, *where, cursor) from first
             return [
                 None if many or cur.description is None else cur.fetchone()
-                for cur, (_, _, many) in zip(cursors[len(held) :], steps, strict=True)
+                for cur, (_, _, many) in zip(cursors, steps, strict=True)
             ]
-        except conn.dialect.loaded_dbapi.Error as error:
-            raise wrap_driver_error(conn, error, statement, params, cursor) from error
         finally:
             for cur in (cursor, *cursors):
                 with suppress(Exception):
@@ -389,31 +423,8 @@ class PostgresDialect(Dialect):
                 return
             if raw.info.transaction_status.name == "IDLE":
                 return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
-        begin = self._begin(conn, raw)
         tokens = self.commit_steps(commit, raw) if commit.token is None else []
-        cursor = raw.cursor()
-        statement, params = "COMMIT", None
-        try:
-            with raw.pipeline():
-                if begin is not None:
-                    cursor.execute(begin, prepare=False)
-                for statement, params, many in held:
-                    if many:
-                        cursor.executemany(statement, params)
-                    else:
-                        cursor.execute(statement, params)
-                for statement, params in tokens:
-                    cursor.execute(statement, params)
-                # COMMIT as a statement, not raw.commit(): that one syncs the pipeline itself,
-                # and leaving the pipeline syncs again, a second round trip. Never prepared,
-                # so every COMMIT goes out as such. SQLAlchemy's own commit is then a no-op.
-                statement, params = "COMMIT", None
-                cursor.execute("COMMIT", prepare=False)
-        except conn.dialect.loaded_dbapi.Error as error:
-            raise wrap_driver_error(conn, error, statement, params, cursor) from error
-        finally:
-            with suppress(Exception):
-                cursor.close()
+        self._pipeline(conn, raw, held, tokens, commit=True)  # SQLAlchemy's COMMIT: a no-op
         _own_begin(conn)
 
     def settle(self, engine: Any, commit: Commit, error: exc.DBAPIError) -> bool:

@@ -65,6 +65,19 @@ class Stored(Change):
         w.contents.add(enc.content_hash)
         return (w.sql.put_content, (enc.content_hash, enc.data, len(enc.data), w.stamp))
 
+    keeps_run = True
+
+    def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
+        # Guessed stored, or found with the same bytes (and held against a collection): the
+        # guarded statement aborts the transaction otherwise.
+        statement = w.sql.put_content_if
+        if statement is None:
+            return False
+        step = self.early(w)
+        if step is None:
+            return None
+        return (statement, step[1]), (len(self.enc.data), True)
+
     def store(self, w: Write, early: Any) -> None:
         """Check what :meth:`early` found: the content it stored, or stored already."""
         if not self.sent:

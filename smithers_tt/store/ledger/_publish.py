@@ -62,7 +62,7 @@ from smithers_tt.store.backend import Driver, Engine, _short, disk_failure, driv
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._calls import EncodedCall, call_changes
 from smithers_tt.store.ledger._content import ContentStored, store_content
-from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, write
+from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, key_tuple, write
 
 __all__ = [
     "Driver",
@@ -164,6 +164,22 @@ class PublishUnit(Change, Unit):
         its round trip on PostgreSQL), not by :meth:`apply` in a round trip of its own."""
         return ContentStored(self.encoded), self
 
+    keeps_run = True
+
+    def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
+        # The attempt's next sequence as the last commit that wrote it left it (and one more
+        # for each earlier unit of this write into the same attempt).
+        key = self.key
+        known = ("seq", *key_tuple(key))
+        before = w.guessed.get(known)
+        if before is None:
+            before = w.db.known().get(known)  # type: ignore[union-attr]  # guessing: not None
+            if before is None:
+                return False
+        w.guessed[known] = before + 1
+        params = (*key_tuple(key), self.fence.epoch, before)
+        return (w.sql.next_sequence_if, params), (before + 1,)
+
     def early(self, w: Write) -> Step:
         # The sequence comes from an UPDATE that also requires the attempt to be in progress
         # under the same epoch (dense and unique sequences under any number of writers).
@@ -200,6 +216,7 @@ class PublishUnit(Change, Unit):
         if enc.content_hash not in w.contents:  # no ContentStored went before (see stored())
             store_content(w.db, enc, w.stamp)
             w.contents.add(enc.content_hash)
+        w.db.learn(("seq", *key_tuple(key)), early[0])
         stamp = w.stamp
         ref = CheckpointRef(
             key.run_id,
@@ -277,7 +294,7 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
             )
             for u in units
         ]
-        entries = write(db, entries, now_ms())
+        entries = write(db, entries, now_ms(), guess=True)
     return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
 
 
@@ -385,9 +402,10 @@ class GroupCommitter:
             try:
                 outcomes = self._engine.transaction(together, held=self._connection)
             except StoreError as failed:
-                # A statement sent with the COMMIT (PostgreSQL: the batch's last inserts go
-                # with it) was refused, so nothing committed: maybe one unit's failure.
-                if not (_refused(failed) and len(batch) > 1):
+                # A statement sent with the COMMIT was refused, so nothing committed: a guess
+                # found wrong (see write()), or one unit's failure. One by one, under
+                # savepoints, nothing is guessed and every unit learns its own outcome.
+                if not _refused(failed):
                     raise
                 outcomes = self._engine.transaction(one_by_one, held=self._connection)
             except _UnitFailed as failed:
