@@ -17,7 +17,8 @@ or mean a damaged file.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -67,13 +68,14 @@ def defer(conn: Connection, steps: list[tuple[str, Any, bool]]) -> bool:
     return True
 
 
-def known_rows(conn: Connection) -> dict[Any, Any] | None:
-    """What the engine knows of rows committed before (for guarded guesses), or None where
-    guesses cannot be sent (not a sealed write, or inside a savepoint)."""
+def known_rows(conn: Connection) -> Mapping[Any, Any] | None:
+    """What the engine knows of rows (for guarded guesses): what this transaction's earlier
+    writes learned, else what committed ones did; None where guesses cannot be sent (not a
+    sealed write, or inside a savepoint)."""
     commit = conn.info.get(COMMIT_KEY)
     if commit is None or commit.known is None or conn.in_nested_transaction():
         return None
-    return commit.known
+    return ChainMap(commit.learned, commit.known) if commit.learned else commit.known
 
 
 def learn(conn: Connection, key: Any, value: Any) -> None:
@@ -359,6 +361,16 @@ class Statements:
         )
         self.lg_writes = q(
             "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = ? AND checkpoint_id = ?"
+        )
+        # WritesPut's read as a guarded guess (see advance_run_if): the stored writes are
+        # these, or there are none.
+        self.lg_writes_are = q(
+            "SELECT 1 / count(*) FROM tt_lg_checkpoints "
+            "WHERE run_id = ? AND checkpoint_id = ? AND writes_json = ?"
+        )
+        self.lg_writes_none = q(
+            "SELECT 1 / (1 - count(*)) FROM tt_lg_checkpoints "
+            "WHERE run_id = ? AND checkpoint_id = ? AND writes_json IS NOT NULL"
         )
         self.upsert_lg_writes = q(
             # Replace a checkpoint's pending writes (its index row may not exist yet).

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
@@ -116,7 +116,7 @@ class Driver:
         if not (self.pipelines and defer(self._conn, steps)):
             self.together(steps)
 
-    def known(self) -> dict[Any, Any] | None:
+    def known(self) -> Mapping[Any, Any] | None:
         """What earlier commits taught the engine of rows, for a write that sends guarded
         guesses with its COMMIT instead of asking; None where it cannot."""
         return known_rows(self._conn) if self.pipelines else None
