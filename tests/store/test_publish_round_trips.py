@@ -17,7 +17,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.errors import CheckpointCorrupt, FenceLost
-from smithers_tt.store import Store
+from smithers_tt.store import AttemptKey, Fence, Store
 
 from ._support import checkpoint, count, execute, refs_of
 
@@ -63,6 +63,15 @@ def other(db: st.Database) -> Iterator[st.Database]:
         database.close()
 
 
+def published(db: st.Database, first: st.AgentCheckpoint) -> tuple[Fence, AttemptKey]:
+    """A run owned by ``db``, its attempt, and ``first`` published there (so ``db``'s engine
+    has learned the run and the attempt from its own commits)."""
+    _, fence = db.store.create_run("wf")
+    key = db.store.start_attempt(fence, "node").key
+    db.store.publish(fence, key, first)
+    return fence, key
+
+
 def dense(db: st.Database, run_id: str) -> None:
     """The run's frames are numbered 0..clock without a gap, and each ref names a checkpoint
     frame of its own attempt and sequence."""
@@ -104,9 +113,7 @@ def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_ca
 def test_a_clock_another_process_moved_is_refused_and_the_publish_asks(
     db: st.Database, other: st.Database
 ) -> None:
-    _, fence = db.store.create_run("wf")
-    key = db.store.start_attempt(fence, "node").key
-    db.store.publish(fence, key, checkpoint(0))
+    fence, key = published(db, checkpoint(0))
     # Another process of the same owner writes frames: this engine's clock is out of date.
     other.store.start_attempt(fence, "elsewhere")
     ref = refused_then_asked(db, lambda: db.store.publish(fence, key, checkpoint(1)))
@@ -122,9 +129,7 @@ def test_a_clock_another_process_moved_is_refused_and_the_publish_asks(
 def test_a_sequence_another_process_took_is_refused_and_the_publish_takes_the_next(
     db: st.Database, other: st.Database
 ) -> None:
-    _, fence = db.store.create_run("wf")
-    key = db.store.start_attempt(fence, "node").key
-    db.store.publish(fence, key, checkpoint(0))
+    fence, key = published(db, checkpoint(0))
     other.store.publish(fence, key, checkpoint(1))  # sequence 1, behind this engine's back
 
     ref = refused_then_asked(db, lambda: db.store.publish(fence, key, checkpoint(2)))
@@ -136,9 +141,7 @@ def test_a_sequence_another_process_took_is_refused_and_the_publish_takes_the_ne
 def test_an_owner_fenced_out_by_another_process_cannot_publish_on_a_guess(
     db: st.Database, other: st.Database
 ) -> None:
-    _, fence = db.store.create_run("wf")
-    key = db.store.start_attempt(fence, "node").key
-    db.store.publish(fence, key, checkpoint(0))
+    fence, key = published(db, checkpoint(0))
     other.store.claim_run(fence.run_id)  # a new epoch: this engine still knows the old one
     before = (count(db, "tt_frames"), count(db, "tt_checkpoint_contents"))
 
@@ -150,9 +153,7 @@ def test_an_owner_fenced_out_by_another_process_cannot_publish_on_a_guess(
 def test_stored_bytes_that_differ_from_their_hash_are_found_on_a_guess(
     db: st.Database,
 ) -> None:
-    _, fence = db.store.create_run("wf")
-    key = db.store.start_attempt(fence, "node").key
-    db.store.publish(fence, key, checkpoint("same"))
+    fence, key = published(db, checkpoint("same"))
     digest = checkpoint("same").encode().content_hash
     execute(db, "UPDATE tt_checkpoint_contents SET data = :d WHERE content_hash = :h",
             d=b"{}", h=digest)  # fmt: skip

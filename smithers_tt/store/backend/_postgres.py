@@ -5,8 +5,10 @@ ambiguous commits.
 reached the server and was carried out while its reply was lost; running the work again would
 apply it twice. So every write transaction inserts a unique token row (``tt_commit_tokens``)
 without an extra round trip: it rides in the first pipeline of statements the transaction
-sends (the publication's, see :func:`~smithers_tt.store.backend._engine.token_steps`), or else is
-pipelined with the COMMIT (:meth:`PostgresDialect.seal`). When the COMMIT fails with a lost
+sends (:meth:`PostgresDialect.send`), or else is pipelined with the COMMIT
+(:meth:`PostgresDialect.seal`), and so does the transaction's BEGIN and every statement held
+back to go with the COMMIT (:func:`~._dialect.defer`): a write of the group committer is one
+round trip, BEGIN to COMMIT. When the COMMIT fails with a lost
 connection, :meth:`PostgresDialect.settle` makes sure the old session is gone
 (``pg_terminate_backend`` on its backend, so no COMMIT of it can still land afterwards) and
 looks the token up: found, the transaction committed; not found, it rolled back and is

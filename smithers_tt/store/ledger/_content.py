@@ -82,6 +82,8 @@ class Stored(Change):
         """Check what :meth:`early` found: the content it stored, or stored already."""
         if not self.sent:
             return
+        if early is None:  # there already (SQLite), or a collection raced the statement
+            early = w.db.one(w.sql.check_content, (self.enc.data, self.enc.content_hash))
         if early is None:
             store_content(w.db, self.enc, w.stamp)
         else:

@@ -11,16 +11,21 @@ commits in one transaction, written by :func:`smithers_tt.store.ledger._write.wr
 2. allocate the next sequence of each unit's attempt with one ``UPDATE ... RETURNING`` that
    also requires the attempt to be ``in_progress`` under the same epoch (this is what makes
    sequences dense and unique under any number of writers);
-3. insert the content unless present (``INSERT ... ON CONFLICT DO NOTHING``); when it was
-   there, compare the stored bytes with the new ones inside the database (a mismatch is
-   corruption); on PostgreSQL that comparison locks the row ``FOR KEY SHARE``, so a
-   concurrent garbage collection either ran before (and the insert recreates the row) or
-   skips it until this publication has committed its reference;
+3. insert the content unless present (``INSERT ... ON CONFLICT DO NOTHING``, sent with the
+   clock's advance); when it was there, compare the stored bytes with the new ones inside
+   the database (a mismatch is corruption); on PostgreSQL that comparison is in the same
+   statement and locks the row ``FOR KEY SHARE``, so a concurrent garbage collection either
+   ran before (and the insert recreates the row) or skips it until this publication has
+   committed its reference;
 4. insert the ``checkpoint`` frames that pin their content (hash, codec, version, purpose,
    agent, size) and the live refs (key and frame number only), one ``executemany`` each.
 
 Every statement is prebuilt driver SQL with bound parameters (see
 :class:`~smithers_tt.store.backend._dialect.Statements`): nothing is built or compiled per publish.
+
+On PostgreSQL the batch is one round trip: steps 1 to 3 go as guarded guesses with step 4 and
+the COMMIT (see :func:`~smithers_tt.store.ledger._write.write`); a guess found wrong aborts the
+transaction, and the batch is applied again one unit at a time, asking.
 
 A unit that fails (fence lost, conflict, corruption) writes nothing, not even content, while
 the other units of the batch commit: the batch is first applied together without savepoints;

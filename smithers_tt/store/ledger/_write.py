@@ -19,7 +19,13 @@ caller's transaction:
 3. applies each change's projection, in order; each returns its frame, numbered by one tick
    of the clock in list order;
 4. inserts every frame with one ``executemany`` (refs the projections deferred go with it,
-   one ``executemany`` each, in one round trip on PostgreSQL).
+   one ``executemany`` each); on PostgreSQL they are held back and go with the COMMIT.
+
+On PostgreSQL the group committer's writes go further (``write(..., guess=True)``): the clock's
+advance and the early steps are sent as guarded guesses of what they return, taken from what
+earlier commits returned, so the whole write and its COMMIT are one round trip; a guess the
+database finds wrong aborts the transaction, and the committer applies the write again asking
+(see :func:`write`).
 
 Every statement is prebuilt driver SQL (:class:`~smithers_tt.store.backend._dialect.Statements`):
 nothing is built or compiled per write, which is what keeps the group-committed publish (the
