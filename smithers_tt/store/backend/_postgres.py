@@ -24,6 +24,7 @@ import itertools
 import random
 import re
 import secrets
+import select
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -425,6 +426,8 @@ class PostgresDialect(Dialect):
                 return
             if raw.info.transaction_status.name == "IDLE":
                 return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        if raw.info.transaction_status.name == "IDLE":
+            _check_alive(conn, raw)  # before the token: a failure here is certainly no commit
         tokens = self.commit_steps(commit, raw) if commit.token is None else []
         self._pipeline(conn, raw, held, tokens, commit=True)  # SQLAlchemy's COMMIT: a no-op
         _own_begin(conn)
@@ -477,6 +480,21 @@ def _own_begin(conn: Connection) -> None:
         raw = conn.connection.dbapi_connection
         if raw is not None and raw.autocommit:
             raw.autocommit = False
+
+
+def _check_alive(conn: Connection, raw: Any) -> None:
+    """Raise (wrapped, transient) if the server already closed ``raw``'s connection: a
+    transaction sent whole with its COMMIT (its BEGIN included) would otherwise fail as an
+    ambiguous COMMIT, which a store that cannot be reached turns into ``OutcomeUnknown``,
+    where nothing was sent at all. One ``select`` on the socket, no round trip."""
+    try:
+        readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
+        if readable:
+            raw.pgconn.consume_input()  # what the server sent: notices, or its goodbye
+    except conn.dialect.loaded_dbapi.Error as error:
+        raise wrap_driver_error(conn, error, "BEGIN", None) from error
+    except OSError:
+        return  # no socket to look at: the pipeline finds out
 
 
 def _send_deferred(conn: Connection, *args: Any) -> None:
