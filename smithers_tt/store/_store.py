@@ -423,7 +423,7 @@ class Store:
         calls = [encode_call(call) for call in model_calls]
         changes: list[Change] = [
             *call_changes(key, calls),
-            *units,
+            *(change for unit in units for change in unit.stored()),
             AttemptEnded(
                 key,
                 state,

@@ -17,9 +17,10 @@ or mean a damaged file.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -41,6 +42,56 @@ class Commit:
     """The token row this transaction wrote (PostgreSQL): ``(created_at_ms, nonce)``."""
     pid: int | None = None
     """The server process of the session that sent it."""
+    known: dict[Any, Any] | None = None
+    """What the engine learned of rows from the writes it committed (see :meth:`learn`), for
+    a write that sends guarded guesses instead of asking (None: not kept here)."""
+    learned: dict[Any, Any] = field(default_factory=dict)
+    """What this transaction's writes learned; kept in :attr:`known` once it committed."""
+    deferred: list[tuple[str, Any, bool]] = field(default_factory=list)
+    """Steps ``(statement, params, many)`` that return nothing, held back to go to the
+    server with the next statements of the transaction or with its COMMIT (see
+    :func:`defer`)."""
+
+
+COMMIT_KEY = "smithers_tt_commit"
+"""Key of the running write transaction's :class:`Commit` in ``Connection.info``."""
+
+
+def defer(conn: Connection, steps: list[tuple[str, Any, bool]]) -> bool:
+    """Hold ``steps`` (that return nothing) back, to be sent with whatever the transaction
+    sends next, its COMMIT at the latest; False (nothing held) when the transaction is not a
+    sealed write or ``conn`` is inside a savepoint (whose statements must fail there)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is None or conn.in_nested_transaction():
+        return False
+    commit.deferred.extend(steps)
+    return True
+
+
+def known_rows(conn: Connection) -> Mapping[Any, Any] | None:
+    """What the engine knows of rows (for guarded guesses): what this transaction's earlier
+    writes learned, else what committed ones did; None where guesses cannot be sent (not a
+    sealed write, or inside a savepoint)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is None or commit.known is None or conn.in_nested_transaction():
+        return None
+    return ChainMap(commit.learned, commit.known) if commit.learned else commit.known
+
+
+def learn(conn: Connection, key: Any, value: Any) -> None:
+    """Record ``value`` (None: forget it) as what ``key`` holds once the transaction commits."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is not None and commit.known is not None:
+        commit.learned[key] = value
+
+
+def take_deferred(conn: Connection) -> list[tuple[str, Any, bool]]:
+    """The steps :func:`defer` held back on ``conn`` (now the caller's to send)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is None or not commit.deferred:
+        return []
+    steps, commit.deferred = commit.deferred, []
+    return steps
 
 
 def is_transient(error: BaseException) -> bool:
@@ -217,6 +268,22 @@ class Statements:
             "AND state = 'in_progress' AND owner_epoch = ? "
             "RETURNING next_sequence"
         )
+        # Guarded guesses (PostgreSQL, sent unanswered with the COMMIT): each changes its row
+        # only if it holds what the writer guessed, and divides by zero otherwise, which
+        # aborts the transaction (count(*) of no rows is 0; never folded at planning time).
+        self.advance_run_if = q(
+            "WITH r AS (UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? "
+            "WHERE run_id = ? AND status = ? AND owner_epoch = ? AND clock = ? "
+            "AND max_checkpoint_bytes IS NOT DISTINCT FROM ? AND cancel_requested = ? "
+            "AND created_at_ms = ? RETURNING 1) SELECT 1 / count(*) FROM r"
+        )
+        self.next_sequence_if = q(
+            "WITH a AS (UPDATE tt_attempts SET next_sequence = next_sequence + 1 "
+            "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
+            "AND state = 'in_progress' AND owner_epoch = ? AND next_sequence = ? "
+            "RETURNING 1) SELECT 1 / count(*) FROM a"
+        )
+        self.put_content_if = None if dialect.put_content_if is None else q(dialect.put_content_if)
         self.attempt_state = q(
             "SELECT state, owner_epoch FROM tt_attempts "
             "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ?"
@@ -271,11 +338,11 @@ class Statements:
         )
 
         # --- LangGraph saver ---
-        self.insert_new_content = q(
-            # Content stored with the clock's advance: a row back when it was new, none when
-            # it was there already (then checked as _publish._insert_content does).
-            "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes"
+        self.put_content = q(
+            # Content stored with the clock's advance (parameters: hash, bytes, size, stamp).
+            # A row (size, same) back when it was stored or checked, none when it must be
+            # checked afterwards (store_content); see Dialect.put_content.
+            dialect.put_content
         )
         self.lock_lg_run = q(
             # A thread's run locked before the saver reads which values its frames pin; its
@@ -295,6 +362,16 @@ class Statements:
         )
         self.lg_writes = q(
             "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = ? AND checkpoint_id = ?"
+        )
+        # WritesPut's read as a guarded guess (see advance_run_if): the stored writes are
+        # these, or there are none.
+        self.lg_writes_are = q(
+            "SELECT 1 / count(*) FROM tt_lg_checkpoints "
+            "WHERE run_id = ? AND checkpoint_id = ? AND writes_json = ?"
+        )
+        self.lg_writes_none = q(
+            "SELECT 1 / (1 - count(*)) FROM tt_lg_checkpoints "
+            "WHERE run_id = ? AND checkpoint_id = ? AND writes_json IS NOT NULL"
         )
         self.upsert_lg_writes = q(
             # Replace a checkpoint's pending writes (its index row may not exist yet).
@@ -360,6 +437,19 @@ class Dialect(ABC):
     until the publishing transaction ends (empty where writers are serialised anyway)."""
     row_lock: str
     """Suffix of a read that locks the run row before reading what hangs under it."""
+    put_content: str = (
+        "INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, created_at_ms) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes, 1"
+    )
+    """Store content unless present, in one statement that needs no answer before the next
+    (parameters: hash, bytes, size, stamp). Returns ``(size, same)`` when it inserted the row,
+    or (where the database can do it in the same statement) found it and compared its bytes
+    with the new ones, holding it (:attr:`content_lock`); no row when the caller must check
+    stored content itself (with ``store_content``)."""
+    put_content_if: str | None = None
+    """:attr:`put_content` as a guarded guess (see ``Statements.advance_run_if``): aborts the
+    transaction unless the content was stored or found with the same bytes; None where
+    guesses are not sent."""
 
     def __init__(self) -> None:
         self._statements: Statements | None = None
@@ -539,6 +629,13 @@ class Dialect(ABC):
         """``stmt`` (a read picking rows to change: a run to claim, content to collect)
         locking what it returns and passing over rows another transaction has locked, so
         concurrent claimers or collectors never pick the same row and never wait."""
+
+    def send(
+        self, conn: Connection, steps: Sequence[tuple[str, Any, bool]], *, token: bool
+    ) -> list[tuple[Any, ...] | None]:
+        """Run ``(statement, params, many)`` steps in one round trip (only where
+        :attr:`pipelines`); return each one's first row."""
+        raise NotImplementedError
 
     def seal(self, conn: Connection, commit: Commit) -> None:  # noqa: B027 (optional hook)
         """Send what makes the COMMIT of a write settle-able (nothing by default)."""

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import Any
 
 from sqlalchemy.engine import Connection
 
-from smithers_tt.store.backend._dialect import dialect_of, wrap_driver_error
-from smithers_tt.store.backend._engine import token_steps
+from smithers_tt.store.backend._dialect import (
+    COMMIT_KEY,
+    defer,
+    dialect_of,
+    known_rows,
+    learn,
+    wrap_driver_error,
+)
 
 
 class Driver:
@@ -26,10 +32,10 @@ class Driver:
     they see for any other statement.
     """
 
-    __slots__ = ("_conn", "_cursor", "_error", "pipelines", "sql")
+    __slots__ = ("_conn", "_cursor", "_dialect", "_error", "pipelines", "sql")
 
     def __init__(self, conn: Connection) -> None:
-        dialect = dialect_of(conn)
+        dialect = self._dialect = dialect_of(conn)
         self.sql = dialect.statements
         self._conn = conn
         self._cursor = conn.connection.cursor()
@@ -44,6 +50,8 @@ class Driver:
 
     def one(self, statement: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
         """Execute and return the first row (``None`` if there is none)."""
+        if self.pipelines:
+            self._flush()
         try:
             self._cursor.execute(statement, params)
             return self._cursor.fetchone()
@@ -52,6 +60,8 @@ class Driver:
 
     def all(self, statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         """Execute and return every row."""
+        if self.pipelines:
+            self._flush()
         try:
             self._cursor.execute(statement, params)
             return self._cursor.fetchall()
@@ -60,6 +70,8 @@ class Driver:
 
     def count(self, statement: str, params: tuple[Any, ...]) -> int:
         """Execute and return the number of rows it changed."""
+        if self.pipelines:
+            self._flush()
         try:
             self._cursor.execute(statement, params)
             return self._cursor.rowcount
@@ -68,6 +80,8 @@ class Driver:
 
     def many(self, statement: str, rows: list[tuple[Any, ...]]) -> None:
         """Execute once per row of parameters (one call: the driver batches them)."""
+        if self.pipelines:
+            self._flush()
         try:
             if len(rows) == 1:
                 self._cursor.execute(statement, rows[0])
@@ -92,30 +106,30 @@ class Driver:
                 else:
                     out.append(self.one(statement, params))
             return out
-        raw = self._conn.connection.dbapi_connection
-        cursors = []
-        statement, params = "", None
-        token = token_steps(self._conn)  # the transaction's commit token rides along
-        try:
-            with raw.pipeline():
-                for statement, params, many in steps:
-                    cur = raw.cursor()
-                    cursors.append(cur)
-                    if many:
-                        cur.executemany(statement, params)
-                    else:
-                        cur.execute(statement, params)
-                for statement, params in token:
-                    self._cursor.execute(statement, params)
-            return [
-                None if many or cur.description is None else cur.fetchone()
-                for cur, (_, _, many) in zip(cursors, steps, strict=True)
-            ]
-        except self._error as error:
-            raise self._wrap(error, statement, params) from error
-        finally:
-            for cur in cursors:
-                cur.close()
+        return self._dialect.send(self._conn, steps, token=True)
+
+    def later(self, steps: list[tuple[str, Any, bool]]) -> None:
+        """Execute ``(statement, params, many)`` steps that return nothing, at the latest
+        with the transaction's COMMIT: on PostgreSQL they are held back and go with whatever
+        the transaction sends next (its COMMIT, when nothing else follows: a write then costs
+        no round trip of its own); elsewhere, or inside a savepoint, now."""
+        if not (self.pipelines and defer(self._conn, steps)):
+            self.together(steps)
+
+    def known(self) -> Mapping[Any, Any] | None:
+        """What earlier commits taught the engine of rows, for a write that sends guarded
+        guesses with its COMMIT instead of asking; None where it cannot."""
+        return known_rows(self._conn) if self.pipelines else None
+
+    def learn(self, key: Any, value: Any) -> None:
+        """Record what ``key`` holds (None: forget it) once this transaction commits."""
+        learn(self._conn, key, value)
+
+    def _flush(self) -> None:
+        """Send the steps held back by :meth:`later` before a statement that may read them."""
+        commit = self._conn.info.get(COMMIT_KEY)
+        if commit is not None and commit.deferred:
+            self._dialect.send(self._conn, [], token=True)
 
     def _wrap(self, error: Exception, statement: str, params: Any) -> BaseException:
         return wrap_driver_error(self._conn, error, statement, params, self._cursor)

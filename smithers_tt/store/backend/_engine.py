@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import exc
@@ -45,11 +45,11 @@ from smithers_tt.errors import (
 from smithers_tt.store._records import VERIFY_HINT
 from smithers_tt.store.backend import _sqlite as _dialect_sqlite  # noqa: F401 (registers them)
 from smithers_tt.store.backend._dialect import (
+    COMMIT_KEY,
     DIALECTS,
     Commit,
     Dialect,
     carry,
-    dialect_of,
     dialect_owning,
     disk_failure,
     is_transient,
@@ -66,13 +66,14 @@ __all__ = [
     "damaged",
     "display_url",
     "is_transient",
-    "token_steps",
     "wrap_driver_error",
 ]
 
 T = TypeVar("T")
 
 _WRITE = "smithers_tt_write"
+_KNOWN_MAX = 100_000
+"""Rows an engine keeps what it learned of (:attr:`Engine._known`) before it starts again."""
 _PRUNE_EVERY = PRUNE_EVERY  # the name tests know
 _short = short
 
@@ -145,6 +146,11 @@ class Engine:
         carry(self.sa, self.backend)
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
         self._shared = _Shared()
+        self._known: dict[Any, Any] | None = {} if self.backend.pipelines else None
+        """What committed writes learned of rows (a run's clock and fence, an attempt's next
+        sequence), for writes that send guarded guesses instead of asking (see
+        :func:`~smithers_tt.store.ledger._write.write`): a guess found wrong aborts its
+        transaction, so this is a hint, never trusted."""
 
     @property
     def is_sqlite(self) -> bool:
@@ -260,13 +266,13 @@ class Engine:
                     return result  # type: ignore[return-value]
         policy = self.retry
         for attempt in range(1, policy.attempts + 1):
-            commit = Commit()
+            commit = Commit(known=self._known)
             sealed = write and self.backend.seals_commits
             try:
                 with (held or self).connect(write=write) as conn:
                     info = conn.info  # held on to: an invalidated conn refuses .info
                     if sealed:
-                        info[_COMMIT] = commit  # for token_steps()
+                        info[_COMMIT] = commit  # for the dialect's token and deferred steps
                     try:
                         result = work(conn)
                     finally:
@@ -274,6 +280,7 @@ class Engine:
                     commit.started = True  # from here on a failure may come after the COMMIT
                     if sealed:
                         self.backend.seal(conn, commit)
+                self._keep(commit)
                 return result
             except SmithersError:
                 raise
@@ -281,6 +288,7 @@ class Engine:
                 raise damaged(error) from error
             except exc.DBAPIError as error:
                 if write and commit.started and self.backend.settle(self, commit, error):
+                    self._keep(commit)
                     return result  # the COMMIT was carried out; only its reply was lost
                 if not is_transient(error):
                     raise (
@@ -296,6 +304,19 @@ class Engine:
                     ) from error
                 self.pause(attempt)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _keep(self, commit: Commit) -> None:
+        """Keep what a committed transaction learned (see :attr:`_known`)."""
+        known = self._known
+        if known is None or not commit.learned:
+            return
+        if len(known) > _KNOWN_MAX:
+            known.clear()  # runs come and go: start again rather than track which are gone
+        for key, value in commit.learned.items():
+            if value is None:
+                known.pop(key, None)
+            else:
+                known[key] = value
 
     def pause(self, attempt: int) -> None:
         """Sleep before try ``attempt + 1``: jittered exponential backoff."""
@@ -386,23 +407,7 @@ def disk_error(url: str, error: BaseException) -> DiskError | None:
     )
 
 
-_COMMIT = "smithers_tt_commit"
-"""Key of the running write transaction's :class:`Commit` in ``Connection.info``."""
-
-
-def token_steps(conn: Connection) -> list[tuple[str, tuple[int, ...]]]:
-    """The commit token's statements, for a caller about to pipeline statements on ``conn``.
-
-    The token costs no round trip of its own when it rides along with statements already going
-    to the server (the publication's pipelines); otherwise it goes with the COMMIT. Empty when
-    it is not wanted (SQLite, reads), already sent, or ``conn`` is inside a savepoint, whose
-    rollback would take the token away while the transaction still commits.
-    """
-    commit = conn.info.get(_COMMIT)
-    if commit is None or commit.token is not None or conn.in_nested_transaction():
-        return []
-    dialect = dialect_of(conn)
-    return dialect.commit_steps(commit, conn.connection.dbapi_connection)
+_COMMIT = COMMIT_KEY
 
 
 def _parse(url: str) -> sa.URL:

@@ -5,8 +5,10 @@ ambiguous commits.
 reached the server and was carried out while its reply was lost; running the work again would
 apply it twice. So every write transaction inserts a unique token row (``tt_commit_tokens``)
 without an extra round trip: it rides in the first pipeline of statements the transaction
-sends (the publication's, see :func:`~smithers_tt.store.backend._engine.token_steps`), or else is
-pipelined with the COMMIT (:meth:`PostgresDialect.seal`). When the COMMIT fails with a lost
+sends (:meth:`PostgresDialect.send`), or else is pipelined with the COMMIT
+(:meth:`PostgresDialect.seal`), and so does the transaction's BEGIN and every statement held
+back to go with the COMMIT (:func:`~._dialect.defer`): a write of the group committer is one
+round trip, BEGIN to COMMIT. When the COMMIT fails with a lost
 connection, :meth:`PostgresDialect.settle` makes sure the old session is gone
 (``pg_terminate_backend`` on its backend, so no COMMIT of it can still land afterwards) and
 looks the token up: found, the transaction committed; not found, it rolled back and is
@@ -22,6 +24,7 @@ import itertools
 import random
 import re
 import secrets
+import select
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -35,11 +38,13 @@ from smithers_tt._extras import extra_needed
 from smithers_tt.errors import OutcomeUnknown, StoreNotFound
 from smithers_tt.store.backend._access import PostgresAccess
 from smithers_tt.store.backend._dialect import (
+    COMMIT_KEY,
     Commit,
     Dialect,
     is_transient,
     register,
     short,
+    take_deferred,
     wrap_driver_error,
 )
 from smithers_tt.store.backend._notify import RunNotices
@@ -113,6 +118,26 @@ class PostgresDialect(Dialect):
     # skip the content until the reference to it has committed.
     content_lock = " FOR KEY SHARE"
     row_lock = " FOR UPDATE"
+    # Inserted, or found, compared and held FOR KEY SHARE, in one statement: content a publish
+    # stores again costs no round trip of its own. Both parts read the statement's snapshot:
+    # a row a collection deletes meanwhile is inserted again (the insert waits for the
+    # delete) or, if the lock skipped it and the insert met it, nothing comes back and the
+    # caller checks again (store_content, which loops).
+    put_content = (
+        "WITH v (content_hash, data, size_bytes, created_at_ms) AS (VALUES ("
+        "CAST(? AS text), CAST(? AS bytea), CAST(? AS integer), CAST(? AS bigint))), "
+        "i AS (INSERT INTO tt_checkpoint_contents (content_hash, data, size_bytes, "
+        "created_at_ms) SELECT content_hash, data, size_bytes, created_at_ms FROM v "
+        "ON CONFLICT (content_hash) DO NOTHING RETURNING size_bytes), "
+        "k AS (SELECT c.size_bytes, c.data = v.data AS same FROM tt_checkpoint_contents c "
+        "JOIN v ON c.content_hash = v.content_hash FOR KEY SHARE OF c) "
+        "SELECT size_bytes, true FROM i UNION ALL SELECT size_bytes, same FROM k"
+    )
+    put_content_if = put_content.replace(
+        "SELECT size_bytes, true FROM i UNION ALL SELECT size_bytes, same FROM k",
+        "SELECT 1 / count(*) FROM (SELECT 1 FROM i UNION ALL SELECT 1 FROM k, v "
+        "WHERE k.same AND k.size_bytes = v.size_bytes) g",
+    )
     code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's
     # A HashAggregate groups 100,000 frames in one pass: no blocks.
     choice_block = None
@@ -261,6 +286,8 @@ class PostgresDialect(Dialect):
                 # A name given in the URL (?application_name=...) wins.
                 connect_args={} if "application_name" in url.query else _NAME,
             )
+        sa.event.listen(engine, "begin", _own_begin)
+        sa.event.listen(engine, "before_cursor_execute", _send_deferred)
         return engine, False
 
     def owns(self, orig: BaseException) -> bool:
@@ -292,28 +319,126 @@ class PostgresDialect(Dialect):
     def skip_locked(self, stmt: sa.Select) -> sa.Select:
         return stmt.with_for_update(skip_locked=True)
 
-    def seal(self, conn: Connection, commit: Commit) -> None:
-        """Commit a write transaction with its token row, in one round trip (unless the
-        token was already sent with the transaction's statements: then SQLAlchemy commits)."""
+    def send(
+        self, conn: Connection, steps: Sequence[tuple[str, Any, bool]], *, token: bool
+    ) -> list[tuple[Any, ...] | None]:
+        """Run ``(statement, params, many)`` steps in one round trip; return each one's first
+        row (None for ``many``).
+
+        The pipeline starts with what the transaction still owes the server: its BEGIN when
+        nothing was sent yet (psycopg would send that alone, a round trip of its own), then
+        the steps held back by :func:`~._dialect.defer`. With ``token``, the transaction's
+        commit token rides along too (unless sent already, or inside a savepoint).
+        """
         raw = conn.connection.dbapi_connection
-        if commit.token is not None:
-            return
-        if raw.info.transaction_status.name == "IDLE":
-            return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        held = take_deferred(conn)
+        tokens = self._token_steps(conn, raw) if token else []
+        return self._pipeline(conn, raw, [*held, *steps], tokens, commit=False)[len(held) :]
+
+    def _pipeline(
+        self,
+        conn: Connection,
+        raw: Any,
+        steps: Sequence[tuple[str, Any, bool]],
+        tokens: Sequence[tuple[str, Any]],
+        *,
+        commit: bool,
+    ) -> list[tuple[Any, ...] | None]:
+        """One round trip: the transaction's BEGIN if it has sent nothing yet, ``steps``,
+        ``tokens``, and with ``commit`` the COMMIT; each step's first row back. The first
+        error the server answered is raised (wrapped as SQLAlchemy does), the rest skipped."""
+        begin = self._begin(conn, raw)
         cursor = raw.cursor()
+        cursors: list[Any] = []
+        where: tuple[str, Any] = ("", None)
+        first: Exception | None = None
+        error_type = conn.dialect.loaded_dbapi.Error
         try:
-            with raw.pipeline():
-                for statement, params in self.commit_steps(commit, raw):
-                    cursor.execute(statement, params)
-                # COMMIT as a statement, not raw.commit(): that one syncs the pipeline itself,
-                # and leaving the pipeline syncs again, a second round trip. Never prepared,
-                # so every COMMIT goes out as such. SQLAlchemy's own commit is then a no-op.
-                cursor.execute("COMMIT", prepare=False)
-        except conn.dialect.loaded_dbapi.Error as error:
-            raise wrap_driver_error(conn, error, INSERT_TOKEN, commit.token, cursor) from error
+            try:
+                with raw.pipeline():
+                    try:  # caught inside: psycopg would log the abort of the rest as a warning
+                        if begin is not None:
+                            where = (begin, None)
+                            cursor.execute(begin, prepare=False)
+                        for statement, params, many in steps:
+                            where = (statement, params)
+                            cur = raw.cursor()
+                            cursors.append(cur)
+                            if many:
+                                cur.executemany(statement, params)
+                            else:
+                                cur.execute(statement, params)
+                        for statement, params in tokens:
+                            where = (statement, params)
+                            cursor.execute(statement, params)
+                        if commit:
+                            # COMMIT as a statement, not raw.commit(): that one syncs the
+                            # pipeline itself, and leaving the pipeline syncs again, a second
+                            # round trip. Never prepared, so every COMMIT goes out as such.
+                            where = ("COMMIT", None)
+                            cursor.execute("COMMIT", prepare=False)
+                    except error_type as error:
+                        first = error
+            except error_type as error:
+                first = first or error
+            if first is not None:
+                raise wrap_driver_error(conn, first, *where, cursor) from first
+            return [
+                None if many or cur.description is None else cur.fetchone()
+                for cur, (_, _, many) in zip(cursors, steps, strict=True)
+            ]
         finally:
-            with suppress(Exception):
-                cursor.close()
+            for cur in (cursor, *cursors):
+                with suppress(Exception):
+                    cur.close()
+
+    def _token_steps(self, conn: Connection, raw: Any) -> list[tuple[str, tuple[int, ...]]]:
+        """The commit token's statements for a pipeline on ``conn``: none when it is not
+        wanted (a read, a token already sent, or inside a savepoint, whose rollback would take
+        the token away while the transaction still commits)."""
+        commit = conn.info.get(COMMIT_KEY)
+        if commit is None or commit.token is not None or conn.in_nested_transaction():
+            return []
+        return self.commit_steps(commit, raw)
+
+    @staticmethod
+    def _begin(conn: Connection, raw: Any) -> str | None:
+        """The BEGIN to put at the head of a pipeline, when the transaction has sent nothing
+        yet (else None). psycopg sends its own BEGIN before a pipeline's first statement and
+        waits for its answer; so the connection goes into psycopg's autocommit mode (no BEGIN
+        of its own) and the BEGIN it would have sent goes first in the pipeline. COMMIT and
+        ROLLBACK work the same in that mode (psycopg sends them whenever a transaction is
+        open); the next transaction's start turns the mode off again (:func:`_own_begin`)."""
+        if raw.autocommit or raw.info.transaction_status.name != "IDLE":
+            return None
+        parts = ["BEGIN"]
+        if raw.isolation_level is not None:
+            parts.append("ISOLATION LEVEL " + raw.isolation_level.name.replace("_", " "))
+        if raw.read_only is not None:
+            parts.append("READ ONLY" if raw.read_only else "READ WRITE")
+        if raw.deferrable is not None:
+            parts.append("DEFERRABLE" if raw.deferrable else "NOT DEFERRABLE")
+        raw.autocommit = True
+        conn.info[_OWN_BEGIN] = True
+        return " ".join(parts)
+
+    def seal(self, conn: Connection, commit: Commit) -> None:
+        """Commit a write transaction in one round trip: the steps still held back
+        (:func:`~._dialect.defer`) and the token row, unless it was sent already with the
+        transaction's statements, go with the COMMIT. With nothing to send along, SQLAlchemy
+        commits."""
+        raw = conn.connection.dbapi_connection
+        held, commit.deferred = commit.deferred, []
+        if not held:
+            if commit.token is not None:
+                return
+            if raw.info.transaction_status.name == "IDLE":
+                return  # nothing was sent: nothing to commit (SQLAlchemy's COMMIT is a no-op)
+        if raw.info.transaction_status.name == "IDLE":
+            _check_alive(conn, raw)  # before the token: a failure here is certainly no commit
+        tokens = self.commit_steps(commit, raw) if commit.token is None else []
+        self._pipeline(conn, raw, held, tokens, commit=True)  # SQLAlchemy's COMMIT: a no-op
+        _own_begin(conn)
 
     # --- run notices: a channel per store (the schema holding its tables), the run as payload
     notify_sql = f"SELECT pg_notify({_CHANNEL}, ?)"
@@ -356,7 +481,44 @@ class PostgresDialect(Dialect):
         ) from error
 
 
-register(PostgresDialect())
+_POSTGRES = PostgresDialect()
+register(_POSTGRES)
+
+_OWN_BEGIN = "smithers_tt_own_begin"
+"""Key in ``Connection.info``: this connection is in psycopg's autocommit mode because the
+store sent its transaction's BEGIN itself (see :meth:`PostgresDialect._begin`)."""
+
+
+def _own_begin(conn: Connection) -> None:
+    """Give psycopg its BEGIN back once the transaction the store began has ended (at the
+    COMMIT the store sent, or when SQLAlchemy begins the next transaction)."""
+    if conn.info.pop(_OWN_BEGIN, False):
+        raw = conn.connection.dbapi_connection
+        if raw is not None and raw.autocommit:
+            raw.autocommit = False
+
+
+def _check_alive(conn: Connection, raw: Any) -> None:
+    """Raise (wrapped, transient) if the server already closed ``raw``'s connection: a
+    transaction sent whole with its COMMIT (its BEGIN included) would otherwise fail as an
+    ambiguous COMMIT, which a store that cannot be reached turns into ``OutcomeUnknown``,
+    where nothing was sent at all. One ``select`` on the socket, no round trip."""
+    try:
+        readable, _, _ = select.select([raw.pgconn.socket], [], [], 0)
+        if readable:
+            raw.pgconn.consume_input()  # what the server sent: notices, or its goodbye
+    except conn.dialect.loaded_dbapi.Error as error:
+        raise wrap_driver_error(conn, error, "BEGIN", None) from error
+    except OSError:
+        return  # no socket to look at: the pipeline finds out
+
+
+def _send_deferred(conn: Connection, *args: Any) -> None:
+    """Before any statement SQLAlchemy runs: send the steps held back first (it may read
+    what they write, or be a SAVEPOINT that must follow them)."""
+    commit = conn.info.get(COMMIT_KEY)
+    if commit is not None and commit.deferred:
+        _POSTGRES.send(conn, [], token=True)
 
 
 def _reply_lost(error: exc.DBAPIError) -> bool:

@@ -78,6 +78,7 @@ class CallsRecorded(Change):
 
     ticks = 0
     executes = False
+    keeps_run = True
 
     def __init__(self, key: AttemptKey, calls: Sequence[EncodedCall]) -> None:
         self.key, self.calls = key, calls

@@ -29,18 +29,23 @@ def store_content(db: Driver, encoded: EncodedCheckpoint, created_at_ms: int) ->
             return
         same = db.one(sql.check_content, (data, digest))
         if same is not None:
-            if same[0] != len(data) or not same[1]:
-                raise CheckpointCorrupt(
-                    f"stored content {digest[:12]} differs from the bytes that "
-                    "hash to it; run verify() and restore the database from a backup",
-                    content_hash=digest,
-                )
+            _check(encoded, same)
             return
     raise TransientStoreError(
         f"content {digest[:12]} kept appearing and disappearing under a "
         "concurrent collection; retry",
         content_hash=digest,
     )
+
+
+def _check(encoded: EncodedCheckpoint, found: tuple[Any, ...]) -> None:
+    """Raise unless ``found`` (stored size, whether the stored bytes are the same) matches."""
+    if found[0] != len(encoded.data) or not found[1]:
+        raise CheckpointCorrupt(
+            f"stored content {encoded.content_hash[:12]} differs from the bytes that "
+            "hash to it; run verify() and restore the database from a backup",
+            content_hash=encoded.content_hash,
+        )
 
 
 class Stored(Change):
@@ -58,12 +63,31 @@ class Stored(Change):
         if not self.sent:
             return None
         w.contents.add(enc.content_hash)
-        return (w.sql.insert_new_content, (enc.content_hash, enc.data, enc.size, w.stamp))
+        return (w.sql.put_content, (enc.content_hash, enc.data, len(enc.data), w.stamp))
+
+    keeps_run = True
+
+    def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
+        # Guessed stored, or found with the same bytes (and held against a collection): the
+        # guarded statement aborts the transaction otherwise.
+        statement = w.sql.put_content_if
+        if statement is None:
+            return False
+        step = self.early(w)
+        if step is None:
+            return None
+        return (statement, step[1]), (len(self.enc.data), True)
 
     def store(self, w: Write, early: Any) -> None:
-        """Check the content :meth:`early` found stored already."""
-        if self.sent and early is None:
+        """Check what :meth:`early` found: the content it stored, or stored already."""
+        if not self.sent:
+            return
+        if early is None:  # there already (SQLite), or a collection raced the statement
+            early = w.db.one(w.sql.check_content, (self.enc.data, self.enc.content_hash))
+        if early is None:
             store_content(w.db, self.enc, w.stamp)
+        else:
+            _check(self.enc, early)
 
 
 class ContentStored(Stored):

@@ -69,6 +69,7 @@ class Incarnation(Change):
     __slots__ = ("expect", "token")
 
     ticks = 0
+    keeps_run = True
 
     def __init__(self, expect: int | None) -> None:
         self.expect = expect
@@ -135,12 +136,25 @@ class WritesPut(Change):
     def __init__(self, run_id: str, checkpoint_id: str, merge: Callable[[str | None], str]):
         self.run_id, self.checkpoint_id, self.merge = run_id, checkpoint_id, merge
 
+    keeps_run = True
+
     def early(self, w: Write) -> tuple[str, Any]:
         return (w.sql.lg_writes, (self.run_id, self.checkpoint_id))
+
+    def guess(self, w: Write) -> tuple[tuple[str, Any], Any] | bool | None:
+        # The writes this engine last stored for the run's checkpoint, or (a checkpoint it
+        # has not written to: LangGraph's next step) none stored yet.
+        known = w.db.known()
+        last = None if known is None else known.get(("lg_writes", self.run_id))
+        key = (self.run_id, self.checkpoint_id)
+        if last is not None and last[0] == self.checkpoint_id:
+            return (w.sql.lg_writes_are, (*key, last[1])), (last[1],)
+        return (w.sql.lg_writes_none, key), None
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         text = self.merge(early[0] if early is not None else None)
         w.defer(w.sql.upsert_lg_writes, (self.run_id, self.checkpoint_id, text))
+        w.db.learn(("lg_writes", self.run_id), (self.checkpoint_id, text))
 
 
 class FrameCopied(Change):

@@ -195,7 +195,9 @@ class LangGraphWrite:
         pins = [ValuePinned(run_id, blobs[digest]) for digest in new]
         entry = Entry(run_id, None, [seen, *pins, *changes])
         try:
-            write(db, [entry], now_ms())
+            # Guesses only in the group committer's transaction (LangGraphStore.write), which
+            # applies a refused batch again, one unit at a time under savepoints, asking.
+            write(db, [entry], now_ms(), guess=True)
         except RunNotFound:  # only without blobs: otherwise the run row is locked already
             return None
         assert seen.token is not None  # set by the clock's advance

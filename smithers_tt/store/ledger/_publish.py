@@ -11,16 +11,21 @@ commits in one transaction, written by :func:`smithers_tt.store.ledger._write.wr
 2. allocate the next sequence of each unit's attempt with one ``UPDATE ... RETURNING`` that
    also requires the attempt to be ``in_progress`` under the same epoch (this is what makes
    sequences dense and unique under any number of writers);
-3. insert the content unless present (``INSERT ... ON CONFLICT DO NOTHING``); when it was
-   there, compare the stored bytes with the new ones inside the database (a mismatch is
-   corruption); on PostgreSQL that comparison locks the row ``FOR KEY SHARE``, so a
-   concurrent garbage collection either ran before (and the insert recreates the row) or
-   skips it until this publication has committed its reference;
+3. insert the content unless present (``INSERT ... ON CONFLICT DO NOTHING``, sent with the
+   clock's advance); when it was there, compare the stored bytes with the new ones inside
+   the database (a mismatch is corruption); on PostgreSQL that comparison is in the same
+   statement and locks the row ``FOR KEY SHARE``, so a concurrent garbage collection either
+   ran before (and the insert recreates the row) or skips it until this publication has
+   committed its reference;
 4. insert the ``checkpoint`` frames that pin their content (hash, codec, version, purpose,
    agent, size) and the live refs (key and frame number only), one ``executemany`` each.
 
 Every statement is prebuilt driver SQL with bound parameters (see
 :class:`~smithers_tt.store.backend._dialect.Statements`): nothing is built or compiled per publish.
+
+On PostgreSQL the batch is one round trip: steps 1 to 3 go as guarded guesses with step 4 and
+the COMMIT (see :func:`~smithers_tt.store.ledger._write.write`); a guess found wrong aborts the
+transaction, and the batch is applied again one unit at a time, asking.
 
 A unit that fails (fence lost, conflict, corruption) writes nothing, not even content, while
 the other units of the batch commit: the batch is first applied together without savepoints;
@@ -61,8 +66,8 @@ from smithers_tt.store._ref_frame import ref_key
 from smithers_tt.store.backend import Driver, Engine, _short, disk_failure, driver, is_transient
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._calls import EncodedCall, call_changes
-from smithers_tt.store.ledger._content import store_content
-from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, write
+from smithers_tt.store.ledger._content import ContentStored, store_content
+from smithers_tt.store.ledger._write import Change, Entry, RunRow, Step, Write, key_tuple, write
 
 __all__ = [
     "Driver",
@@ -159,6 +164,27 @@ class PublishUnit(Change, Unit):
     def finish(self, done: Any) -> None:
         self.result, self.frame = done
 
+    def stored(self) -> tuple[Change, Change]:
+        """This change after the one that stores its content: with the clock's advance (in
+        its round trip on PostgreSQL), not by :meth:`apply` in a round trip of its own."""
+        return ContentStored(self.encoded), self
+
+    keeps_run = True
+
+    def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
+        # The attempt's next sequence as the last commit that wrote it left it (and one more
+        # for each earlier unit of this write into the same attempt).
+        key = self.key
+        known = ("seq", *key_tuple(key))
+        before = w.guessed.get(known)
+        if before is None:
+            before = w.db.known().get(known)  # type: ignore[union-attr]  # guessing: not None
+            if before is None:
+                return False
+        w.guessed[known] = before + 1
+        params = (*key_tuple(key), self.fence.epoch, before)
+        return (w.sql.next_sequence_if, params), (before + 1,)
+
     def early(self, w: Write) -> Step:
         # The sequence comes from an UPDATE that also requires the attempt to be in progress
         # under the same epoch (dense and unique sequences under any number of writers).
@@ -192,9 +218,10 @@ class PublishUnit(Change, Unit):
                 "nothing was written",
                 run_id=key.run_id,
             )
-        if enc.content_hash not in w.contents:
+        if enc.content_hash not in w.contents:  # no ContentStored went before (see stored())
             store_content(w.db, enc, w.stamp)
             w.contents.add(enc.content_hash)
+        w.db.learn(("seq", *key_tuple(key)), early[0])
         stamp = w.stamp
         ref = CheckpointRef(
             key.run_id,
@@ -264,8 +291,15 @@ def _publish_all(conn: Connection, units: list[PublishUnit]) -> list[Published]:
     written.
     """
     with driver(conn) as db:
-        entries = [Entry(u.key.run_id, u.fence, (*call_changes(u.key, u.calls), u)) for u in units]
-        entries = write(db, entries, now_ms())
+        entries = [
+            Entry(
+                u.key.run_id,
+                u.fence,
+                (*call_changes(u.key, u.calls), *u.stored()),
+            )
+            for u in units
+        ]
+        entries = write(db, entries, now_ms(), guess=True)
     return [(u.result, e.frames[0]) for u, e in zip(units, entries, strict=True)]  # type: ignore[misc]
 
 
@@ -372,6 +406,13 @@ class GroupCommitter:
         try:
             try:
                 outcomes = self._engine.transaction(together, held=self._connection)
+            except StoreError as failed:
+                # A statement sent with the COMMIT was refused, so nothing committed: a guess
+                # found wrong (see write()), or one unit's failure. One by one, under
+                # savepoints, nothing is guessed and every unit learns its own outcome.
+                if not _refused(failed):
+                    raise
+                outcomes = self._engine.transaction(one_by_one, held=self._connection)
             except _UnitFailed as failed:
                 if len(batch) > 1:
                     outcomes = self._engine.transaction(one_by_one, held=self._connection)
@@ -412,6 +453,18 @@ def _failure_of(unit: Unit, error: Exception) -> BaseException | None:
         failure.__cause__ = error
         return failure
     return error if isinstance(error, unit.isolates) else None
+
+
+def _refused(error: StoreError) -> bool:
+    """Whether ``error`` (raised by a transaction) is the database refusing a statement, not
+    the batch's own failure: the transaction rolled back, so its units may be tried one by
+    one (:meth:`GroupCommitter._commit`)."""
+    cause = error.__cause__
+    return (
+        type(error) is StoreError
+        and isinstance(cause, exc.DBAPIError)
+        and not _fails_the_batch(cause)
+    )
 
 
 def _fails_the_batch(error: exc.DBAPIError) -> bool:

@@ -19,7 +19,13 @@ caller's transaction:
 3. applies each change's projection, in order; each returns its frame, numbered by one tick
    of the clock in list order;
 4. inserts every frame with one ``executemany`` (refs the projections deferred go with it,
-   one ``executemany`` each, in one round trip on PostgreSQL).
+   one ``executemany`` each); on PostgreSQL they are held back and go with the COMMIT.
+
+On PostgreSQL the group committer's writes go further (``write(..., guess=True)``): the clock's
+advance and the early steps are sent as guarded guesses of what they return, taken from what
+earlier commits returned, so the whole write and its COMMIT are one round trip; a guess the
+database finds wrong aborts the transaction, and the committer applies the write again asking
+(see :func:`write`).
 
 Every statement is prebuilt driver SQL (:class:`~smithers_tt.store.backend._dialect.Statements`):
 nothing is built or compiled per write, which is what keeps the group-committed publish (the
@@ -48,7 +54,7 @@ removed when LangGraph prunes checkpoints: the frames, the history, stay).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, NamedTuple
@@ -129,7 +135,7 @@ class NewRun(NamedTuple):
 class Write:
     """One :func:`write` in progress: what its changes' projections use."""
 
-    __slots__ = ("contents", "db", "deferred", "sql", "stamp")
+    __slots__ = ("contents", "db", "deferred", "guessed", "sql", "stamp")
 
     def __init__(self, db: Driver, stamp: int) -> None:
         self.db = db
@@ -139,6 +145,9 @@ class Write:
         """Rows to insert after the projections, one ``executemany`` per statement."""
         self.contents: set[str] = set()
         """Content hashes already stored by this write (stored once per write)."""
+        self.guessed: dict[Any, Any] = {}
+        """What the guesses of this write's earlier changes will have left (see
+        :meth:`Change.guess`): an attempt's next sequence after a checkpoint guessed."""
 
     def defer(self, statement: str, row: tuple[Any, ...]) -> None:
         """Insert ``row`` with the frames, in one ``executemany`` with others like it."""
@@ -163,6 +172,16 @@ class Change:
         """A statement that does not depend on the clock, sent with the clock's advance."""
         return None
 
+    keeps_run = False
+    """Whether :meth:`apply` leaves the run row as the clock's advance returned it (status,
+    owner, limits), so what the write learned of it holds after it (see :func:`_learn`)."""
+
+    def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
+        """:meth:`early` as a guarded guess (see :func:`write`): the step and the row it is
+        guessed to return; None when there is no early step; False when it cannot be guessed
+        (by default, whenever there is an early step)."""
+        return None if type(self).early is Change.early else False
+
     def check(self, run: RunRow) -> None:
         """Raise if the run (as the clock's advance returned it) refuses this change."""
 
@@ -185,9 +204,17 @@ class Entry:
     """Filled by :func:`write`: the frames of ``changes``, in order."""
 
 
-def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
+def write(db: Driver, entries: Sequence[Entry], stamp: int, *, guess: bool = False) -> list[Entry]:
     """Write ``entries`` in the caller's transaction (see the module docstring); return them
-    with their frames. Raises on the first failure, leaving the caller to roll back."""
+    with their frames. Raises on the first failure, leaving the caller to roll back.
+
+    With ``guess`` (a caller that, when its transaction is refused, applies the same entries
+    again without it: the group committer), what the clock's advance and the early steps
+    would return may be guessed from what earlier commits returned (the driver's
+    :meth:`~Driver.known`), and the statements sent as guarded guesses with the COMMIT (see
+    ``Statements.advance_run_if``): on PostgreSQL the whole write is then one round trip.
+    A wrong guess aborts the transaction; nothing is ever decided on a guess alone.
+    """
     w = Write(db, stamp)
     sql = w.sql
     ticks: dict[str, int] = {}
@@ -195,17 +222,23 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
         if entry.create is None:
             ticks[entry.run_id] = ticks.get(entry.run_id, 0) + _ticks(entry)
     runs = sorted(ticks)
-    steps: list[tuple[str, Any, bool]] = [
-        (sql.advance_run, (ticks[run_id], stamp, run_id), False) for run_id in runs
-    ]
-    wanted: list[tuple[Change, int]] = []  # changes with an early step, and its index
-    for entry in entries:
-        for change in entry.changes:
-            step = change.early(w)
-            if step is not None:
-                wanted.append((change, len(steps)))
-                steps.append((step[0], step[1], False))
-    rows = db.together(steps) if steps else []
+    known = db.known() if guess else None
+    guessed = None if known is None else _guess(w, known, entries, runs, ticks)
+    if guessed is not None:
+        rows, wanted = guessed
+    else:
+        w = Write(db, stamp)  # what a guess that gave up left in it is forgotten
+        steps: list[tuple[str, Any, bool]] = [
+            (sql.advance_run, (ticks[run_id], stamp, run_id), False) for run_id in runs
+        ]
+        wanted = []  # changes with an early step, and its index
+        for entry in entries:
+            for change in entry.changes:
+                step = change.early(w)
+                if step is not None:
+                    wanted.append((change, len(steps)))
+                    steps.append((step[0], step[1], False))
+        rows = db.together(steps) if steps else []
     next_no: dict[str, int] = {}
     row_of: dict[str, RunRow] = {}
     for run_id, row in zip(runs, rows, strict=False):
@@ -237,14 +270,70 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int) -> list[Entry]:
             if change.ticks:
                 frames.append(frame)  # type: ignore[arg-type]  # not None: it ticks
                 no += 1
+    _learn(db, entries, row_of)
     final: list[tuple[str, Any, bool]] = [(sql.insert_run, created, True)] if created else []
     final += [(s, r, True) for s, r in w.deferred.items()]
     frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
     if frame_rows:
         final.append((sql.insert_frame, frame_rows, True))
     if final:
-        db.together(final)
+        db.later(final)  # on PostgreSQL, with the COMMIT when nothing else follows
     return list(entries)
+
+
+def _guess(
+    w: Write, known: Mapping[Any, Any], entries: Sequence[Entry], runs: list[str], ticks: dict
+) -> tuple[list[Any], list[tuple[Change, int]]] | None:
+    """Send the clock's advances and the early steps as guarded guesses (held back to go
+    with the COMMIT); return what they are guessed to return (as :func:`write`'s steps
+    would, and the changes with an early step, with its index), or None (nothing sent) where
+    something is not known, or a guess would fail a check: a refusal is the database's."""
+    steps: list[tuple[str, Any, bool]] = []
+    rows: list[Any] = []
+    wanted: list[tuple[Change, int]] = []
+    for run_id in runs:
+        row = known.get(("run", run_id))
+        if row is None:
+            return None
+        n = ticks[run_id]
+        steps.append((w.sql.advance_run_if, (n, w.stamp, run_id, *row), False))
+        rows.append((*row[:2], row[2] + n, *row[3:]))
+    row_of = dict(zip(runs, rows, strict=True))
+    for entry in entries:
+        if entry.create is not None:
+            return None
+        row = row_of[entry.run_id]
+        try:
+            if entry.fence is not None:
+                check_fence(entry.run_id, row[0], row[1], entry.fence)
+            for change in entry.changes:
+                change.check(row)
+        except Exception:  # a guess refuses nothing: ask (the answer may)
+            return None
+        for change in entry.changes:
+            guessed = change.guess(w)
+            if guessed is False:
+                return None
+            if guessed is not None:
+                step, early = guessed
+                wanted.append((change, len(rows)))
+                steps.append((step[0], step[1], False))
+                rows.append(early)
+    w.db.later(steps)
+    return rows, wanted
+
+
+def _learn(db: Driver, entries: Sequence[Entry], row_of: dict[str, RunRow]) -> None:
+    """Teach the engine each run's row as this write leaves it, where every change keeps it
+    as the clock's advance returned it (see :meth:`Change.keeps_run`)."""
+    for run_id, row in row_of.items():
+        kept = all(
+            change.keeps_run
+            for entry in entries
+            if entry.run_id == run_id
+            for change in entry.changes
+        )
+        db.learn(("run", run_id), tuple(row) if kept else None)
 
 
 def _ticks(entry: Entry) -> int:
@@ -283,6 +372,8 @@ class Note(Change):
     """A frame with no projection (the run's row is all it changes: its clock)."""
 
     __slots__ = ("fields", "kind", "run_id")
+
+    keeps_run = True
 
     executes = False
 
@@ -363,6 +454,8 @@ class AttemptStarted(Change):
 
     __slots__ = ("attempt", "fence", "iteration", "node_id", "resumed")
 
+    keeps_run = True
+
     def __init__(
         self, fence: Fence, node_id: str, iteration: int, resumed: tuple | None = None
     ) -> None:
@@ -381,6 +474,7 @@ class AttemptStarted(Change):
         self.attempt = AttemptRecord(
             key, "in_progress", fence.epoch, 0, False, None, None, resumed, stamp, None
         )
+        w.db.learn(("seq", *key_tuple(key)), 0)
         return Frame(
             key.run_id, frame_no, "attempt_started", self.node_id, self.iteration, key.attempt,
             state="in_progress", created_at_ms=stamp,
@@ -396,6 +490,8 @@ class AttemptEnded(Change):
     """
 
     __slots__ = ("detail", "discard", "epoch", "error", "error_code", "key", "state")
+
+    keeps_run = True
 
     def __init__(
         self,
@@ -421,6 +517,7 @@ class AttemptEnded(Change):
                 f"attempt {key} is no longer in progress under epoch {self.epoch}",
                 run_id=key.run_id,
             )
+        w.db.learn(("seq", *key_tuple(key)), None)
         data = None
         if self.detail:
             data = {
@@ -438,6 +535,8 @@ class NodeSet(Change):
     """A node's state (and output, and last attempt) is recorded."""
 
     __slots__ = ("iteration", "last_attempt", "node_id", "output", "run_id", "state")
+
+    keeps_run = True
 
     def __init__(
         self,
@@ -472,6 +571,8 @@ class NodeCancelled(Change):
     records the output, as a ``node_state`` frame that changes the state must)."""
 
     __slots__ = ("iteration", "last_attempt", "node_id", "run_id")
+
+    keeps_run = True
 
     def __init__(self, run_id: str, node_id: str, iteration: int, last_attempt: int | None):
         self.run_id, self.node_id = run_id, node_id
