@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.store import AttemptKey, Fence, Store
+from tests.conftest import PG_URL, schema_url
 
 
 @pytest.fixture
@@ -25,3 +31,21 @@ def fence(store: Store) -> Fence:
 def attempt(store: Store, fence: Fence) -> AttemptKey:
     """An in-progress attempt (node ``node``, iteration 0, attempt 1) of the fenced run."""
     return store.start_attempt(fence, "node").key
+
+
+@pytest.fixture
+def fresh_url(db_url: str, tmp_path: Path) -> Iterator[str]:
+    """A second empty database of the backend (another file, or another schema)."""
+    if db_url.startswith("sqlite"):
+        yield f"sqlite:///{tmp_path / 'fresh.db'}"
+        return
+    schema = f"tt_fresh_{secrets.token_hex(6)}"
+    admin = sa.create_engine(PG_URL)
+    try:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+        yield schema_url(PG_URL, schema)
+    finally:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+        admin.dispose()

@@ -12,12 +12,9 @@ from __future__ import annotations
 import ast
 import gzip
 import json
-import secrets
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 import pytest
 import sqlalchemy as sa
@@ -33,7 +30,6 @@ from smithers_tt.store.backend._migrate import (
     migrations_dir,
     upgrade,
 )
-from tests.conftest import PG_URL
 from tests.conftest import table_names as conftest_table_names
 from tests.fixtures.v1 import v1_support
 
@@ -164,25 +160,6 @@ def test_upgraded_v1_store_keeps_its_foreign_keys_and_points_each_ref_at_its_fra
     assert report.ok, report
     assert (report.missing, report.mismatched) == ([], [])
     assert listed == refs == 46  # every ref of 0.1 joins its checkpoint frame
-
-
-@pytest.fixture
-def fresh_url(db_url: str, tmp_path: Path) -> Iterator[str]:
-    """A second empty database of the backend (another file, or another schema)."""
-    if _backend(db_url) == "sqlite":
-        yield f"sqlite:///{tmp_path / 'fresh.db'}"
-        return
-    schema = f"tt_fresh_{secrets.token_hex(6)}"
-    admin = sa.create_engine(PG_URL)
-    try:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        sep = "&" if "?" in PG_URL else "?"
-        yield f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}"
-    finally:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def test_upgraded_v1_store_and_fresh_store_have_one_schema(v1_url: str, fresh_url: str) -> None:

@@ -8,12 +8,15 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
+from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import MigrationError, SchemaMismatch
 from smithers_tt.store import Engine, migrate
 from smithers_tt.store.backend import _schema as S
 from smithers_tt.store.backend._alembic_v1 import V1_CHECKSUMS
 from smithers_tt.store.backend._migrate import VERSION_TABLE, migration_names, upgrade
 from smithers_tt.store.backend._schema import metadata
+from tests.fixtures.v1 import v1_support
+from tests.timetravel._support import TOPIC
 
 from ._support import count, execute, run_together
 from ._v1_layout import make_v1_layout
@@ -441,3 +444,93 @@ def test_0015_adds_model_calls_and_runs_made_before_have_none(db_url: str, raw) 
         "tt_model_calls_request": ["request_hash"],
         "tt_model_calls_reply": ["reply_hash"],
     }
+
+
+def _rows(url: str) -> dict:
+    rows = v1_support.dump_tables(url)
+    return {k: v for k, v in rows.items() if k not in (VERSION_TABLE, "tt_commit_tokens")}
+
+
+def _reads(db: st.Database, by_reference: str) -> dict:
+    """Everything a user reads (:func:`v1_support.describe`), but the time lineage gives the
+    nodes of a fork by reference: what materialising it would write, so the time it is read."""
+    reads = v1_support.describe(db, [])
+    nodes = reads["lineage"]["nodes"]
+    at = nodes["columns"].index("updated_at_ms")
+    nodes["data"] = [
+        row[:at] + row[at + 1 :] if row[0] == by_reference else row for row in nodes["data"]
+    ]
+    return reads
+
+
+def test_0018_writes_the_checks_as_ors_and_keeps_every_run_fork_and_rewind(
+    db_url: str, fresh_url: str, raw
+) -> None:
+    # A store at 0017 written by today's code: a finished run, a replay of it (a fork run to
+    # its end), a fork by reference never run, and a second run rewound to frame 5 (its
+    # later frames kept for undo).
+    with raw.begin() as conn:
+        upgrade(conn, to="0017_sweep_promotions")
+    with st.connect(db_url, migrate_schema=False) as db:
+        wf, _ = demo_workflow(flaky=True, invalid_first_draft=True)
+        run = db.run(wf, TOPIC)
+        replayed = db.replay(run.id, 4, demo_workflow(flaky=True, invalid_first_draft=True)[0])
+        by_reference = db.fork(run.id, 6)
+        rewound = db.run(demo_workflow(flaky=True, invalid_first_draft=True)[0], TOPIC)
+        history = rewound.frames()
+        db.rewind(rewound.id, 5, confirm=True)
+        assert db.get_run(by_reference.id).record.inherits
+        reads = _reads(db, by_reference.id)
+    rows = _rows(db_url)
+    assert rows["tt_rewound_frames"]["rows"] and rows["tt_attempts"]["rows"]
+
+    with st.connect(db_url) as db:  # migrates to 0018
+        assert version_rows(raw) == [KNOWN[-1]] and "0018_check_or_chains" in KNOWN
+        # Every row as it was (but the version, and the commit token of the migration's own
+        # transaction on PostgreSQL).
+        assert _rows(db_url) == rows
+        assert _reads(db, by_reference.id) == reads
+        # What the store kept still works: the rewind is undone, the fork materialised.
+        db.undo_rewind(rewound.id)
+        assert db.store.frames(rewound.id) == history
+        assert db.materialize(by_reference.id)
+        assert db.get_run(replayed.id).status == "finished"
+    st.connect(fresh_url).close()
+    assert v1_support.reflect(db_url) == v1_support.reflect(fresh_url)
+
+    with raw.connect() as conn:
+        if raw.dialect.name == "sqlite":
+            for table in ("tt_runs", "tt_nodes", "tt_attempts", "tt_frames"):
+                sql = conn.exec_driver_sql(
+                    "SELECT sql FROM sqlite_master WHERE name = ?", (table,)
+                ).scalar_one()
+                assert " IN (" not in sql, sql
+            # No temporary table of the kinds per row written (what the IN list cost).
+            plan = conn.exec_driver_sql(
+                "EXPLAIN INSERT INTO tt_frames (run_id, frame_no, kind, created_at_ms) "
+                "VALUES ('x', 0, 'checkpoint', 1)"
+            ).all()
+            assert "OpenEphemeral" not in {row[1] for row in plan}
+            assert conn.exec_driver_sql("PRAGMA integrity_check").scalar_one() == "ok"
+        else:
+            defs = conn.exec_driver_sql(
+                "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+                "WHERE conname IN ('tt_runs_status', 'tt_nodes_state', 'tt_attempts_state', "
+                "'tt_frames_kind') AND connamespace = current_schema()::regnamespace"
+            ).all()
+            assert len(defs) == 4 and all(" OR " in d and "ANY" not in d for _, d in defs), defs
+    # The chains refuse what the lists refused.
+    for table, values in [
+        (S.runs, {"run_id": "bad", "workflow": "w", "status": "asleep", "owner_epoch": 0,
+                  "cancel_requested": False, "clock": 0, "created_at_ms": 1,
+                  "updated_at_ms": 1}),
+        (S.frames, {"run_id": run.id, "frame_no": 999, "kind": "run_asleep",
+                    "created_at_ms": 1}),
+        (S.nodes, {"run_id": run.id, "node_id": "n", "iteration": 0, "state": "asleep",
+                   "updated_at_ms": 1}),
+        (S.attempts, {"run_id": run.id, "node_id": "n", "iteration": 0, "attempt": 1,
+                      "state": "asleep", "owner_epoch": 0, "next_sequence": 0,
+                      "discard_resume": False, "started_at_ms": 1}),
+    ]:  # fmt: skip
+        with pytest.raises(sa.exc.IntegrityError), raw.begin() as conn:
+            conn.execute(sa.insert(table).values(**values))

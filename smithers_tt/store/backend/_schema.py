@@ -40,8 +40,9 @@ def _in(column: str, values: tuple[str, ...]) -> str:
 
 
 def _any(column: str, values: tuple[str, ...]) -> str:
-    """``column`` is one of ``values``, as a chain of ``OR``s (what a partial index's
-    predicate is on SQLite: an ``IN`` list there costs a temporary table per row written)."""
+    """``column`` is one of ``values``, as a chain of ``OR``s: what a CHECK constraint (0018)
+    and a partial index's predicate (0012) are on SQLite, where an ``IN`` list costs a
+    temporary table of its values per row written."""
     return f"({' OR '.join(f'{column} = {v!r}' for v in values)})"
 
 
@@ -77,7 +78,7 @@ runs = Table(
     Column("lease_until_ms", BigInteger, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
-    CheckConstraint(_in("status", RUN_STATUSES), name="tt_runs_status"),
+    CheckConstraint(_any("status", RUN_STATUSES), name="tt_runs_status"),
     CheckConstraint("owner_epoch >= 0", name="tt_runs_epoch"),
 )
 Index("tt_runs_parent", runs.c.parent_run_id)
@@ -114,7 +115,7 @@ nodes = Table(
     Column("output_json", Text, nullable=True),
     Column("updated_at_ms", BigInteger, nullable=False),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
-    CheckConstraint(_in("state", NODE_STATES), name="tt_nodes_state"),
+    CheckConstraint(_any("state", NODE_STATES), name="tt_nodes_state"),
 )
 
 attempts = Table(
@@ -138,7 +139,7 @@ attempts = Table(
     Column("started_at_ms", BigInteger, nullable=False),
     Column("finished_at_ms", BigInteger, nullable=True),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
-    CheckConstraint(_in("state", ATTEMPT_STATES), name="tt_attempts_state"),
+    CheckConstraint(_any("state", ATTEMPT_STATES), name="tt_attempts_state"),
     CheckConstraint("attempt >= 1 AND iteration >= 0", name="tt_attempts_numbers"),
 )
 
@@ -218,7 +219,7 @@ frames = Table(
     Column("created_at_ms", BigInteger, nullable=False),
     Column("size_bytes", Integer, nullable=True),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
-    CheckConstraint(_in("kind", FRAME_KINDS), name="tt_frames_kind"),
+    CheckConstraint(_any("kind", FRAME_KINDS), name="tt_frames_kind"),
 )
 """``size_bytes`` is a checkpoint frame's content size (``data`` ``{"size": n}``: such a frame
 stores ``data_json`` NULL and ``size_bytes`` n; readers give back ``{"size": n}``)."""
