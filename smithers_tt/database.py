@@ -19,6 +19,7 @@ from smithers_tt.engine import (
     ContinueOptions,
     EventCallback,
     RunExecutor,
+    Watching,
     Worker,
     Workflow,
     action_of,
@@ -56,9 +57,12 @@ class Database(Upkeep, Sweeping):
     attempts, fenced checkpoint publication, verified reads).
     """
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, watching: Watching | None = None) -> None:
         self.engine = engine
         self.store = Store(engine)
+        self.watching = watching
+        """How the runs this object executes watch the store (None: the engine's default,
+        :class:`~smithers_tt.engine.Watching`); see :func:`connect`."""
 
     @property
     def url(self) -> str:
@@ -179,8 +183,9 @@ class Database(Upkeep, Sweeping):
 
     def worker(self, workflows: list[Workflow], **options: Any) -> Worker:
         """A :class:`~smithers_tt.engine.Worker` executing queued runs of ``workflows``;
-        start it with ``await worker.run()``."""
-        return Worker(self.store, workflows, **options)
+        start it with ``await worker.run()``; its runs watch the store as this object's do
+        (``watching`` of :func:`connect`) unless ``options`` say otherwise."""
+        return Worker(self.store, workflows, **{"watching": self.watching, **options})
 
     def workers(self, *, stale_after: float = 10.0) -> list[WorkerRecord]:
         """Registered workers, their state, last heartbeat and the runs each owns.
@@ -338,7 +343,14 @@ class Database(Upkeep, Sweeping):
     async def _execute(
         self, wf: Workflow, fence: Fence, on_event: EventCallback | None, cancel_grace: float
     ) -> Run:
-        executor = RunExecutor(self.store, wf, fence, on_event=on_event, cancel_grace=cancel_grace)
+        executor = RunExecutor(
+            self.store,
+            wf,
+            fence,
+            on_event=on_event,
+            cancel_grace=cancel_grace,
+            watching=self.watching,
+        )
         await executor.execute()
         return Run(self, await asyncio.to_thread(self.store.get_run, fence.run_id))
 
@@ -539,6 +551,7 @@ def connect(
     migrate_schema: bool = True,
     retry: RetryPolicy | None = None,
     busy_timeout_ms: int = 5000,
+    watching: Watching | None = None,
 ) -> Database:
     """Open a smithers_tt store; by default create it when there is none, and migrate it.
 
@@ -557,6 +570,12 @@ def connect(
             with False, nothing is looked at (the caller knows the store is current).
         retry: how transient errors are retried inside the store.
         busy_timeout_ms: SQLite's wait for a lock before a retry.
+        watching: how a run this object executes (here, or in its workers) watches the
+            store for a cancel, breakpoints and the loss of its ownership, and how often it
+            heartbeats: ``smithers_tt.engine.Watching(poll=0.1, safety_poll=2.0,
+            heartbeat=2.0, listen=True)`` by default (PostgreSQL wakes the watcher with
+            ``LISTEN``/``NOTIFY`` and reads the run every ``safety_poll`` seconds besides;
+            SQLite reads it every ``poll`` seconds).
 
     Raises:
         InvalidArgument: the URL is not a supported database, or the folder of a new SQLite
@@ -567,6 +586,10 @@ def connect(
             other tables where a store was to be created (``beside_other_tables=False``), or
             (``read_only``) a store that needs migrating first.
     """
+    if watching is not None and not isinstance(watching, Watching):  # before anything is made
+        raise InvalidArgument(
+            f"watching must be a smithers_tt.engine.Watching, got {type(watching).__name__}"
+        )
     engine = open_engine(
         resolve_url(url),
         create=create,
@@ -576,4 +599,6 @@ def connect(
         retry=retry,
         busy_timeout_ms=busy_timeout_ms,
     )
-    return Database(engine)  # the entry object: everything else is reached from it
+    return Database(
+        engine, watching=watching
+    )  # the entry object: everything else is reached from it

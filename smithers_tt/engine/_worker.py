@@ -24,6 +24,7 @@ from collections.abc import Iterable
 
 from smithers_tt._ids import owner_id
 from smithers_tt.engine._executor import RunExecutor
+from smithers_tt.engine._watch import Watching
 from smithers_tt.engine._workflow import Workflow
 from smithers_tt.errors import FenceLost, InvalidArgument, OutcomeUnknown, TransientStoreError
 from smithers_tt.store import (
@@ -64,6 +65,8 @@ class Worker:
         heartbeat_interval: seconds between heartbeats (default: a quarter of ``stale_after``,
             at most one second); must be shorter than ``stale_after``.
         drain_timeout: seconds a stopping worker lets its runs finish before releasing them.
+        watching: how each run it executes watches the store (see
+            :class:`~smithers_tt.engine.Watching`; None: the engine's default).
     """
 
     def __init__(
@@ -77,8 +80,10 @@ class Worker:
         poll_interval: float = 0.2,
         heartbeat_interval: float | None = None,
         drain_timeout: float = 10.0,
+        watching: Watching | None = None,
     ) -> None:
         self.store = store
+        self.watching = watching
         self.workflows = {wf.name: wf for wf in workflows}
         if not self.workflows:
             raise InvalidArgument("a worker needs at least one workflow")
@@ -141,7 +146,9 @@ class Worker:
 
     async def _execute(self, wf: Workflow, fence: Fence) -> str:
         try:
-            executor = await asyncio.to_thread(RunExecutor, self.store, wf, fence)
+            executor = await asyncio.to_thread(
+                RunExecutor, self.store, wf, fence, watching=self.watching
+            )
             return await executor.execute()
         except FenceLost:
             return "lost"
