@@ -87,6 +87,14 @@ class Fleet:
         }
         self.procs: list[Proc] = []
 
+    def session_url(self, name: str) -> str:
+        """The store URL worker ``name`` connects with: on PostgreSQL its sessions carry its
+        name (``application_name``), so a test can tell when a killed worker's sessions are
+        gone from the server (and with them any transaction it had sent)."""
+        if not self.url.startswith("postgresql"):
+            return self.url
+        return f"{self.url}{'&' if '?' in self.url else '?'}application_name={session_name(name)}"
+
     def start(self, name: str, *options: str) -> Proc:
         out, err = self.tmp / f"{name}.out", self.tmp / f"{name}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
@@ -96,7 +104,7 @@ class Fleet:
                     "-m",
                     "smithers_tt.cli",
                     "--db",
-                    self.url,
+                    self.session_url(name),
                     "worker",
                     "--workflows",
                     FLOW,
@@ -182,6 +190,18 @@ def _wait(check: Callable[[], Any], timeout: float, what: str, procs: list[Proc]
 
 
 # --- reading the database ------------------------------------------------------------------
+
+
+def session_name(worker: str) -> str:
+    """The ``application_name`` of worker ``worker``'s PostgreSQL sessions."""
+    return f"fleet-{worker}"
+
+
+def _sessions_of(db: st.Database, worker: str) -> int:
+    """How many server sessions worker ``worker`` still has (killed: until the server has
+    carried out, or dropped, what it had already sent)."""
+    stmt = sa.text("SELECT count(*) FROM pg_stat_activity WHERE application_name = :name")
+    return _rows(db, stmt.bindparams(name=session_name(worker)))[0][0]
 
 
 def _rows(db: st.Database, stmt: sa.Executable) -> list[Any]:
@@ -430,6 +450,9 @@ def test_four_worker_processes_killed_at_random_execute_every_run_exactly_once(
             time.sleep(rng.uniform(0.0, 0.4))
             victim.popen.send_signal(signal.SIGKILL)
             assert victim.popen.wait(30) == -signal.SIGKILL
+            # A publish goes out whole with its COMMIT: the server may still be carrying out
+            # what the worker sent before it died. Its runs are read once its sessions are gone.
+            _wait(lambda v=victim: not _sessions_of(db, v.worker_id), 30, "the victim's sessions")
             r = S.runs
             orphans[victim.worker_id] = {
                 row.run_id
