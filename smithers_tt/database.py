@@ -60,9 +60,7 @@ class Database(Upkeep, Sweeping):
     def __init__(self, engine: Engine, *, watching: Watching | None = None) -> None:
         self.engine = engine
         self.store = Store(engine)
-        self.watching = watching
-        """How the runs this object executes watch the store (None: the engine's default,
-        :class:`~smithers_tt.engine.Watching`); see :func:`connect`."""
+        self.watching = watching  # how its runs watch the store (see connect)
 
     @property
     def url(self) -> str:
@@ -570,12 +568,9 @@ def connect(
             with False, nothing is looked at (the caller knows the store is current).
         retry: how transient errors are retried inside the store.
         busy_timeout_ms: SQLite's wait for a lock before a retry.
-        watching: how a run this object executes (here, or in its workers) watches the
-            store for a cancel, breakpoints and the loss of its ownership, and how often it
-            heartbeats: ``smithers_tt.engine.Watching(poll=0.1, safety_poll=2.0,
-            heartbeat=2.0, listen=True)`` by default (PostgreSQL wakes the watcher with
-            ``LISTEN``/``NOTIFY`` and reads the run every ``safety_poll`` seconds besides;
-            SQLite reads it every ``poll`` seconds).
+        watching: how its runs (and its workers' runs) watch the store for a cancel,
+            breakpoints and lost ownership, and heartbeat: a ``smithers_tt.engine.Watching``
+            (default ``Watching(poll=0.1, safety_poll=2.0, heartbeat=2.0, listen=True)``).
 
     Raises:
         InvalidArgument: the URL is not a supported database, or the folder of a new SQLite

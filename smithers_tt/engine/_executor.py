@@ -18,13 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from smithers_tt.checkpoint import (
-    bounded_json,
     size_limit,
 )
 from smithers_tt.engine._agent import GenerateRequest
 from smithers_tt.engine._astore import AsyncStore
 from smithers_tt.engine._attempt import Publisher, cache_key, turns
 from smithers_tt.engine._pauses import PauseHistory, pause_history
+from smithers_tt.engine._pausing import Paused, Pausing
 from smithers_tt.engine._resume import ResumePoint, fork_point, resume_point
 from smithers_tt.engine._watch import Watching
 from smithers_tt.engine._workflow import Task, TaskContext, Workflow
@@ -65,11 +65,7 @@ _UNSTORABLE = (CheckpointCorrupt, CheckpointInvalid, CheckpointTooLarge)
 """Why the store refuses a result checkpoint kept for the attempt's end."""
 
 
-class _Paused(Exception):
-    """Ends a task's coroutine because the run pauses (raised outside any attempt)."""
-
-
-class RunExecutor:
+class RunExecutor(Pausing):
     """Executes one owned run of a workflow to its end (or until it is cancelled/fenced)."""
 
     def __init__(
@@ -221,7 +217,7 @@ class RunExecutor:
                 if isinstance(error, FenceLost):
                     await self._abandon()
                     raise error
-                if error is not None and failure is None and not isinstance(error, _Paused):
+                if error is not None and failure is None and not isinstance(error, Paused):
                     failure = error
         if self._node_tasks:  # agents waiting for an answer that will come to another attempt
             await self._abandon()
@@ -393,74 +389,6 @@ class RunExecutor:
             iteration, previous = iteration + 1, output
         self.outputs[task.id] = output
         self.final_iteration[task.id] = iteration
-
-    # --- pauses --------------------------------------------------------------------------
-
-    def _request_pause(self, node_id: str, iteration: int, data: dict[str, Any]) -> None:
-        """Head for a pause (the first one asked for wins): no node starts any more; the run
-        pauses once the nodes running end (or wait for an answer themselves)."""
-        if self._pause is None:
-            self._pause = (node_id, iteration, data)
-        assert self._wake is not None
-        self._wake.set()
-
-    def _pause_before(self, task: Task, iteration: int, previous: Any) -> None:
-        """Raise :class:`_Paused` if the run pauses before this node (or already pauses)."""
-        if self._pause is not None:
-            raise _Paused
-        if ("before", task.id, iteration) in self._pauses.passed:
-            return
-        data: dict[str, Any] | None = None
-        if task.id in self._pauses.before:
-            data = {"reason": "breakpoint", "when": "before"}
-        if task.interrupt == "before":
-            data = {"reason": "interrupt", "when": "before"}
-        elif callable(task.interrupt):
-            question = task.interrupt(self._context(iteration, previous))
-            if question is not None:
-                bounded_json(question, f"interrupt question of task {task.id!r}", self.max_bytes)
-                data = {"reason": "interrupt", "when": "before", "question": question}
-        if data is not None:
-            self._request_pause(task.id, iteration, data)
-            raise _Paused
-
-    def _pause_after(self, task: Task, iteration: int) -> None:
-        """Raise :class:`_Paused` if the run pauses after this node (which just ended)."""
-        if ("after", task.id, iteration) in self._pauses.passed:
-            return
-        data: dict[str, Any] | None = None
-        if self._pauses.step:
-            data = {"reason": "step", "when": "after"}
-        if task.id in self._pauses.after:
-            data = {"reason": "breakpoint", "when": "after"}
-        if task.interrupt == "after":
-            data = {"reason": "interrupt", "when": "after"}
-        if data is not None:
-            self._request_pause(task.id, iteration, data)
-            raise _Paused
-
-    def _asker(self, task: Task, iteration: int) -> Callable[[Any], Any]:
-        """The ``request.ask`` of one agent call: the n-th question gets the n-th answer
-        recorded for this node; a question without one pauses the run."""
-        answers = self._pauses.answers_for(task.id, iteration)
-        asked = 0
-
-        async def ask(question: Any) -> Any:
-            nonlocal asked
-            index, asked = asked, asked + 1
-            if index < len(answers):
-                return answers[index]
-            bounded_json(question, f"question of task {task.id!r}", self.max_bytes)
-            self._request_pause(
-                task.id, iteration, {"reason": "ask", "when": "ask", "question": question}
-            )
-            self._blocked.add(task.id)
-            assert self._wake is not None
-            self._wake.set()
-            await asyncio.get_running_loop().create_future()  # stopped when the run pauses
-            raise AssertionError("unreachable: the run paused")  # pragma: no cover
-
-        return ask
 
     def _context(self, iteration: int, previous: Any) -> TaskContext:
         return TaskContext(self.run.input, dict(self.outputs), iteration, previous)

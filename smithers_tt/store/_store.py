@@ -30,6 +30,7 @@ from smithers_tt.errors import (
 )
 from smithers_tt.store._compose import on
 from smithers_tt.store._frames import Frame
+from smithers_tt.store._pausing import Pausing
 from smithers_tt.store._records import (
     AttemptKey,
     AttemptRecord,
@@ -47,11 +48,8 @@ from smithers_tt.store.ledger import (
     AttemptDeleted,
     AttemptEnded,
     AttemptStarted,
-    BreakpointsSet,
     CancelRequested,
     Change,
-    CheckpointEdited,
-    EditEnded,
     Entry,
     GroupCommitter,
     Labelled,
@@ -62,10 +60,7 @@ from smithers_tt.store.ledger import (
     PublishUnit,
     RefPut,
     RunCancelled,
-    RunClaimed,
-    RunContinued,
     RunEnded,
-    RunPaused,
     call_changes,
     claim,
     encode_call,
@@ -112,7 +107,7 @@ def _check_node_state(state: str) -> None:
         raise InvalidArgument(f"node state must be one of {list(S.NODE_STATES)}")
 
 
-class Store:
+class Store(Pausing):
     """Durable runs, attempts and checkpoints on one database (SQLite or PostgreSQL).
 
     Every state change commits a :class:`Frame`; functions in ``listeners`` are called with
@@ -126,9 +121,9 @@ class Store:
         self.reads = RunReads(engine)
         self.calls = ModelCallReads(engine)
         self.sweeps = Sweeps(engine)
+        """What-if sweeps as stored (:class:`~smithers_tt.store._sweeps.Sweeps`)."""
         self._notices: Any = None  # made by the first watch_changes (never on SQLite)
         self._notices_lock = threading.Lock()
-        """What-if sweeps as stored (:class:`~smithers_tt.store._sweeps.Sweeps`)."""
 
     def watch_changes(self, run_id: str, wake: Callable[[], None]) -> Callable[[], None] | None:
         """Call ``wake()`` soon after another writer (in any process) commits a change that
@@ -508,101 +503,3 @@ class Store:
     def commit_batches(self) -> int:
         """How many transactions publications have used so far in this process."""
         return self._committer.batches
-
-    # --- pauses (breakpoints and questions to a person) ----------------------------------
-
-    def pause_run(
-        self, fence: Fence, node_id: str | None, iteration: int | None, data: dict[str, Any]
-    ) -> Frame:
-        """Pause an owned run durably (frame ``run_paused`` with ``data``: why, and what it
-        asks): no owner, a new epoch fencing ``fence``, attempts left in progress end
-        ``interrupted``. Continue it with :meth:`continue_run`.
-
-        Raises:
-            FenceLost: ``fence`` no longer owns the run; nothing was written.
-        """
-
-        def work(conn: Connection, frames: list[Frame]) -> Frame:
-            with driver(conn) as db:
-                if db.one(db.sql.lock_run, (fence.run_id,)) is None:
-                    raise RunNotFound(f"no run {fence.run_id!r}")
-                # Locked: no attempt starts meanwhile; the ledger checks the fence first.
-                changes = open_ends(db, fence.run_id, "interrupted")
-                changes.append(RunPaused(fence.run_id, node_id, iteration, data))
-                (entry,) = write(db, [Entry(fence.run_id, fence, changes)], now_ms())
-            frames += entry.frames
-            return entry.frames[-1]
-
-        return self._change(work)
-
-    def continue_run(
-        self,
-        run_id: str,
-        epoch: int,
-        data: dict[str, Any],
-        *,
-        owner_id: str | None = None,
-        claim: bool = False,
-        edits: Sequence[tuple[str, int, EncodedCheckpoint, str | None]] = (),
-        skips: Sequence[tuple[str, int, Any]] = (),
-        abort: bool = False,
-    ) -> Fence | None:
-        """Take a run out of a pause seen under ``epoch``, in one transaction: frame
-        ``run_continued`` (with ``data``), then the ``edits`` (node, iteration, checkpoint,
-        agent id: each in an attempt of its own that its next attempt resumes from), the
-        ``skips`` (node, iteration, output: the node is ``finished`` with that output), and
-        either a cancel (``abort``), a claim by ``owner_id`` (``claim``: returns its fence),
-        or nothing more (the run waits ``queued`` for a worker; returns None).
-
-        Raises:
-            ConcurrencyError: the run is no longer paused under ``epoch``; nothing was written.
-        """
-
-        def work(conn: Connection, frames: list[Frame]) -> Fence | None:
-            with driver(conn) as db:
-                if db.one(db.sql.lock_run, (run_id,)) is None:
-                    raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-                changes: list[Change] = [RunContinued(run_id, epoch, data)]
-                fence = Fence(run_id, epoch + 2)
-                if claim and not abort:
-                    claimed = {"epoch": fence.epoch, "owner_id": owner_id}
-                    changes.append(RunClaimed(run_id, fence.epoch, owner_id, claimed))
-                for node_id, iteration, encoded, agent_id in edits:
-                    started = AttemptStarted(Fence(run_id, epoch + 1), node_id, iteration)
-                    changes += [started, CheckpointEdited(started, encoded, agent_id)]
-                    changes.append(EditEnded(started))
-                for node_id, iteration, output in skips:
-                    changes.append(NodeSet(run_id, node_id, iteration, "finished", output))
-                if abort:
-                    changes += [
-                        NodeCancelled(run_id, node_id, iteration, last_attempt)
-                        for node_id, iteration, last_attempt in db.all(
-                            db.sql.running_nodes, (run_id,)
-                        )
-                    ]
-                    changes.append(RunCancelled(run_id))
-                (entry,) = write(db, [Entry(run_id, None, changes)], now_ms())
-            frames += entry.frames
-            return fence if claim and not abort else None
-
-        return self._change(work)
-
-    def set_breakpoints(self, run_id: str, marks: dict[str, list[str]]) -> Frame:
-        """Replace a run's breakpoints (``{"before": [...], "after": [...]}`` node ids) now,
-        with frame ``breakpoints_set``: a queued or paused run uses them when it goes on, a
-        running one at its next node (its executor reads them as it goes).
-
-        Raises:
-            RunNotFound: there is no such run.
-            InvalidArgument: the run ended; nothing was written.
-        """
-
-        def work(conn: Connection, frames: list[Frame]) -> Frame:
-            with driver(conn) as db:
-                (entry,) = write(
-                    db, [Entry(run_id, None, [BreakpointsSet(run_id, marks)])], now_ms()
-                )
-            frames += entry.frames
-            return entry.frames[-1]
-
-        return self._change(work)

@@ -16,12 +16,7 @@ import-linter (``pyproject.toml``).
 
 from smithers_tt.store.backend import _schema as schema
 from smithers_tt.store.backend._access import PostgresAccess, SqliteAccess
-from smithers_tt.store.backend._dialect import (
-    RUN_STATE_COLUMNS,
-    Dialect,
-    dialect_of,
-    disk_failure,
-)
+from smithers_tt.store.backend._dialect import Dialect, dialect_of, disk_failure
 from smithers_tt.store.backend._driver import Driver, driver
 from smithers_tt.store.backend._engine import Engine, RetryPolicy, _short, display_url, is_transient
 from smithers_tt.store.backend._langgraph_sql import (
@@ -48,6 +43,7 @@ from smithers_tt.store.backend._migrate import (
     store_state,
 )
 from smithers_tt.store.backend._schema import RUN_LEVEL_KINDS
+from smithers_tt.store.backend._statements import RUN_STATE_COLUMNS
 
 __all__ = [
     "AGENT",

@@ -62,7 +62,7 @@ class LangGraphSql:
     parameters (building SQLAlchemy Core statements costs more than running these; cold
     paths use Core), each put in the driver's style by the store's :class:`Dialect` once and
     kept; the saver's writes are the ledger's prebuilt statements
-    (:class:`~smithers_tt.store.backend._dialect.Statements`). What differs between databases
+    (:class:`~smithers_tt.store.backend._statements.Statements`). What differs between databases
     (placeholders, chunk sizes) is the dialect's."""
 
     __slots__ = ("_texts", "backend")

@@ -28,6 +28,12 @@ from smithers_tt.store.ledger._live import (
     Refold,
     audit_row,
 )
+from smithers_tt.store.ledger._node_changes import (
+    AttemptEnded,
+    AttemptStarted,
+    NodeCancelled,
+    NodeSet,
+)
 from smithers_tt.store.ledger._pauses import (
     ENDED,
     BreakpointsSet,
@@ -62,14 +68,10 @@ from smithers_tt.store.ledger._travel import (
     undoable,
 )
 from smithers_tt.store.ledger._write import (
-    AttemptEnded,
-    AttemptStarted,
     CancelRequested,
     Change,
     Entry,
     NewRun,
-    NodeCancelled,
-    NodeSet,
     Note,
     RunCancelled,
     RunClaimed,

@@ -23,7 +23,8 @@ from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.store._records import Fence, Frame
 from smithers_tt.store.backend import AGENT, LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE
 from smithers_tt.store.ledger._content import Stored
-from smithers_tt.store.ledger._write import AttemptStarted, Change, Note, RunRow, Write
+from smithers_tt.store.ledger._node_changes import AttemptStarted
+from smithers_tt.store.ledger._write import Change, Note, RunRow, Write
 
 
 class ThreadReplaced(Exception):  # a condition the saver handles, not a fault

@@ -10,7 +10,8 @@ paused under the epoch the continuer saw: of two continuers, the second finds an
 :class:`~smithers_tt.errors.ConcurrencyError` with nothing written.
 
 A pause, a continue and a release hand the run back the same way: one prebuilt statement
-(:attr:`~smithers_tt.store.backend._dialect.Statements.hand_back_run`) with the status they leave.
+(:attr:`~smithers_tt.store.backend._statements.Statements.hand_back_run`) with the status
+they leave.
 """
 
 from __future__ import annotations
@@ -22,14 +23,8 @@ from smithers_tt.errors import ConcurrencyError, InvalidArgument
 from smithers_tt.store._records import CheckpointRef, Frame
 from smithers_tt.store._ref_frame import ref_key
 from smithers_tt.store.ledger._content import store_content
-from smithers_tt.store.ledger._write import (
-    AttemptEnded,
-    AttemptStarted,
-    Change,
-    RunRow,
-    Write,
-    notify,
-)
+from smithers_tt.store.ledger._node_changes import AttemptEnded, AttemptStarted
+from smithers_tt.store.ledger._write import Change, RunRow, Write, notify
 
 ENDED = ("finished", "failed", "cancelled")
 """Statuses of a run that no executor takes up again (a breakpoint there means nothing)."""

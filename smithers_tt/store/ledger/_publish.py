@@ -21,7 +21,8 @@ commits in one transaction, written by :func:`smithers_tt.store.ledger._write.wr
    agent, size) and the live refs (key and frame number only), one ``executemany`` each.
 
 Every statement is prebuilt driver SQL with bound parameters (see
-:class:`~smithers_tt.store.backend._dialect.Statements`): nothing is built or compiled per publish.
+:class:`~smithers_tt.store.backend._statements.Statements`): nothing is built or compiled per
+publish.
 
 On PostgreSQL the batch is one round trip: steps 1 to 3 go as guarded guesses with step 4 and
 the COMMIT (see :func:`~smithers_tt.store.ledger._write.write`); a guess found wrong aborts the

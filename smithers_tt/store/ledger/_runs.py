@@ -11,15 +11,8 @@ from smithers_tt.store._frames import checkpoint_frame
 from smithers_tt.store._records import AttemptKey, CheckpointRef, Frame, now_ms
 from smithers_tt.store._ref_frame import ref_key
 from smithers_tt.store.backend import Driver
-from smithers_tt.store.ledger._write import (
-    AttemptEnded,
-    Change,
-    Entry,
-    RunClaimed,
-    Write,
-    key_tuple,
-    write,
-)
+from smithers_tt.store.ledger._node_changes import AttemptEnded
+from smithers_tt.store.ledger._write import Change, Entry, RunClaimed, Write, key_tuple, write
 
 
 def open_ends(db: Driver, run_id: str, state: str, before_epoch: int | None = None) -> list[Change]:
