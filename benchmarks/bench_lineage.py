@@ -426,12 +426,75 @@ def cold_child() -> None:
     print(json.dumps(out), flush=True)
 
 
-def _child(side: str, number: int, path: Path, cache: Path) -> dict[str, Any]:
+def _child(
+    side: str, number: int, path: Path, cache: Path, root: Path | None = None
+) -> dict[str, Any]:
+    """:func:`cold_child` in a new process, importing smithers_tt from ``root`` (this
+    checkout by default)."""
     code = "from benchmarks.bench_lineage import cold_child; cold_child()"
     argv = [sys.executable, "-c", code, side, str(number), str(path), str(cache)]
-    root = Path(__file__).resolve().parent.parent
-    done = subprocess.run(argv, cwd=root, capture_output=True, text=True, check=True)
+    root = root or Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run(argv, cwd=root, env=env, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def compare_opens(before: str, rounds: int = ROUNDS) -> None:
+    """Opening and Q1-Q3 cold (a new process each), this checkout against the checkout
+    ``before`` (e.g. ``git archive <commit> | tar -x -C DIR``), interleaved in ``rounds``
+    rounds on one generated store: the cached snapshot (opened from one cache both share:
+    its format is unchanged) and the live lineage's open. Run:
+    ``python -c "from benchmarks.bench_lineage import compare_opens; compare_opens('DIR')"``.
+    """
+    trees = {"before": Path(before).resolve(), "after": Path(__file__).resolve().parent.parent}
+    with _store() as (path, totals, build_s):
+        note(
+            f"store: {totals['refs']:,} refs, {path.stat().st_size / 1e6:,.0f} MB ({build_s:.0f} s)"
+        )
+        from smithers_tt.lineage import _cache
+
+        time.sleep(_cache.QUIET_SECONDS + 0.5)
+        cache = path.parent / "cache"
+        built = _child("cached", 0, path, cache, trees["after"])
+        if built["cache"] != "stored":
+            raise AssertionError(f"the snapshot was not cached: {built['cache']}")
+        found: dict[tuple[str, str, int], list[dict]] = {}
+        jobs = [("cached", n) for n in (0, 1, 2, 3)] + [("live", 0), ("live", 2)]
+        for _ in range(rounds):
+            for side, number in jobs:
+                answers = {}
+                for tree in ("before", "after"):
+                    got = _child(side, number, path, cache, trees[tree])
+                    if side == "cached" and got["cache"] != "hit":
+                        raise AssertionError(f"{tree} read the store: {got['cache']}")
+                    answers[tree] = got.pop("answer")
+                    found.setdefault((side, tree, number), []).append(got)
+                if answers["before"] != answers["after"]:
+                    raise AssertionError(f"{side} Q{number}: the answers differ")
+    rows = []
+    for side, number in jobs:
+        b, a = found[(side, "before", number)], found[(side, "after", number)]
+        for what in ("open", "open_cpu", "ask", "ask_cpu", "total", "cpu"):
+            if number == 0 and what.startswith("ask"):
+                continue
+            ratios = sorted(x[what] / y[what] for x, y in zip(b, a, strict=True) if y[what])
+            loads = sorted(x["load"] for x in b + a)
+            rows.append(
+                [
+                    f"{side} {'open only' if number == 0 else f'Q{number}'}",
+                    what,
+                    _median([x[what] for x in b]),
+                    _median([x[what] for x in a]),
+                    f"{_median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})" if ratios else "",
+                    f"{loads[0]:.1f}-{loads[-1]:.1f}",
+                ]
+            )
+    print_table(
+        f"Before / after, each in a new process, {rounds} interleaved rounds (median seconds; "
+        "the ratio is before over after within each round)",
+        ["process", "what", "before", "after", "before/after (range)", "load"],
+        rows,
+    )
 
 
 def cold_rounds(path: Path, cache: Path, rounds: int) -> dict[tuple[str, int], list[dict]]:

@@ -20,6 +20,12 @@ read-only DuckDB file too, so that many questions run at in-memory speed on one 
 Every snapshot also stores the views marked ``materialize`` (``checkpoints``: refs joined with
 their content sizes; ``dedup`` and ``run_dedup``: group-bys of those over a million rows) as
 tables, so the costliest join and aggregates are done once, at open.
+
+Opening binds no store table (:func:`create_raw_views`): every view reads its rows through a
+table macro that reads nothing until :func:`bind_relations` fills it, after the views exist,
+so that a query binds only the store tables it reads. A snapshot opened from the cache
+(:mod:`smithers_tt.lineage._cache`) does not even load the scanner: the content bytes, the
+one relation it reads from the store, are bound when a question first reads them.
 """
 
 from __future__ import annotations
@@ -129,6 +135,15 @@ def extension_candidates(name: str, version: str, platform: str) -> list[Path]:
     return unique
 
 
+def has_extension(con: Any, name: str) -> bool:
+    """Whether a file of extension ``name`` built for this DuckDB is installed (not loaded:
+    :func:`load_extension` may still refuse it)."""
+    import duckdb
+
+    platform = con.execute("PRAGMA platform").fetchone()[0]
+    return any(p.is_file() for p in extension_candidates(name, duckdb.__version__, platform))
+
+
 def load_extension(con: Any, name: str) -> str:
     """Load scanner extension ``name`` from a local file; return where it came from.
 
@@ -207,10 +222,9 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
     access = store_access(engine)
     if isinstance(access, SqliteAccess):
         loaded = load_extension(con, "sqlite_scanner")
-        path = access.path
-        if not path.is_file():
-            raise LineageError(f"no SQLite store at {path}")
-        return lambda table: f"sqlite_scan({literal(str(path))}, {literal(table)})", loaded
+        if not access.path.is_file():
+            raise LineageError(f"no SQLite store at {access.path}")
+        return sqlite_source(access.path), loaded
     loaded = load_extension(con, "postgres_scanner")
     schema = access.schema
     # Credentials go into a temporary DuckDB secret (never shown by ``duckdb_databases()``);
@@ -227,6 +241,12 @@ def attach_store(con: Any, engine: Engine) -> tuple[Callable[[str], str], str]:
     # (a second ATTACH without READ_ONLY, a postgres_scan) can log in with these credentials.
     con.execute("DROP SECRET smithers_tt_store")
     return lambda table: f"store.{ident(schema)}.{ident(table)}", loaded
+
+
+def sqlite_source(path: Path) -> Callable[[str], str]:
+    """``source(table)`` of :func:`attach_store` for the SQLite file ``path`` (the scanner
+    must be loaded before a query reads it)."""
+    return lambda table: f"sqlite_scan({literal(str(path))}, {literal(table)})"
 
 
 def store_relations(source: Callable[[str], str]) -> dict[str, str]:
@@ -247,35 +267,78 @@ def store_relations(source: Callable[[str], str]) -> dict[str, str]:
     return found
 
 
-def snapshot_relations(data: str) -> dict[str, str]:
-    """The mirrored tables read from the snapshot ``snap``, the content bytes from ``data``."""
+def snapshot_relations(data: str | None) -> dict[str, str]:
+    """The mirrored tables read from the snapshot ``snap``, the content bytes from ``data``
+    (left out when None)."""
     found = {t.name: f"SELECT * FROM snap.main.{ident(t.name)}" for t in MIRRORED}  # noqa: S608
-    found[DATA_TABLE] = data
+    if data is not None:
+        found[DATA_TABLE] = data
     return found
 
 
 _RESTATED = "SELECT DISTINCT run_id FROM inherited.tt_frames ORDER BY run_id"
 """The forks by reference whose base frames the ``inherited`` catalog holds."""
 
+UNBOUND = "smithers_tt: lineage relation not bound yet"
+"""The error a ``raw`` relation raises if a query reads it before :func:`bind_relations`
+gave it its rows (the lineage binds the content bytes of a cached snapshot when a question
+first reads them, and asks again)."""
 
-def create_raw_views(con: Any, relations: dict[str, str]) -> None:
+DATA_COLUMNS = [("content_hash", "VARCHAR"), ("data", "BLOB")]
+"""The columns of the content bytes relation, :data:`DATA_TABLE`."""
+
+
+def _columns(name: str) -> list[tuple[str, str]]:
+    if name == DATA_TABLE:
+        return DATA_COLUMNS
+    return next(raw_columns(t) for t in MIRRORED if t.name == name)
+
+
+def _rows_macro(name: str) -> str:
+    """The table macro whose body is where ``raw.<name>`` reads its rows from."""
+    return f"raw.{ident(name + '_rows')}"
+
+
+def _unbound(name: str) -> str:
+    """Rows of ``raw.<name>``'s columns and types that raise :data:`UNBOUND` when read."""
+    columns = ", ".join(f"CAST(NULL AS {t}) AS {ident(n)}" for n, t in _columns(name))
+    # The filter is evaluated on the one row whenever anything reads the relation; a
+    # projection could be pruned by the optimizer, a filter is not.
+    return f"SELECT {columns} FROM range(1) WHERE CAST(error({literal(UNBOUND)}) AS BOOLEAN)"  # noqa: S608
+
+
+def create_raw_views(con: Any) -> None:
     """The ``raw`` schema the views read: one view per mirrored table plus the content bytes,
-    each reading its relation (:func:`store_relations`, :func:`snapshot_relations`). The tables
+    each reading the rows of a table macro that :func:`bind_relations` fills. The tables
     forks by reference would have rows in also read ``inherited``
-    (:mod:`smithers_tt.lineage._inherited`: what those forks inherit, as rows)."""
+    (:mod:`smithers_tt.lineage._inherited`: what those forks inherit, as rows).
+
+    Every view DuckDB creates is bound at once, and every bind of a SQLite table makes the
+    scanner count its rowids (``MIN(ROWID), MAX(ROWID)``: a full scan of the table, 900 MB
+    of content pages for ``tt_checkpoint_contents`` at 1M refs). Created over macros that do
+    not read the store yet, the ``raw`` views and the documented views over them bind
+    nothing; once :func:`bind_relations` gave the macros their rows, a query binds only the
+    store tables it reads (a macro is expanded at each query, as a view is bound again)."""
     con.execute("CREATE SCHEMA raw")
     # A fork by reference's base frames (its edited checkpoints) are restated there.
     restated = [row[0] for row in con.execute(_RESTATED).fetchall()]
-    for table in MIRRORED:
-        name = ident(table.name)
-        rows = relations[table.name]
-        if table.name == "tt_frames" and restated:
+    for name in [t.name for t in MIRRORED] + [DATA_TABLE]:
+        con.execute(f"CREATE MACRO {_rows_macro(name)}() AS TABLE {_unbound(name)}")
+        rows = f"SELECT * FROM {_rows_macro(name)}()"  # noqa: S608 (constants)
+        if name == "tt_frames" and restated:
             ids = ", ".join(literal(run_id) for run_id in restated)
             rows += f" WHERE frame_no >= 0 OR run_id NOT IN ({ids})"
-        if table.name in INHERITED:
-            rows += f" UNION ALL SELECT * FROM inherited.{name}"  # noqa: S608
-        con.execute(f"CREATE VIEW raw.{name} AS {rows}")
-    con.execute(f"CREATE VIEW raw.{DATA_TABLE} AS {relations[DATA_TABLE]}")
+        if name in INHERITED:
+            rows += f" UNION ALL SELECT * FROM inherited.{ident(name)}"  # noqa: S608
+        con.execute(f"CREATE VIEW raw.{ident(name)} AS {rows}")
+
+
+def bind_relations(con: Any, relations: dict[str, str]) -> None:
+    """Give the ``raw`` views of ``relations`` (name: ``SELECT``, from
+    :func:`store_relations` or :func:`snapshot_relations`) their rows. Nothing is bound
+    here: each query expands the macros it reaches."""
+    for name, rows in relations.items():
+        con.execute(f"CREATE OR REPLACE MACRO {_rows_macro(name)}() AS TABLE {rows}")
 
 
 # --- snapshots -------------------------------------------------------------------------------
@@ -310,6 +373,13 @@ class Scratch:
         return self.path / "kept.duckdb"
 
     @property
+    def again(self) -> Path:
+        """Where second names of the attached snapshot and ``inherited`` files are kept, for
+        a cached lineage to open them again when it binds the content bytes (outside the
+        directories DuckDB may write in)."""
+        return self.path / "again"
+
+    @property
     def export(self) -> Path:
         """Where :meth:`Lineage.export_parquet` stages its files."""
         return self.path / "export"
@@ -329,7 +399,8 @@ def _create_snapshot_tables(con: Any, with_data: bool) -> None:
         columns = ", ".join(f"{ident(n)} {t}" for n, t in raw_columns(table))
         con.execute(f"CREATE TABLE snap.{ident(table.name)} ({columns})")
     if with_data:
-        con.execute(f"CREATE TABLE snap.{DATA_TABLE} (content_hash VARCHAR, data BLOB)")
+        columns = ", ".join(f"{n} {t}" for n, t in DATA_COLUMNS)
+        con.execute(f"CREATE TABLE snap.{DATA_TABLE} ({columns})")
 
 
 def materialize_views(con: Any) -> None:
@@ -373,18 +444,21 @@ def keep_file(path: Path, keep: Path) -> None:
         shutil.copyfile(path, keep)
 
 
-def _finish_snapshot(con: Any, scratch: Scratch, data: str, keep: Path | None = None) -> None:
-    create_raw_views(con, snapshot_relations(data))
+def _finish_snapshot(con: Any, scratch: Scratch, keep: Path | None = None) -> None:
+    create_raw_views(con)
+    relations = snapshot_relations(None)
+    bind_relations(con, relations)  # the tables, for the views stored next
     materialize_views(con)
     con.execute("DETACH snap")
     attach_read_only(con, "snap", scratch.file, keep)
 
 
-def open_cached_snapshot(con: Any, scratch: Scratch, data: str) -> None:
-    """Attach the snapshot the cache put at ``scratch.file``: the ``raw`` views read it (and
-    what forks inherit, computed at this open), the content bytes ``data`` (the store's)."""
-    attach_read_only(con, "snap", scratch.file)
-    create_raw_views(con, snapshot_relations(data))
+def open_cached_snapshot(con: Any, scratch: Scratch, keep: Path | None = None) -> None:
+    """Attach the snapshot the cache put at ``scratch.file`` (a second name for it at
+    ``keep``, when given): the ``raw`` views read it (and what forks inherit, computed at
+    this open); the content bytes stay unbound until :func:`bind_relations` binds them."""
+    attach_read_only(con, "snap", scratch.file, keep)
+    create_raw_views(con)
 
 
 def snapshot_from_source(
@@ -409,7 +483,7 @@ def snapshot_from_source(
     except BaseException:
         con.execute("ROLLBACK")
         raise
-    _finish_snapshot(con, scratch, relations[DATA_TABLE], keep)
+    _finish_snapshot(con, scratch, keep)
 
 
 def insert_rows(con: Any, target: str, names: list[str], types: list[Any], rows: list[Any]) -> None:
@@ -441,8 +515,7 @@ def snapshot_with_arrow(
     jobs: list[tuple[str, str, list[tuple[str, str]], int]] = [
         (table.name, table.name, raw_columns(table), batch_rows) for table in MIRRORED
     ]
-    data_spec = [("content_hash", "VARCHAR"), ("data", "BLOB")]
-    jobs.append((DATA_TABLE, CONTENTS_TABLE, data_spec, _DATA_FETCH_ROWS))
+    jobs.append((DATA_TABLE, CONTENTS_TABLE, DATA_COLUMNS, _DATA_FETCH_ROWS))
     with read_tables(engine) as reader:
         for name, table, spec, fetch in jobs:
             types = [arrow_type(t) for _, t in spec]
@@ -461,7 +534,7 @@ def snapshot_with_arrow(
                 insert_rows(con, f"snap.{ident(name)}", names, types, pending)
             if progress:
                 progress(1)
-    _finish_snapshot(con, scratch, f"SELECT * FROM snap.main.{DATA_TABLE}")  # noqa: S608
+    _finish_snapshot(con, scratch)
 
 
 def warn_fallback(reason: LineageUnavailable) -> None:

@@ -31,11 +31,12 @@ def inherited_rows(db: OpenedDatabase) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def add_inherited(con: Any, db: OpenedDatabase, path: Path) -> None:
+def add_inherited(con: Any, db: OpenedDatabase, path: Path, keep: Path | None = None) -> None:
     """Attach the catalog ``inherited`` of ``con``: a DuckDB file at ``path``, read-only, with
     one table per :data:`~smithers_tt.lineage._views.INHERITED` (the store table's columns
     and types) holding :func:`inherited_rows`. Read-only, so that no statement can add rows
-    the views would answer with (``COPY inherited.tt_nodes FROM ...``)."""
+    the views would answer with (``COPY inherited.tt_nodes FROM ...``). The file is unlinked
+    once attached (a second name for it at ``keep``, when given, to attach it again)."""
     rows = inherited_rows(db)
     con.execute(f"ATTACH {literal(str(path))} AS inherited")
     for table in MIRRORED:
@@ -49,4 +50,4 @@ def add_inherited(con: Any, db: OpenedDatabase, path: Path) -> None:
             found = [[row[n] for n in names] for row in rows[table.name]]
             insert_rows(con, name, names, [arrow_type(t) for _, t in spec], found)
     con.execute("DETACH inherited")
-    attach_read_only(con, "inherited", path)
+    attach_read_only(con, "inherited", path, keep)

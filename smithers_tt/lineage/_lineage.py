@@ -42,6 +42,13 @@ def _columns_of(*names: str) -> Callable[[F], F]:
     return decorate
 
 
+def _names_data(query: str) -> bool:
+    """Whether ``query`` may read the content bytes: it names ``checkpoint_payloads`` or
+    ``raw.tt_checkpoint_data``, the only relations that read them."""
+    text = query.lower()
+    return "checkpoint_payloads" in text or DATA_TABLE in text
+
+
 def _snapshot_cache(db: OpenedDatabase, cache: bool | str | Path) -> SnapshotCache | None:
     """The snapshot cache a lineage asked for, when its store can use one (SQLite, POSIX)."""
     if cache is False:
@@ -104,7 +111,10 @@ class Lineage:
     Attributes:
         reader: ``"scanner"`` or ``"arrow"``: the path actually in use.
         snapshot: whether the views read a copy taken at open (always so for ``"arrow"``).
-        extension: the extension file the scanner was loaded from (None for ``"arrow"``).
+        extension: the extension file the scanner was loaded from (None for ``"arrow"``, and
+            for a snapshot opened from the cache until a question reads content bytes:
+            ``checkpoint_payloads`` or ``raw.tt_checkpoint_data``, the only views that read
+            the store after such an open, bind it then).
         cache: what the snapshot cache did: None (not asked or not applicable), ``"hit"``
             (the snapshot was opened from it), ``"stored"`` (taken from the store and kept),
             or ``"not stored: <why>"``.
@@ -143,45 +153,57 @@ class Lineage:
         self._duckdb = C.import_duckdb()
         self._lock = threading.Lock()
         self._scratch: C.Scratch | None = None
+        self._threads = threads
         self._con = C.new_connection(threads)
         self.extension: str | None = None
         self.cache: str | None = None
         self._files = False
         self._refused: frozenset[str] = frozenset()
+        self._prices = table
+        self._allowed: list[Path] = []
+        self._payloads: Path | None = None
+        """A cached snapshot's store, until its content bytes are bound (:meth:`_bind_data`)."""
         try:
-            allowed = [_guard.directory_prefix(d) for d in allowed_directories]
-            self._files = bool(allowed)
+            self._allowed = [_guard.directory_prefix(d) for d in allowed_directories]
+            self._files = bool(self._allowed)
             self._scratch = C.Scratch()
             cached = _snapshot_cache(db, cache) if snapshot else None
-            self.reader, self.snapshot = self._open(
+            self.reader, self.snapshot, relations = self._open(
                 db, snapshot, reader, batch_rows, progress, cached
             )
-            self._con.execute(
-                f"CREATE TABLE {PRICES_TABLE} (model VARCHAR PRIMARY KEY, input DOUBLE, "
-                "output DOUBLE, cached_input DOUBLE)"
-            )
-            if len(table):
-                self._con.executemany(
-                    f"INSERT INTO {PRICES_TABLE} VALUES (?, ?, ?, ?)",  # noqa: S608 (constant)
-                    table.rows(),
-                )
-            for view in VIEWS:
-                name = C.ident(view.name)
-                if self.snapshot and view.materialize:
-                    self._con.execute(f"CREATE VIEW {name} AS SELECT * FROM snap.main.{name}")  # noqa: S608
-                else:
-                    self._con.execute(f"CREATE VIEW {name} AS {view.sql}")
-            # From here on nothing reaches files or the network but the directories allowed,
-            # and the configuration (autoinstall, external access ...) is frozen.
-            scratch = self._scratch
-            self._refused = _guard.refused_functions(self._con)
-            _guard.lock_down(self._con, [scratch.export, scratch.spill, *allowed], scratch.spill)
+            self._finish(self._con, relations)
         except BaseException as error:
             self.close()
             corrupt = corrupt_ref(str(error))  # a snapshot stores the checked checkpoints
             if corrupt is not None:
                 raise corrupt from error
             raise
+
+    def _finish(self, con: Any, relations: dict[str, str]) -> None:
+        """The prices table and the documented views over the ``raw`` ones (bound while the
+        ``raw`` relations read nothing, so that creating them reads no store table), then the
+        relations, then the lock-down."""
+        con.execute(
+            f"CREATE TABLE {PRICES_TABLE} (model VARCHAR PRIMARY KEY, input DOUBLE, "
+            "output DOUBLE, cached_input DOUBLE)"
+        )
+        if len(self._prices):
+            con.executemany(
+                f"INSERT INTO {PRICES_TABLE} VALUES (?, ?, ?, ?)",  # noqa: S608 (constant)
+                self._prices.rows(),
+            )
+        for view in VIEWS:
+            name = C.ident(view.name)
+            if self.snapshot and view.materialize:
+                con.execute(f"CREATE VIEW {name} AS SELECT * FROM snap.main.{name}")  # noqa: S608
+            else:
+                con.execute(f"CREATE VIEW {name} AS {view.sql}")
+        C.bind_relations(con, relations)
+        # From here on nothing reaches files or the network but the directories allowed,
+        # and the configuration (autoinstall, external access ...) is frozen.
+        scratch = self._scratch
+        self._refused = _guard.refused_functions(con)
+        _guard.lock_down(con, [scratch.export, scratch.spill, *self._allowed], scratch.spill)
 
     def _open(
         self,
@@ -191,8 +213,19 @@ class Lineage:
         batch_rows: int,
         progress: Progress | None,
         cached: SnapshotCache | None,
-    ) -> tuple[str, bool]:
+    ) -> tuple[str, bool, dict[str, str]]:
+        """Fill the ``raw`` schema; ``(reader, snapshot, relations to bind)``."""
         scratch = self._scratch
+        scanner = reader != "arrow" and C.has_extension(self._con, "sqlite_scanner")
+        if cached is not None and scanner and cached.lookup(scratch.file):
+            # A cached snapshot: neither the scanner nor the store is touched until a question
+            # reads the content bytes (_bind_data); the snapshot and what forks inherit keep
+            # a second name, to be attached again then.
+            scratch.again.mkdir()
+            add_inherited(self._con, db, scratch.inherited, scratch.again / "inherited")
+            C.open_cached_snapshot(self._con, scratch, scratch.again / "snapshot")
+            self.cache, self._payloads = "hit", cached.store
+            return "scanner", True, C.snapshot_relations(None)
         # what forks by reference inherit, as rows
         add_inherited(self._con, db, scratch.inherited)
         if reader != "arrow":
@@ -204,10 +237,6 @@ class Lineage:
                 C.warn_fallback(error)
             else:
                 relations = C.store_relations(source)
-                if cached is not None and cached.lookup(scratch.file):
-                    C.open_cached_snapshot(self._con, scratch, relations[DATA_TABLE])
-                    self.cache = "hit"
-                    return "scanner", True
                 if snapshot:
                     kept = scratch.kept if cached is not None else None
                     C.snapshot_from_source(self._con, scratch, relations, progress, kept)
@@ -215,11 +244,40 @@ class Lineage:
                         stored = cached.keep(scratch.kept)
                         self.cache = "stored" if stored else f"not stored: {cached.reason}"
                         scratch.kept.unlink(missing_ok=True)
-                else:
-                    C.create_raw_views(self._con, relations)
-                return "scanner", snapshot
+                    return "scanner", True, C.snapshot_relations(relations[DATA_TABLE])
+                C.create_raw_views(self._con)
+                return "scanner", False, relations
         C.snapshot_with_arrow(self._con, db.engine, scratch, batch_rows, progress)
-        return "arrow", True
+        data = f"SELECT * FROM snap.main.{DATA_TABLE}"  # noqa: S608 (constant)
+        return "arrow", True, C.snapshot_relations(data)
+
+    def _bind_data(self) -> None:
+        """Bind a cached snapshot's content bytes: the scanner can no longer be loaded into a
+        connection that is locked down, so the lineage is built again on a new one, over the
+        same snapshot and inherited rows (their second names), with the scanner, and replaces
+        the first. Nothing a question can leave in a connection is lost: :meth:`sql` runs
+        queries only. Call it with the lock held."""
+        store, scratch = self._payloads, self._scratch
+        if store is None or scratch is None or self._con is None:
+            return
+        con = C.new_connection(self._threads)
+        try:
+            extension = C.load_extension(con, "sqlite_scanner")
+            if not store.is_file():
+                raise C.LineageError(f"no SQLite store at {store}")
+            for name, path in (("inherited", scratch.inherited), ("snapshot", scratch.file)):
+                C.keep_file(scratch.again / name, path)
+            C.attach_read_only(con, "inherited", scratch.inherited)
+            C.open_cached_snapshot(con, scratch)
+            data = C.store_relations(C.sqlite_source(store))[DATA_TABLE]
+            self._finish(con, C.snapshot_relations(data))
+        except BaseException:
+            con.close()
+            raise
+        old, self._con = self._con, con
+        old.close()
+        self.extension, self._payloads = extension, None
+        shutil.rmtree(scratch.again, ignore_errors=True)
 
     # --- any SQL -----------------------------------------------------------------------------
 
@@ -256,26 +314,37 @@ class Lineage:
         with self._lock:
             if self._con is None:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
+            if self._payloads is not None and _names_data(query):
+                self._bind_data()
             try:
-                # The statements checked are the ones run (params bind to the last, as when
-                # DuckDB runs a text of several statements).
-                *first, last = (
-                    _guard.check_query(self._con, query, files=self._files, refused=self._refused)
-                    if check
-                    else [query]
-                )
-                for statement in first:
-                    self._con.execute(statement)
-                cursor = (
-                    self._con.execute(last) if params is None else self._con.execute(last, params)
-                )
-                return cursor.df()
-            except self._duckdb.Error as error:
-                corrupt = corrupt_ref(str(error))
-                if corrupt is not None:
-                    raise corrupt from error
-                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                raise C.LineageError(f"lineage query failed: {first}") from error
+                return self._run(query, params, check)
+            except C.LineageError as error:
+                # A question that reached the content bytes without naming them: bind them,
+                # ask again (it only read).
+                if self._payloads is None or C.UNBOUND not in str(error.__cause__):
+                    raise
+            self._bind_data()
+            return self._run(query, params, check)
+
+    def _run(self, query: str, params: Any, check: bool) -> pandas.DataFrame:
+        try:
+            # The statements checked are the ones run (params bind to the last, as when
+            # DuckDB runs a text of several statements).
+            *first, last = (
+                _guard.check_query(self._con, query, files=self._files, refused=self._refused)
+                if check
+                else [query]
+            )
+            for statement in first:
+                self._con.execute(statement)
+            cursor = self._con.execute(last) if params is None else self._con.execute(last, params)
+            return cursor.df()
+        except self._duckdb.Error as error:
+            corrupt = corrupt_ref(str(error))
+            if corrupt is not None:
+                raise corrupt from error
+            first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise C.LineageError(f"lineage query failed: {first}") from error
 
     # --- the documented views ----------------------------------------------------------------
 

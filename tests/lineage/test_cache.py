@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 import smithers_tt as st
+from benchmarks import bench_lineage as bench
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import StoreCorrupt
-from smithers_tt.lineage import LineageError, _cache
+from smithers_tt.lineage import LineageError, _cache, _lineage
 from smithers_tt.lineage._views import VIEWS
 
 from .conftest import TOPIC, Scenario, records, sqlite_file
@@ -179,3 +180,69 @@ def test_live_lineages_and_postgres_ignore_the_cache(db: st.Database, tmp_path: 
         with db.lineage(snapshot=True, cache=cache) as lin:
             assert (lin.cache, lin.snapshot, len(lin.runs())) == (None, True, 1)
     assert not cache.exists()
+
+
+def _scanner_loaded(lin: st.Lineage) -> bool:
+    """Whether DuckDB has loaded the SQLite scanner into the lineage's connection (without
+    it no store table can be bound: ``sqlite_scan`` does not exist)."""
+    found = lin.sql(
+        "SELECT count(*) AS n FROM duckdb_functions() WHERE function_name = 'sqlite_scan'"
+    )
+    return bool(found.n.iloc[0])
+
+
+def _questions(lin: st.Lineage) -> list[list[dict]]:
+    """The benchmark's Q1-Q3 (none of which reads a content's bytes)."""
+    return [records(ask()) for ask in bench.ours(lin).values()]
+
+
+def _payloads(lin: st.Lineage) -> list[dict]:
+    return records(lin.sql("SELECT * FROM checkpoint_payloads ORDER BY content_hash"))
+
+
+@pytest.mark.parametrize("payloads", ["first", "last", "never"])
+def test_a_cached_open_binds_the_content_bytes_only_when_a_question_reads_them(
+    scenario: Scenario, tmp_path: Path, payloads: str
+) -> None:
+    db = scenario.db
+    if not db.engine.is_sqlite:
+        pytest.skip("PostgreSQL stores are not cached")
+    _settle()
+    with db.lineage(snapshot=True) as fresh:
+        questions, contents = _questions(fresh), _payloads(fresh)
+    with db.lineage(snapshot=True, cache=tmp_path) as first:
+        assert first.cache == "stored"
+    with db.lineage(snapshot=True, cache=tmp_path) as lin:
+        assert (lin.cache, lin.extension) == ("hit", None)
+        assert not _scanner_loaded(lin)  # the open read neither the store nor its contents
+        if payloads == "first":
+            assert _payloads(lin) == contents
+            assert _scanner_loaded(lin) and lin.extension is not None
+        assert _questions(lin) == questions
+        assert _scanner_loaded(lin) == (payloads == "first")  # Q1-Q3 bound no store table
+        if payloads == "last":
+            assert _payloads(lin) == contents
+            assert _scanner_loaded(lin)
+            assert _questions(lin) == questions
+        assert lin.cache == "hit" and lin.snapshot
+
+
+def test_content_bytes_reached_without_being_named_are_bound_and_asked_again(
+    sqlite_db: st.Database, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The relation of a cached snapshot's content bytes raises until it is bound, never
+    answers empty: a question the name check missed is asked again once they are bound."""
+    _settle()
+    queries = [
+        "SELECT count(*) AS n, sum(size_bytes) AS b FROM checkpoint_payloads",
+        "SELECT EXISTS (SELECT 1 FROM raw.tt_checkpoint_data) AS any",
+    ]
+    with sqlite_db.lineage(snapshot=True, cache=tmp_path) as lin:
+        assert lin.cache == "stored"
+        expected = [records(lin.sql(q)) for q in queries]
+    monkeypatch.setattr(_lineage, "_names_data", lambda query: False)
+    for query, want in zip(queries, expected, strict=True):
+        with sqlite_db.lineage(snapshot=True, cache=tmp_path) as lin:
+            assert lin.cache == "hit" and not _scanner_loaded(lin)
+            assert records(lin.sql(query)) == want
+            assert _scanner_loaded(lin)
