@@ -55,6 +55,14 @@ class _Trace:
     def gap(self) -> None:
         self.point(None, None, None, None)  # type: ignore[arg-type]
 
+    def bar(self, x0: Any, x1: Any, y: int, text: str, frame0: int, frame1: int) -> None:
+        """A bar from ``x0`` to ``x1``: its two ends (selecting ``frame0`` and ``frame1``),
+        then a gap (what :meth:`point` twice and :meth:`gap` add, in one step)."""
+        self.x += (x0, x1, None)
+        self.y += (y, y, None)
+        self.text += (text, text, None)
+        self.frames += (frame0, frame1, None)
+
 
 @dataclass
 class _Attempt:
