@@ -83,7 +83,8 @@ def runs_in_every_state(db: st.Database) -> list[str]:
     store.pause_run(fence, None, None, {"why": "asked"})
     store.set_breakpoints(run.run_id, MARKS)
     paused = store.get_run(run.run_id)
-    assert store.continue_run(run.run_id, paused.owner_epoch, {"answer": "go"}) is not None
+    go = store.continue_run(run.run_id, paused.owner_epoch, {"a": 1}, owner_id="me", claim=True)
+    assert go is not None
     run, fence = new()
     store.claim_run(run.run_id, owner_id="another")
     assert not store.heartbeat(fence)
@@ -92,7 +93,6 @@ def runs_in_every_state(db: st.Database) -> list[str]:
     wf, _ = demo_workflow()
     parent = db.run(wf, {"topic": "bee"})
     assert parent.status == "finished", parent.error
-    db.store.set_breakpoints(parent.id, MARKS)
     child = db.fork(parent.id, 3)
     db.store.set_breakpoints(child.id, {"before": [], "after": ["research"]})
     return [*made, parent.id, child.id]
