@@ -24,6 +24,7 @@ import contextlib
 import tempfile
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -51,8 +52,14 @@ class WatcherTrace:
         self.db = db
         self._inside = threading.local()
         self._files = contextlib.ExitStack()
-        self._traces: list[Any] = []
+        self._traces: list[tuple[str, Any]] = []
         self.calls = 0
+        self.by_call: Counter[str] = Counter()
+        """Calls of each method traced since :meth:`round_trips` was last asked."""
+        self.trips_by_call: Counter[str] = Counter()
+        """Round trips of each method, added up by :meth:`round_trips` (never forgotten)."""
+        self.calls_by_name: Counter[str] = Counter()
+        """Calls of each method (never forgotten)."""
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[WatcherTrace]:
@@ -60,7 +67,7 @@ class WatcherTrace:
 
         store, engine = self.db.store, self.db.engine.sa
         for name in ("watch_run", "heartbeat"):
-            setattr(store, name, self._wrapped(getattr(store, name)))
+            setattr(store, name, self._wrapped(name, getattr(store, name)))
         sa.event.listen(engine, "checkout", self._checkout)
         sa.event.listen(engine, "checkin", self._checkin)
         try:
@@ -72,21 +79,23 @@ class WatcherTrace:
             for name in ("watch_run", "heartbeat"):
                 delattr(store, name)
 
-    def _wrapped(self, call: Callable[..., Any]) -> Callable[..., Any]:
+    def _wrapped(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def traced(*args: Any, **kwargs: Any) -> Any:
-            self._inside.on = True
+            self._inside.on = name
             self.calls += 1
+            self.calls_by_name[name] += 1
             try:
                 return call(*args, **kwargs)
             finally:
-                self._inside.on = False
+                self._inside.on = None
 
         return traced
 
     def _checkout(self, dbapi_conn: Any, record: Any, proxy: Any) -> None:
-        if getattr(self._inside, "on", False):
+        name = getattr(self._inside, "on", None)
+        if name is not None:
             trace = self._files.enter_context(tempfile.TemporaryFile("w+"))  # noqa: SIM115
-            self._traces.append(trace)
+            self._traces.append((name, trace))
             record.info["trace"] = trace
             dbapi_conn.pgconn.trace(trace.fileno())
 
@@ -97,12 +106,15 @@ class WatcherTrace:
     def round_trips(self) -> int:
         """Sync and Query messages traced so far (and forget them)."""
         trips = 0
-        for trace in self._traces:
+        for name, trace in self._traces:
             trace.seek(0)
             for line in trace.read().splitlines():
                 fields = line.split("\t")
                 if len(fields) >= 4 and fields[1] == "F":
-                    trips += fields[3].split(" ")[0] in ("Sync", "Query")
+                    trip = fields[3].split(" ")[0] in ("Sync", "Query")
+                    trips += trip
+                    self.trips_by_call[name] += trip
+            trace.seek(0)
             trace.truncate(0)
         self.calls = 0
         return trips
@@ -118,8 +130,10 @@ def _idle_workflow(seconds: float) -> st.Workflow:
     return wf
 
 
-def measure() -> list[list[object]]:
+def measure() -> tuple[list[list[object]], list[list[object]]]:
+    """The rows of both tables: round trips per mode and run, and per call of each method."""
     rows: list[list[object]] = []
+    per_call: list[list[object]] = []
     with fresh_pg_database("watcher") as url:
         db = st.connect(sqlalchemy_url(url))
         try:
@@ -139,10 +153,13 @@ def measure() -> list[list[object]]:
                     calls, trips = trace.calls, trace.round_trips()
                     run = f"{STEPS} steps in {took:.2f} s"
                     rows.append([name, run, "per publish", trips / STEPS, calls])
+                for call, calls in sorted(trace.calls_by_name.items()):
+                    trips = trace.trips_by_call[call]
+                    per_call.append([call, trips / calls, trips, calls])
         finally:
             _executor.WATCHING = Watching()
             db.close()
-    return rows
+    return rows, per_call
 
 
 def main() -> None:
@@ -151,8 +168,15 @@ def main() -> None:
     if reason is not None:
         note(f"PostgreSQL skipped: {reason}")
         return
+    rows, per_call = measure()
     print_table(
         "The run watcher's round trips on PostgreSQL (libpq trace of watch_run and heartbeat)",
         ["watching", "run", "round trips", "count", "watcher calls"],
-        measure(),
+        rows,
+    )
+    print_table(
+        "Round trips per call (both modes; the first uses of a statement on a connection "
+        "include psycopg preparing it)",
+        ["call", "round trips per call", "round trips", "calls"],
+        per_call,
     )

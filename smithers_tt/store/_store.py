@@ -322,13 +322,17 @@ class Store(Pausing):
         self._write(entries)
 
     def heartbeat(self, fence: Fence) -> bool:
-        """Record that the owner is alive; False when it no longer owns the run."""
+        """Record that the owner is alive; False when it no longer owns the run.
+
+        One statement, the fence check its WHERE clause (:func:`touch`), sent as its own
+        transaction (one round trip on PostgreSQL): sent twice after a lost reply, it only
+        stamps the time again, and says again whether the run is still owned."""
 
         def work(conn: Connection) -> list[Fence]:
             with driver(conn) as db:
                 return touch(db, [fence], now_ms())
 
-        return not self.engine.transaction(work)
+        return not self.engine.transaction(work, alone=True)
 
     # --- nodes and attempts --------------------------------------------------------------
 

@@ -44,9 +44,9 @@ def _writes(db: st.Database, calls: int, monkeypatch: pytest.MonkeyPatch) -> tup
     writes = [0]
     transaction = db.engine.transaction
 
-    def counted(work: Any, *, write: bool = True, held: Any = None) -> Any:
+    def counted(work: Any, *, write: bool = True, **options: Any) -> Any:
         writes[0] += write
-        return transaction(work, write=write, held=held)
+        return transaction(work, write=write, **options)
 
     wf = st.Workflow("stepper")
     wf.task("work", agent=Stepper(calls))

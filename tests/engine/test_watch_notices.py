@@ -226,7 +226,7 @@ def test_an_idle_run_sends_a_small_fraction_of_the_round_trips_polling_sent(
     after = _round_trips_while_idle(db, Watching(), 3.0)
     print(f"round trips while idle 3 s: polling {before}, notified {after}")
 
-    # Polling: about 30 reads of the run (and a heartbeat); woken by notices: the read at
-    # the start, one safety poll and one heartbeat.
-    assert before >= 40, before
-    assert after * 8 <= before, (after, before)
+    # Polling: about 30 reads of the run (and a heartbeat), one round trip each; woken by
+    # notices: the read at the start, one safety poll and one heartbeat.
+    assert before >= 20, before
+    assert after * 5 <= before, (after, before)

@@ -558,6 +558,7 @@ def test_expired_commit_tokens_are_pruned_by_later_writes(pdb: st.Database) -> N
     for n in range(100):
         execute(pdb, "INSERT INTO tt_commit_tokens VALUES (:t, :n)", t=old, n=n)
     fence = running_run(pdb.store)
-    for _ in range(2 * _PRUNE_EVERY):
-        pdb.store.heartbeat(fence)
+    register_worker(pdb.store, "w1", "host", 1, ["wf"])
+    for _ in range(2 * _PRUNE_EVERY):  # a worker's heartbeat: a write that carries a token
+        worker_heartbeat(pdb.store, "w1", [fence])
     assert count(pdb, "tt_commit_tokens", created_at_ms=old) == 0

@@ -400,6 +400,11 @@ class Dialect(ABC):
     def seal(self, conn: Connection, commit: Commit) -> None:  # noqa: B027 (optional hook)
         """Send what makes the COMMIT of a write settle-able (nothing by default)."""
 
+    def alone(self, conn: Connection) -> None:  # noqa: B027 (optional hook)
+        """``conn``'s transaction, begun and nothing sent yet, will send one statement: let
+        that statement be its own transaction where the BEGIN and COMMIT cost round trips of
+        their own (nothing by default: SQLite's run in this process)."""
+
     # --- run notices (what wakes a run's executor) ---
     notify_sql: str | None = None
     """The statement (one ``?``: the run id) that tells the listeners of other sessions, once

@@ -422,6 +422,18 @@ class PostgresDialect(Dialect):
         conn.info[_OWN_BEGIN] = True
         return " ".join(parts)
 
+    def alone(self, conn: Connection) -> None:
+        """The one statement goes in psycopg's autocommit mode: no BEGIN before it, no COMMIT
+        after it (SQLAlchemy's COMMIT finds no transaction open and sends nothing), so the
+        whole transaction is one round trip. One statement is as atomic and sees one snapshot
+        either way; the next transaction's start gives psycopg its BEGIN back
+        (:func:`_own_begin`)."""
+        raw = conn.connection.dbapi_connection
+        if raw.autocommit or raw.info.transaction_status.name != "IDLE":
+            return
+        raw.autocommit = True
+        conn.info[_OWN_BEGIN] = True
+
     def seal(self, conn: Connection, commit: Commit) -> None:
         """Commit a write transaction in one round trip: the steps still held back
         (:func:`~._dialect.defer`) and the token row, unless it was sent already with the

@@ -368,24 +368,42 @@ class RunReads:
 
     def watch_run(self, run_id: str, after: int) -> tuple[RunRecord, list[Frame]]:
         """The run, and its ``breakpoints_set`` frames numbered above ``after`` (in order),
-        in one read: what a running executor polls. The run is read first, so every such
-        frame up to its ``clock`` is among them.
+        in one read: what a running executor polls.
+
+        One statement (the run's row joined to those frames, one row each, or one row without
+        a frame), so both come from one snapshot: every such frame up to the run's ``clock``
+        is among them. On PostgreSQL it is its own transaction, one round trip.
 
         Raises:
             RunNotFound: there is none.
         """
-        f = S.frames
-        frames = (
-            sa.select(f)
-            .where(f.c.run_id == run_id, f.c.frame_no > after, f.c.kind == "breakpoints_set")
-            .order_by(f.c.frame_no)
+        params = {"run_id": run_id, "after": after}
+        rows = self.engine.transaction(
+            lambda conn: conn.execute(_WATCH, params).all(), write=False, alone=True
         )
-
-        def read(conn: Connection) -> tuple[Any, list[Any]]:
-            rows = conn.execute(sa.select(S.runs).where(S.runs.c.run_id == run_id)).all()
-            return rows, conn.execute(frames).all() if rows else []
-
-        rows, found = self.engine.transaction(read, write=False)
         if not rows:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-        return run_from_row(rows[0]), [frame_from_row(r) for r in found]
+        width = len(S.runs.c)
+        marks = [frame_from_row(tuple(row)[width:]) for row in rows if row.f_run_id is not None]
+        return run_from_row(rows[0]), marks
+
+
+def _watch() -> sa.Select:
+    """:meth:`RunReads.watch_run`'s statement: every column of the run ``:run_id``, then
+    every column of one of its ``breakpoints_set`` frames numbered above ``:after`` (each
+    labelled ``f_`` and its name; all NULL when there is none), in frame order."""
+    r, f = S.runs, S.frames
+    on = (
+        (f.c.run_id == r.c.run_id)
+        & (f.c.frame_no > sa.bindparam("after"))
+        & (f.c.kind == "breakpoints_set")
+    )
+    return (
+        sa.select(r, *(c.label(f"f_{c.name}") for c in f.c))
+        .select_from(r.outerjoin(f, on))
+        .where(r.c.run_id == sa.bindparam("run_id"))
+        .order_by(f.c.frame_no)
+    )
+
+
+_WATCH = _watch()
