@@ -129,11 +129,10 @@ def test_verify_lists_every_row_whose_json_does_not_parse(db: st.Database, run: 
     ]
 
 
-def test_verify_lists_refs_that_point_at_a_frame_other_than_their_checkpoint(
-    db: st.Database, run: st.Run
-) -> None:
+def _point_first_ref_at_frame_0(db: st.Database, run: st.Run) -> Any:
+    """Damage the run's first ref: point it at frame 0 (the run's run_created frame)."""
     (first, *_) = db.store.list_refs(run.id).items
-    damage(  # frame 0 is the run's run_created frame
+    damage(
         db,
         "UPDATE tt_checkpoint_refs SET frame_no = 0 WHERE run_id = :r AND node_id = :n "
         "AND iteration = :i AND attempt = :a AND sequence = :s",
@@ -143,6 +142,13 @@ def test_verify_lists_refs_that_point_at_a_frame_other_than_their_checkpoint(
         a=first.attempt,
         s=first.sequence,
     )
+    return first
+
+
+def test_verify_lists_refs_that_point_at_a_frame_other_than_their_checkpoint(
+    db: st.Database, run: st.Run
+) -> None:
+    first = _point_first_ref_at_frame_0(db, run)
     report = db.verify()
     assert not report.ok
     assert report.mismatched == [
@@ -209,17 +215,7 @@ def test_cli_verify_lists_damaged_rows_and_exits_1(db: st.Database, run: st.Run)
 def test_cli_verify_names_the_run_of_a_damaged_ref_by_its_short_id(
     db: st.Database, run: st.Run
 ) -> None:
-    (first, *_) = db.store.list_refs(run.id).items
-    damage(
-        db,
-        "UPDATE tt_checkpoint_refs SET frame_no = 0 WHERE run_id = :r AND node_id = :n "
-        "AND iteration = :i AND attempt = :a AND sequence = :s",
-        r=first.run_id,
-        n=first.node_id,
-        i=first.iteration,
-        a=first.attempt,
-        s=first.sequence,
-    )
+    first = _point_first_ref_at_frame_0(db, run)
     short = db.store.short_run_ids([run.id])[run.id]
     assert len(short) < len(run.id)
     human = CliRunner().invoke(cli, ["--db", db.url, "verify"])
