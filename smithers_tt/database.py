@@ -13,6 +13,7 @@ from smithers_tt._ids import check_id, owner_id
 from smithers_tt._labels import REPLAY_OF
 from smithers_tt._open import DEFAULT_URL as DEFAULT_URL
 from smithers_tt._open import open_engine, resolve_url
+from smithers_tt._traveling import Traveling
 from smithers_tt._upkeep import Upkeep
 from smithers_tt.engine import (
     CANCEL_GRACE,
@@ -41,7 +42,6 @@ from smithers_tt.store import (
     WorkerRecord,
     list_workers,
     now_ms,
-    travel,
 )
 from smithers_tt.sweeps import Sweeping
 from smithers_tt.triage import Failures, failures
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from smithers_tt.lineage import Lineage
 
 
-class Database(Upkeep, Sweeping):
+class Database(Upkeep, Sweeping, Traveling):
     """A smithers_tt database: SQLite file or PostgreSQL, migrated and ready.
 
     Use :func:`connect` to make one. ``db.store`` is the durable storage layer (runs,
@@ -352,14 +352,6 @@ class Database(Upkeep, Sweeping):
         await executor.execute()
         return Run(self, await asyncio.to_thread(self.store.get_run, fence.run_id))
 
-    def materialize(self, run_id: str) -> bool:
-        """Give a fork by reference its own copy of what it inherits (base frames and live
-        rows), so it reads nothing from its parent any more; False (nothing changed) for a
-        run with a history of its own. Resuming, cancelling, resetting or rewinding a fork,
-        and removing what it reads, do this first anyway; see
-        :func:`smithers_tt.timetravel.materialize`."""
-        return tt.materialize(self.store, self.resolve_run_id(run_id))
-
     def cancel(self, run_id: str) -> None:
         """Cancel a run. A running run's owner cancels its agents, gives them a short grace to
         publish a final checkpoint, then fences every later write; a run nobody executes
@@ -376,86 +368,7 @@ class Database(Upkeep, Sweeping):
                 tt.materialize(self.store, run_id)
             self.store.cancel_run(run_id)
 
-    # --- time travel ---------------------------------------------------------------------
-
-    def snapshot(self, run_id: str, frame_no: int | None = None) -> tt.Snapshot:
-        """Exactly what frame ``frame_no`` (default: the newest) of a run makes visible.
-
-        Raises:
-            FrameNotFound: the run has no such frame.
-        """
-        run_id = self.resolve_run_id(run_id)
-        snap = travel(self.engine, lambda tx: tt.snapshot_at(tx, run_id, frame_no), write=False)
-        snap.loader = self.store.load
-        return snap
-
-    def rewind(
-        self,
-        run_id: str,
-        frame_no: int,
-        *,
-        confirm: bool = False,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> tt.Snapshot:
-        """Destructive: put a run back to frame ``frame_no`` in place (``confirm=True``);
-        ``reason`` (why) is kept in the audit.
-
-        See :func:`smithers_tt.timetravel.rewind`.
-        """
-        run_id = self.resolve_run_id(run_id)
-        snap = tt.rewind(self.store, run_id, frame_no, confirm=confirm, force=force, reason=reason)
-        snap.loader = self.store.load
-        return snap
-
-    def undo_rewind(
-        self, run_id: str, *, force: bool = False, reason: str | None = None
-    ) -> tt.Snapshot:
-        """Put a run back exactly as it was before its newest rewind (frames, clock, output,
-        error; every snapshot as before); ``reason`` (why) is kept in the audit.
-
-        See :func:`smithers_tt.timetravel.undo_rewind`.
-        """
-        run_id = self.resolve_run_id(run_id)
-        snap = tt.undo_rewind(self.store, run_id, force=force, reason=reason)
-        snap.loader = self.store.load
-        return snap
-
-    def fork(
-        self,
-        run_id: str,
-        frame_no: int,
-        *,
-        reset: list[str] | tuple[str, ...] = (),
-        input: Any = None,
-        checkpoints: dict[str, Any] | None = None,
-        dependents: bool = True,
-        allow_new_format: bool = False,
-        reason: str | None = None,
-        labels: Mapping[str, str | None] | None = None,
-    ) -> Run:
-        """A child run whose frame 0 is the parent's frame ``frame_no`` (``reason``, why, is
-        kept in the audit) with its parent's labels and ``labels`` (None drops one) over them.
-
-        See :func:`smithers_tt.timetravel.fork`; run it with :meth:`resume` (or use
-        :meth:`replay`).
-        """
-        run_id = self.resolve_run_id(run_id)
-        for node_id in [*reset, *(checkpoints or {})]:
-            check_id(node_id, "node id")
-        child = tt.fork(
-            self.store,
-            run_id,
-            frame_no,
-            reset=reset,
-            input=input,
-            checkpoints=checkpoints,
-            dependents=dependents,
-            allow_new_format=allow_new_format,
-            reason=reason,
-            labels=dict(labels or {}),
-        )
-        return Run(self, child)
+    # --- time travel (the rest is Traveling's) -----------------------------------------
 
     def replay(self, run_id: str, frame_no: int, wf: Workflow, **fork_options: Any) -> Run:
         """Fork at ``frame_no`` and execute the child with ``wf``; completed nodes are kept,
@@ -464,27 +377,6 @@ class Database(Upkeep, Sweeping):
         labels = {**(fork_options.pop("labels", None) or {}), REPLAY_OF: run_id}
         child = self.fork(run_id, frame_no, labels=labels, **fork_options)
         return self.resume(child.id, wf)
-
-    def reset(
-        self,
-        run_id: str,
-        node_id: str,
-        *,
-        dependents: bool = False,
-        force: bool = False,
-        reason: str | None = None,
-    ) -> list[str]:
-        """Retry a node from scratch (and, with ``dependents``, what needs it); run it again
-        with :meth:`resume`. Returns the reset node ids; ``reason`` is kept in the audit."""
-        run_id = self.resolve_run_id(run_id)
-        check_id(node_id, "node id")
-        return tt.reset(
-            self.store, run_id, node_id, dependents=dependents, force=force, reason=reason
-        )
-
-    def timeline(self, run_id: str) -> tt.Timeline:
-        """A run's frames plus the tree of runs forked from the same root."""
-        return tt.timeline(self.store, self.resolve_run_id(run_id))
 
     def browse(self, workflows: Iterable[Workflow] = (), **filters: Any) -> Any:
         """The run browser (``notebook`` extra): runs newest first, filtered, opened in place;
