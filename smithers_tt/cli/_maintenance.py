@@ -188,6 +188,9 @@ def demo(ctx: Context, fresh: bool) -> None:
     Runs offline, with deterministic agents and no API key: a clean run, a retry that
     resumes from a progress checkpoint, a schema-correction turn, a cancelled run, an
     interrupted run resumed under a new epoch, a fork with an edited checkpoint, a replay.
+    Its agents record synthetic model calls of made-up models; their made-up prices are
+    written to demo-prices.json beside a SQLite demo file (else in the current folder), for
+    `calls RUN --prices demo-prices.json`.
 
     \b
     Example:
@@ -200,6 +203,7 @@ def demo(ctx: Context, fresh: bool) -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     db = ctx.create_db()
+    prices = _write_demo_prices(ctx.url)
     steps = 7
     with click.progressbar(
         length=steps,
@@ -254,7 +258,23 @@ def demo(ctx: Context, fresh: bool) -> None:
     fork_run = db.get_run(made[5].run_id).record
     parent, child = short[fork_run.parent_run_id or ""], short[fork_run.run_id]
     ctx.out.line(f"  {again} diff {parent} {fork_run.parent_frame_no} {child}:0")
+    ctx.out.line(f"  {again} calls {short[made[1].run_id]} --prices {shlex.quote(prices)}")
     ctx.out.line(f"  {again} lab    (the tour notebook on this database)")
+
+
+def _write_demo_prices(url: str) -> str:
+    """Write the demo's made-up price table beside a SQLite demo file (else in the current
+    folder); the path to give ``--prices``, relative to here when it is below here."""
+    from smithers_tt.demo import DEMO_PRICES
+
+    folder = Path(url.removeprefix("sqlite:///")).parent if url.startswith("sqlite:///") else None
+    path = (folder or Path.cwd()) / "demo-prices.json"
+    table = {m: {"input": i, "output": o, "cached_input": c} for m, i, o, c in DEMO_PRICES.rows()}
+    path.write_text(json.dumps(table, indent=2) + "\n")
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 @cli.command()

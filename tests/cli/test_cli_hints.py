@@ -50,7 +50,7 @@ def test_the_demos_next_commands_run_as_printed_from_a_shell_without_the_venv(
     assert built.returncode == 0, built.stderr
     hints = built.stdout.split("Next:\n", 1)[1].splitlines()
     commands = [h.strip() for h in hints if h.strip() and "(the tour notebook" not in h]
-    assert len(commands) == 3  # runs, timeline, diff; lab starts a server and is left out
+    assert len(commands) == 4  # runs, timeline, diff, calls; lab starts a server: left out
     for command in commands:
         assert not command.startswith("smithers-tt ")  # not on this shell's PATH
         ran = subprocess.run(
@@ -63,6 +63,8 @@ def test_the_demos_next_commands_run_as_printed_from_a_shell_without_the_venv(
         )
         assert ran.returncode == 0, f"{command!r}: {ran.stderr}"
         assert ran.stdout.strip()
+        if " calls " in command:  # the demo's price file prices every call it made
+            assert "not counted" not in ran.stdout and "cost $" in ran.stdout, ran.stdout
 
 
 def test_the_hint_names_smithers_tt_when_that_name_on_path_is_this_program(
