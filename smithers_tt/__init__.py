@@ -6,6 +6,7 @@ Start with :func:`connect`; everything else is reached from the object it return
 from smithers_tt._extras import require_extras
 from smithers_tt._model_calls import ModelCall
 from smithers_tt._prices import PriceTable
+from smithers_tt._sweep_promote import Promotion
 from smithers_tt.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     AgentCheckpoint,
@@ -55,6 +56,7 @@ __all__ = [
     "ModelCall",
     "OutputInvalid",
     "PriceTable",
+    "Promotion",
     "Retry",
     "Run",
     "RunNotFound",

@@ -45,6 +45,7 @@ PUBLIC_NAMES = [
     "ModelCall",
     "OutputInvalid",
     "PriceTable",
+    "Promotion",
     "Retry",
     "Run",
     "RunNotFound",
