@@ -46,11 +46,13 @@ MAX_FINDINGS = 10_000
 """Most refs or rows of one kind a verification lists."""
 
 _ROW_PAGE = 1000
-_JSON_COLUMNS = (
-    (S.runs, ("input_json", "output_json", "graph_json")),
-    (S.nodes, ("output_json",)),
-    (S.frames, ("data_json",)),
+_JSON_COLUMNS = tuple(
+    (table, names)
+    for table in S.metadata.sorted_tables
+    if (names := tuple(c.name for c in table.columns if c.name.endswith("_json")))
 )
+"""Every table holding JSON and its JSON columns (named ``*_json``, each), from the schema: a
+table added later is verified too."""
 
 
 @dataclass
@@ -177,7 +179,8 @@ def verify(
 ) -> VerifyReport:
     """Check every content row's SHA-256 and size, every checkpoint frame's codec, version and
     size against its content, every ref's content, every ref against its frame, and every
-    JSON column of runs, nodes and frames, page by page."""
+    JSON column of every table (runs, nodes, frames, sweeps, scores, audit ...), page by
+    page."""
     check_limit(page_size)
     c = S.contents
     report = VerifyReport()

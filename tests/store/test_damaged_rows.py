@@ -129,6 +129,38 @@ def test_verify_lists_every_row_whose_json_does_not_parse(db: st.Database, run: 
     ]
 
 
+def test_verify_checks_every_json_column_of_the_schema() -> None:
+    from smithers_tt.store import _maintenance
+    from smithers_tt.store.backend import _schema
+
+    declared = {
+        (t.name, c.name)
+        for t in _schema.metadata.sorted_tables
+        for c in t.columns
+        if isinstance(c.type, sa.Text) and c.name.endswith("_json")
+    }
+    checked = {(t.name, n) for t, names in _maintenance._JSON_COLUMNS for n in names}
+    assert checked == declared and ("tt_sweeps", "variants_json") in checked
+
+
+def test_verify_lists_damaged_json_of_sweeps_scores_and_the_audit(
+    db: st.Database, run: st.Run
+) -> None:
+    wf, _ = demo_workflow()
+    sweep = db.sweep(run.id, 3, {"a": None, "b": None}, workflow=wf, progress=False,
+                     score=lambda branch: 1.0)  # fmt: skip
+    db.rewind(run.id, 5, confirm=True, reason="for the audit row")
+    assert db.verify().damaged == []
+    damage(db, "UPDATE tt_sweeps SET variants_json = '[' WHERE sweep_id = :s", s=sweep.id)
+    damage(db, "UPDATE tt_sweep_scores SET score_json = 'one' WHERE variant = 'b'")
+    damage(db, "UPDATE tt_audit SET detail_json = '{x' WHERE run_id = :r", r=run.id)
+    report = db.verify()
+    assert not report.ok
+    assert f"tt_sweeps.variants_json of sweep_id={sweep.id!r}" in report.damaged
+    assert f"tt_sweep_scores.score_json of sweep_id={sweep.id!r}, variant='b'" in report.damaged
+    assert any(d.startswith("tt_audit.detail_json of audit_id=") for d in report.damaged)
+
+
 def _point_first_ref_at_frame_0(db: st.Database, run: st.Run) -> Any:
     """Damage the run's first ref: point it at frame 0 (the run's run_created frame)."""
     (first, *_) = db.store.list_refs(run.id).items
