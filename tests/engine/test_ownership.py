@@ -23,15 +23,19 @@ from ._workflows import ScriptedAgent, count, crash_during, refs, state
 def test_stale_owner_cannot_publish_after_another_process_claims_the_run(
     db: st.Database, db_url: str, agent_reaction: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # What stops the stale owner here is the fence of each publish: its watcher, which
-    # PostgreSQL would wake with the claim's notice, must not stop the agent first.
-    monkeypatch.setattr(_executor, "WATCHING", Watching(listen=False))
+    # What stops the stale owner here is the fence of each publish: its watcher (woken by
+    # PostgreSQL's notice of the claim, or polling, or heartbeating into the new fence) must
+    # not stop the agent first; under load a 0.1 s poll did, between the claim and step 1.
+    monkeypatch.setattr(
+        _executor, "WATCHING", Watching(listen=False, poll=600, safety_poll=600, heartbeat=600)
+    )
     thief = st.connect(db_url)  # "another process": its own Database and connections
     outcomes: list[Any] = []
 
     async def work(request: GenerateRequest) -> str:
         outcomes.append(await request.on_checkpoint(state({"step": 0})))
         await asyncio.to_thread(thief.store.claim_run, request.run_id, "thief")
+        await asyncio.sleep(0.5)
         before = (count(db, "tt_checkpoint_refs"), count(db, "tt_checkpoint_contents"))
         for step in (1, 2):
             try:
