@@ -20,6 +20,7 @@ from smithers_tt.cli._app import (
     workflow_option,
 )
 from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text
+from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_id, shown_ids
 from smithers_tt.errors import ConfirmationRequired, InvalidArgument
@@ -349,14 +350,12 @@ def read_json_file(path: str, what: str) -> Any:
 
 
 def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
-    edits: dict[str, AgentCheckpoint] = {}
-    for pair in pairs:
-        node, sep, path = pair.partition("=")
-        if not sep:
-            raise InvalidArgument(f"--checkpoint takes NODE=FILE.json, got {pair!r}")
-        found = read_json_file(path, f"the checkpoint file {path!r} for --checkpoint {node}")
-        edits[node] = AgentCheckpoint.from_json(found)
-    return edits
+    return {
+        node: AgentCheckpoint.from_json(
+            read_json_file(path, f"the checkpoint file {path!r} for --checkpoint {node}")
+        )
+        for node, path in name_values(pairs, "--checkpoint", "NODE=FILE.json").items()
+    }
 
 
 @cli.command()

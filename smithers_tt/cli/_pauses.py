@@ -16,17 +16,15 @@ from smithers_tt.cli._app import (
 )
 from smithers_tt.cli._commands import _edits, _finished, _parse_json
 from smithers_tt.cli._output import emit_json, state
+from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._runs import shown_id
 
 
 def _skips(pairs: tuple[str, ...]) -> dict[str, Any]:
-    skips: dict[str, Any] = {}
-    for pair in pairs:
-        node, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"--skip takes NODE=JSON, got {pair!r}", param_hint="--skip")
-        skips[node] = _parse_json(value, f"--skip {node}")
-    return skips
+    return {
+        node: _parse_json(value, f"--skip {node}")
+        for node, value in name_values(pairs, "--skip", "NODE=JSON").items()
+    }
 
 
 @cli.command("continue")

@@ -18,6 +18,7 @@ from smithers_tt.cli._app import (
 )
 from smithers_tt.cli._commands import _confirm, read_json_file
 from smithers_tt.cli._output import emit_json, one_line, state
+from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_ids
 from smithers_tt.errors import InvalidArgument
@@ -26,17 +27,10 @@ from smithers_tt.sweeps import Sweep
 
 def _variants(pairs: tuple[str, ...]) -> dict[str, Any]:
     """``NAME=EDITS.json`` pairs as name -> edits (``NAME=`` alone: no edits)."""
-    variants: dict[str, Any] = {}
-    for pair in pairs:
-        name, sep, path = pair.partition("=")
-        if not sep or not name:
-            raise InvalidArgument(f"--variant takes NAME=EDITS.json (or NAME=), got {pair!r}")
-        if name in variants:
-            raise InvalidArgument(f"--variant {name!r} is given twice")
-        if not path:
-            variants[name] = {}
-            continue
-        variants[name] = read_json_file(path, f"the edits file {path!r} of --variant {name}")
+    variants = {
+        name: read_json_file(path, f"the edits file {path!r} of --variant {name}") if path else {}
+        for name, path in name_values(pairs, "--variant", "NAME=EDITS.json (or NAME=)").items()
+    }
     if not variants:
         raise InvalidArgument("give at least one --variant NAME=EDITS.json")
     return variants

@@ -69,6 +69,9 @@ def test_continue_queue_leaves_the_run_to_a_worker(db: st.Database, db_url: str)
     [
         (("--answer", "{not json"), "--answer is not valid JSON"),
         (("--skip", "pick"), "--skip takes NODE=JSON"),
+        (("--skip", "=1"), "--skip takes NODE=JSON"),
+        (("--skip", "pick=1", "--skip", "pick=2"), "--skip 'pick' is given twice"),
+        (("--checkpoint", "pick=a.json", "--checkpoint", "pick=b.json"), "given twice"),
         (("--skip", "nope={}", "--workflow", FLOW), "'nope', which is not a task"),
         (("--answer", "7" * 5000), "--answer holds a number of more than 4300 digits"),
         (
@@ -81,6 +84,9 @@ def test_continue_queue_leaves_the_run_to_a_worker(db: st.Database, db_url: str)
     ids=[
         "answer",
         "skip-form",
+        "skip-no-node",
+        "skip-twice",
+        "checkpoint-twice",
         "skip-node",
         "answer-5000-digits",
         "answer-2**53",
