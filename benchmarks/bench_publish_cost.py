@@ -7,7 +7,8 @@ Counts do not move with the machine's load, so they name the cost behind the tim
 - **SQLite WAL frames per commit**: 100 publishes of the ~4 KiB state of ``bench_store`` (the
   transcript changes each time) against 100 ``SqliteSaver.put``; a reader holds a snapshot so
   the WAL only grows, and its growth over (page size + 24-byte frame header) is the pages each
-  commit wrote.
+  commit wrote. Each WAL frame's header names its page; ``dbstat`` names the table or index
+  that page belongs to, which splits the figure by b-tree.
 - **PostgreSQL messages per publish**: a libpq trace of the store's connection over 50
   publishes; every ``Sync`` and every simple ``Query`` ends a round trip (the client waits for
   the server's answer), so their sum is the round trips; Parse/Bind/Execute count statements.
@@ -78,8 +79,11 @@ def _publisher(url: str, calls: int = 0) -> tuple[smithers_tt.Database, object]:
     return db, publish
 
 
-def _wal_frames(path: str, probe: str, page: int, write: object, n: int) -> float:
-    """WAL frames per call of ``write`` while a reader pins the WAL (no checkpoint reset)."""
+def _wal_frames(
+    path: str, probe: str, page: int, write: object, n: int
+) -> tuple[float, Counter[str]]:
+    """WAL frames per call of ``write`` while a reader pins the WAL (no checkpoint reset), and
+    the same frames by the b-tree (table or index, ``dbstat``'s name) their page belongs to."""
     hold = sqlite3.connect(path)
     try:
         hold.execute("BEGIN")
@@ -87,10 +91,33 @@ def _wal_frames(path: str, probe: str, page: int, write: object, n: int) -> floa
         before = os.path.getsize(path + "-wal")
         for _ in range(n):
             write()  # type: ignore[operator]
-        return (os.path.getsize(path + "-wal") - before) / (page + WAL_FRAME_HEADER) / n
+        grown = os.path.getsize(path + "-wal") - before
+        pages = _wal_page_numbers(path + "-wal", before, page)
     finally:
         hold.rollback()
         hold.close()
+    return grown / (page + WAL_FRAME_HEADER) / n, _by_btree(path, pages)
+
+
+def _wal_page_numbers(wal: str, start: int, page: int) -> list[int]:
+    """The database page number of every WAL frame from byte ``start`` on (a frame is a
+    24-byte header, whose first 4 bytes are the page number, big-endian, then the page)."""
+    with open(wal, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    step = WAL_FRAME_HEADER + page
+    return [int.from_bytes(data[i : i + 4], "big") for i in range(0, len(data) - step + 1, step)]
+
+
+def _by_btree(path: str, pages: list[int]) -> Counter[str]:
+    """How many of ``pages`` belong to each b-tree of the file (page 1 is ``sqlite_schema``'s
+    root and the file header, written whenever the file grows or its free list changes)."""
+    conn = sqlite3.connect(path)
+    try:
+        owner = dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
+    finally:
+        conn.close()
+    return Counter(owner.get(n, "free list") for n in pages)
 
 
 def sqlite_pages() -> list[list[object]]:
@@ -101,7 +128,9 @@ def sqlite_pages() -> list[list[object]]:
             for _ in range(5):
                 publish()  # type: ignore[operator]
             page = sqlite3.connect(ours_path).execute("PRAGMA page_size").fetchone()[0]
-            ours = _wal_frames(ours_path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE)
+            ours, ours_trees = _wal_frames(
+                ours_path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE
+            )
         finally:
             db.close()
         lg_path = base / "lg.db"
@@ -116,12 +145,21 @@ def sqlite_pages() -> list[list[object]]:
             for _ in range(5):
                 put()
             lg_page = saver.conn.execute("PRAGMA page_size").fetchone()[0]
-            theirs = _wal_frames(
+            theirs, their_trees = _wal_frames(
                 str(lg_path), "SELECT count(*) FROM checkpoints", lg_page, put, N_SQLITE
             )
         finally:
             saver.conn.close()
-    return [["SQLite", "WAL frames per commit", ours, theirs, ours / theirs]]
+    rows: list[list[object]] = [["SQLite", "WAL frames per commit", ours, theirs, ours / theirs]]
+    for side, trees in (("ours", ours_trees), ("theirs", their_trees)):
+        for name, count in trees.most_common():
+            per = count / N_SQLITE
+            rows.append(
+                ["SQLite", f"  of which pages of {name} ({side})"]
+                + ([per, ""] if side == "ours" else ["", per])
+                + [""]
+            )
+    return rows
 
 
 def pg_messages() -> list[list[object]]:
