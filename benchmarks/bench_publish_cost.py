@@ -31,6 +31,7 @@ from collections import Counter
 
 import smithers_tt
 from smithers_tt import AgentCheckpoint
+from smithers_tt.store.backend import _schema as S
 
 from ._common import (
     exit_cleanly_on_sigterm,
@@ -159,6 +160,90 @@ def sqlite_pages() -> list[list[object]]:
                 + ([per, ""] if side == "ours" else ["", per])
                 + [""]
             )
+    return rows
+
+
+LAYOUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # candidate: (tables rebuilt WITHOUT ROWID, indexes dropped)
+    "as migrated": ((), ()),
+    "tt_frames WITHOUT ROWID": (("tt_frames",), ()),
+    "tt_checkpoint_contents WITHOUT ROWID": (("tt_checkpoint_contents",), ()),
+    "no tt_frames_content index": ((), ("tt_frames_content",)),
+    "tt_frames WITHOUT ROWID, no tt_frames_content": (("tt_frames",), ("tt_frames_content",)),
+}
+"""Layouts the issue 38 design proposed, applied to a scratch store before it publishes."""
+
+PLAN_PROBES = (
+    # What time travel asks the two partial indexes (ledger/_cut.py, reads/_travel.py).
+    # The predicates are the schema module's constants, not data.
+    "SELECT 1 FROM tt_frames WHERE run_id = 'r' AND frame_no > 5 AND "  # noqa: S608
+    + S.RUN_LEVEL_WHERE.text,
+    "SELECT min(frame_no) FROM tt_frames WHERE run_id = 'r' AND node_id = 'n' "  # noqa: S608
+    "AND frame_no > 5 AND iteration IN (0, 1) AND " + S.NODE_LEVEL_WHERE.text,
+)
+
+
+def _relayout(path: str, rebuilt: tuple[str, ...], dropped: tuple[str, ...]) -> None:
+    """Rebuild ``rebuilt`` as WITHOUT ROWID tables (same statement, rows and indexes) and drop
+    the indexes ``dropped``, in one transaction (a measurement on a scratch file only)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for table in rebuilt:
+            (create,) = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            indexes = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                "AND sql IS NOT NULL",
+                (table,),
+            ).fetchall()
+            conn.execute(create.replace(table, f"{table}_new", 1) + " WITHOUT ROWID")
+            conn.execute(f"INSERT INTO {table}_new SELECT * FROM {table}")  # noqa: S608
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+            for (sql,) in indexes:
+                conn.execute(sql)
+        for index in dropped:
+            conn.execute(f"DROP INDEX {index}")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _partial_indexes_used(path: str) -> str:
+    """How many of :data:`PLAN_PROBES` SQLite's planner answers from a partial index."""
+    conn = sqlite3.connect(path)
+    try:
+        used = sum(
+            any("_level" in row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {probe}"))
+            for probe in PLAN_PROBES
+        )
+    finally:
+        conn.close()
+    return f"{used} of {len(PLAN_PROBES)}"
+
+
+def sqlite_layouts() -> list[list[object]]:
+    """WAL pages per publish under each of :data:`LAYOUTS`, and whether time travel's frame
+    queries still probe the partial indexes (a layout where they do not turns a probe into a
+    scan of the run's history)."""
+    rows: list[list[object]] = []
+    for name, (rebuilt, dropped) in LAYOUTS.items():
+        with scratch_dir() as base:
+            path = str(base / "layout.db")
+            db, publish = _publisher(f"sqlite:///{path}")
+            try:
+                _relayout(path, rebuilt, dropped)
+                for _ in range(5):
+                    publish()  # type: ignore[operator]
+                page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+                pages, _ = _wal_frames(
+                    path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE
+                )
+            finally:
+                db.close()
+            rows.append([name, pages, _partial_indexes_used(path)])
     return rows
 
 
@@ -341,4 +426,11 @@ def main() -> None:
         "SqliteSaver.put / PostgresSaver.put as bench_store opens them)",
         ["backend", "count", "ours", "theirs", "ratio"],
         rows,
+    )
+    print_table(
+        "SQLite WAL pages per publish under the layouts issue 38 proposed (a scratch store "
+        "rebuilt before it publishes; plan: time travel's frame probes that still use a "
+        "partial index)",
+        ["layout", "WAL pages per publish", "partial index probes"],
+        sqlite_layouts(),
     )
