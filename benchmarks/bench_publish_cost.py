@@ -121,19 +121,25 @@ def _by_btree(path: str, pages: list[int]) -> Counter[str]:
     return Counter(owner.get(n, "free list") for n in pages)
 
 
+def _our_pages(
+    path: str, layout: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+) -> tuple[float, Counter[str]]:
+    """:func:`_wal_frames` of our publish into a new SQLite store at ``path``, first changed
+    to ``layout`` (:data:`LAYOUTS`' form; by default as migrated)."""
+    db, publish = _publisher(f"sqlite:///{path}")
+    try:
+        _relayout(path, *layout)
+        for _ in range(5):
+            publish()  # type: ignore[operator]
+        page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+        return _wal_frames(path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE)
+    finally:
+        db.close()
+
+
 def sqlite_pages() -> list[list[object]]:
     with scratch_dir() as base:
-        ours_path = str(base / "ours.db")
-        db, publish = _publisher(f"sqlite:///{ours_path}")
-        try:
-            for _ in range(5):
-                publish()  # type: ignore[operator]
-            page = sqlite3.connect(ours_path).execute("PRAGMA page_size").fetchone()[0]
-            ours, ours_trees = _wal_frames(
-                ours_path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE
-            )
-        finally:
-            db.close()
+        ours, ours_trees = _our_pages(str(base / "ours.db"))
         lg_path = base / "lg.db"
         saver = open_sqlite_saver(lg_path)
         try:
@@ -232,17 +238,7 @@ def sqlite_layouts() -> list[list[object]]:
     for name, (rebuilt, dropped) in LAYOUTS.items():
         with scratch_dir() as base:
             path = str(base / "layout.db")
-            db, publish = _publisher(f"sqlite:///{path}")
-            try:
-                _relayout(path, rebuilt, dropped)
-                for _ in range(5):
-                    publish()  # type: ignore[operator]
-                page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
-                pages, _ = _wal_frames(
-                    path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE
-                )
-            finally:
-                db.close()
+            pages, _ = _our_pages(path, (rebuilt, dropped))
             rows.append([name, pages, _partial_indexes_used(path)])
     return rows
 
