@@ -7,7 +7,8 @@ Counts do not move with the machine's load, so they name the cost behind the tim
 - **SQLite WAL frames per commit**: 100 publishes of the ~4 KiB state of ``bench_store`` (the
   transcript changes each time) against 100 ``SqliteSaver.put``; a reader holds a snapshot so
   the WAL only grows, and its growth over (page size + 24-byte frame header) is the pages each
-  commit wrote.
+  commit wrote. Each WAL frame's header names its page; ``dbstat`` names the table or index
+  that page belongs to, which splits the figure by b-tree.
 - **PostgreSQL messages per publish**: a libpq trace of the store's connection over 50
   publishes; every ``Sync`` and every simple ``Query`` ends a round trip (the client waits for
   the server's answer), so their sum is the round trips; Parse/Bind/Execute count statements.
@@ -30,6 +31,7 @@ from collections import Counter
 
 import smithers_tt
 from smithers_tt import AgentCheckpoint
+from smithers_tt.store.backend import _schema as S
 
 from ._common import (
     exit_cleanly_on_sigterm,
@@ -78,8 +80,11 @@ def _publisher(url: str, calls: int = 0) -> tuple[smithers_tt.Database, object]:
     return db, publish
 
 
-def _wal_frames(path: str, probe: str, page: int, write: object, n: int) -> float:
-    """WAL frames per call of ``write`` while a reader pins the WAL (no checkpoint reset)."""
+def _wal_frames(
+    path: str, probe: str, page: int, write: object, n: int
+) -> tuple[float, Counter[str]]:
+    """WAL frames per call of ``write`` while a reader pins the WAL (no checkpoint reset), and
+    the same frames by the b-tree (table or index, ``dbstat``'s name) their page belongs to."""
     hold = sqlite3.connect(path)
     try:
         hold.execute("BEGIN")
@@ -87,23 +92,54 @@ def _wal_frames(path: str, probe: str, page: int, write: object, n: int) -> floa
         before = os.path.getsize(path + "-wal")
         for _ in range(n):
             write()  # type: ignore[operator]
-        return (os.path.getsize(path + "-wal") - before) / (page + WAL_FRAME_HEADER) / n
+        grown = os.path.getsize(path + "-wal") - before
+        pages = _wal_page_numbers(path + "-wal", before, page)
     finally:
         hold.rollback()
         hold.close()
+    return grown / (page + WAL_FRAME_HEADER) / n, _by_btree(path, pages)
+
+
+def _wal_page_numbers(wal: str, start: int, page: int) -> list[int]:
+    """The database page number of every WAL frame from byte ``start`` on (a frame is a
+    24-byte header, whose first 4 bytes are the page number, big-endian, then the page)."""
+    with open(wal, "rb") as f:
+        f.seek(start)
+        data = f.read()
+    step = WAL_FRAME_HEADER + page
+    return [int.from_bytes(data[i : i + 4], "big") for i in range(0, len(data) - step + 1, step)]
+
+
+def _by_btree(path: str, pages: list[int]) -> Counter[str]:
+    """How many of ``pages`` belong to each b-tree of the file (page 1 is ``sqlite_schema``'s
+    root and the file header, written whenever the file grows or its free list changes)."""
+    conn = sqlite3.connect(path)
+    try:
+        owner = dict(conn.execute("SELECT pageno, name FROM dbstat").fetchall())
+    finally:
+        conn.close()
+    return Counter(owner.get(n, "free list") for n in pages)
+
+
+def _our_pages(
+    path: str, layout: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+) -> tuple[float, Counter[str]]:
+    """:func:`_wal_frames` of our publish into a new SQLite store at ``path``, first changed
+    to ``layout`` (:data:`LAYOUTS`' form; by default as migrated)."""
+    db, publish = _publisher(f"sqlite:///{path}")
+    try:
+        _relayout(path, *layout)
+        for _ in range(5):
+            publish()  # type: ignore[operator]
+        page = sqlite3.connect(path).execute("PRAGMA page_size").fetchone()[0]
+        return _wal_frames(path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE)
+    finally:
+        db.close()
 
 
 def sqlite_pages() -> list[list[object]]:
     with scratch_dir() as base:
-        ours_path = str(base / "ours.db")
-        db, publish = _publisher(f"sqlite:///{ours_path}")
-        try:
-            for _ in range(5):
-                publish()  # type: ignore[operator]
-            page = sqlite3.connect(ours_path).execute("PRAGMA page_size").fetchone()[0]
-            ours = _wal_frames(ours_path, "SELECT count(*) FROM tt_runs", page, publish, N_SQLITE)
-        finally:
-            db.close()
+        ours, ours_trees = _our_pages(str(base / "ours.db"))
         lg_path = base / "lg.db"
         saver = open_sqlite_saver(lg_path)
         try:
@@ -116,12 +152,95 @@ def sqlite_pages() -> list[list[object]]:
             for _ in range(5):
                 put()
             lg_page = saver.conn.execute("PRAGMA page_size").fetchone()[0]
-            theirs = _wal_frames(
+            theirs, their_trees = _wal_frames(
                 str(lg_path), "SELECT count(*) FROM checkpoints", lg_page, put, N_SQLITE
             )
         finally:
             saver.conn.close()
-    return [["SQLite", "WAL frames per commit", ours, theirs, ours / theirs]]
+    rows: list[list[object]] = [["SQLite", "WAL frames per commit", ours, theirs, ours / theirs]]
+    for side, trees in (("ours", ours_trees), ("theirs", their_trees)):
+        for name, count in trees.most_common():
+            per = count / N_SQLITE
+            rows.append(
+                ["SQLite", f"  of which pages of {name} ({side})"]
+                + ([per, ""] if side == "ours" else ["", per])
+                + [""]
+            )
+    return rows
+
+
+LAYOUTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    # candidate: (tables rebuilt WITHOUT ROWID, indexes dropped)
+    "as migrated": ((), ()),
+    "tt_frames WITHOUT ROWID": (("tt_frames",), ()),
+    "tt_checkpoint_contents WITHOUT ROWID": (("tt_checkpoint_contents",), ()),
+    "no tt_frames_content index": ((), ("tt_frames_content",)),
+    "tt_frames WITHOUT ROWID, no tt_frames_content": (("tt_frames",), ("tt_frames_content",)),
+}
+"""Layouts the issue 38 design proposed, applied to a scratch store before it publishes."""
+
+PLAN_PROBES = (
+    # What time travel asks the two partial indexes (ledger/_cut.py, reads/_travel.py).
+    # The predicates are the schema module's constants, not data.
+    "SELECT 1 FROM tt_frames WHERE run_id = 'r' AND frame_no > 5 AND "  # noqa: S608
+    + S.RUN_LEVEL_WHERE.text,
+    "SELECT min(frame_no) FROM tt_frames WHERE run_id = 'r' AND node_id = 'n' "  # noqa: S608
+    "AND frame_no > 5 AND iteration IN (0, 1) AND " + S.NODE_LEVEL_WHERE.text,
+)
+
+
+def _relayout(path: str, rebuilt: tuple[str, ...], dropped: tuple[str, ...]) -> None:
+    """Rebuild ``rebuilt`` as WITHOUT ROWID tables (same statement, rows and indexes) and drop
+    the indexes ``dropped``, in one transaction (a measurement on a scratch file only)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for table in rebuilt:
+            (create,) = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+            ).fetchone()
+            indexes = conn.execute(
+                "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? "
+                "AND sql IS NOT NULL",
+                (table,),
+            ).fetchall()
+            conn.execute(create.replace(table, f"{table}_new", 1) + " WITHOUT ROWID")
+            conn.execute(f"INSERT INTO {table}_new SELECT * FROM {table}")  # noqa: S608
+            conn.execute(f"DROP TABLE {table}")
+            conn.execute(f"ALTER TABLE {table}_new RENAME TO {table}")
+            for (sql,) in indexes:
+                conn.execute(sql)
+        for index in dropped:
+            conn.execute(f"DROP INDEX {index}")
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _partial_indexes_used(path: str) -> str:
+    """How many of :data:`PLAN_PROBES` SQLite's planner answers from a partial index."""
+    conn = sqlite3.connect(path)
+    try:
+        used = sum(
+            any("_level" in row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {probe}"))
+            for probe in PLAN_PROBES
+        )
+    finally:
+        conn.close()
+    return f"{used} of {len(PLAN_PROBES)}"
+
+
+def sqlite_layouts() -> list[list[object]]:
+    """WAL pages per publish under each of :data:`LAYOUTS`, and whether time travel's frame
+    queries still probe the partial indexes (a layout where they do not turns a probe into a
+    scan of the run's history)."""
+    rows: list[list[object]] = []
+    for name, (rebuilt, dropped) in LAYOUTS.items():
+        with scratch_dir() as base:
+            path = str(base / "layout.db")
+            pages, _ = _our_pages(path, (rebuilt, dropped))
+            rows.append([name, pages, _partial_indexes_used(path)])
+    return rows
 
 
 def pg_messages() -> list[list[object]]:
@@ -303,4 +422,11 @@ def main() -> None:
         "SqliteSaver.put / PostgresSaver.put as bench_store opens them)",
         ["backend", "count", "ours", "theirs", "ratio"],
         rows,
+    )
+    print_table(
+        "SQLite WAL pages per publish under the layouts issue 38 proposed (a scratch store "
+        "rebuilt before it publishes; plan: time travel's frame probes that still use a "
+        "partial index)",
+        ["layout", "WAL pages per publish", "partial index probes"],
+        sqlite_layouts(),
     )
