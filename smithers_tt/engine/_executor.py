@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import (
     size_limit,
 )
@@ -39,7 +40,7 @@ from smithers_tt.errors import (
     TaskFailed,
     TransientStoreError,
 )
-from smithers_tt.store import Fence, Frame, Store, cache_lookup, cache_store
+from smithers_tt.store import AttemptKey, Fence, Frame, Store, cache_lookup, cache_store
 
 EventCallback = Callable[[Frame], None]
 
@@ -109,6 +110,9 @@ class RunExecutor(Pausing):
         self._wake: asyncio.Event | None = None
         self._ran = 0
         """Nodes this execution ran to their end (a step pauses after the first)."""
+        self._open: dict[AttemptKey, Publisher] = {}
+        """The attempts started and not yet ended by this execution: a cancel stores the
+        model calls they made since their last write with the ends it gives them."""
 
     # --- the run -------------------------------------------------------------------------
 
@@ -227,7 +231,9 @@ class RunExecutor(Pausing):
                 "before": sorted(self._pauses.before),
                 "after": sorted(self._pauses.after),
             }
-            await self._patiently(self.astore.pause_run, self.fence, node_id, iteration, data)
+            await self._patiently(
+                self.astore.pause_run, self.fence, node_id, iteration, data, self._open_calls()
+            )
             return "paused"
         if failure is not None:
             await self._patiently(
@@ -236,6 +242,11 @@ class RunExecutor(Pausing):
             return "failed"
         await self._patiently(self.astore.finish_run, self.fence, "finished", output=self.outputs)
         return "finished"
+
+    def _open_calls(self) -> dict[AttemptKey, list[ModelCall]]:
+        """The model calls the attempts left open made since their last write, taken for the
+        write that ends those attempts (a cancel, a pause)."""
+        return {key: p.take_calls() for key, p in self._open.items() if p.calls}
 
     async def _abandon(self) -> None:
         for node_task in self._node_tasks.values():
@@ -360,7 +371,7 @@ class RunExecutor(Pausing):
             node_task.cancel()
         if self._node_tasks:
             await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
-        await self._patiently(self.astore.cancel_run, self.fence.run_id)
+        await self._patiently(self.astore.cancel_run, self.fence.run_id, self._open_calls())
         # Every later write is fenced now; an agent that swallows its cancellation is left
         # behind after one more grace instead of holding the run open forever.
         if self._node_tasks:
@@ -435,6 +446,7 @@ class RunExecutor(Pausing):
             key = attempt.key
             last = key.attempt
             publisher = Publisher(self.astore, self.fence, self.max_bytes, task, key)
+            self._open[key] = publisher  # until its end is written (below, or by a cancel)
             ending = False
             try:
                 output = await self._attempt(task, publisher, prompt, needs, point)
@@ -451,6 +463,7 @@ class RunExecutor(Pausing):
                     checkpoints=publisher.take(),
                     model_calls=publisher.take_calls(),
                 )
+                self._open.pop(key, None)
             except _NEVER_RETRY:
                 raise
             except Exception as error:
@@ -477,6 +490,7 @@ class RunExecutor(Pausing):
                     checkpoints=publisher.take(),
                     model_calls=publisher.take_calls(),
                 )
+                self._open.pop(key, None)
                 if retry:
                     await asyncio.sleep(task.retry.delay(failures))
                     continue

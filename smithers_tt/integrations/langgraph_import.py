@@ -30,8 +30,10 @@ not a mapping stops it with ``StoreCorrupt``. Allow types of your own with
 :mod:`smithers_tt.integrations._langgraph_serde`). A saver you pass instead of a URL decodes
 with its own serializer: give it a safe one.
 
-The source saver keeps no task paths in its public records, so imported pending writes keep
-their task id, channel, index and value but not their task path (LangGraph matches writes to
+The source saver keeps no task paths in its public records: an imported pending write keeps
+its task id, channel, index and value, and the task path of a node's task is found again from
+the task id (:mod:`smithers_tt.integrations._langgraph_tasks`), so the model calls in its AI
+messages are the node's. Other writes (a ``Send``'s) get none (LangGraph matches writes to
 tasks by id, so resuming is unaffected; only their order within a checkpoint may differ).
 """
 
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,6 +56,7 @@ from smithers_tt.integrations._langgraph_serde import (
     as_mapping,
     where_of,
 )
+from smithers_tt.integrations._langgraph_tasks import task_paths
 from smithers_tt.integrations.langgraph import SmithersSaver
 
 __all__ = ["ImportReport", "copy_threads", "import_langgraph", "open_source"]
@@ -159,16 +162,17 @@ def _decoded(item: CheckpointTuple, guard: GuardedSerializer) -> CheckpointTuple
     return item._replace(checkpoint=checkpoint, metadata=metadata, pending_writes=writes)
 
 
-def _copy_one(target: BaseCheckpointSaver, item: CheckpointTuple) -> int:
+def _copy_one(target: BaseCheckpointSaver, item: CheckpointTuple, paths: Mapping[str, str]) -> int:
     """Copy one (decoded) checkpoint tuple (its writes first, so a crash never leaves a
-    checkpoint without them); returns how many writes it had."""
+    checkpoint without them, each task's with its path in ``paths`` when found); returns how
+    many writes it had."""
     conf = item.config["configurable"]
     thread = {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", "")}
     by_task: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in item.pending_writes or []:
         by_task.setdefault(task_id, []).append((channel, value))
     for task_id, writes in by_task.items():
-        target.put_writes(item.config, writes, task_id)
+        target.put_writes(item.config, writes, task_id, paths.get(task_id, ""))
     parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     target.put(
         {"configurable": {**thread, "checkpoint_id": parent}},
@@ -233,8 +237,11 @@ def copy_threads(
                 skipped += 1
             else:  # all decoded before any is written: a refused value stops the thread whole
                 todo.append(_decoded(item, guard))
+        paths = task_paths(todo)  # over them all: a node's triggers show after it ran
         for item in todo:
-            writes += _copy_one(target, item)
+            conf = item.config["configurable"]
+            where = (conf.get("checkpoint_ns", ""), conf["checkpoint_id"])
+            writes += _copy_one(target, item, paths.get(where, {}))
             checkpoints += 1
         if progress is not None:
             progress(thread_id)

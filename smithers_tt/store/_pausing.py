@@ -4,15 +4,16 @@ runs. A part of :class:`~smithers_tt.store._store.Store`, which supplies ``_chan
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Connection
 
+from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import RunNotFound
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._records import Fence, now_ms
+from smithers_tt.store._records import AttemptKey, Fence, now_ms
 from smithers_tt.store.backend import driver
 from smithers_tt.store.ledger import (
     AttemptStarted,
@@ -28,6 +29,7 @@ from smithers_tt.store.ledger import (
     RunContinued,
     RunPaused,
     open_ends,
+    with_calls,
     write,
 )
 
@@ -41,11 +43,17 @@ class Pausing:
         raise NotImplementedError  # the Store's: one write transaction, then its frames
 
     def pause_run(
-        self, fence: Fence, node_id: str | None, iteration: int | None, data: dict[str, Any]
+        self,
+        fence: Fence,
+        node_id: str | None,
+        iteration: int | None,
+        data: dict[str, Any],
+        model_calls: Mapping[AttemptKey, Sequence[ModelCall]] | None = None,
     ) -> Frame:
         """Pause an owned run durably (frame ``run_paused`` with ``data``: why, and what it
         asks): no owner, a new epoch fencing ``fence``, attempts left in progress end
-        ``interrupted``. Continue it with :meth:`continue_run`.
+        ``interrupted``, each with the ``model_calls`` it made since its last write (by
+        attempt). Continue it with :meth:`continue_run`.
 
         Raises:
             FenceLost: ``fence`` no longer owns the run; nothing was written.
@@ -56,7 +64,7 @@ class Pausing:
                 if db.one(db.sql.lock_run, (fence.run_id,)) is None:
                     raise RunNotFound(f"no run {fence.run_id!r}")
                 # Locked: no attempt starts meanwhile; the ledger checks the fence first.
-                changes = open_ends(db, fence.run_id, "interrupted")
+                changes = with_calls(open_ends(db, fence.run_id, "interrupted"), model_calls or {})
                 changes.append(RunPaused(fence.run_id, node_id, iteration, data))
                 (entry,) = write(db, [Entry(fence.run_id, fence, changes)], now_ms())
             frames += entry.frames

@@ -7,7 +7,7 @@ single async adapter (``asyncio.to_thread``); nothing here is written twice.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import sqlalchemy as sa
@@ -67,6 +67,7 @@ from smithers_tt.store.ledger import (
     json_or_none,
     open_ends,
     touch,
+    with_calls,
     write,
 )
 from smithers_tt.store.reads import ModelCallReads, RunReads
@@ -306,13 +307,19 @@ class Store(Pausing):
 
         self._write(lambda db: [Entry(run_id, None, [CancelRequested(run_id)])])
 
-    def cancel_run(self, run_id: str) -> None:
-        """Make a run ``cancelled`` now: a new epoch fences every writer, open attempts end."""
+    def cancel_run(
+        self, run_id: str, model_calls: Mapping[AttemptKey, Sequence[ModelCall]] | None = None
+    ) -> None:
+        """Make a run ``cancelled`` now: a new epoch fences every writer, open attempts end.
+
+        ``model_calls`` (by attempt) are the calls the cancelled owner's open attempts made
+        since their last write: each attempt's are stored with its end, in this transaction.
+        """
 
         def entries(db: Driver) -> list[Entry]:
             if db.one(db.sql.lock_run, (run_id,)) is None:
                 raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
-            changes = open_ends(db, run_id, "cancelled")
+            changes = with_calls(open_ends(db, run_id, "cancelled"), model_calls or {})
             changes += [
                 NodeCancelled(run_id, node_id, iteration, last_attempt)
                 for node_id, iteration, last_attempt in db.all(db.sql.running_nodes, (run_id,))

@@ -5,9 +5,12 @@ What is drawn follows the debugger's state like every other part: the calls the 
 of the shown run sees (``ModelCallReads.model_calls``: a fork's inherited calls first, a rewound
 run without the calls of the frames it removed). The waterfall is HTML (one row per call: its
 start after the first call, its latency as a bar, its tokens; a failed call, such as a 429, in
-the error colour with its status); a select list picks the call whose request and reply show
-below it, in the conversation view, with the request's diff against the previous call of the
-same node. Everything a call holds (model, node, error, messages) is untrusted and escaped.
+the error colour with its status), drawn by :class:`~smithers_tt.widgets._waterfall.Waterfall`:
+a click on a row (or Enter on it) chooses the call whose request and reply show below it, in
+the conversation view, with the request's diff against the previous call of the same node.
+The choice follows the frame: a call the newly selected frame does not see (after a scrub, a
+run switch or a rewind) is unchosen. Everything a call holds (model, node, error, messages)
+is untrusted and escaped.
 
 Costs come from the price table the debugger was given (``db.debug(run, prices=...)``; the
 demo's made-up models are priced by :data:`smithers_tt.demo.DEMO_PRICES`), as everywhere else
@@ -35,9 +38,10 @@ from smithers_tt.widgets._conversation import (
 )
 from smithers_tt.widgets._html import esc, value_html, wrap
 from smithers_tt.widgets._state import DebuggerState
+from smithers_tt.widgets._waterfall import Waterfall
 
 ROWS_SHOWN = 200
-"""Calls drawn in the waterfall and offered in the select list (the newest)."""
+"""Calls drawn in the waterfall (the newest)."""
 
 
 INHERITED = ' <span class="stt-muted">(inherited)</span>'
@@ -59,16 +63,6 @@ def millis(ms: float | None) -> str:
 def failed(call: ModelCallRecord) -> bool:
     """Whether the call failed (an error, or an HTTP status of 400 or more)."""
     return call.error is not None or (call.status is not None and call.status >= 400)
-
-
-def call_label(number: int, call: ModelCallRecord) -> str:
-    """A call in one line of plain text (the select list's options; not escaped)."""
-    status = f" · {call.status}" if call.status is not None else ""
-    tokens = call.total_tokens
-    return (
-        f"#{number} {call.node_id} a{call.attempt} · frame {call.frame_no} · "
-        f"{call.model or '?'}{status} · {'?' if tokens is None else tokens} tokens"
-    )
 
 
 def totals_line(label: str, t: CallTotals) -> str:
@@ -119,7 +113,8 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
         tokens = call.total_tokens
         node = f"{call.node_id} a{call.attempt}"
         rows.append(
-            f'<tr class="stt-call-row{" stt-call-failed" if bad else ""}">'
+            f'<tr class="stt-call-row{" stt-call-failed" if bad else ""}" '
+            f'data-call="{esc(call.call_id)}">'
             f'<td>#{number}</td><td title="{esc(node)}">{esc(node)}'
             f"{INHERITED if call.inherited else ''}</td>"
             f'<td title="{esc(call.model or "?")}">{esc(call.model or "?")}</td>'
@@ -180,9 +175,10 @@ def exchange_html(
 
 
 class CallsView:
-    """The selected frame's model calls: :attr:`waterfall`, :attr:`choose` (the calls), and
-    :attr:`detail` (the chosen one's request and reply), in :attr:`widget`; :attr:`totals`
-    and :meth:`header_html` for the debugger's header, which ``on_change`` redraws."""
+    """The selected frame's model calls: :attr:`waterfall` (the calls; a click on one
+    chooses it) and :attr:`detail` (the chosen one's request and reply), in :attr:`widget`;
+    :attr:`totals` and :meth:`header_html` for the debugger's header, which ``on_change``
+    redraws."""
 
     def __init__(
         self,
@@ -202,14 +198,12 @@ class CallsView:
         self.shown: tuple[str, int] | None = None
         """The run and frame drawn."""
         self.error = ""
-        self.waterfall = W.HTML()
-        self.choose = W.Dropdown(
-            description="call", options=[("(none)", None)], layout=W.Layout(width="auto")
-        )
-        self.choose.observe(lambda _: self.show_call(), names="value")
+        self.waterfall = Waterfall()
+        self.waterfall.observe(lambda _: self.show_call(), names="selected")
         self.detail = W.HTML()
+        self.detail.add_class("stt-call-detail")
         self.widget = W.Accordion(
-            [W.VBox([self.waterfall, self.choose, self.detail])],
+            [W.VBox([self.waterfall, self.detail])],
             layout=W.Layout(width="auto", max_width="100%"),  # 100% plus its border overflowed
         )
         self.widget.set_title(0, "Model calls")
@@ -227,7 +221,8 @@ class CallsView:
             self.update()
 
     def update(self) -> None:
-        """Read the calls of the selected frame again (when run or frame changed) and redraw."""
+        """Read the calls of the selected frame again (when run or frame changed) and redraw;
+        the chosen call stays chosen if this frame sees it, else none is."""
         m = self.model
         where = (m.run_id, m.frame_no)
         try:
@@ -243,23 +238,28 @@ class CallsView:
         note = f'<div class="stt-muted">{more} earlier call(s) not shown</div>' if more else ""
         error = f'<div class="stt-error">{esc(self.error)}</div>' if self.error else ""
         self.waterfall.value = wrap(f"{error}{note}{waterfall_html(self.calls, self.first)}")
-        chosen = self.choose.value
-        ids = [c.call_id for c in self.calls]
-        self.choose.options = [("(none)", None)] + [
-            (call_label(n, c), c.call_id) for n, c in enumerate(self.calls, self.first)
-        ]
-        self.choose.value = chosen if chosen in ids else None
-        self.show_call()
+        if self.chosen() is None and self.waterfall.selected:
+            self.waterfall.selected = ""  # observed: clears the detail
+        else:
+            self.show_call()  # its number and the call it is compared with may have moved
         if self.on_change is not None:
             self.on_change()
 
+    def chosen(self) -> int | None:
+        """The index in :attr:`calls` of the chosen call (None: none, or not shown here)."""
+        wanted = self.waterfall.selected
+        return next((i for i, c in enumerate(self.calls) if c.call_id == wanted), None)
+
     def show_call(self, call_id: str | None = None) -> None:
-        """Show a call's request and reply (``call_id``; None: the one chosen in the list)."""
-        if call_id is not None:
-            self.choose.value = call_id  # observed: shows it
+        """Choose the call ``call_id`` (``""``: none), as a click on its row does; without it,
+        draw the chosen call's request and reply."""
+        if call_id is not None and call_id != self.waterfall.selected:
+            self.waterfall.selected = call_id  # observed: shows it
             return
-        index = next((i for i, c in enumerate(self.calls) if c.call_id == self.choose.value), None)
+        index = self.chosen()
         if index is None:
+            if self.waterfall.selected:  # a click that arrived after its row went away
+                self.waterfall.selected = ""
             self.detail.value = ""
             return
         call = self.calls[index]
@@ -279,7 +279,8 @@ class CallsView:
             body = exchange_html(call, request, reply, previous)
         except SmithersError as error:
             body = f'<div class="stt-error">{esc(error.message)}</div>'
-        self.detail.value = wrap(body)
+        number = self.first + index
+        self.detail.value = wrap(f"<h4>Call #{number}</h4>{body}")
 
     def header_html(self) -> str:
         """The totals of the calls drawn (escaped HTML), or why they could not be read."""

@@ -45,6 +45,12 @@ CSS = """
 .stt table.stt-waterfall { table-layout: fixed; width: 100%; }
 .stt-waterfall th, .stt-waterfall td { overflow: hidden; text-overflow: ellipsis;
   white-space: nowrap; }
+.stt-waterfall tr[data-call] { cursor: pointer; }
+.stt-waterfall tr[data-call]:hover { background: var(--jp-layout-color2, #eee); }
+.stt-waterfall tr[data-call]:focus-visible { outline: 2px solid var(--jp-brand-color1, #1976d2);
+  outline-offset: -2px; }
+.stt-waterfall tr.stt-call-selected { background: var(--jp-layout-color3, #ddd);
+  box-shadow: inset 3px 0 var(--jp-brand-color1, #1976d2); }
 .stt .stt-badge { border-radius: 3px; color: #fff; padding: 0 4px; white-space: nowrap; }
 .stt .stt-muted { color: var(--jp-ui-font-color2, #666); }
 .stt .stt-key { color: var(--jp-mirror-editor-property-color, #7a3e9d); overflow-wrap: anywhere; }

@@ -4,6 +4,8 @@ commit of its own; both backends."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -12,18 +14,23 @@ import smithers_tt as st
 from smithers_tt.checkpoint import AgentCheckpoint, CheckpointCapability, CheckpointFormat
 from smithers_tt.engine import GenerateRequest, GenerateResult
 from smithers_tt.errors import InvalidArgument
+from smithers_tt.store import Frame
 
 
 class Stepper:
     """Three steps, each a checkpoint; with ``calls``, each step records that many calls
-    before its checkpoint and the answer one more (kept for the attempt's end)."""
+    before its checkpoint and the answer one more (kept for the attempt's end). ``end``:
+    ``"answer"``, ``"raise"`` (the agent fails after its last call), ``"ask"`` (it asks a
+    person: the run pauses) or ``"hang"`` (it waits until it is cancelled, sets
+    :attr:`reached` first, and records one more call in its cancellation's grace)."""
 
     id = "stepper"
     checkpoint_formats = [CheckpointFormat("steps", (1,))]
     checkpoint_capabilities = [CheckpointCapability("steps", (1,), ("resume",))]
 
-    def __init__(self, calls: int) -> None:
-        self.calls = calls
+    def __init__(self, calls: int, end: str = "answer") -> None:
+        self.calls, self.end = calls, end
+        self.reached = threading.Event()
 
     async def generate(self, request: GenerateRequest) -> GenerateResult:
         for step in range(3):
@@ -35,10 +42,24 @@ class Stepper:
             await request.on_checkpoint(AgentCheckpoint("steps", 1, {"step": step}))
         if self.calls:
             request.record_model_call(model="m", completion_tokens=7, status=200)
+        if self.end == "raise":
+            raise RuntimeError("the agent broke after its calls")
+        if self.end == "ask":
+            return GenerateResult(await request.ask({"question": "go on?"}))
+        if self.end == "hang":
+            self.reached.set()
+            try:
+                await asyncio.sleep(120)
+            except asyncio.CancelledError:
+                if self.calls:
+                    request.record_model_call(model="m", completion_tokens=8, error="cancelled")
+                raise
         return GenerateResult("done", checkpoint=AgentCheckpoint("steps", 1, {"step": 3}))
 
 
-def _writes(db: st.Database, calls: int, monkeypatch: pytest.MonkeyPatch) -> tuple[int, st.Run]:
+def _writes(
+    db: st.Database, calls: int, monkeypatch: pytest.MonkeyPatch, end: str = "answer"
+) -> tuple[int, st.Run]:
     """Write transactions (commits that write: reads commit too, as many as a watcher
     happens to make) of a run of :class:`Stepper` recording ``calls`` calls a step."""
     writes = [0]
@@ -49,7 +70,7 @@ def _writes(db: st.Database, calls: int, monkeypatch: pytest.MonkeyPatch) -> tup
         return transaction(work, write=write, **options)
 
     wf = st.Workflow("stepper")
-    wf.task("work", agent=Stepper(calls))
+    wf.task("work", agent=Stepper(calls, end))
     with monkeypatch.context() as patch:
         patch.setattr(db.engine, "transaction", counted)
         run = db.run(wf)
@@ -70,6 +91,68 @@ def test_recording_model_calls_adds_no_commit(
     end = next(f.frame_no for f in run.frames() if f.kind == "checkpoint" and f.sequence == 3)
     assert calls[-1].frame_no == end  # kept with the result checkpoint, at the attempt's end
     assert [c.completion_tokens for c in calls] == [0, 1, 0, 1, 0, 1, 7]
+
+
+def _ended(run: st.Run) -> Frame:
+    """The frame that ended the run's (one) attempt."""
+    (frame,) = [f for f in run.frames() if f.kind == "attempt_finished"]
+    return frame
+
+
+def test_the_calls_of_an_attempt_that_fails_are_stored_with_its_end_at_no_extra_commit(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    without, _ = _writes(db, 0, monkeypatch, end="raise")
+    with_calls, run = _writes(db, 2, monkeypatch, end="raise")
+    assert run.status == "failed"
+    assert with_calls == without
+    calls = db.store.model_calls(run.id)
+    assert [c.completion_tokens for c in calls] == [0, 1, 0, 1, 0, 1, 7]
+    end = _ended(run)
+    assert end.state == "failed" and calls[-1].frame_no == end.frame_no
+    assert {c.attempt for c in calls} == {1}
+
+
+def test_the_calls_of_a_cancelled_attempt_are_stored_with_the_cancel_that_ends_it(
+    db: st.Database,
+) -> None:
+    agent = Stepper(2, end="hang")
+    wf = st.Workflow("stepper")
+    wf.task("work", agent=agent)
+
+    def cancel() -> None:
+        assert agent.reached.wait(60)
+        db.cancel("hangs")
+
+    thread = threading.Thread(target=cancel)
+    thread.start()
+    try:
+        run = db.run(wf, run_id="hangs", cancel_grace=5)
+    finally:
+        thread.join()
+    assert run.status == "cancelled"
+    calls = db.store.model_calls(run.id)
+    # the one made before it waited and the one made in its grace: with the cancel's end
+    assert [c.completion_tokens for c in calls] == [0, 1, 0, 1, 0, 1, 7, 8]
+    end = _ended(run)
+    assert end.state == "cancelled"
+    assert [c.frame_no for c in calls[-2:]] == [end.frame_no] * 2
+    assert calls[-1].error == "cancelled"
+    # the frame shows them, as every frame shows the calls it has seen
+    assert len(db.store.model_calls(run.id, frame_no=end.frame_no - 1)) == 6
+
+
+def test_the_calls_of_an_attempt_that_asks_a_person_are_stored_with_the_pause(
+    db: st.Database,
+) -> None:
+    wf = st.Workflow("stepper")
+    wf.task("work", agent=Stepper(2, end="ask"))
+    run = db.run(wf)
+    assert run.status == "paused"
+    calls = db.store.model_calls(run.id)
+    assert [c.completion_tokens for c in calls] == [0, 1, 0, 1, 0, 1, 7]
+    end = _ended(run)
+    assert end.state == "interrupted" and calls[-1].frame_no == end.frame_no
 
 
 def test_a_call_recorded_outside_a_run_is_checked_and_stored_nowhere() -> None:

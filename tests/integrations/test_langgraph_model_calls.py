@@ -81,5 +81,51 @@ def test_a_thread_imported_from_another_saver_gets_its_model_calls(db: st.Databa
     source = InMemorySaver()
     _graph(source).invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t2"}})
     import_langgraph(source, db)
-    # a saver's pending writes do not say which node made them: the thread's pseudo-node
-    _check(db, "t2", ["langgraph", "langgraph"])
+    # a saver's pending writes do not say which node made them: found again from their ids
+    _check(db, "t2", ["agent", "tool"])
+
+
+def _fan_out(saver: Any) -> Any:
+    """agent, then critic and tool in the same step (their writes in one checkpoint)."""
+
+    def critic(state: State) -> dict[str, Any]:
+        usage = {"input_tokens": 7, "output_tokens": 1, "total_tokens": 8}
+        meta = {"model_name": "judge", "finish_reason": "stop"}
+        return {"messages": [AIMessage("fine", usage_metadata=usage, response_metadata=meta)]}
+
+    g = StateGraph(State)
+    g.add_node("agent", _agent)
+    g.add_node("tool", _tool)
+    g.add_node("critic", critic)
+    g.add_edge(START, "agent")
+    g.add_edge("agent", "tool")
+    g.add_edge("agent", "critic")
+    g.add_edge(["tool", "critic"], END)
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("source", ["memory", "sqlite-file"])
+def test_an_imported_threads_calls_are_under_the_nodes_that_made_them_in_a_parallel_step(
+    db: st.Database, tmp_path, source: str
+) -> None:
+    config = {"configurable": {"thread_id": "t3"}}
+    if source == "memory":
+        saver = InMemorySaver()
+        _fan_out(saver).invoke({"messages": [HumanMessage("go")]}, config)
+        import_langgraph(saver, db)
+    else:
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        path = tmp_path / "checkpoints.sqlite"
+        with SqliteSaver.from_conn_string(str(path)) as saver:
+            _fan_out(saver).invoke({"messages": [HumanMessage("go")]}, config)
+        import_langgraph(f"sqlite:///{path}", db)
+    calls = db.get_run(thread_run_id("t3", "")).model_calls()
+    by_node = dict(zip(calls["node_id"], calls["model"], strict=True))
+    assert by_node == {"agent": "gpt-x", "tool": "llama", "critic": "judge"}
+    # and the thread saved directly agrees with the imported one
+    _fan_out(SmithersSaver(db)).invoke(
+        {"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t4"}}
+    )
+    direct = db.get_run(thread_run_id("t4", "")).model_calls()
+    assert sorted(direct["node_id"]) == sorted(calls["node_id"])

@@ -43,7 +43,7 @@ def _text(value: str) -> str:
 def _rows(dbg: Debugger) -> list[list[str]]:
     """The waterfall's rows as the cells' texts."""
     table = dbg.calls.waterfall.value
-    rows = re.findall(r'<tr class="stt-call-row[^"]*">(.*?)</tr>', table, flags=re.S)
+    rows = re.findall(r'<tr class="stt-call-row[^"]*"[^>]*>(.*?)</tr>', table, flags=re.S)
     return [[_text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", r, flags=re.S)] for r in rows]
 
 
@@ -72,6 +72,12 @@ def _seen(rows: list[list[str]]) -> list[list[str]]:
     return [[r[0], r[1], r[2], r[5], r[6], r[7]] for r in rows]
 
 
+def _ids(dbg: Debugger) -> list[str]:
+    """The calls the waterfall's rows name (what a click on a row chooses)."""
+    table = dbg.calls.waterfall.value
+    return re.findall(r'<tr class="stt-call-row[^"]*" data-call="([^"]+)">', table)
+
+
 def _header(dbg: Debugger) -> str:
     return _text(dbg.header.value)
 
@@ -95,7 +101,7 @@ def test_the_waterfall_shows_the_calls_the_selected_frame_has_seen(
     assert len(_rows(dbg)) == len(every) > 3
     # the 429 is marked as failed, in the error colour, with its status
     failed = re.findall(
-        r'<tr class="stt-call-row stt-call-failed">(.*?)</tr>', dbg.calls.waterfall.value, re.S
+        r'<tr class="stt-call-row stt-call-failed"[^>]*>(.*?)</tr>', dbg.calls.waterfall.value, re.S
     )
     assert len(failed) == int((every.status >= 400).sum()) == 1
     assert "429 HTTP 429" in _text(failed[0])
@@ -184,12 +190,12 @@ def test_a_calls_request_and_reply_show_escaped_with_the_diff_against_the_previo
 ) -> None:
     run = _caller_run(db)
     dbg = _open(db, run.id)
-    values = [dbg.calls.waterfall.value, dbg.header.value, *map(str, dbg.calls.choose.options)]
-    ids = [v for _, v in dbg.calls.choose.options if v is not None]
+    values = [dbg.calls.waterfall.value, dbg.header.value]
+    ids = _ids(dbg)
     assert len(ids) == 2
-    dbg.calls.choose.value = ids[1]  # as a person picks it in the list
+    dbg.calls.waterfall.selected = ids[1]  # as a click on its row sets it
     detail = dbg.calls.detail.value
-    for value in (*values[:2], detail):
+    for value in (*values, detail):
         assert "<script>" not in value
     assert SCRIPT in _text(detail) and f"reply {SCRIPT}" in _text(detail)
     assert "&lt;script&gt;" in detail
@@ -251,4 +257,68 @@ def test_a_long_list_shows_the_newest_calls_numbered_among_all(
     assert _seen(_rows(dbg)) == every[-3:]
     assert f"{len(every) - 3} earlier call(s) not shown" in _text(dbg.calls.waterfall.value)
     assert f"{len(every)} call(s)" in _header(dbg)  # the totals count them all
+    dbg.close()
+
+
+def _detail(dbg: Debugger) -> str:
+    return _text(dbg.calls.detail.value)
+
+
+def test_the_call_clicked_stays_chosen_while_the_frame_shown_sees_it_and_no_longer(
+    db: st.Database, demo_run: st.Run
+) -> None:
+    dbg = _open(db, demo_run.id)
+    every = demo_run.model_calls()
+    ids = _ids(dbg)
+    assert len(ids) == len(every) and dbg.calls.waterfall.selected == "" and _detail(dbg) == ""
+    # a click on the first call of the second node: its request and reply, numbered as shown
+    second = every.node_id.ne(every.node_id.iloc[0]).idxmax()
+    dbg.calls.waterfall.selected = ids[second]  # what the view sets on a click on its row
+    call = dbg.calls.calls[second]
+    request, reply = dbg.calls.reads.model_call_exchange(call)
+    seen = _detail(dbg)
+    assert seen.startswith(f"Call #{second + 1} {call.model} · {call.node_id} attempt")
+    assert _text(str(request[-1]["content"])) in seen
+    assert _text(str(reply["content"])) in seen
+    # a later frame still sees it: still chosen, the same call shown
+    dbg.select_frame(dbg.model.last_frame - 1)
+    assert dbg.calls.waterfall.selected == ids[second] and _detail(dbg) == seen
+    # a frame before it was made: unchosen, nothing shown; scrubbing back does not bring it back
+    made = int(every.frame_no.iloc[second])
+    dbg.scrubber.slider.value = made - 1
+    _same_place(dbg)
+    assert ids[second] not in _ids(dbg)
+    assert dbg.calls.waterfall.selected == "" and _detail(dbg) == ""
+    dbg.scrubber.slider.value = made
+    assert ids[second] in _ids(dbg) and dbg.calls.waterfall.selected == ""
+    # a click that arrives after its row went away (a stale view) chooses nothing
+    dbg.calls.waterfall.selected = ids[-1]
+    assert dbg.calls.waterfall.selected == "" and _detail(dbg) == ""
+    # the newest call chosen, then a frame before it selected: unchosen
+    dbg.select_frame(dbg.model.last_frame)
+    dbg.calls.show_call(ids[-1])
+    assert _detail(dbg).startswith(f"Call #{len(ids)} ")
+    dbg.select_frame(made)
+    assert dbg.calls.waterfall.selected == ""
+    # rewound to a frame that saw the chosen call: kept; to one before it: unchosen
+    dbg.calls.show_call(ids[second])
+    for frame_no, kept in ((made, True), (made - 1, False)):
+        dbg.select_frame(frame_no)
+        dbg.model.request_rewind()
+        result = dbg.model.confirm()
+        assert result is not None and result.ok
+        _same_place(dbg)
+        assert (ids[second] in _ids(dbg)) is kept
+        assert dbg.calls.waterfall.selected == (ids[second] if kept else "")
+        assert (_detail(dbg) != "") is kept
+    # the first call chosen, then a fork of this frame opened: it inherited it, still chosen
+    dbg.calls.show_call(ids[0])
+    first = _detail(dbg)
+    dbg.model.request_fork()
+    result = dbg.model.confirm()
+    assert result is not None and result.ok
+    dbg.model.switch_run(result.run_id)
+    _same_place(dbg)
+    assert dbg.calls.waterfall.selected == ids[0] and first.startswith("Call #1 ")
+    assert _detail(dbg).replace(" (inherited)", "") == first
     dbg.close()

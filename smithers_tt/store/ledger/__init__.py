@@ -15,7 +15,7 @@ through them); the reads never import it; the store's handles (``Store``, ``Trav
 """
 
 from smithers_tt.store.ledger._bulk import write_history
-from smithers_tt.store.ledger._calls import EncodedCall, call_changes, encode_call
+from smithers_tt.store.ledger._calls import EncodedCall, call_changes, encode_call, with_calls
 from smithers_tt.store.ledger._cut import CutStatements
 from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
@@ -144,6 +144,7 @@ __all__ = [
     "touch",
     "undoable",
     "why_kept",
+    "with_calls",
     "write",
     "write_history",
 ]

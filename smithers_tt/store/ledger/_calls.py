@@ -12,16 +12,17 @@ round trip of their own), numbered with the frame that follows.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from smithers_tt._model_calls import REPLY_CODEC, REQUEST_CODEC, TOKEN_FIELDS, ModelCall
 from smithers_tt.checkpoint import AgentCheckpoint, EncodedCheckpoint
-from smithers_tt.errors import InvalidArgument
+from smithers_tt.errors import InvalidArgument, SmithersError
 from smithers_tt.store._records import AttemptKey
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._content import ContentStored
+from smithers_tt.store.ledger._node_changes import AttemptEnded
 from smithers_tt.store.ledger._write import Change, Write
 
 CALL_COLUMNS = (
@@ -99,3 +100,25 @@ class CallsRecorded(Change):
                     c.error, None,
                 ),
             )  # fmt: skip
+
+
+def with_calls(
+    ends: Sequence[Change], calls: Mapping[AttemptKey, Sequence[ModelCall]]
+) -> list[Change]:
+    """``ends`` (what a cancel imposes on the attempts left open) each preceded by the model
+    calls its attempt made since its last write, so that they are stored with that end, in
+    its frame. A call that cannot be encoded is left out: a cancel must not fail for it."""
+    out: list[Change] = []
+    for end in ends:
+        encoded = []
+        made = calls.get(end.key, ()) if isinstance(end, AttemptEnded) else ()
+        for call in made:
+            try:
+                encoded.append(encode_call(call))
+            except SmithersError:
+                continue
+        if encoded:
+            assert isinstance(end, AttemptEnded)
+            out += call_changes(end.key, encoded)
+        out.append(end)
+    return out
