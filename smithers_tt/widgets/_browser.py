@@ -22,6 +22,7 @@ from typing import Any
 import ipywidgets as W
 
 from smithers_tt._labels import parse_label
+from smithers_tt._prices import PriceTable
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import ENDED, RunRecord, now_ms
 from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, run_workflows
@@ -68,6 +69,9 @@ class RunBrowser(W.VBox):
         db: a :class:`smithers_tt.Database`.
         workflows: workflow definitions, by name: what Resume runs with and what the debugger
             replays with.
+        prices: what model calls cost in the debugger a row opens (a
+            :class:`~smithers_tt.PriceTable`, mapping or ``.json``/``.toml`` file), as
+            ``db.debug(run, prices=...)``; a model it does not name shows no cost.
         status, workflow, label, since, text: the filters to start with (``label`` as
             ``key=value``; ``since`` one of :data:`SINCE`'s keys).
     """
@@ -77,6 +81,7 @@ class RunBrowser(W.VBox):
         db: Any,
         workflows: Iterable[Any] = (),
         *,
+        prices: Any = None,
         status: str | None = None,
         workflow: str | None = None,
         label: str = "",
@@ -164,7 +169,7 @@ class RunBrowser(W.VBox):
                 self.report,
             ]
         )
-        self.in_place = InPlace(db, self.list_box, "runs", self.show_page)
+        self.in_place = InPlace(db, self.list_box, "runs", self.show_page, PriceTable.of(prices))
         super().__init__(
             [W.HTML(CSS), self.in_place.widget],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
