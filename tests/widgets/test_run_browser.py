@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import smithers_tt as st
+from smithers_tt.cli import cli
 from smithers_tt.store.for_widgets import RunFilter, run_listing
 from smithers_tt.widgets import RunBrowser, _browser
 from smithers_tt.widgets._browser import PAGE
@@ -298,3 +300,22 @@ def test_bulk_actions_read_the_ticked_runs_together_not_one_by_one(
         assert all(f"run {r}: skipped: " in report for r in ids[:n]), report
         sent[n] = len(seen)
     assert sent[12] == sent[2], sent
+
+
+def test_the_browser_and_the_runs_command_count_a_runs_frames_alike(
+    db: st.Database, db_url: str
+) -> None:
+    """Frames 0 to N are N + 1 frames: in the browser's column, `smithers-tt runs` and the
+    demo's table alike (the command once said N beside a browser saying N + 1)."""
+    runs = failing_runs(db)
+    forked = db.fork(runs["flaky-4"], 3).id
+    browser = RunBrowser(db)
+    seen = {row[0]: row[6] for row in _shown(browser)}
+    result = CliRunner().invoke(cli, ["--db", db_url, "--wide", "runs"])
+    assert result.exit_code == 0, result.output
+    head, *lines = result.output.splitlines()
+    at = head.index("frames")  # the column as a person reads it, under its header
+    said = {li.split()[0]: li[at:].split()[0] for li in lines}
+    for run_id in [*runs.values(), forked]:
+        count = str(len(db.get_run(run_id).frames()))
+        assert seen[run_id] == count and said[run_id] == count, (run_id, seen, said)
