@@ -33,7 +33,8 @@ shown = [r.run_id for r in browser.listing.runs]
 opened = browser.open_run(retry)
 view = TriageView(db, prices=prices)
 example = view.open_example(0)
-page = served_page(db, f"run={retry[:8]}&frame=3", prices=prices).children[1]
+short = db.store.short_run_ids([retry])[retry]  # as the CLI prints it
+page = served_page(db, f"run={short}&frame=3", prices=prices).children[1]
 print(json.dumps({
     "cancelled": shown,
     "opened": [opened.model.run_id, "$" in opened.header.value],
@@ -94,7 +95,7 @@ def test_the_workspace_runs_from_a_wheel_with_the_notebook_extra(
         deadline = time.monotonic() + 180
         while page is None and time.monotonic() < deadline and server.poll() is None:
             try:
-                address = f"http://127.0.0.1:{port}/?run={by_case['retry'][:8]}&frame=3"
+                address = f"http://127.0.0.1:{port}/?run={by_case['retry']}&frame=3"
                 with urllib.request.urlopen(address, timeout=120) as reply:
                     page = reply.read().decode()
             except OSError:
