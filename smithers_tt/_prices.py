@@ -70,7 +70,12 @@ class PriceTable:
         """Read a table from a ``.json`` or ``.toml`` file: ``{"model": {"input": 0.15,
         "output": 0.6, "cached_input": 0.075}}`` (TOML: one ``["model"]`` table each)."""
         path = Path(path)
-        text = path.read_bytes()
+        try:
+            text = path.read_bytes()
+        except OSError as error:
+            raise InvalidArgument(
+                f"price table {path} cannot be read: {error.strerror or error}"
+            ) from error
         try:
             data = tomllib.loads(text.decode()) if path.suffix == ".toml" else json.loads(text)
         except (ValueError, UnicodeDecodeError) as error:

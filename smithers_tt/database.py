@@ -378,13 +378,16 @@ class Database(Upkeep, Sweeping, Traveling):
         child = self.fork(run_id, frame_no, labels=labels, **fork_options)
         return self.resume(child.id, wf)
 
-    def browse(self, workflows: Iterable[Workflow] = (), **filters: Any) -> Any:
-        """The run browser (``notebook`` extra): runs newest first, filtered, opened in place;
-        see :class:`smithers_tt.widgets.RunBrowser` for the ``filters``."""
+    def browse(
+        self, workflows: Iterable[Workflow] = (), *, prices: Any = None, **filters: Any
+    ) -> Any:
+        """The run browser (``notebook`` extra): runs newest first, filtered, opened in place
+        (the debugger it opens prices model calls by ``prices``, as :meth:`debug` does); see
+        :class:`smithers_tt.widgets.RunBrowser` for the ``filters``."""
         require_extra("ipywidgets", "plotly", "anywidget", needed_for="the run browser")
         from smithers_tt.widgets import RunBrowser  # optional dependency: import on use
 
-        return RunBrowser(self, workflows, **filters)
+        return RunBrowser(self, workflows, prices=prices, **filters)
 
     def debug(self, run_id: str, frame: int | None = None, **kw: Any) -> Any:
         """The notebook debugger of a run (its id or a unique prefix), at ``frame`` (default:

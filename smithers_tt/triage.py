@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from smithers_tt._extras import require_extra
 from smithers_tt.engine import positive_seconds
 from smithers_tt.errors import InvalidArgument, SmithersError
-from smithers_tt.store import FailureRow, failure_rows, now_ms
+from smithers_tt.store import FailureRow, RunRecord, failure_rows, now_ms
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -232,24 +232,28 @@ class Failures:
                 "in the debugger to see why"
             )
         results = []
+        runs = self._db.store.get_runs(g.run_ids)  # one read for the group, not one per run
         for run_id in g.run_ids:
-            result = self._retry_one(g, run_id, wf)
+            result = self._retry_one(g, run_id, runs.get(run_id), wf)
             results.append(result)
             if on_result is not None:
                 on_result(result)
         return results
 
-    def _retry_one(self, g: FailureGroup, run_id: str, wf: Workflow) -> RetryResult:
+    def _retry_one(
+        self, g: FailureGroup, run_id: str, run: RunRecord | None, wf: Workflow
+    ) -> RetryResult:
         assert g.node_id is not None
-        status = self._db.get_run(run_id).status
-        if status not in RETRYABLE:
-            return RetryResult(run_id, "skipped", status, f"the run is {status}")
+        if run is None:
+            return RetryResult(run_id, "skipped", None, "the run is not in the store any more")
+        if run.status not in RETRYABLE:
+            return RetryResult(run_id, "skipped", run.status, f"the run is {run.status}")
         try:
             self._db.reset(run_id, g.node_id, dependents=True, reason="retried from triage")
-            run = self._db.resume(run_id, wf)
+            resumed = self._db.resume(run_id, wf)
         except SmithersError as error:
             return RetryResult(run_id, "error", self._db.get_run(run_id).status, error.message)
-        return RetryResult(run_id, "resumed", run.status, "")
+        return RetryResult(run_id, "resumed", resumed.status, "")
 
 
 def failures(

@@ -21,6 +21,7 @@ from smithers_tt.cli import cli
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.triage import error_class, normalise
 
+from ._statements import statements
 from ._triage_flows import failing_runs, workflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -193,3 +194,20 @@ def test_the_cli_lists_groups_and_retries_one_after_asking(db: st.Database, db_u
     short = db.store.short_run_ids([runs["bad-3"]])[runs["bad-3"]]
     assert f"run {short} resumed: finished" in done.stdout and runs["bad-3"] not in done.stdout
     assert db.get_run(runs["bad-3"]).status == "finished"
+
+
+def test_a_groups_retry_reads_its_runs_together_not_one_by_one(db: st.Database) -> None:
+    """A group of 2, then of 12, runs whose first fetch failed and whose retry finished: a
+    retry skips each, having read their rows together (as many statements for 12 as for 2)."""
+    wf, sent = workflow(), {}
+    for n in (2, 12):
+        for i in range(n - len(sent) * 2):
+            db.run(wf, {"key": "flaky", "n": i})
+        (group,) = db.failures()
+        assert group.count == n
+        with statements(db) as seen:
+            results = db.failures().retry(group, wf)
+        assert [r.outcome for r in results] == ["skipped"] * n
+        assert {r.detail for r in results} == {"the run is finished"}
+        sent[n] = len(seen)
+    assert sent[12] == sent[2], sent

@@ -235,7 +235,7 @@ def demo(ctx: Context, fresh: bool) -> None:
                 m.label,
                 short[m.run_id],
                 state(run.status),
-                run.record.clock,
+                run.record.clock + 1,  # frames 0 to clock, as runs and the browser count
                 len(run.attempts()),
                 len(run.checkpoints()),
                 m.story,

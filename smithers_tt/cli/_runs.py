@@ -82,7 +82,7 @@ def runs(ctx: Context, status: str | None, label_pairs: tuple[str, ...], limit: 
                 r.workflow if p is None else text(f"{r.workflow}: {_waits_on(p)}"),
                 state("paused" if p else r.status),
                 labels_cell(r.labels),
-                r.clock,
+                r.clock + 1,  # frames 0 to clock: the count the run browser shows too
                 f"{short[r.parent_run_id]}@{r.parent_frame_no}" if r.parent_run_id else "-",
                 when(r.created_at_ms),
             ]

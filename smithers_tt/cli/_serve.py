@@ -26,6 +26,7 @@ import click
 
 from smithers_tt._extras import require_extra
 from smithers_tt._links import SERVE_HOST, SERVE_PORT, absolute_url, shared_url
+from smithers_tt._prices import PriceTable
 from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
 
 TEMPLATES = Path(__file__).resolve().parent / "_voila"
@@ -33,6 +34,8 @@ TEMPLATES = Path(__file__).resolve().parent / "_voila"
 TEMPLATE = "smithers-tt"
 ACTIONS_ENV = "SMITHERS_TT_SERVE_ACTIONS"
 """Set to ``1`` for the page's kernel when ``--allow-actions`` was given."""
+PRICES_ENV = "SMITHERS_TT_SERVE_PRICES"
+"""The price table's file (absolute) for the page's kernel when ``--prices`` was given."""
 
 PAGE_CELL = f"""\
 import os
@@ -45,7 +48,11 @@ db = st.connect(
     read_only=os.environ.get("{ACTIONS_ENV}") != "1",
     create=False,
 )
-served_page(db, os.environ.get("QUERY_STRING", ""))
+served_page(
+    db,
+    os.environ.get("QUERY_STRING", ""),
+    prices=os.environ.get("{PRICES_ENV}") or None,
+)
 """
 """The page's notebook: one cell, the store from the environment, the page for the query."""
 
@@ -101,14 +108,18 @@ def voila_command(notebook: Path, host: str, port: int, *, browser: bool) -> lis
     ]
 
 
-def voila_environment(db_url: str, allow_actions: bool) -> dict[str, str]:
+def voila_environment(
+    db_url: str, allow_actions: bool, prices: Path | None = None
+) -> dict[str, str]:
     """Voila's (and so the page kernel's) environment: the store, whether it may be
-    changed, and our template's folder first on ``JUPYTER_PATH``."""
+    changed, the price table's file (if any), and our template's folder first on
+    ``JUPYTER_PATH``."""
     paths = [str(TEMPLATES), *filter(None, os.environ.get("JUPYTER_PATH", "").split(os.pathsep))]
     return {
         **os.environ,
         "SMITHERS_TT_DB": db_url,
         ACTIONS_ENV: "1" if allow_actions else "0",
+        PRICES_ENV: "" if prices is None else str(prices),
         "JUPYTER_PATH": os.pathsep.join(paths),
     }
 
@@ -130,6 +141,13 @@ def voila_environment(db_url: str, allow_actions: bool) -> dict[str, str]:
 )
 @click.option("--no-browser", is_flag=True, help="Do not open a web browser on the page.")
 @click.option(
+    "--prices",
+    metavar="FILE",
+    help="A .json or .toml price table (model -> input, output, cached_input per million "
+    "tokens), as for calls --prices: what the page's debuggers show model calls cost; a model "
+    "it does not name, and every model without it, shows tokens and no cost.",
+)
+@click.option(
     "--allow-actions",
     is_flag=True,
     help="Let the page change the store (rewind, fork, cancel, resume, export, breakpoints); "
@@ -137,7 +155,14 @@ def voila_environment(db_url: str, allow_actions: bool) -> dict[str, str]:
 )
 @pass_ctx
 @handle_errors
-def serve(ctx: Context, host: str, port: int, no_browser: bool, allow_actions: bool) -> None:
+def serve(
+    ctx: Context,
+    host: str,
+    port: int,
+    no_browser: bool,
+    prices: str | None,
+    allow_actions: bool,
+) -> None:
     """Serve the run browser and the debugger as a web page, through Voila (needs the
     notebook extra). Ctrl-C stops it.
 
@@ -149,9 +174,14 @@ def serve(ctx: Context, host: str, port: int, no_browser: bool, allow_actions: b
     Examples:
       smithers-tt serve
       smithers-tt --db demo.db serve --port 9000 --no-browser
+      smithers-tt serve --prices prices.toml
       smithers-tt --db postgresql+psycopg://user@host/db serve --allow-actions
     """
     require_extra("voila", "ipywidgets", "plotly", "anywidget", needed_for="smithers-tt serve")
+    # read here first, as the page will: a bad table is one clear line now, not an error page
+    table = None if prices is None else Path(prices).resolve()
+    if table is not None:
+        PriceTable.load(table)
     # the store is opened here first, as the page will: a missing or unreadable one is one
     # clear line now, not an error page later
     _db = ctx.db if allow_actions else ctx.read_db
@@ -174,7 +204,7 @@ def serve(ctx: Context, host: str, port: int, no_browser: bool, allow_actions: b
     with tempfile.TemporaryDirectory(prefix="smithers-tt-serve-") as folder:
         notebook = page_notebook(Path(folder))
         command = voila_command(notebook, host, port, browser=not no_browser)
-        code = _run_until_stopped(command, voila_environment(url, allow_actions))
+        code = _run_until_stopped(command, voila_environment(url, allow_actions, table))
     if code not in (0, -signal.SIGINT, -signal.SIGTERM, 130):
         raise SystemExit(code)
 

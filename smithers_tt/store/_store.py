@@ -180,6 +180,7 @@ class Store(Pausing):
     # --- reads (store.reads.RunReads, offered here by name) -------------------------------
 
     get_run = on("reads", RunReads.get_run)
+    get_runs = on("reads", RunReads.get_runs)
     list_runs = on("reads", RunReads.list_runs)
     list_nodes = on("reads", RunReads.list_nodes)
     get_attempt = on("reads", RunReads.get_attempt)

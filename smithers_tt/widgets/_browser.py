@@ -16,12 +16,14 @@ lines, to one new file: :func:`~smithers_tt.widgets._export.export_runs`).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import ipywidgets as W
 
 from smithers_tt._labels import parse_label
+from smithers_tt._prices import PriceTable
 from smithers_tt.errors import SmithersError
 from smithers_tt.store import ENDED, RunRecord, now_ms
 from smithers_tt.store.for_widgets import RunFilter, RunListing, run_listing, run_workflows
@@ -33,6 +35,9 @@ from smithers_tt.widgets._state import read_only_reason
 
 PAGE = 25
 """Runs per page."""
+ANY = ""
+"""The value of a dropdown's "any" choice (not None: a Dropdown whose value is None shows an
+empty box, as if nothing were chosen, while the table shows every run)."""
 
 SINCE = {"any time": None, "last hour": 3600, "last 24 hours": 86_400, "last 7 days": 604_800}
 STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "interrupted")
@@ -68,6 +73,9 @@ class RunBrowser(W.VBox):
         db: a :class:`smithers_tt.Database`.
         workflows: workflow definitions, by name: what Resume runs with and what the debugger
             replays with.
+        prices: what model calls cost in the debugger a row opens (a
+            :class:`~smithers_tt.PriceTable`, mapping or ``.json``/``.toml`` file), as
+            ``db.debug(run, prices=...)``; a model it does not name shows no cost.
         status, workflow, label, since, text: the filters to start with (``label`` as
             ``key=value``; ``since`` one of :data:`SINCE`'s keys).
     """
@@ -77,6 +85,7 @@ class RunBrowser(W.VBox):
         db: Any,
         workflows: Iterable[Any] = (),
         *,
+        prices: Any = None,
         status: str | None = None,
         workflow: str | None = None,
         label: str = "",
@@ -90,8 +99,11 @@ class RunBrowser(W.VBox):
         """The cursor of each page up to the one shown (the first page's is None)."""
         self.selected: set[str] = set()
         self._short: dict[str, str] = {}
+        self._drawing = threading.RLock()
+        self._asked = 0
+        """How many pages were asked for: only the newest request's page is drawn."""
         self.status = W.Dropdown(
-            description="status", options=[("any", None), *[(s, s) for s in STATUSES]]
+            description="status", options=[("any", ANY), *[(s, s) for s in STATUSES]]
         )
         self.workflow = W.Dropdown(description="workflow")
         self.label = W.Text(description="label", placeholder="key=value", continuous_update=False)
@@ -100,10 +112,10 @@ class RunBrowser(W.VBox):
             description="text", placeholder="in input, output or error", continuous_update=False
         )
         names = run_workflows(db.engine)
-        self.workflow.options = [("any", None), *[(w, w) for w in names]]
-        self.status.value, self.since.value, self.text.value = status, since, text
+        self.workflow.options = [("any", ANY), *[(w, w) for w in names]]
+        self.status.value, self.since.value, self.text.value = status or ANY, since, text
         self.label.value = label
-        self.workflow.value = workflow if workflow in names else None
+        self.workflow.value = workflow if workflow in names else ANY
         for control in (self.status, self.workflow, self.label, self.since, self.text):
             control.layout = W.Layout(width="auto", min_width="0")
             control.observe(lambda _: self.first_page(), names="value")
@@ -164,7 +176,7 @@ class RunBrowser(W.VBox):
                 self.report,
             ]
         )
-        self.in_place = InPlace(db, self.list_box, "runs", self.show_page)
+        self.in_place = InPlace(db, self.list_box, "runs", self.show_page, PriceTable.of(prices))
         super().__init__(
             [W.HTML(CSS), self.in_place.widget],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),
@@ -181,7 +193,7 @@ class RunBrowser(W.VBox):
         label = self.label.value.strip()
         return RunFilter(
             statuses=(self.status.value,) if self.status.value else (),
-            workflow=self.workflow.value,
+            workflow=self.workflow.value or None,
             labels=dict([parse_label(label)]) if label else {},
             since_ms=None if seconds is None else now_ms() - seconds * 1000,
             text=self.text.value.strip() or None,
@@ -189,37 +201,54 @@ class RunBrowser(W.VBox):
 
     def first_page(self) -> None:
         """Show the newest runs that match the filters."""
-        self.cursors = [None]
+        with self._drawing:
+            self.cursors = [None]
         self.show_page()
 
     def turn(self, delta: int) -> None:
         """Show the older (1) or newer (-1) page."""
-        if delta > 0 and self.listing is not None and self.listing.older is not None:
-            self.cursors.append(self.listing.older)
-        elif delta < 0 and len(self.cursors) > 1:
-            self.cursors.pop()
+        with self._drawing:
+            if delta > 0 and self.listing is not None and self.listing.older is not None:
+                self.cursors.append(self.listing.older)
+            elif delta < 0 and len(self.cursors) > 1:
+                self.cursors.pop()
         self.show_page()
 
     def show_page(self) -> None:
-        """Read the page shown again and draw it."""
+        """Read the page shown again and draw it, unless a newer request to show a page came
+        meanwhile (then that one draws: the table always shows the newest filters' runs).
+
+        The kernel may handle two widgets' messages at once, on two threads (ipykernel 7
+        does: seen with a label cleared and a status picked at once), so a page read for the
+        older filters could end last and be drawn over the newer one's. Each request takes a
+        number; only the newest request's read is drawn, and rows, page counter, buttons and
+        note are drawn together, under one lock."""
+        with self._drawing:
+            self._asked += 1
+            mine, page, before = self._asked, len(self.cursors), self.cursors[-1]
         try:
-            where, before = self.filter, self.cursors[-1]
-            self.listing = run_listing(self.db.engine, where, before=before, limit=PAGE)
-        except SmithersError as error:
-            self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
+            listing = run_listing(self.db.engine, self.filter, before=before, limit=PAGE)
+            short = self.db.store.short_run_ids([run.run_id for run in listing.runs])
+        except SmithersError as error:  # a filter being typed (a label without "="):
+            with self._drawing:  # said, and the page shown stays
+                if mine == self._asked:
+                    self.note.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
             return
-        runs = self.listing.runs
-        self._short = self.db.store.short_run_ids([run.run_id for run in runs])
-        self.rows.children = [self._row(run) for run in runs]
-        page = len(self.cursors)
+        with self._drawing:
+            if mine == self._asked:
+                self._draw(listing, short, page)
+
+    def _draw(self, listing: RunListing, short: dict[str, str], page: int) -> None:
+        """Draw ``listing`` as page ``page``: rows, page counter, buttons and note together."""
+        self.listing, self._short, runs = listing, short, listing.runs
+        self.rows.children = [self._row(run, listing) for run in runs]
         self.page_label.value = wrap(f"page {page}") if runs else ""
         self.newer.disabled = page == 1
-        self.older.disabled = self.listing.older is None
+        self.older.disabled = listing.older is None
         self.note.value = "" if runs else wrap('<div class="stt-muted">no run matches</div>')
         self._update_actions()
 
-    def _row(self, run: RunRecord) -> W.HBox:
-        assert self.listing is not None
+    def _row(self, run: RunRecord, listing: RunListing) -> W.HBox:
         tick = W.Checkbox(value=run.run_id in self.selected, indent=False)
         tick.layout = W.Layout(width=_TICK)
         tick.observe(lambda c, r=run.run_id: self._tick(r, c["new"]), names="value")
@@ -232,7 +261,7 @@ class RunBrowser(W.VBox):
             stamp(run.created_at_ms),
             esc(_took(run)),
             str(run.clock + 1),
-            str(self.listing.forks.get(run.run_id, 0)),
+            str(listing.forks.get(run.run_id, 0)),
             titled(error),
         )
         open_button = W.Button(description="Open", tooltip=f"open run {run.run_id} here")
@@ -295,8 +324,7 @@ class RunBrowser(W.VBox):
         elif action == "export":
             self._export(runs, report, lines)
         else:
-            for run_id in runs:
-                report(run_id, self._act(action, run_id))
+            self._act_on(action, runs, report)
         self.selected.clear()
         self.show_page()
 
@@ -334,21 +362,47 @@ class RunBrowser(W.VBox):
             lines.append(f'<div class="stt-ok">wrote {written} lines to {esc(path)}</div>')
         self.report.value = wrap("".join(lines))
 
-    def _act(self, action: str, run_id: str) -> str:
+    def _act_on(self, action: str, runs: list[str], report: Callable[[str, str], None]) -> None:
+        """Cancel or resume each run, the runs' rows read together first (one read, not one
+        per run), reporting each: a resume as it ends; the cancels once the cancelled runs'
+        statuses were read again together."""
         try:
-            run = self.db.get_run(run_id)
+            found = self.db.store.get_runs(runs)
+        except SmithersError as error:
+            self.report.value = wrap(f'<div class="stt-error">{esc(error.message)}</div>')
+            return
+        said: dict[str, str | None] = {}
+        for run_id in runs:
+            run = found.get(run_id)
+            said[run_id] = (
+                '<span class="stt-muted">skipped: it is not in the store any more</span>'
+                if run is None
+                else self._act(action, run)
+            )
+            if action != "cancel":
+                report(run_id, said[run_id] or "")
+        if action == "cancel":
+            now = self.db.store.get_runs([r for r, result in said.items() if result is None])
+            for run_id, result in said.items():
+                status = now[run_id].status if run_id in now else "deleted"
+                report(run_id, result or "cancel requested; now " + badge(status))
+
+    def _act(self, action: str, run: RunRecord) -> str | None:
+        """What ``action`` did to ``run`` (None: a cancel was requested; its status is read
+        with the others')."""
+        try:
             if action == "cancel":
                 if run.status in ENDED:
                     return f"skipped: it is {esc(run.status)}"
-                self.db.cancel(run_id)
-                return "cancel requested; now " + badge(self.db.get_run(run_id).status)
-            wf = self.workflows.get(run.record.workflow)
+                self.db.cancel(run.run_id)
+                return None
+            wf = self.workflows.get(run.workflow)
             if wf is None:
-                return f"skipped: pass workflows=[...] with the workflow {esc(run.record.workflow)}"
+                return f"skipped: pass workflows=[...] with the workflow {esc(run.workflow)}"
             if run.status == "failed":
                 return "skipped: it failed; retry its failed step from TriageView (the failures)"
             if run.status not in RESUMABLE:
                 return f"skipped: it is {esc(run.status)}"
-            return "resumed; now " + badge(self.db.resume(run_id, wf).status)
+            return "resumed; now " + badge(self.db.resume(run.run_id, wf).status)
         except SmithersError as error:
             return f'<span class="stt-error">{esc(error.message)}</span>'

@@ -14,12 +14,19 @@ import ipywidgets as W
 
 
 class InPlace:
-    """``widget`` shows ``list_box`` or, while a run is open, Back and that run's debugger."""
+    """``widget`` shows ``list_box`` or, while a run is open, Back and that run's debugger
+    (which prices model calls by ``prices``, as ``db.debug(run, prices=...)`` does)."""
 
     def __init__(
-        self, db: Any, list_box: W.Widget, back_to: str, on_back: Callable[[], None]
+        self,
+        db: Any,
+        list_box: W.Widget,
+        back_to: str,
+        on_back: Callable[[], None],
+        prices: Any = None,
     ) -> None:
         self.db = db
+        self.prices = prices
         self.list_box = list_box
         self.debugger: Any = None
         self.back_button = W.Button(description=f"← Back to {back_to}")
@@ -34,7 +41,7 @@ class InPlace:
         from smithers_tt.widgets._debugger import Debugger
 
         self.close()
-        self.debugger = Debugger(self.db, run_id, workflow, live=False)
+        self.debugger = Debugger(self.db, run_id, workflow, live=False, prices=self.prices)
         if frame_no is not None:
             self.debugger.select_frame(frame_no)
         self.debug_box.children = [self.back_button, self.debugger]

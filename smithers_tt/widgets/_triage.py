@@ -17,6 +17,7 @@ from typing import Any
 
 import ipywidgets as W
 
+from smithers_tt._prices import PriceTable
 from smithers_tt.errors import SmithersError
 from smithers_tt.store.for_widgets import attempt_span
 from smithers_tt.triage import FailureGroup, Failures, RetryResult
@@ -39,11 +40,16 @@ class TriageView(W.VBox):
         db: a :class:`smithers_tt.Database`.
         workflows: the workflow definitions a retry resumes with and the debugger replays
             with (by name); a group of a workflow not given cannot be retried here.
+        prices: what model calls cost in the debugger Open example shows (a
+            :class:`~smithers_tt.PriceTable`, mapping or ``.json``/``.toml`` file), as
+            ``db.debug(run, prices=...)``; a model it does not name shows no cost.
         options: what :func:`smithers_tt.triage.failures` takes (``since``, ``workflow``,
             ``stuck_after``, ``limit``).
     """
 
-    def __init__(self, db: Any, workflows: Iterable[Any] = (), **options: Any) -> None:
+    def __init__(
+        self, db: Any, workflows: Iterable[Any] = (), *, prices: Any = None, **options: Any
+    ) -> None:
         self.db = db
         self.workflows = {wf.name: wf for wf in workflows}
         self.options = options
@@ -75,7 +81,7 @@ class TriageView(W.VBox):
                 self.report,
             ]
         )
-        self.in_place = InPlace(db, self.list_box, "failures", self.refresh)
+        self.in_place = InPlace(db, self.list_box, "failures", self.refresh, PriceTable.of(prices))
         super().__init__(
             [W.HTML(CSS), self.in_place.widget],
             layout=W.Layout(width="100%", max_width="100%", overflow="hidden"),

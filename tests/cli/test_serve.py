@@ -5,6 +5,7 @@ The page in a real browser: ``tests/widgets/test_serve_browser.py``."""
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any
@@ -108,11 +109,75 @@ def test_serve_without_a_store_says_so_and_starts_nothing(
 
 def page_db(cell: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> st.Database:
     """Run the page notebook's cell as its kernel would (with ``env``); the store it opened."""
-    for name in ("SMITHERS_TT_DB", _serve.ACTIONS_ENV):
+    return page_of(cell, env, monkeypatch)[0]
+
+
+def page_of(
+    cell: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, query: str = ""
+) -> tuple[st.Database, Any]:
+    """:func:`page_db`, and the page the cell shows for ``query`` (its last expression)."""
+    for name in ("SMITHERS_TT_DB", _serve.ACTIONS_ENV, _serve.PRICES_ENV):
         monkeypatch.setenv(name, env[name])
+    monkeypatch.setenv("QUERY_STRING", query)
     namespace: dict[str, Any] = {}
-    exec(compile(cell, "page", "exec"), namespace)
-    return namespace["db"]
+    body = ast.parse(cell)
+    last = body.body.pop()
+    assert isinstance(last, ast.Expr)
+    exec(compile(body, "page", "exec"), namespace)
+    return namespace["db"], eval(compile(ast.Expression(last.value), "page", "eval"), namespace)
+
+
+def test_serve_prices_reach_the_pages_debuggers(
+    db_url: str,
+    db: st.Database,
+    started: list[dict],
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    wf, _ = demo_workflow(flaky=True)
+    run = db.run(wf, {"topic": "bee"})
+    table = tmp_path / "prices.toml"
+    table.write_text('["demo-large"]\ninput = 1.0\noutput = 2.0\n')
+    monkeypatch.chdir(tmp_path)  # a relative path: the page's kernel runs in another folder
+
+    result = serve(db_url, "--prices", "prices.toml")
+
+    assert result.exit_code == 0, result.output
+    env = started[0]["env"]
+    assert env[_serve.PRICES_ENV] == str(table)
+    page, shown = page_of(started[0]["cell"], env, monkeypatch, f"run={run.id}")
+    try:
+        dbg = shown.children[1]
+        expected = db.debug(run.id, live=False, prices=table)
+        assert dbg.header.value == expected.header.value and "$" in dbg.header.value
+        expected.close()
+        dbg.close()
+    finally:
+        page.close()
+    assert serve(db_url).exit_code == 0  # without --prices: no table, no cost shown
+    assert started[1]["env"][_serve.PRICES_ENV] == ""
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [(None, "cannot be read"), ("{not json", "is not valid"), ("[1, 2]", "must map model")],
+)
+def test_serve_refuses_a_price_table_it_cannot_read_and_starts_nothing(
+    db_url: str,
+    db: st.Database,
+    started: list[dict],
+    tmp_path: Path,
+    content: str | None,
+    said: str,
+) -> None:
+    table = tmp_path / "prices.json"
+    if content is not None:
+        table.write_text(content)
+
+    result = serve(db_url, "--prices", str(table))
+
+    assert result.exit_code == 1 and said in result.output and "Traceback" not in result.output
+    assert started == []
 
 
 def test_the_served_page_cannot_change_the_store(

@@ -22,6 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from ._jupyter import KERNEL_IDLE, TIMEOUT_MS, Lab, write_notebook
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -98,11 +100,15 @@ def _wait_rows(page: Any, ids: list[str]) -> None:
     )
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_browse_filter_open_back_and_retry_a_failure_group(
-    browser_lab: Lab, browser_chromium: Any
+    browser_lab: Lab, browser_chromium: Any, backend: str, request: pytest.FixtureRequest
 ) -> None:
-    root = browser_lab.folder("workspace")
-    db_url = f"sqlite:///{root / 'demo.db'}"
+    root = browser_lab.folder(f"workspace-{backend}")
+    if backend == "sqlite":
+        db_url = f"sqlite:///{root / 'demo.db'}"
+    else:  # a fresh schema, built by the notebook as the SQLite file is
+        db_url = request.getfixturevalue("pg_schema_url")
     write_notebook(root / "workspace.ipynb", [SETUP.format(db_url=db_url), SHOW])
     ARTIFACTS.mkdir(exist_ok=True)
 
@@ -124,7 +130,7 @@ def test_browse_filter_open_back_and_retry_a_failure_group(
         _wait_rows(page, newest)  # newest first: the ids the kernel printed
         rows = _rows(page)
         assert [r[2] for r in rows[:3]] == ["failed"] * 3 and rows[0][1] == "fetcher"
-        page.locator(".stt-browser").screenshot(path=str(ARTIFACTS / "browser-list.png"))
+        page.locator(".stt-browser").screenshot(path=str(ARTIFACTS / f"browser-list-{backend}.png"))
 
         # filter by label: the demo's cancelled run; export it, then delete it
         label = page.locator(".stt-browser .widget-text", has_text="label").locator("input")

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
 
 import smithers_tt as st
+from smithers_tt.cli import cli
 from smithers_tt.store.for_widgets import RunFilter, run_listing
-from smithers_tt.widgets import RunBrowser
+from smithers_tt.widgets import RunBrowser, _browser
 from smithers_tt.widgets._browser import PAGE
 
+from .._statements import statements
 from .._triage_flows import failing_runs, workflow
 from ._reports import said, text
 
@@ -229,3 +236,86 @@ def test_bulk_export_asks_for_a_file_and_writes_each_runs_history(
     browser.confirm_button.click()
     assert "already exists; choose another file name" in said(browser.report.value)
     assert len(target.read_text().splitlines()) == len(lines)
+
+
+def test_a_page_read_for_older_filters_is_never_drawn_over_the_newest(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernel may handle two filter changes at once on two threads (ipykernel 7 does):
+    the text cleared on one, the status picked on the other. Here the older change's read is
+    held (a real read, waiting before it returns) until the newer change's page was drawn; the
+    table must end on the newer filters' runs, its page counter and note agreeing."""
+    _many(db, 6)
+    runs = failing_runs(db)
+    failed = sorted((runs[k] for k in ("down-0", "down-1", "down-2", "bad-3")), reverse=True)
+    browser = RunBrowser(db, text="plain")
+    assert {row[1] for row in _shown(browser)} == {"echo"}
+    real, held, drawn = _browser.run_listing, threading.Event(), threading.Event()
+
+    def held_read(engine: Any, where: RunFilter, **kw: Any) -> Any:
+        listing = real(engine, where, **kw)
+        if not where.text and not where.statuses and not held.is_set():  # the older one
+            held.set()
+            assert drawn.wait(60)
+        return listing
+
+    monkeypatch.setattr(_browser, "run_listing", held_read)
+    older = threading.Thread(target=lambda: setattr(browser.text, "value", ""))
+    older.start()
+    assert held.wait(60)  # the text cleared: its page is being read
+    browser.status.value = "failed"  # meanwhile, on another thread: the newer filters
+    drawn.set()
+    older.join(60)
+
+    assert [row[0] for row in _shown(browser)] == failed
+    assert text(browser.page_label.value) == "page 1" and browser.note.value == ""
+    assert browser.listing is not None and [r.run_id for r in browser.listing.runs] == failed
+
+
+def test_picking_any_keeps_the_box_saying_any(db: st.Database) -> None:
+    _many(db, 2)
+    failing_runs(db)
+    browser = RunBrowser(db, status="failed", workflow="echo")
+    for box in (browser.status, browser.workflow):
+        box.index = 0  # what the page sends when a person picks "any"
+        assert box.index == 0 and box.label == "any"  # not an empty box
+    assert len(_shown(browser)) == len(db.runs(limit=100))
+
+
+@pytest.mark.parametrize("action", ["cancel", "resume"])
+def test_bulk_actions_read_the_ticked_runs_together_not_one_by_one(
+    db: st.Database, action: str
+) -> None:
+    """Cancel or Resume on 2, then 12 finished runs (of a workflow not given): each is
+    skipped and reported, their rows read together (as many statements for 12 as for 2)."""
+    ids = _many(db, 12)
+    browser = RunBrowser(db, workflows=[workflow()])
+    sent = {}
+    for n in (2, 12):
+        browser.selected.update(ids[:n])
+        browser.ask(action)
+        with statements(db) as seen:
+            browser.carry_out()
+        report = said(browser.report.value)
+        assert all(f"run {r}: skipped: " in report for r in ids[:n]), report
+        sent[n] = len(seen)
+    assert sent[12] == sent[2], sent
+
+
+def test_the_browser_and_the_runs_command_count_a_runs_frames_alike(
+    db: st.Database, db_url: str
+) -> None:
+    """Frames 0 to N are N + 1 frames: in the browser's column, `smithers-tt runs` and the
+    demo's table alike (the command once said N beside a browser saying N + 1)."""
+    runs = failing_runs(db)
+    forked = db.fork(runs["flaky-4"], 3).id
+    browser = RunBrowser(db)
+    seen = {row[0]: row[6] for row in _shown(browser)}
+    result = CliRunner().invoke(cli, ["--db", db_url, "--wide", "runs"])
+    assert result.exit_code == 0, result.output
+    head, *lines = result.output.splitlines()
+    at = head.index("frames")  # the column as a person reads it, under its header
+    said = {li.split()[0]: li[at:].split()[0] for li in lines}
+    for run_id in [*runs.values(), forked]:
+        count = str(len(db.get_run(run_id).frames()))
+        assert seen[run_id] == count and said[run_id] == count, (run_id, seen, said)

@@ -1,6 +1,7 @@
 """``smithers-tt serve`` as a person uses it, in headless Chromium (issue 35, items 5 and 6).
 
-The command serves a copy of the demo store on a free port. Opened at
+The command serves the demo store (a copy of the SQLite one, or one built in a PostgreSQL
+schema) on a free port. Opened at
 ``?run=<short id>&frame=4``, the page shows that run at frame 4 (the scrubber's line, the link's
 title, the actions' title), read-only (Rewind off, the reason on the page); a click on ▶
 scrubs to frame 5 and every one of them follows; the link's address names the run and frame 5
@@ -44,10 +45,24 @@ def _need(ok: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest) -> str:
+    """The demo store on each backend: a copy of the SQLite demo, or the demo built in a
+    fresh PostgreSQL schema; its URL."""
+    if request.param == "sqlite":
+        return str(request.getfixturevalue("demo_copy"))
+    from smithers_tt.demo.showcase import build_demo
+
+    url = request.getfixturevalue("pg_schema_url")
+    with st.connect(url) as db:
+        build_demo(db)
+    return url
+
+
 @contextlib.contextmanager
-def served(db_path: Path, home: Path) -> Iterator[str]:
-    """``smithers-tt serve`` on ``db_path`` in its own process group; yields its base URL.
-    Only that group is ever stopped."""
+def served(db_path: Path | str, home: Path) -> Iterator[str]:
+    """``smithers-tt serve`` on ``db_path`` (a file or a URL) in its own process group;
+    yields its base URL. Only that group is ever stopped."""
     port = free_port()
     dirs = {name: home / name.lower() for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_RUNTIME_DIR")}
     dirs |= {"JUPYTER_DATA_DIR": home / "data", "IPYTHONDIR": home / "ipython"}
@@ -98,19 +113,19 @@ def label(page: Any, pattern: str) -> Any:
 
 @pytest.mark.xdist_group("browser")  # a Voila and a chromium: one browser test at a time
 def test_serve_opens_a_frame_scrubs_and_opens_a_run_from_the_browser(
-    demo_copy: Path, tmp_path: Path
+    store: str, tmp_path: Path
 ) -> None:
     _need(os.path.exists(CHROMIUM), f"Debian's chromium is not installed ({CHROMIUM} is missing)")
     for module in ("playwright", "voila"):
         _need(importlib.util.find_spec(module) is not None, f"{module} is not installed")
-    with st.connect(str(demo_copy), read_only=True) as db:
+    with st.connect(store, read_only=True) as db:
         run = max(db.runs(), key=lambda r: r.record.clock)  # the longest: frames to scrub
         short = db.store.short_run_ids([run.id])[run.id]
         ids = {r.id for r in db.runs(limit=100)}
     ARTIFACTS.mkdir(exist_ok=True)
     home = tmp_path / "home"
 
-    with served(demo_copy, home) as base, chromium() as browser:
+    with served(store, home) as base, chromium() as browser:
         page = browser.new_page(
             viewport={"width": 1280, "height": 2200},
             permissions=["clipboard-read", "clipboard-write"],

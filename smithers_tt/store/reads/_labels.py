@@ -15,7 +15,7 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.store.backend import schema as S
 
-_CHUNK = 500
+CHUNK = 500
 """Run ids per ``IN`` list (well below every backend's bound on parameters)."""
 
 
@@ -24,10 +24,10 @@ def labels_of(conn: Connection, run_ids: Sequence[str]) -> dict[str, dict[str, s
     t = S.run_labels
     found: dict[str, dict[str, str]] = {}
     ids = sorted(set(run_ids))
-    for start in range(0, len(ids), _CHUNK):
+    for start in range(0, len(ids), CHUNK):
         rows = conn.execute(
             sa.select(t.c.run_id, t.c.key, t.c.value)
-            .where(t.c.run_id.in_(ids[start : start + _CHUNK]))
+            .where(t.c.run_id.in_(ids[start : start + CHUNK]))
             .order_by(t.c.run_id, t.c.key)
         )
         for run_id, key, value in rows:

@@ -36,7 +36,7 @@ from smithers_tt.store._records import (
 from smithers_tt.store._ref_frame import ref_from_row, select_refs
 from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
-from smithers_tt.store.reads._labels import carrying, labels_of
+from smithers_tt.store.reads._labels import CHUNK, carrying, labels_of
 from smithers_tt.store.reads._run_ids import resolve_run_id, short_run_ids
 
 HISTORY_SCAN_BOUND = 1000
@@ -97,6 +97,25 @@ class RunReads:
         if not rows:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
         return run_from_row(rows[0], labels.get(run_id))
+
+    def get_runs(self, run_ids: Sequence[str]) -> dict[str, RunRecord]:
+        """The runs with these ids that exist, by id, read in one transaction (a statement
+        per 500 ids, not one per run: what a bulk action or a group's retry reads first)."""
+        ids = sorted(set(run_ids))
+        r = S.runs
+
+        def read(conn: Connection) -> dict[str, RunRecord]:
+            found: dict[str, RunRecord] = {}
+            for start in range(0, len(ids), CHUNK):
+                chunk = ids[start : start + CHUNK]
+                rows = conn.execute(sa.select(r).where(r.c.run_id.in_(chunk))).all()
+                labels = labels_of(conn, [row.run_id for row in rows]) if rows else {}
+                found.update(
+                    (row.run_id, run_from_row(row, labels.get(row.run_id))) for row in rows
+                )
+            return found
+
+        return self.engine.transaction(read, write=False) if ids else {}
 
     def _runs(self, stmt: sa.Select) -> tuple[list[Any], dict[str, dict[str, str]]]:
         """The ``tt_runs`` rows ``stmt`` selects and their labels, in one read."""
