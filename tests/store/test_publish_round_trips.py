@@ -24,9 +24,9 @@ from ._support import checkpoint, count, execute, refs_of
 R = TypeVar("R")
 
 
-def _round_trips(store: Store, publish: object) -> int:
-    """Round trips (Sync and simple Query messages) the committer's connection sends while
-    ``publish()`` runs, from a libpq trace."""
+def _traced(store: Store, publish: object) -> tuple[int, str]:
+    """The round trips (Sync and simple Query messages) the committer's connection sends
+    while ``publish()`` runs, and the server's replies, from a libpq trace."""
     raw = store._committer._connection._conn.connection.dbapi_connection  # type: ignore[union-attr]
     with tempfile.TemporaryFile("w+") as trace:
         raw.pgconn.trace(trace.fileno())
@@ -35,21 +35,26 @@ def _round_trips(store: Store, publish: object) -> int:
         finally:
             raw.pgconn.untrace()
         trace.seek(0)
-        sent = Counter(
-            line.split("\t")[3].split(" ")[0]
-            for line in trace.read().splitlines()
-            if line.count("\t") >= 3 and line.split("\t")[1] == "F"
-        )
-    return sent["Sync"] + sent["Query"]
+        lines = [line.split("\t") for line in trace.read().splitlines() if line.count("\t") >= 3]
+    sent = Counter(line[3].split(" ")[0] for line in lines if line[1] == "F")
+    replies = "\n".join("\t".join(line[3:]) for line in lines if line[1] == "B")
+    return sent["Sync"] + sent["Query"], replies
+
+
+def _round_trips(store: Store, publish: object) -> int:
+    return _traced(store, publish)[0]
 
 
 def refused_then_asked(db: st.Database, publish: Callable[[], R]) -> R:
     """``publish()``'s result; on PostgreSQL, checked to have sent a guess that was refused
-    before asking (more than the one round trip of a right guess)."""
+    before asking (more than the one round trip of a right guess), with an error that says
+    so in the server's log (not a bare "division by zero" a DBA cannot place)."""
     if db.engine.is_sqlite:
         return publish()
     done: list[R] = []
-    assert _round_trips(db.store, lambda: done.append(publish())) > 2
+    trips, replies = _traced(db.store, lambda: done.append(publish()))
+    assert trips > 2
+    assert "ErrorResponse" in replies and "smithers_tt: a guarded guess was stale" in replies
     return done[0]
 
 

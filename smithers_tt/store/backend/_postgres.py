@@ -48,6 +48,7 @@ from smithers_tt.store.backend._dialect import (
     wrap_driver_error,
 )
 from smithers_tt.store.backend._notify import RunNotices
+from smithers_tt.store.backend._statements import guard
 
 # SQLSTATE classes and codes that are worth a retry.
 _TRANSIENT = {"40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300"}
@@ -135,7 +136,7 @@ class PostgresDialect(Dialect):
     )
     put_content_if = put_content.replace(
         "SELECT size_bytes, true FROM i UNION ALL SELECT size_bytes, same FROM k",
-        "SELECT 1 / count(*) FROM (SELECT 1 FROM i UNION ALL SELECT 1 FROM k, v "
+        f"{guard('count(*) = 1')} FROM (SELECT 1 FROM i UNION ALL SELECT 1 FROM k, v "  # noqa: S608
         "WHERE k.same AND k.size_bytes = v.size_bytes) g",
     )
     code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's

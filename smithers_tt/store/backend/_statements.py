@@ -28,6 +28,21 @@ RUN_STATE_COLUMNS = (
 )
 """The columns of ``tt_runs`` time travel reads (``_travel.RunState``, in its order)."""
 
+GUARD_MESSAGE = (
+    "smithers_tt: a guarded guess was stale (another writer changed the row since this one "
+    "last wrote it); the write is applied again, asking. Rows matched: "
+)
+
+
+def guard(holds: str) -> str:
+    """``SELECT 1`` when ``holds`` (a condition on ``count(*)``) does, else an error that aborts
+    the transaction: a guarded guess found wrong (PostgreSQL, which logs it). The error is a
+    cast of text naming why to an integer, so the server's log says what happened; it depends
+    on ``count(*)``, so the planner cannot fold it into an error of every execution."""
+    return (
+        f"SELECT CASE WHEN {holds} THEN 1 ELSE CAST('{GUARD_MESSAGE}' || count(*) AS integer) END"
+    )
+
 
 class Statements:
     """The hot path's statements (publish, and the ledger's projections), written once as
@@ -130,19 +145,19 @@ class Statements:
             "RETURNING next_sequence"
         )
         # Guarded guesses (PostgreSQL, sent unanswered with the COMMIT): each changes its row
-        # only if it holds what the writer guessed, and divides by zero otherwise, which
-        # aborts the transaction (count(*) of no rows is 0; never folded at planning time).
+        # only if it holds what the writer guessed, and otherwise aborts the transaction with
+        # an error that says so (see guard).
         self.advance_run_if = q(
-            "WITH r AS (UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? "
+            "WITH r AS (UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? "  # noqa: S608
             "WHERE run_id = ? AND status = ? AND owner_epoch = ? AND clock = ? "
             "AND max_checkpoint_bytes IS NOT DISTINCT FROM ? AND cancel_requested = ? "
-            "AND created_at_ms = ? RETURNING 1) SELECT 1 / count(*) FROM r"
+            f"AND created_at_ms = ? RETURNING 1) {guard('count(*) = 1')} FROM r"
         )
         self.next_sequence_if = q(
-            "WITH a AS (UPDATE tt_attempts SET next_sequence = next_sequence + 1 "
+            "WITH a AS (UPDATE tt_attempts SET next_sequence = next_sequence + 1 "  # noqa: S608
             "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
             "AND state = 'in_progress' AND owner_epoch = ? AND next_sequence = ? "
-            "RETURNING 1) SELECT 1 / count(*) FROM a"
+            f"RETURNING 1) {guard('count(*) = 1')} FROM a"
         )
         self.put_content_if = None if dialect.put_content_if is None else q(dialect.put_content_if)
         self.attempt_state = q(
@@ -227,11 +242,11 @@ class Statements:
         # WritesPut's read as a guarded guess (see advance_run_if): the stored writes are
         # these, or there are none.
         self.lg_writes_are = q(
-            "SELECT 1 / count(*) FROM tt_lg_checkpoints "
+            f"{guard('count(*) = 1')} FROM tt_lg_checkpoints "
             "WHERE run_id = ? AND checkpoint_id = ? AND writes_json = ?"
         )
         self.lg_writes_none = q(
-            "SELECT 1 / (1 - count(*)) FROM tt_lg_checkpoints "
+            f"{guard('count(*) = 0')} FROM tt_lg_checkpoints "
             "WHERE run_id = ? AND checkpoint_id = ? AND writes_json IS NOT NULL"
         )
         self.upsert_lg_writes = q(
