@@ -9,7 +9,8 @@ Every pytest process (each xdist worker, or the one process of a run without xdi
 database of its own on that server, created on first use and dropped at the end of the
 session, so that parallel workers never share a catalog, a table name or a lock. Inside it each
 test gets a fresh schema (``pg_schema_url``, dropped afterwards); a test that only wants a
-migrated store migrates its schema (0.15 s): copying a migrated template database instead
+migrated store (``db``) gets a copy of one migrated once per process (``store_template``:
+:mod:`tests._store_template`). Copying a migrated template database instead
 (``CREATE DATABASE ... TEMPLATE``, then ``DROP DATABASE``) measured 0.4-0.7 s with two workers.
 """
 
@@ -29,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
+from tests._store_template import StoreTemplate
 from tests.faults import PgProxy
 
 SERVER_URL = os.environ.get(
@@ -136,9 +138,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return request.getfixturevalue("pg_schema_url")
 
 
+@pytest.fixture(scope="session")
+def store_template(tmp_path_factory: pytest.TempPathFactory) -> StoreTemplate:
+    """A migrated, empty store per backend, made once per process, to copy (see
+    :mod:`tests._store_template`)."""
+    return StoreTemplate(tmp_path_factory.mktemp("store-template"), PG_URL, schema_url)
+
+
 @pytest.fixture
-def db(db_url: str) -> Iterator[st.Database]:
-    """A migrated, empty database on each backend."""
+def db(db_url: str, store_template: StoreTemplate) -> Iterator[st.Database]:
+    """A migrated, empty database on each backend: a copy of ``store_template``'s, opened."""
+    store_template.fill(db_url)
     database = st.connect(db_url)
     try:
         yield database
