@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
+from tests._run_wide import run_wide
 from tests._store_template import StoreTemplate
 from tests.faults import PgProxy
 
@@ -178,16 +179,10 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's SQLite database (``build_demo``), built once per test run: the first process
     to ask builds it under a lock in the folder every xdist worker shares, the others wait for
     it. Read it through :func:`demo_copy`: tests change what they open."""
-    import fcntl
-
     from smithers_tt.demo.showcase import build_demo
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    path = shared / "demo-store" / "demo.db"
-    path.parent.mkdir(exist_ok=True)
-    with open(path.parent / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with run_wide(tmp_path_factory, "demo-store") as folder:
+        path = folder / "demo.db"
         if not path.exists():
             building = path.with_name("building.db")
             building.unlink(missing_ok=True)
