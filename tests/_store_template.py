@@ -63,9 +63,9 @@ class StoreTemplate:
         PostgreSQL schema) by copying the template; nothing when there is none to copy."""
         if url.startswith("sqlite:///"):
             target = Path(url.removeprefix("sqlite:///"))
-            if not target.exists():
+            if target.is_absolute() and not target.exists():  # a file of the test's own
                 shutil.copy(self._sqlite_template(), target)
-        elif url.startswith("postgresql"):
+        elif url.startswith("postgresql") and _SEARCH_PATH.search(unquote(url)):
             made = self._pg_template()
             if made is not None:
                 self._pg_fill(url, *made)
