@@ -9,7 +9,8 @@ Every pytest process (each xdist worker, or the one process of a run without xdi
 database of its own on that server, created on first use and dropped at the end of the
 session, so that parallel workers never share a catalog, a table name or a lock. Inside it each
 test gets a fresh schema (``pg_schema_url``, dropped afterwards); a test that only wants a
-migrated store migrates its schema (0.15 s): copying a migrated template database instead
+migrated store (``db``) gets a copy of one migrated once per process (``store_template``:
+:mod:`tests._store_template`). Copying a migrated template database instead
 (``CREATE DATABASE ... TEMPLATE``, then ``DROP DATABASE``) measured 0.4-0.7 s with two workers.
 """
 
@@ -29,6 +30,8 @@ import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
+from tests._run_wide import run_wide
+from tests._store_template import StoreTemplate
 from tests.faults import PgProxy
 
 SERVER_URL = os.environ.get(
@@ -136,9 +139,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
     return request.getfixturevalue("pg_schema_url")
 
 
+@pytest.fixture(scope="session")
+def store_template(tmp_path_factory: pytest.TempPathFactory) -> StoreTemplate:
+    """A migrated, empty store per backend, made once per process, to copy (see
+    :mod:`tests._store_template`)."""
+    return StoreTemplate(tmp_path_factory.mktemp("store-template"), PG_URL, schema_url)
+
+
 @pytest.fixture
-def db(db_url: str) -> Iterator[st.Database]:
-    """A migrated, empty database on each backend."""
+def db(db_url: str, store_template: StoreTemplate) -> Iterator[st.Database]:
+    """A migrated, empty database on each backend: a copy of ``store_template``'s, opened."""
+    store_template.fill(db_url)
     database = st.connect(db_url)
     try:
         yield database
@@ -168,16 +179,10 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The demo's SQLite database (``build_demo``), built once per test run: the first process
     to ask builds it under a lock in the folder every xdist worker shares, the others wait for
     it. Read it through :func:`demo_copy`: tests change what they open."""
-    import fcntl
-
     from smithers_tt.demo.showcase import build_demo
 
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    path = shared / "demo-store" / "demo.db"
-    path.parent.mkdir(exist_ok=True)
-    with open(path.parent / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with run_wide(tmp_path_factory, "demo-store") as folder:
+        path = folder / "demo.db"
         if not path.exists():
             building = path.with_name("building.db")
             building.unlink(missing_ok=True)
@@ -305,8 +310,17 @@ def _start_order(item: pytest.Item) -> int:
     return len(FIRST) + 1
 
 
+# A test that builds a venv group's virtualenv on a cold cache (a new machine: pip from the
+# registries) bears the build in its set-up: 128-250 s on a quiet machine, but 400-600 s and
+# more at load 15-20 (a fresh-clone run of the third round: Binder's passed pytest's 600 s).
+VENV_BUILD_TIMEOUT_S = 1800
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if (xdist_group_of(item) or "").startswith("venv-"):
+            item.add_marker(pytest.mark.timeout(VENV_BUILD_TIMEOUT_S))
     path = getattr(config, "workerinput", {}).get("tt_groups_file")
     if path is None:  # not an xdist worker
         return

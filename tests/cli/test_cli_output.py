@@ -122,14 +122,15 @@ def strings(data: object) -> list[str]:
     return []
 
 
-def run_in_pty(args: list[str], columns: int) -> str:
-    """Run the CLI on a real pseudo-terminal of ``columns`` and return what it printed."""
+def run_in_pty(args: list[str], columns: int, program: list[str] | None = None) -> str:
+    """Run the CLI (or ``program``: a command line before ``args``) on a real pseudo-terminal
+    of ``columns`` and return what it printed."""
     main, child = pty.openpty()
     fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR")}
     env["TERM"] = "xterm-256color"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "smithers_tt.cli", *args],
+        [*(program or [sys.executable, "-m", "smithers_tt.cli"]), *args],
         stdin=child,
         stdout=child,
         stderr=child,

@@ -9,6 +9,7 @@ cached by a hash of the wheel's requirements, see :mod:`tests.installed._venvs`)
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests._run_wide import run_wide
 from tests.installed._venvs import venv_copy
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,16 +65,24 @@ class Installed:
 
 @pytest.fixture(scope="session")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel of the project, built with pip from the source checkout."""
-    dist = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist), str(ROOT)],
-        check=True,
-        env=clean_env(),
-        timeout=300,
-    )
-    (built,) = dist.glob("smithers_tt-*.whl")
-    return built
+    """The wheel of the project, built with pip from the source checkout once per test run
+    (the ``venv-core`` and ``venv-notebook`` groups' workers both install it)."""
+    with run_wide(tmp_path_factory, "dist") as dist:
+        built = list(dist.glob("smithers_tt-*.whl"))
+        if not built:
+            building = dist / "building"
+            shutil.rmtree(building, ignore_errors=True)
+            pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q"]
+            subprocess.run(
+                [*pip, "-w", str(building), str(ROOT)],
+                check=True,
+                env=clean_env(),
+                timeout=300,
+            )
+            (made,) = building.glob("smithers_tt-*.whl")
+            built = [made.rename(dist / made.name)]  # whole or not at all
+    (wheel,) = built
+    return wheel
 
 
 def requirements_of(wheel: Path) -> list[str]:

@@ -8,7 +8,7 @@ seeded order (a kind that cannot be done yet is tried once more at the end). Aft
 the test waits until the page agrees with the kernel, or fails with both sides: the plotly
 div's traces (names and point counts), its x range and its selected-frame line, the header's
 run and the scrubber's frame must all be the kernel's (read from the kernel itself over
-JupyterLab's kernel API). One seed runs with Chromium's CPU throttled and a busy process beside
+JupyterLab's kernel API). One seed runs with Chromium's CPU throttled and a busy neighbour beside
 the kernel, as the defect that this guards against was seen on a loaded machine: from Run All to
 the last action (JupyterLab's own start and page load are not what it is about).
 """
@@ -201,14 +201,39 @@ def _act(page: Any, out: Any, action: str, rng: random.Random, state: dict[str, 
     return True
 
 
+# A neighbour that keeps the machine at least as busy as one spinning process beside the kernel
+# makes it on idle cores: more runnable tasks than cores. It spins in 50 ms slices while fewer
+# tasks than that are runnable besides itself (the test alone, as it was written for), and
+# rests while the machine is already that busy (the whole suite on its workers), where one more
+# spinner only took a core from the other tests.
+NEIGHBOUR = """\
+import os, time
+end = time.monotonic() + 900
+cores = os.cpu_count() or 1
+def others():
+    try:
+        with open("/proc/loadavg") as f:
+            return int(f.read().split()[3].split("/")[0]) - 1  # runnable now, less this one
+    except (OSError, ValueError, IndexError):
+        return 0  # cannot tell: spin
+while time.monotonic() < end:
+    if others() > cores:
+        time.sleep(0.05)
+    else:
+        stop = time.monotonic() + 0.05
+        while time.monotonic() < stop:
+            pass
+"""
+
+
 @contextlib.contextmanager
 def _busy_neighbour(on: bool) -> Iterator[None]:
-    """A process that keeps one core busy beside the kernel (bounded: it ends by itself)."""
+    """A process that keeps the machine busy beside the kernel (``NEIGHBOUR``; bounded: it
+    ends by itself)."""
     if not on:
         yield
         return
-    spin = "import time\nend = time.monotonic() + 900\nwhile time.monotonic() < end: pass\n"
-    proc = subprocess.Popen([sys.executable, "-c", spin])
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
     try:
         yield
     finally:
