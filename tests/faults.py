@@ -73,9 +73,12 @@ class _Link:
     server: socket.socket
     drop_reply: threading.Event = field(default_factory=threading.Event)
     outage_after_reply: threading.Event = field(default_factory=threading.Event)
+    """The armed COMMIT went up this link: go down once its reply is through."""
+    outage_at_ready: bool = False
+    """That COMMIT's CommandComplete came down: go down at the ReadyForQuery that follows."""
 
-    def cut(self) -> None:
-        for sock in (self.client, self.server):
+    def cut(self, *, server_only: bool = False) -> None:
+        for sock in (self.server,) if server_only else (self.client, self.server):
             with suppress(OSError):
                 sock.shutdown(socket.SHUT_RDWR)
             with suppress(OSError):
@@ -129,6 +132,11 @@ class PgProxy:
         """Start an :meth:`outage` just after one COMMIT's reply reached the client (the one
         after ``skip`` further COMMITs): that write succeeded, the next ones find no server.
 
+        The outage begins before the client can read the reply (which still reaches it), so
+        nothing the client sends after it, on any connection, reaches the server: however
+        late this proxy's threads run, a later COMMIT is never carried out with its reply cut
+        off. A COMMIT the server refuses with an error does not end the wait.
+
         Returns an event that is set once the outage has begun.
         """
         with self._lock:
@@ -145,11 +153,16 @@ class PgProxy:
 
     def outage(self) -> None:
         """Cut every connection, and every new one, until :meth:`restore`."""
+        self._go_down()
+
+    def _go_down(self, *, replying: _Link | None = None) -> None:
+        """:meth:`outage`, except that ``replying`` keeps its client side, to pass on one
+        last reply (its server side is cut too: nothing more reaches the server)."""
         with self._lock:
             self._down = True
             links = list(self._links)
         for link in links:
-            link.cut()
+            link.cut(server_only=link is replying)
 
     def restore(self) -> None:
         """End an :meth:`outage`: new connections are forwarded again."""
@@ -249,11 +262,11 @@ class PgProxy:
                 link.cut()
                 return
             kind, raw = message
+            ends = kind == b"C" and raw[5:].split(b"\0", 1)[0] in (b"COMMIT", b"ROLLBACK")
             if link.drop_reply.is_set():
                 # Swallow everything until the COMMIT's CommandComplete, then cut: the server
                 # has committed, the client never hears of it.
-                tag = raw[5:].split(b"\0", 1)[0]
-                if kind == b"C" and tag in (b"COMMIT", b"ROLLBACK"):
+                if ends:
                     if self._outage_on_drop:
                         self.outage()
                     link.cut()
@@ -262,13 +275,25 @@ class PgProxy:
                 if kind != b"E":  # an error: the COMMIT did not run, pass it on untouched
                     continue
                 link.drop_reply.clear()
+            if ends and link.outage_after_reply.is_set():
+                # The armed COMMIT's own reply: keyed on it, not on the first ReadyForQuery
+                # after the COMMIT went up, which may answer a statement sent before it (the
+                # COMMIT would then be cut off in flight: a lost reply, not an outage after it).
+                link.outage_at_ready = True
+            if kind == b"Z" and link.outage_at_ready:
+                # The server goes away before the client can read that the COMMIT is through:
+                # nothing it sends once it knows, on this connection or another, reaches the
+                # server. The reply itself still does reach the client.
+                self._go_down(replying=link)
+                with suppress(OSError):
+                    link.client.sendall(raw)
+                    # The end of the stream after the reply (the upstream side closes the
+                    # socket when the client writes or closes): a reset could overtake it.
+                    link.client.shutdown(socket.SHUT_WR)
+                self.outage_begun.set()
+                return
             try:
                 link.client.sendall(raw)
             except OSError:
                 link.cut()
-                return
-            if kind == b"Z" and link.outage_after_reply.is_set():
-                # The COMMIT's reply and ReadyForQuery are through: now the server goes away.
-                self.outage()
-                self.outage_begun.set()
                 return
