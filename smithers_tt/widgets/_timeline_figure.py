@@ -382,9 +382,10 @@ def _fork_marks(
     top row). The figure's top margin makes room for them (``LANE`` px a label: :func:`_figure`)."""
     shapes: list[dict[str, Any]] = []
     annotations: list[dict[str, Any]] = []
-    marks: list[tuple[int, str, str]] = []
+    marks: list[tuple[int, str, str, str]] = []
+    shown = model.short_ids()  # runs by their shortest unique prefix, whole on hover
 
-    def mark(x: int, text: str, colour: str) -> None:
+    def mark(x: int, text: str, colour: str, run_id: str) -> None:
         shapes.append(
             {
                 "type": "line",
@@ -396,11 +397,13 @@ def _fork_marks(
                 "line": {"color": colour, "width": 2, "dash": "dash"},
             }
         )
-        marks.append((x, text, colour))
+        marks.append((x, text, colour, esc(run_id)))
 
     edge = model.edge(model.run_id)
     if edge is not None and edge.parent_run_id is not None:
-        mark(0, f"fork of {esc(edge.parent_run_id)} @ {edge.parent_frame_no}", "#9467bd")
+        parent = edge.parent_run_id
+        text = f"fork of {esc(shown.get(parent, parent))} @ {edge.parent_frame_no}"
+        mark(0, text, "#9467bd", parent)
     children = [e for e in model.tree if e.parent_run_id == model.run_id]
     for child in children[:20]:
         if (
@@ -408,17 +411,20 @@ def _fork_marks(
             and child.parent_frame_no <= model.last_frame
             and not child.fork_point_rewound
         ):
-            mark(int(child.parent_frame_no), f"fork → {esc(child.run_id)}", theme["accent"])
+            text = f"fork → {esc(shown.get(child.run_id, child.run_id))}"
+            mark(int(child.parent_frame_no), text, theme["accent"], child.run_id)
     hidden = max(0, len(children) - 20)
     if hidden or len(marks) > MAX_LANES:  # the last line says how many more there are
         hidden += len(marks) - (MAX_LANES - 1)
         marks = marks[: MAX_LANES - 1]
     last = max(model.last_frame, 1)
-    for lane, (x, text, colour) in enumerate(marks):
+    for lane, (x, text, colour, whole) in enumerate(marks):
         # begins at a fork in the left third, ends at one in the right third, else centred
         # on it: in a narrow cell the label stays inside the figure
         anchor = "left" if x < last / 3 else "right" if x > 2 * last / 3 else "center"
-        annotations.append(label_at(at(x), lane, text, colour, theme, anchor))
+        annotations.append(
+            {**label_at(at(x), lane, text, colour, theme, anchor), "hovertext": whole}
+        )
     if hidden > 0:
         text = f"+{hidden} more fork{'s' if hidden > 1 else ''}"
         annotations.append(label_at(1, len(marks), text, theme["muted"], theme, "right", "paper"))

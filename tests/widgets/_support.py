@@ -90,6 +90,22 @@ class Heard:
         return events
 
 
+def fork_labels(figure: Any) -> dict[str, str]:
+    """The timeline's fork labels by the run each names in full on hover, after checking that
+    each label names its run by a prefix of 8 or more characters, shorter than the whole id
+    (as every widget shows run ids)."""
+    layout = figure["layout"] if isinstance(figure, dict) else figure.layout.to_plotly_json()
+    labels = {}
+    for note in layout.get("annotations", []):
+        whole, text = note.get("hovertext"), note["text"]
+        if whole is None:
+            continue
+        shown = text.split(" @ ")[0].rsplit(" ", 1)[-1]
+        assert whole.startswith(shown) and 8 <= len(shown) < len(whole), (text, whole)
+        labels[whole] = text.replace(shown, "<id>")
+    return labels
+
+
 def audit(db: st.Database, run_id: str) -> list[tuple[str, int | None, dict[str, Any]]]:
     """A run's audit rows, oldest first: operation, frame and details (the reason among them)."""
     with db.engine.sa.connect() as conn:

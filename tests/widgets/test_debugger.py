@@ -29,6 +29,7 @@ from ._support import (
     HOSTILE_RUN,
     SCRIPT,
     figure_texts,
+    fork_labels,
     hostile_workflow,
     html_values,
     walk,
@@ -421,13 +422,10 @@ def test_small_timeline_marks_states_retries_and_forks(db: st.Database) -> None:
     assert "checkpoint: schema-correction" in names
     assert all(t["type"] == "scatter" for t in data.figure["data"])
     assert data.rows == ["run", "research", "write", "review"]
-    notes = [a["text"] for a in data.figure["layout"]["annotations"]]
-    assert f"fork → {child.id}" in notes
+    assert fork_labels(data.figure)[child.id] == "fork → <id>"
     child_data = build_timeline(DebuggerModel(db, child.id))
     assert "attempt: inherited" in {t["name"] for t in child_data.figure["data"]}
-    assert any(
-        f"fork of {run.id} @ 5" == a["text"] for a in child_data.figure["layout"]["annotations"]
-    )
+    assert fork_labels(child_data.figure)[run.id] == "fork of <id> @ 5"
 
 
 def test_live_refresh_follows_a_running_run(db: st.Database) -> None:

@@ -34,6 +34,8 @@ from smithers_tt.widgets._timeline_data import MAX_ROWS, TimelineData
 from smithers_tt.widgets._timeline_figure import LATER_ATTEMPT, _figure, build_timeline
 from smithers_tt.widgets._timeline_gather import _gather_rows, _gather_sql
 
+from ._support import fork_labels
+
 AGGREGATE_AT = (0, 5, 50)
 
 
@@ -171,8 +173,8 @@ def test_a_flaky_run_and_its_forks_by_reference_and_materialised(db: st.Database
     db.resume(materialised, wf)
     _check(db, materialised)
     data = _check(db, run.id)  # its forks' marks: frames no bar or marker may end at
-    notes = [a["text"] for a in data.figure["layout"]["annotations"]]
-    assert f"fork → {by_reference}" in notes and f"fork → {materialised}" in notes
+    labels = fork_labels(data.figure)
+    assert labels[by_reference] == labels[materialised] == "fork → <id>"
 
 
 def test_a_long_fork_materialised(db: st.Database) -> None:
@@ -188,7 +190,7 @@ def test_a_long_fork_materialised(db: st.Database) -> None:
     time.sleep(max(0, frames[at].created_at_ms - now_ms() + 5) / 1000)  # stamped ahead
     child = db.fork(parent, at).id
     data = _check(db, parent)
-    assert f"fork → {child}" in [a["text"] for a in data.figure["layout"]["annotations"]]
+    assert fork_labels(data.figure)[child] == "fork → <id>"
     _check(db, child)
     db.materialize(child)
     _check(db, child)
