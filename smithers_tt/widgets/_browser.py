@@ -4,7 +4,8 @@
 time in the database (:func:`smithers_tt.store.run_listing`: it opens at once on a store of
 100,000 runs): id (shortened, whole on hover), workflow, status, labels, start, duration,
 frames, forks and error, filtered by status, workflow, a label (``case=retry``), start time
-and text in inputs, outputs and errors.
+(the last hour, day or week, or "between…" two moments: from, until) and text in inputs,
+outputs and errors.
 **Open** shows that run's debugger in place; **Back to runs** returns to the list with its
 filters and page. Tick runs to act on them together, each action asked first and reported
 run by run: **Cancel** (runs not ended yet), **Resume** (interrupted runs of a workflow
@@ -16,6 +17,7 @@ lines, to one new file: :func:`~smithers_tt.widgets._export.export_runs`).
 
 from __future__ import annotations
 
+import datetime
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -39,7 +41,15 @@ ANY = ""
 """The value of a dropdown's "any" choice (not None: a Dropdown whose value is None shows an
 empty box, as if nothing were chosen, while the table shows every run)."""
 
-SINCE = {"any time": None, "last hour": 3600, "last 24 hours": 86_400, "last 7 days": 604_800}
+BETWEEN = "between…"
+"""The "started" choice that shows the from / until pickers (a time range of its own)."""
+SINCE = {
+    "any time": None,
+    "last hour": 3600,
+    "last 24 hours": 86_400,
+    "last 7 days": 604_800,
+    BETWEEN: None,
+}
 STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "interrupted")
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
@@ -78,6 +88,8 @@ class RunBrowser(W.VBox):
             ``db.debug(run, prices=...)``; a model it does not name shows no cost.
         status, workflow, label, since, text: the filters to start with (``label`` as
             ``key=value``; ``since`` one of :data:`SINCE`'s keys).
+        started_from, started_until: a time range of starts (timezone-aware datetimes, either
+            may be None: open on that side); giving one chooses "between…".
     """
 
     def __init__(
@@ -91,6 +103,8 @@ class RunBrowser(W.VBox):
         label: str = "",
         since: str = "any time",
         text: str = "",
+        started_from: datetime.datetime | None = None,
+        started_until: datetime.datetime | None = None,
     ) -> None:
         self.db = db
         self.workflows = {wf.name: wf for wf in workflows}
@@ -108,6 +122,10 @@ class RunBrowser(W.VBox):
         self.workflow = W.Dropdown(description="workflow")
         self.label = W.Text(description="label", placeholder="key=value", continuous_update=False)
         self.since = W.Dropdown(description="started", options=list(SINCE))
+        self.started_from = W.DatetimePicker(description="from", value=started_from)
+        self.started_until = W.DatetimePicker(description="until", value=started_until)
+        if started_from is not None or started_until is not None:
+            since = BETWEEN
         self.text = W.Text(
             description="text", placeholder="in input, output or error", continuous_update=False
         )
@@ -116,9 +134,12 @@ class RunBrowser(W.VBox):
         self.status.value, self.since.value, self.text.value = status or ANY, since, text
         self.label.value = label
         self.workflow.value = workflow if workflow in names else ANY
-        for control in (self.status, self.workflow, self.label, self.since, self.text):
+        filters = (self.status, self.workflow, self.label, self.since, self.text)
+        for control in (*filters, self.started_from, self.started_until):
             control.layout = W.Layout(width="auto", min_width="0")
             control.observe(lambda _: self.first_page(), names="value")
+        self.since.observe(lambda _: self._show_range(), names="value")
+        self._show_range()
         self.header = header([_TICK], cells(_HEAD, _WIDTHS, header=True), [_OPEN])
         self.rows = W.VBox()
         self.note = W.HTML()
@@ -161,10 +182,7 @@ class RunBrowser(W.VBox):
         self.list_box = W.VBox(
             [
                 W.HTML(wrap("<h4>Runs</h4>")),
-                W.HBox(
-                    [self.status, self.workflow, self.label, self.since, self.text],
-                    layout=wrapping,
-                ),
+                W.HBox([*filters, self.started_from, self.started_until], layout=wrapping),
                 self.header,
                 self.rows,
                 self.note,
@@ -191,13 +209,24 @@ class RunBrowser(W.VBox):
         """The filters as set now."""
         seconds = SINCE[self.since.value]
         label = self.label.value.strip()
+        since = until = None
+        if self.since.value == BETWEEN:
+            since, until = _ms(self.started_from.value), _ms(self.started_until.value)
+        elif seconds is not None:
+            since = now_ms() - seconds * 1000
         return RunFilter(
             statuses=(self.status.value,) if self.status.value else (),
             workflow=self.workflow.value or None,
             labels=dict([parse_label(label)]) if label else {},
-            since_ms=None if seconds is None else now_ms() - seconds * 1000,
+            since_ms=since,
+            until_ms=until,
             text=self.text.value.strip() or None,
         )
+
+    def _show_range(self) -> None:
+        """Show the from / until pickers only while "between…" is chosen."""
+        shown = "" if self.since.value == BETWEEN else "none"
+        self.started_from.layout.display = self.started_until.layout.display = shown
 
     def first_page(self) -> None:
         """Show the newest runs that match the filters."""
@@ -406,3 +435,9 @@ class RunBrowser(W.VBox):
             return "resumed; now " + badge(self.db.resume(run.run_id, wf).status)
         except SmithersError as error:
             return f'<span class="stt-error">{esc(error.message)}</span>'
+
+
+def _ms(moment: datetime.datetime | None) -> int | None:
+    """Milliseconds since the epoch of a picked moment (None: open on that side); a naive
+    one is taken as the kernel's local time."""
+    return None if moment is None else round(moment.timestamp() * 1000)

@@ -3,6 +3,7 @@ to the same filters and page, and bulk Cancel / Resume asked first and reported 
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import threading
@@ -88,6 +89,29 @@ def test_filters_narrow_in_the_database_and_match_text_as_written(db: st.Databas
     browser.text.value = "no title"
     assert [row[0] for row in _shown(browser)] == [runs["bad-3"]]
     assert _shown(browser)[0][8] == "task 'parse' failed after 1 attempt(s): no title in page"
+
+
+def test_a_time_range_shows_the_runs_started_between_its_ends(db: st.Database) -> None:
+    ids = _many(db, 4)
+    started = {i: db.get_run(i).record.created_at_ms for i in ids}
+    assert len(set(started.values())) == 4  # ids and times rise together
+
+    def at(ms: int) -> datetime.datetime:
+        return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+    browser = RunBrowser(db, started_from=at(started[ids[1]]))
+    assert browser.since.value == _browser.BETWEEN
+    assert browser.started_from.layout.display == browser.started_until.layout.display == ""
+    assert [row[0] for row in _shown(browser)] == ids[:0:-1]  # from: included
+    browser.started_until.value = at(started[ids[3]])
+    assert [row[0] for row in _shown(browser)] == [ids[2], ids[1]]  # until: excluded
+    browser.started_from.value = None  # open on that side
+    assert [row[0] for row in _shown(browser)] == ids[2::-1]
+    browser.since.value = "any time"  # the pickers hide and stop filtering
+    assert browser.started_from.layout.display == "none"
+    assert [row[0] for row in _shown(browser)] == ids[::-1]
+    browser.since.value = _browser.BETWEEN  # what was picked is kept
+    assert [row[0] for row in _shown(browser)] == ids[2::-1]
 
 
 def test_a_label_filters_the_runs_and_each_row_shows_its_labels(db: st.Database) -> None:
