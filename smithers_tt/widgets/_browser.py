@@ -51,6 +51,8 @@ SINCE = {
     BETWEEN: None,
 }
 STATUSES = ("queued", "running", "paused", "finished", "failed", "cancelled", "interrupted")
+NAMED = 10
+"""Ticked runs a question names (the rest are counted)."""
 RESUMABLE = frozenset({"interrupted"})
 """What Resume runs: a failed run's failed node stays failed on a resume (retry its step from
 the triage view, ``TriageView``, which resets it first)."""
@@ -329,11 +331,24 @@ class RunBrowser(W.VBox):
             return
         runs = sorted(self.selected, reverse=True)
         self.pending = (action, runs)
-        self.confirm_text.value = wrap(f"<div>{esc(_ASK[action].format(n=len(runs)))}</div>")
+        question = esc(_ASK[action].format(n=len(runs)))
+        self.confirm_text.value = wrap(f"<div>{question}</div>{self._naming(runs)}")
         self.export_path.layout.display = None if action == "export" else "none"
         self.confirm_button.description = f"{_CONFIRM[action]} {len(runs)} run(s)"
         self.confirm_button.button_style = "primary" if action == "export" else "danger"
         self.confirm_box.layout.display = None
+
+    def _naming(self, runs: list[str]) -> str:
+        """The ticked runs a question is about, by short id (the first :data:`NAMED`), and how
+        many of them the rows shown now do not include (ticked on another page, or before a
+        filter hid them): a person confirms what they can see."""
+        shown = self.db.store.short_run_ids(runs[:NAMED])
+        names = ", ".join(run_ref(r, shown.get(r, r)) for r in runs[:NAMED])
+        more = f" and {len(runs) - NAMED} more" if len(runs) > NAMED else ""
+        on_page = {run.run_id for run in self.listing.runs} if self.listing else set()
+        hidden = sum(r not in on_page for r in runs)
+        away = f" ({hidden} of them not shown with these filters and page)" if hidden else ""
+        return f'<div class="stt-muted">runs: {names}{more}{away}</div>'
 
     def carry_out(self) -> None:
         """Do the action asked about to each run, reporting each, then read the page again."""

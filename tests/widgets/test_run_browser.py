@@ -204,6 +204,20 @@ def _tick(browser: RunBrowser, *run_ids: str) -> None:
         ticks[run_id].value = True
 
 
+def test_a_question_names_the_ticked_runs_and_those_the_filters_hide(db: st.Database) -> None:
+    ids = _many(db, 3)
+    runs = failing_runs(db)
+    browser = RunBrowser(db)
+    _tick(browser, ids[0], runs["bad-3"])
+    browser.status.value = "failed"  # ids[0] (finished) is still ticked, now out of sight
+    browser.delete_runs.click()
+    question = said(browser.confirm_text.value)
+    assert f"runs: {runs['bad-3']}, {ids[0]}" in question
+    assert "(1 of them not shown with these filters and page)" in question
+    browser.dismiss.click()
+    assert db.get_run(ids[0]).status == "finished"
+
+
 def test_bulk_delete_asks_first_and_deletes_by_retentions_rules(db: st.Database) -> None:
     runs = failing_runs(db)
     ids = _many(db, 2)
