@@ -43,19 +43,43 @@ def _figure_class() -> Any:
     return FigureWidget
 
 
-def _figure_widget(figure: dict[str, Any]) -> Any:
-    """A ``FigureWidget`` whose comm opens with the figure already in its state.
+HEARD = 1
+"""The layout edit id a figure's page model is sent right after its comm opens, before the
+figure is laid out: a model that hears the kernel has it when its view plots, and the view's
+first report of a draw says so (``layout_edit_id``).
+
+A model that does not report it never will hear anything: anywidget (0.11) gives a model's
+module 2 s to load, and if it takes longer every later message to that model is dropped
+(``_handle_comm_msg`` awaits ``Runtime.ready``, which the timeout rejected for good), while
+its view still plots from the state the comm opened with once the module loads. plotly ships
+its 5 MB bundle as every ``FigureWidget``'s module, parsed anew for each figure: on a loaded
+machine that takes more than 2 s, and a selection's edit of such a figure never reached the
+page ("line: page 12, kernel 11" in the browser sequences). JupyterLab hands the page's
+messages over one at a time, each once the last is handled, so a model that hears the kernel
+has this edit id before the message that lays the figure out creates its view."""
+
+
+def _figure_widget(figure: dict[str, Any], line: Any = None) -> Any:
+    """A ``FigureWidget`` whose comm opens with the figure already in its state, with the
+    selected-frame line at ``line`` when given (else where the figure was built), and
+    ``HEARD`` sent after.
 
     plotly opens the widget's comm first and sets ``_widget_data`` / ``_widget_layout`` in a
     second message; a view that renders in between (seen in JupyterLab under load, about one
     time in four) draws an empty plot and never recovers, because later trace messages only
     edit what it drew. Reopening the comm sends everything in the opening message.
     """
+    if line is not None:
+        layout = figure["layout"]
+        shapes = [dict(shape) for shape in layout["shapes"]]
+        shapes[0].update(x0=line, x1=line)
+        figure = {**figure, "layout": {**layout, "shapes": shapes}}
     fig = _figure_class()(figure)
     fig._config = {"responsive": True, "displaylogo": False}  # follows the cell's width
     fig.close()
     vars(fig).pop("_repr_mimebundle_", None)  # close() hides plotly's own display method
     fig.open()
+    fig._last_layout_edit_id = HEARD
     return fig
 
 
@@ -76,7 +100,9 @@ class TimelineView:
     does not have, a relayout of the line that came before the view listened) kept drawing an
     old run or an old line for good, while every other part of the debugger showed the new
     one. A view of a new widget draws all of its state, so no earlier message can leave it
-    behind. Only the selected-frame line is an edit (:meth:`show_selection` says why).
+    behind. Only the selected-frame line is an edit (:meth:`show_selection` says why), except
+    in a figure whose page model hears nothing (``HEARD``): there a selection lays out a new
+    figure too, as an edit would never arrive.
 
     A replaced figure is not closed at once: the page shows it until it has drawn the new one
     (seconds, on a busy machine), and a click there (a person's, on what they see) must not be
@@ -101,7 +127,9 @@ class TimelineView:
         self.box = W.Box([], layout=W.Layout(width="100%"))
         self.box.add_class("stt-timeline")
         self._open: list[Any] = []  # figures laid out and not yet closed, oldest first
-        self._lined: Any = None  # the figure whose first draw got the line sent again
+        self._lined: Any = None  # the figure whose first draw report was answered
+        self._deaf = False  # the page's model of the figure shown hears nothing (``HEARD``)
+        self._opened_at: Any = None  # the line the figure shown opened with
         self._show(self._build())
         model.on("run", self.rebuild)
         model.on("frames", self.rebuild)
@@ -125,10 +153,11 @@ class TimelineView:
             self.theme = dict(theme)
             self.rebuild()
 
-    def _show(self, data: TimelineData) -> None:
+    def _show(self, data: TimelineData, line: Any = None) -> None:
         """Lay out a new figure of ``data`` in place of the one shown (see the class
-        docstring)."""
-        figure = _figure_widget(data.figure)
+        docstring), with the selected-frame line at ``line`` when given."""
+        figure = _figure_widget(data.figure, line)
+        self._deaf, self._opened_at = False, figure.layout.shapes[0].x0
         run_id = self.model.run_id
 
         def clicked(trace: Any, points: Any, selector: Any = None) -> None:
@@ -144,16 +173,21 @@ class TimelineView:
             close_all([self._open.pop(0)])
 
     def _drawn(self, figure: Any, change: dict[str, Any]) -> None:
-        """A view drew ``figure``: close the figures it replaced, and, the first time, send it
-        the selected-frame line again (a view that rendered while a selection's edit was in
-        flight drew the line from before it; once it reports a draw it listens)."""
-        if not change["new"] or figure not in self._open:
+        """A view drew ``figure``: close the figures it replaced, and answer its first report
+        (once per figure: the view answers each edit with a draw). A page model that heard
+        ``HEARD`` gets the selected-frame line again (a view that rendered while a selection's
+        edit was in flight drew the line from before it; once it reports a draw it listens);
+        one that did not never hears anything, and gets a new figure if the line moved since
+        it opened."""
+        report = change["new"]
+        if not report or figure not in self._open:
             return
         older = self._open[: self._open.index(figure)]
         del self._open[: len(older)]
         close_all(older)
         if figure is self.figure and self._lined is not figure:
-            self._lined = figure  # once per figure: the view answers each edit with a draw
+            self._lined = figure
+            self._deaf = (report.get("layout_edit_id") or 0) < HEARD
             self.resend_selection()
 
     def on_click(self, trace: Any, points: Any, selector: Any = None) -> None:
@@ -200,9 +234,21 @@ class TimelineView:
 
     def resend_selection(self) -> None:
         """Send the selected-frame line to every view again, even where Python's copy of the
-        layout already holds it (plotly sends only changes)."""
+        layout already holds it (plotly sends only changes); to a page model that hears
+        nothing, a new figure instead, if the line moved since it opened."""
         x = self.figure.layout.shapes[0].x0
-        self.figure._send_relayout_msg({"shapes[0].x0": x, "shapes[0].x1": x})
+        if not self._reopened(x):
+            self.figure._send_relayout_msg({"shapes[0].x0": x, "shapes[0].x1": x})
+
+    def _reopened(self, x: Any) -> bool:
+        """Whether the page's model of the figure shown hears nothing (``HEARD``), having laid
+        out a new figure with the selected-frame line at ``x`` if it moved since that one
+        opened (all its view can draw)."""
+        if not self._deaf:
+            return False
+        if x != self._opened_at:
+            self._show(self.data, line=x)
+        return True
 
     def show_selection(self) -> None:
         """Move the selected-frame line, in the views shown and in the state a view shown
@@ -210,11 +256,14 @@ class TimelineView:
 
         The one edit of a figure shown, not a new figure: a new figure per selection (tried)
         made every scrub step blank the plot until the page drew it again (seconds, under
-        load) and tripled a selection's cost at 100,000 frames. The price: a view that renders
-        while the edit is in flight can keep the old line (seen under load in the browser
-        sequences), until the next selection or redraw."""
+        load) and tripled a selection's cost at 100,000 frames. A view that renders while the
+        edit is in flight draws the old line until its first report of a draw gets the line
+        again (:meth:`_drawn`); a figure whose page model hears nothing gets a new figure
+        instead (:meth:`_reopened`)."""
         n = self.model.frame_no
         x: Any = _iso(self.model.frame(n).created_at_ms or 0) if self.time_axis.value else n
+        if self._reopened(x):
+            return
         fig = self.figure
         # not under hold_sync: plotly sends each edit by setting a trait and clearing it at
         # once, so holding the sync would send only the cleared value

@@ -175,8 +175,10 @@ def plotly_drawn_key() -> str:
     return found.group(1)
 
 
-def view_drew(figure: Any, edit: int = 0) -> None:
+def view_drew(figure: Any, edit: int | None = None) -> None:
     """What plotly's view sends once it plotted ``figure``, delivered as the comm delivers it
     (``set_state`` of the key the installed bundle sets: a key the figure has no trait for is
-    dropped, as in a real page)."""
+    dropped, as in a real page). ``edit`` is the layout edit id the view saw last: by default
+    the figure's last, as a view whose page model heard every message reports it."""
+    edit = figure._last_layout_edit_id if edit is None else edit
     figure.set_state({plotly_drawn_key(): {"layout_delta": {}, "layout_edit_id": edit}})
