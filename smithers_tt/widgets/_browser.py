@@ -328,6 +328,7 @@ class RunBrowser(W.VBox):
         if action is None or not self.selected:
             self.pending = None
             self.confirm_box.layout.display = "none"
+            self.confirm_text.value = ""  # a closed question names no runs
             return
         runs = sorted(self.selected, reverse=True)
         self.pending = (action, runs)
