@@ -50,9 +50,11 @@ def schema_of(url: str) -> str:
 class StoreTemplate:
     """Migrated stores to copy, made on first use in ``folder`` (one per test process)."""
 
-    def __init__(self, folder: Path, pg_url: str, schema_url: Callable[[str, str], str]) -> None:
+    def __init__(
+        self, folder: Path, admin: Callable[[], sa.Engine], schema_url: Callable[[str, str], str]
+    ) -> None:
         self.folder = folder
-        self.pg_url = pg_url
+        self.admin = admin  # tests.conftest's pg_admin: this process's pooled engine
         self.schema_url = schema_url  # tests.conftest's: a URL whose search_path is a schema
         self._sqlite: Path | None = None
         self._pg_ddl: tuple[str, str] | None = None  # (the dump, the template's schema name)
@@ -86,12 +88,13 @@ class StoreTemplate:
 
     def _pg_dump(self) -> tuple[str, str] | None:
         schema = f"tt_template_{secrets.token_hex(6)}"
-        admin = sa.create_engine(self.pg_url, poolclass=sa.NullPool)
+        admin = self.admin()
+        pg_url = admin.url.render_as_string(hide_password=False)
         with admin.begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
         try:
-            st.connect(self.schema_url(self.pg_url, schema)).close()
-            url = sa.make_url(self.pg_url)
+            st.connect(self.schema_url(pg_url, schema)).close()
+            url = admin.url
             command = [
                 "pg_dump",
                 f"--host={url.host or '127.0.0.1'}",
@@ -113,7 +116,6 @@ class StoreTemplate:
         finally:
             with admin.begin() as conn:
                 conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-            admin.dispose()
         kept = [
             line
             for line in dumped.splitlines()
@@ -127,14 +129,11 @@ class StoreTemplate:
     def _pg_fill(self, url: str, ddl: str, template: str) -> None:
         schema = schema_of(url)  # letters, digits and _ (schema_of's pattern)
         token = (time.time_ns() // 1_000_000, secrets.randbits(62))
-        engine = sa.create_engine(self.pg_url, poolclass=sa.NullPool)
-        try:
-            with engine.begin() as conn, conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-                # no parameters: one simple query of many statements
-                cursor.execute(ddl.replace(template, schema))
-                cursor.execute(
-                    f"INSERT INTO {schema}.tt_commit_tokens VALUES (%s, %s)",  # noqa: S608
-                    token,
-                )
-        finally:
-            engine.dispose()
+        with self.admin().begin() as conn, conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+            # no parameters: one simple query of many statements (the dump's SETs are the
+            # server's defaults or harmless for the fixtures' later statements on this connection)
+            cursor.execute(ddl.replace(template, schema))
+            cursor.execute(
+                f"INSERT INTO {schema}.tt_commit_tokens VALUES (%s, %s)",  # noqa: S608
+                token,
+            )

@@ -16,6 +16,7 @@ migrated store (``db``) gets a copy of one migrated once per process (``store_te
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -93,6 +94,15 @@ def require_pg() -> None:
         pytest.skip(reason)
 
 
+@functools.cache
+def pg_admin() -> sa.Engine:
+    """This process's pooled engine on its database, for the fixtures' own statements (create,
+    fill and drop a test's schema). Each new connection is a new server process (a fork that
+    fills its catalog caches anew): a PostgreSQL test opened three of them for its set-up
+    and tear-down before, each from an engine of its own."""
+    return sa.create_engine(PG_URL)
+
+
 def schema_url(url: str, schema: str) -> str:
     """``url`` with its search_path set to ``schema``."""
     sep = "&" if "?" in url else "?"
@@ -104,15 +114,13 @@ def pg_schema_url() -> Iterator[str]:
     """A URL whose search_path is a fresh, empty PostgreSQL schema (dropped afterwards)."""
     require_pg()
     schema = f"tt_test_{secrets.token_hex(6)}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
+    with pg_admin().begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     try:
         yield schema_url(PG_URL, schema)
     finally:
-        with admin.begin() as conn:
+        with pg_admin().begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 def table_names(url: str) -> list[str]:
@@ -143,7 +151,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path) -> str:
 def store_template(tmp_path_factory: pytest.TempPathFactory) -> StoreTemplate:
     """A migrated, empty store per backend, made once per process, to copy (see
     :mod:`tests._store_template`)."""
-    return StoreTemplate(tmp_path_factory.mktemp("store-template"), PG_URL, schema_url)
+    return StoreTemplate(tmp_path_factory.mktemp("store-template"), pg_admin, schema_url)
 
 
 @pytest.fixture
@@ -390,4 +398,5 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """Drop this process's databases (PostgreSQL ends any session still in them)."""
     if _pg_state.get("reason", "unused") is None:
+        pg_admin().dispose()
         _drop_databases([_PROCESS_DB])

@@ -18,7 +18,7 @@ import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.lineage import Lineage
 from smithers_tt.store import AttemptRecord, CheckpointRef, NodeRecord
-from tests.conftest import PG_URL, require_pg
+from tests.conftest import PG_URL, pg_admin, require_pg
 
 TOPIC = {"topic": "bee"}
 OTHER_TOPIC = {"topic": "ant"}
@@ -110,8 +110,7 @@ def scenario(
         return
     require_pg()
     schema = f"tt_lineage_{secrets.token_hex(6)}"
-    admin = sa.create_engine(PG_URL)
-    with admin.begin() as conn:
+    with pg_admin().begin() as conn:
         conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     sep = "&" if "?" in PG_URL else "?"
     db = st.connect(f"{PG_URL}{sep}options={quote(f'-csearch_path={schema}')}")
@@ -119,9 +118,8 @@ def scenario(
         yield build(db)
     finally:
         db.close()
-        with admin.begin() as conn:
+        with pg_admin().begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
 
 
 MODES = {

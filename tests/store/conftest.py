@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.store import AttemptKey, Fence, Store
-from tests.conftest import PG_URL, schema_url
+from tests.conftest import PG_URL, pg_admin, schema_url
 
 
 @pytest.fixture
@@ -40,12 +40,10 @@ def fresh_url(db_url: str, tmp_path: Path) -> Iterator[str]:
         yield f"sqlite:///{tmp_path / 'fresh.db'}"
         return
     schema = f"tt_fresh_{secrets.token_hex(6)}"
-    admin = sa.create_engine(PG_URL)
     try:
-        with admin.begin() as conn:
+        with pg_admin().begin() as conn:
             conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
         yield schema_url(PG_URL, schema)
     finally:
-        with admin.begin() as conn:
+        with pg_admin().begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
-        admin.dispose()
