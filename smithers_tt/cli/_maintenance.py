@@ -203,7 +203,6 @@ def demo(ctx: Context, fresh: bool) -> None:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
     db = ctx.create_db()
-    prices = _write_demo_prices(ctx.url)
     steps = 7
     with click.progressbar(
         length=steps,
@@ -213,6 +212,7 @@ def demo(ctx: Context, fresh: bool) -> None:
         item_show_func=lambda s: s,
     ) as bar:
         made = build_demo(db, step=lambda label: bar.update(1, label))
+    prices = _write_demo_prices(ctx.url)  # once the demo is built: a refused one leaves nothing
     if ctx.as_json:
         emit_json(
             [
