@@ -394,9 +394,41 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
     write(f"{sum(_folder_seconds.values()):9.1f} s  total")
 
 
+def _untracked() -> set[str] | None:
+    """The checkout's untracked files (None outside a git checkout)."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            ["git", "ls-files", "--others", "--exclude-standard"],
+            cwd=Path(__file__).parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(done.stdout.splitlines())
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the run's own process, not an xdist worker
+        session.config._tt_untracked = _untracked()  # type: ignore[attr-defined]
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Drop this process's databases (PostgreSQL ends any session still in them)."""
+    """Drop this process's databases (PostgreSQL ends any session still in them); and, in the
+    run's own process, fail the run when tests left new files in the checkout (tests write in
+    their own temporary folders; a test that ran a command in the checkout left, e.g., the
+    demo's price file there)."""
     if _pg_state.get("reason", "unused") is None:
         pg_admin().dispose()
         _drop_databases([_PROCESS_DB])
+    before = getattr(session.config, "_tt_untracked", None)
+    after = _untracked() if before is not None else None
+    if before is not None and after is not None and after - before:
+        left = ", ".join(sorted(after - before)[:10])
+        print(f"\nerror: the tests left new files in the checkout: {left}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

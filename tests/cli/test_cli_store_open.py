@@ -351,9 +351,10 @@ def test_cli_read_command_never_migrates_an_older_store(db_url: str, tmp_path: P
 
 
 @pytest.fixture
-def pg_reader(pg_schema_url: str) -> Iterator[str]:
-    """A demo store on PostgreSQL, and a URL of a role that may only SELECT from it."""
-    assert invoke("--db", pg_schema_url, "demo")[0] == 0
+def pg_reader(pg_schema_url: str, tmp_path: Path) -> Iterator[str]:
+    """A demo store on PostgreSQL, and a URL of a role that may only SELECT from it (the
+    demo writes its price file in the current folder: the test's, not the checkout)."""
+    assert invoke("--db", pg_schema_url, "demo", cwd=tmp_path)[0] == 0
     schema = sa.make_url(pg_schema_url).query["options"].split("=", 1)[1]
     role = f"tt_reader_{os.urandom(4).hex()}"
     admin = sa.create_engine(PG_URL)

@@ -26,6 +26,7 @@ from smithers_tt.store.backend import _schema
 from smithers_tt.store.backend._alembic_v1 import V1_CHECKSUMS
 from smithers_tt.store.backend._migrate import (
     VERSION_TABLE,
+    alembic_order,
     migration_names,
     migrations_dir,
     upgrade,
@@ -269,7 +270,7 @@ def test_revisions_are_frozen_they_never_read_the_schema_module() -> None:
     versions = migrations_dir() / "versions"
     files = sorted(versions.glob("[0-9][0-9][0-9][0-9]_*.py"))
 
-    assert [p.stem for p in files] == migration_names()
+    assert [p.stem for p in files] == migration_names() == alembic_order()
     for path in files:
         tree = ast.parse(path.read_text())
         imported = {

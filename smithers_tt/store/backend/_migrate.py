@@ -24,11 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
 from sqlalchemy.engine import Connection
 
 from smithers_tt.errors import MigrationError, SchemaMismatch
@@ -48,22 +43,43 @@ def migrations_dir() -> Path:
     return shipped if shipped.is_dir() else package.parent / "migrations"
 
 
+def _versions() -> Path:
+    folder = migrations_dir() / "versions"
+    if not folder.is_dir():
+        raise MigrationError(f"migrations folder not found at {folder}; reinstall smithers_tt")
+    return folder
+
+
 @functools.cache
-def _script(directory: Path) -> ScriptDirectory:
-    if not (directory / "versions").is_dir():
-        raise MigrationError(f"migrations folder not found at {directory}; reinstall smithers_tt")
-    return ScriptDirectory(str(directory))
+def _names(folder: Path) -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in folder.glob("[0-9][0-9][0-9][0-9]_*.py")))
 
 
 def migration_names() -> list[str]:
-    """The revision ids, oldest first (``0001_initial`` ...); the last one is the head."""
-    script = _script(migrations_dir())
+    """The revision ids, oldest first (``0001_initial`` ...); the last one is the head.
+
+    Each revision's id is its file's name, and the files' order is Alembic's order of the
+    revisions (a test checks both against Alembic's own walk, :func:`alembic_order`): so a
+    store already at the head is opened without importing Alembic (a tenth of a second of
+    every command's start), which is imported only to migrate."""
+    return list(_names(_versions()))
+
+
+def alembic_order() -> list[str]:
+    """The revision ids in the order Alembic walks them from the base (what
+    :func:`migration_names` must equal)."""
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory(str(_versions().parent))
     return [s.revision for s in reversed(list(script.walk_revisions("base", "heads")))]
 
 
 def _current(conn: Connection) -> str | None:
-    context = MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE})
-    return context.get_current_revision()
+    """The revision Alembic recorded (None: none yet), read as Alembic reads it."""
+    rows = conn.execute(sa.text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()  # noqa: S608
+    if len(rows) > 1:
+        raise MigrationError(f"{VERSION_TABLE} records more than one revision: {sorted(rows)}")
+    return rows[0] if rows else None
 
 
 def _after(names: list[str], revision: str | None) -> list[str]:
@@ -110,6 +126,10 @@ def upgrade(conn: Connection, *, to: str | None = None) -> list[str]:
     pending = _after(names, start)
     if target not in pending:
         return []  # at the target already (or past it)
+    from alembic import command
+    from alembic.config import Config
+    from alembic.util import CommandError
+
     config = Config(stdout=io.StringIO())  # Alembic's command output is not ours to print
     config.set_main_option("script_location", str(migrations_dir()).replace("%", "%%"))
     config.attributes.update(connection=conn, version_table=VERSION_TABLE)
