@@ -212,10 +212,19 @@ def _act(page: Any, out: Any, action: str, rng: random.Random, state: dict[str, 
         button.click()
         _confirm(page, out)
     elif action in ("step", "continue"):
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
         button = out.locator(f"button.stt-{action}").first
         if not button.is_visible() or button.is_disabled():
             return False  # the run shown is not paused
-        button.click()
+        try:
+            button.click(timeout=10_000)
+        except PlaywrightTimeout:
+            if button.is_visible():
+                raise
+            # hidden since the look: a run that an earlier Continue or Step set going in the
+            # background (the kernel is idle meanwhile) reached its end, and is not paused
+            return False
     elif action == "switch":
         runs = out.locator(".stt-run")
         if runs.count() < 2:
