@@ -14,6 +14,7 @@ from typing import Any
 from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._close import close_all
 from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._plotly_once import LOADER, plotly_bundle
 from smithers_tt.widgets._theme import LIGHT
 from smithers_tt.widgets._timeline_data import TimelineData
 from smithers_tt.widgets._timeline_figure import _iso, build_timeline
@@ -25,17 +26,25 @@ sets ``_js2py_widget_layoutDelta`` (its rename of ``_layout`` to ``_widget_layou
 that name too), a key ``FigureWidget`` has no trait for: ipywidgets dropped every report, so
 no draw ever reached :meth:`TimelineView._drawn` in a real page, and a view that rendered
 while a selection's edit was in flight kept the old selected-frame line for good. The figure
-class here has a trait for that key as well, and the timeline listens to both."""
+class here (:func:`_figure_class`) has a trait for that key as well, and the timeline listens
+to both."""
 
 
 @functools.cache
 def _figure_class() -> Any:
-    """plotly's ``FigureWidget`` with a trait for the key its bundle reports a draw under."""
+    """plotly's ``FigureWidget`` with a trait for the key its bundle reports a draw under, whose
+    page model evaluates plotly's bundle once per page, not once per figure
+    (:mod:`~smithers_tt.widgets._plotly_once`: ``BUNDLE`` and ``KEY`` name these traits)."""
     import plotly.graph_objects as go
     import traitlets
     from plotly.serializers import custom_serializers
 
+    bundle, key = plotly_bundle()
+
     class FigureWidget(go.FigureWidget):  # type: ignore[misc]  # plotly's name, in counts too
+        _esm = LOADER
+        _plotly_bundle = traitlets.Unicode(bundle).tag(sync=True)
+        _plotly_bundle_key = traitlets.Unicode(key).tag(sync=True)
         _js2py_widget_layoutDelta = traitlets.Dict(allow_none=True).tag(
             sync=True, **custom_serializers
         )
@@ -51,10 +60,14 @@ first report of a draw says so (``layout_edit_id``).
 A model that does not report it never will hear anything: anywidget (0.11) gives a model's
 module 2 s to load, and if it takes longer every later message to that model is dropped
 (``_handle_comm_msg`` awaits ``Runtime.ready``, which the timeout rejected for good), while
-its view still plots from the state the comm opened with once the module loads. plotly ships
-its 5 MB bundle as every ``FigureWidget``'s module, parsed anew for each figure: on a loaded
-machine that takes more than 2 s, and a selection's edit of such a figure never reached the
-page ("line: page 12, kernel 11" in the browser sequences). JupyterLab hands the page's
+its view still plots from the state the comm opened with once the module loads. Those 2 s
+run from the model's creation until its module is imported *and* its ``initialize`` has
+returned, so they cover the figures' loader awaiting plotly's 5 MB bundle
+(:mod:`~smithers_tt.widgets._plotly_once`). The page compiles the bundle once, for its first
+figure (and any opened while it compiles): on a loaded machine that takes more than 2 s, and
+a selection's edit of such a figure never reached the page ("line: page 12, kernel 11" in the
+browser sequences, when plotly's bundle was every figure's module and compiled anew for
+each). A figure opened later gets the compiled bundle at once. JupyterLab hands the page's
 messages over one at a time, each once the last is handled, so a model that hears the kernel
 has this edit id before the message that lays the figure out creates its view."""
 
@@ -93,22 +106,24 @@ class TimelineView:
     switch between a frame axis and a wall-clock time axis.
 
     Every redraw (another run, new frames, a rewind, the theme, the axis) replaces the
-    ``FigureWidget`` inside :attr:`widget` by a new one that
-    opens with the whole figure in its state, instead of editing the one shown. plotly's views
-    apply edits (delete traces, add traces, relayout) to what they drew; a view that missed or
-    could not apply one (a view rendered while the edits were in flight, a delete of traces it
-    does not have, a relayout of the line that came before the view listened) kept drawing an
-    old run or an old line for good, while every other part of the debugger showed the new
-    one. A view of a new widget draws all of its state, so no earlier message can leave it
-    behind. Only the selected-frame line is an edit (:meth:`show_selection` says why), except
-    in a figure whose page model hears nothing (``HEARD``): there a selection lays out a new
-    figure too, as an edit would never arrive.
+    ``FigureWidget`` inside :attr:`widget` by a new one that opens with the whole figure in its
+    state, instead of editing the one shown. plotly's views apply edits (delete traces, add
+    traces, relayout) to what they drew; a view that missed or could not apply one (a view
+    rendered while the edits were in flight, a delete of traces it does not have, a relayout of
+    the line that came before the view listened) kept drawing an old run or an old line for
+    good, while every other part of the debugger showed the new one. A view of a new widget
+    draws all of its state, so no earlier message can leave it behind. A new figure costs the
+    page no new compile of plotly's 5 MB bundle: a page compiles it once, for its first figure
+    (:mod:`~smithers_tt.widgets._plotly_once`). Only the selected-frame line is an edit
+    (:meth:`show_selection` says why), except in a figure whose page model hears nothing
+    (``HEARD``): there a selection lays out a new figure too, as an edit would never arrive.
 
     A replaced figure is not closed at once: the page shows it until it has drawn the new one
-    (seconds, on a busy machine), and a click there (a person's, on what they see) must not be
-    lost in a closed comm. Each figure's clicks are read against the figure data it was drawn
-    from; older figures close once a view reports it drew a newer one (plotly's view sends its
-    layout back after it plots), or when more than ``KEEP_OPEN`` wait.
+    (seconds on a busy machine, most for a page's first figure, which compiles the bundle),
+    and a click there (a person's, on what they see) must not be lost in a closed comm. Each
+    figure's clicks are read against the figure data it was drawn from; older figures close
+    once a view reports it drew a newer one (plotly's view sends its layout back after it
+    plots), or when more than ``KEEP_OPEN`` wait.
     """
 
     def __init__(self, model: DebuggerModel) -> None:

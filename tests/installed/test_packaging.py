@@ -1,5 +1,5 @@
-"""The wheel ships the Alembic revisions, and a fresh virtual environment migrates a new
-database with them."""
+"""The wheel ships the Alembic revisions and the files the package reads beside its modules,
+and a fresh virtual environment migrates a new database with them."""
 
 from __future__ import annotations
 
@@ -36,6 +36,19 @@ def test_wheel_ships_every_migration_inside_the_package(wheel: Path) -> None:
     assert "smithers_tt/_migrations/versions/0001_initial.py" in names
     assert {f"smithers_tt/_migrations/versions/{p.name}" for p in REVISIONS} <= names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_wheel_ships_the_files_read_beside_the_modules(wheel: Path) -> None:
+    """The timeline's figure loader (anywidget reads it as the figures' module) and the Voila
+    template of ``serve``."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    beside = {
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "smithers_tt").rglob("*")
+        if p.is_file() and p.suffix in {".js", ".j2", ".json"}
+    }
+    assert "smithers_tt/widgets/_plotly_once.js" in beside
+    assert beside <= names, sorted(beside - names)
 
 
 @pytest.mark.slow  # a fresh virtual environment (once per session), dependencies from the registry

@@ -5,9 +5,11 @@ What it keeps of theirs (read from their bundled JavaScript):
 
 - The page handles the kernel's messages one at a time, in order (JupyterLab awaits each
   comm's handler before the next message).
-- A figure's page model whose module took more than 2 s to load drops every message after
-  the one that opened its comm (anywidget's ``_handle_comm_msg`` awaits ``Runtime.ready``,
-  which its 2 s timeout rejected for good); its view still plots, from that opening state.
+- A figure's page model whose module took more than 2 s to load (to import and initialize:
+  the timeline's loader awaits plotly's bundle, compiled by a page's first figure) drops every
+  message after the one that opened its comm (anywidget's ``_handle_comm_msg`` awaits
+  ``Runtime.ready``, which its 2 s timeout rejected for good); its view still plots, from that
+  opening state.
 - A view is created when the box that holds the timeline names its figure, and plots later
   (its module loads first): it plots the model's ``_widget_layout`` as it is then, and reports
   the draw with the model's ``_last_layout_edit_id`` as it was then. From then on it applies

@@ -11,6 +11,11 @@ run and the scrubber's frame must all be the kernel's (read from the kernel itse
 JupyterLab's kernel API). One seed runs with Chromium's CPU throttled and a busy neighbour beside
 the kernel, as the defect that this guards against was seen on a loaded machine: from Run All to
 the last action (JupyterLab's own start and page load are not what it is about).
+
+Through all of it the page compiles plotly's 5 MB widget bundle once, however many figures the
+timeline lays out (``smithers_tt/widgets/_plotly_once.py``): counted by Chromium itself (CDP
+``Debugger.scriptParsed``: scripts of the bundle's length, and of the figures' loader module,
+one per figure model), not by the page's code.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from smithers_tt.widgets._plotly_once import LOADER, plotly_bundle
 
 from ._jupyter import KERNEL_IDLE, TIMEOUT_MS, Lab, click_point, write_notebook
 
@@ -147,6 +154,22 @@ def _agree(page: Any, what: str) -> dict[str, Any]:
         page.wait_for_timeout(100)
 
 
+def _js_length(text: str) -> int:
+    """A text's length as JavaScript counts it (UTF-16 code units), as CDP reports a script's."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def _count_compiled(page: Any) -> list[int]:
+    """The length of every script the page compiles from now on (CDP ``Debugger.scriptParsed``;
+    pauses skipped, so that the debugger domain changes nothing else)."""
+    lengths: list[int] = []
+    cdp = page.context.new_cdp_session(page)
+    cdp.on("Debugger.scriptParsed", lambda event: lengths.append(event.get("length", 0)))
+    cdp.send("Debugger.enable")
+    cdp.send("Debugger.setSkipAllPauses", {"skip": True})
+    return lengths
+
+
 SCRUB = ("first frame", "previous frame", "next frame", "newest frame")
 """The scrubber's buttons, by their tooltips."""
 ACTION_CLASS = {
@@ -189,10 +212,19 @@ def _act(page: Any, out: Any, action: str, rng: random.Random, state: dict[str, 
         button.click()
         _confirm(page, out)
     elif action in ("step", "continue"):
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
         button = out.locator(f"button.stt-{action}").first
         if not button.is_visible() or button.is_disabled():
             return False  # the run shown is not paused
-        button.click()
+        try:
+            button.click(timeout=10_000)
+        except PlaywrightTimeout:
+            if button.is_visible():
+                raise
+            # hidden since the look: a run that an earlier Continue or Step set going in the
+            # background (the kernel is idle meanwhile) reached its end, and is not paused
+            return False
     elif action == "switch":
         runs = out.locator(".stt-run")
         if runs.count() < 2:
@@ -267,6 +299,7 @@ def test_every_part_follows_the_kernel_through_random_sequences(
     page = browser_chromium.new_page(viewport={"width": 1280, "height": 900})
     try:
         page.set_default_timeout(TIMEOUT_MS)
+        compiled = _count_compiled(page)
         page.goto(browser_lab.url(root / "sequence.ipynb"))
         page.wait_for_function(KERNEL_IDLE, timeout=TIMEOUT_MS)
         with _busy_neighbour(loaded):
@@ -291,3 +324,7 @@ def test_every_part_follows_the_kernel_through_random_sequences(
         page.close()
         browser_lab.end_sessions()
     assert len(set(done)) >= 4, done  # the sequence exercised several kinds of action
+    figures = compiled.count(_js_length(LOADER.read_text()))
+    bundles = compiled.count(_js_length(plotly_bundle()[0]))
+    assert figures >= 3, f"the timeline laid out {figures} figures in the page: {done}"
+    assert bundles == 1, f"the page compiled plotly's bundle {bundles} times for {figures} figures"
