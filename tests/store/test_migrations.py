@@ -552,3 +552,21 @@ def test_opening_a_store_at_the_head_imports_no_alembic(db: st.Database) -> None
         [sys.executable, "-c", code, url], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_a_store_of_another_shape_is_refused_after_one_of_the_right_shape_passed(
+    db: st.Database, fresh_url: str
+) -> None:
+    """The check remembers the catalog of a store that passed (``db``, opened in this process)
+    and passes one that reads the same in one query: a store that differs in one column is
+    still compared table by table and refused, naming the column."""
+    st.connect(fresh_url).close()
+    engine = sa.create_engine(fresh_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("ALTER TABLE tt_runs ADD COLUMN extra TEXT"))
+    finally:
+        engine.dispose()
+    st.connect(db.engine.sa.url.render_as_string(hide_password=False)).close()  # passes again
+    with pytest.raises(SchemaMismatch, match=r"tt_runs\.extra is not a known column"):
+        st.connect(fresh_url)
