@@ -235,7 +235,7 @@ def _family(type_: sa.types.TypeEngine) -> str:
 
 _PASSED: dict[tuple[str, str], tuple[tuple[object, ...], ...]] = {}
 """The catalog rows (``Dialect.shape_rows``) of the last store whose shape passed the check,
-by dialect and head revision: a store whose rows are the same has passed too."""
+by dialect class and head revision: a store whose rows are the same has passed too."""
 
 
 def check_shape(conn: Connection) -> None:
@@ -244,9 +244,9 @@ def check_shape(conn: Connection) -> None:
     Every open of a store runs it. A store whose catalog rows equal those of one that passed
     in this process passes in one query; any other is compared table by table (SQLAlchemy's
     reflection: most of a connect's time, 4 statements on PostgreSQL)."""
-    ours = set(_schema.metadata.tables)
-    key = (conn.dialect.name, migration_names()[-1])
-    rows = tuple(row for row in dialect_of(conn).shape_rows(conn) if row[0] in ours)
+    ours, backend = set(_schema.metadata.tables), dialect_of(conn)
+    key = (type(backend).__name__, migration_names()[-1])
+    rows = tuple(row for row in backend.shape_rows(conn) if row[0] in ours)
     if _PASSED.get(key) == rows:
         return
     _compare_tables(conn)
