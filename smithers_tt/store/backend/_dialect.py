@@ -322,12 +322,15 @@ class Dialect(ABC):
         """Make ``conn``'s read-only transaction see one state in every table it reads
         (nothing by default: an SQLite read transaction reads one WAL snapshot)."""
 
-    @abstractmethod
+    shape_sql: str
+    """The catalog query of :meth:`shape_rows`, in the dialect's own catalog."""
+
     def shape_rows(self, conn: Connection) -> tuple[tuple[Any, ...], ...]:
         """Every column of the tables in the store's schema as the catalog describes it, in
         one query: (table, column, type, not null, place in the primary key), ordered. Two
         stores with the same rows have the same shape in all that the shape check compares
         (:func:`~._migrate.check_shape` remembers the rows of a shape it passed)."""
+        return tuple(tuple(row) for row in conn.execute(sa.text(self.shape_sql)))
 
     def migration_lock(self, conn: Connection) -> None:  # noqa: B027 (optional hook)
         """Serialise migrators inside ``conn``'s transaction (nothing by default: the write

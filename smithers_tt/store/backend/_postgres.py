@@ -242,18 +242,14 @@ class PostgresDialect(Dialect):
             {"key": MIGRATION_LOCK_CLASS},
         )
 
-    def shape_rows(self, conn: Connection) -> tuple[tuple[Any, ...], ...]:
-        rows = conn.execute(
-            sa.text(
-                "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
-                "a.attnotnull, array_position(i.indkey::int2[], a.attnum) "
-                "FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
-                "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary "
-                "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
-                "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname, a.attnum"
-            )
-        )
-        return tuple(tuple(row) for row in rows)
+    shape_sql = (
+        "SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), "
+        "a.attnotnull, array_position(i.indkey::int2[], a.attnum) "
+        "FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid "
+        "LEFT JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary "
+        "WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' "
+        "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname, a.attnum"
+    )
 
     def read_only_access(self, engine: Any) -> Any:
         url = engine.sa.url

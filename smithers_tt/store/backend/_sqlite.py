@@ -107,15 +107,11 @@ class SqliteDialect(Dialect):
         finally:
             conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
 
-    def shape_rows(self, conn: Connection) -> tuple[tuple[Any, ...], ...]:
-        rows = conn.execute(
-            sa.text(
-                'SELECT m.name, p.name, p.type, p."notnull", p.pk '
-                "FROM sqlite_master m, pragma_table_info(m.name) p "
-                "WHERE m.type = 'table' ORDER BY m.name, p.cid"
-            )
-        )
-        return tuple(tuple(row) for row in rows)
+    shape_sql = (
+        'SELECT m.name, p.name, p.type, p."notnull", p.pk '
+        "FROM sqlite_master m, pragma_table_info(m.name) p "
+        "WHERE m.type = 'table' ORDER BY m.name, p.cid"
+    )
 
     def read_only_access(self, engine: Any) -> Any:
         return SqliteAccess(Path(engine.sa.url.database or "").resolve())
