@@ -570,3 +570,18 @@ def test_a_store_of_another_shape_is_refused_after_one_of_the_right_shape_passed
     st.connect(db.engine.sa.url.render_as_string(hide_password=False)).close()  # passes again
     with pytest.raises(SchemaMismatch, match=r"tt_runs\.extra is not a known column"):
         st.connect(fresh_url)
+
+
+def test_a_version_table_recording_two_revisions_is_refused(db: st.Database) -> None:
+    """Alembic's record holds one revision; a store whose record holds two is not opened as
+    though it were at either (the version row is read without Alembic)."""
+    url = db.engine.sa.url.render_as_string(hide_password=False)
+    db.close()
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("INSERT INTO tt_alembic_version VALUES ('0001_initial')"))
+    finally:
+        engine.dispose()
+    with pytest.raises(MigrationError, match="more than one revision"):
+        st.connect(url)
