@@ -378,10 +378,20 @@ def _folder(nodeid: str) -> str:
     return "/".join(parts[:2]) + ("/" if len(parts) > 2 else "")
 
 
+# SMITHERS_TT_TEST_TIMELINE=FOLDER: each xdist worker writes when each phase of each test ran
+# (``<worker>.jsonl``: id, when, start, stop): what ran while the cores were idle, or last.
+_TIMELINE = os.environ.get("SMITHERS_TT_TEST_TIMELINE")
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     folder = _folder(report.nodeid)
     _folder_seconds[folder] += report.duration
     _folder_tests[folder].add(report.nodeid)
+    if _TIMELINE and _WORKER:
+        line = {"id": report.nodeid, "when": report.when, "start": report.start}
+        with open(Path(_TIMELINE) / f"{_WORKER}.jsonl", "a") as out:
+            out.write(json.dumps({**line, "stop": report.stop}) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:

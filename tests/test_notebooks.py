@@ -41,6 +41,8 @@ def test_notebook_runs_with_its_checked_outputs(notebook: Path, tmp_path: Path) 
             "no:cacheprovider",
             "-p",
             "no:randomly",  # the cells are the items: their order is the notebook's
+            "-p",
+            "no:langsmith_plugin",  # 0.8-1 s of CPU at start, unused (as in pyproject.toml)
             "-q",
             copy.name,
         ],
