@@ -200,6 +200,9 @@ class FakeOpenAI:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", kind)
+                    if status >= 400:  # as a provider's 429 says when to come back: the
+                        # openai client then retries at once, not after its own 0.5-8 s backoff
+                        self.send_header("retry-after-ms", "1")
                     self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
