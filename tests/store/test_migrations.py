@@ -554,6 +554,16 @@ def test_opening_a_store_at_the_head_imports_no_alembic(db: st.Database) -> None
     assert done.stdout.strip() == "[]", done.stdout
 
 
+def _execute(url: str, statement: str) -> None:
+    """Change a store behind its back: one statement in a transaction of a plain engine."""
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text(statement))
+    finally:
+        engine.dispose()
+
+
 def test_a_store_of_another_shape_is_refused_after_one_of_the_right_shape_passed(
     db: st.Database, fresh_url: str
 ) -> None:
@@ -561,12 +571,7 @@ def test_a_store_of_another_shape_is_refused_after_one_of_the_right_shape_passed
     and passes one that reads the same in one query: a store that differs in one column is
     still compared table by table and refused, naming the column."""
     st.connect(fresh_url).close()
-    engine = sa.create_engine(fresh_url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text("ALTER TABLE tt_runs ADD COLUMN extra TEXT"))
-    finally:
-        engine.dispose()
+    _execute(fresh_url, "ALTER TABLE tt_runs ADD COLUMN extra TEXT")
     st.connect(db.engine.sa.url.render_as_string(hide_password=False)).close()  # passes again
     with pytest.raises(SchemaMismatch, match=r"tt_runs\.extra is not a known column"):
         st.connect(fresh_url)
@@ -577,11 +582,6 @@ def test_a_version_table_recording_two_revisions_is_refused(db: st.Database) -> 
     though it were at either (the version row is read without Alembic)."""
     url = db.engine.sa.url.render_as_string(hide_password=False)
     db.close()
-    engine = sa.create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(sa.text("INSERT INTO tt_alembic_version VALUES ('0001_initial')"))
-    finally:
-        engine.dispose()
+    _execute(url, "INSERT INTO tt_alembic_version VALUES ('0001_initial')")
     with pytest.raises(MigrationError, match="more than one revision"):
         st.connect(url)
