@@ -113,6 +113,11 @@ class RunExecutor(Pausing):
         self._open: dict[AttemptKey, Publisher] = {}
         """The attempts started and not yet ended by this execution: a cancel stores the
         model calls they made since their last write with the ends it gives them."""
+        self.ending = False
+        """Set once this execution starts the write that ends its part (a pause, the run's
+        end, a cancel): from then on the run leaves this owner by its own hand, so a
+        heartbeat that finds the fence gone is no sign of another owner. That write is
+        fenced, so an execution that did lose the run still learns it there."""
 
     # --- the run -------------------------------------------------------------------------
 
@@ -231,16 +236,14 @@ class RunExecutor(Pausing):
                 "before": sorted(self._pauses.before),
                 "after": sorted(self._pauses.after),
             }
-            await self._patiently(
+            await self._end(
                 self.astore.pause_run, self.fence, node_id, iteration, data, self._open_calls()
             )
             return "paused"
         if failure is not None:
-            await self._patiently(
-                self.astore.finish_run, self.fence, "failed", error=str(failure)[:4000]
-            )
+            await self._end(self.astore.finish_run, self.fence, "failed", error=str(failure)[:4000])
             return "failed"
-        await self._patiently(self.astore.finish_run, self.fence, "finished", output=self.outputs)
+        await self._end(self.astore.finish_run, self.fence, "finished", output=self.outputs)
         return "finished"
 
     def _open_calls(self) -> dict[AttemptKey, list[ModelCall]]:
@@ -352,6 +355,11 @@ class RunExecutor(Pausing):
                 )
             await asyncio.sleep(STORE_PAUSE)
 
+    async def _end(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """Record how this execution ends (:meth:`_patiently`), marked :attr:`ending` first."""
+        self.ending = True
+        await self._patiently(write, *args, **kwargs)
+
     async def _lost_ownership(self) -> None:
         """A heartbeat matched nothing: return if the run was cancelled meanwhile, else raise
         :class:`FenceLost` (another owner claimed it, or it was reset)."""
@@ -371,7 +379,7 @@ class RunExecutor(Pausing):
             node_task.cancel()
         if self._node_tasks:
             await asyncio.wait(self._node_tasks.values(), timeout=self.cancel_grace)
-        await self._patiently(self.astore.cancel_run, self.fence.run_id, self._open_calls())
+        await self._end(self.astore.cancel_run, self.fence.run_id, self._open_calls())
         # Every later write is fenced now; an agent that swallows its cancellation is left
         # behind after one more grace instead of holding the run open forever.
         if self._node_tasks:

@@ -113,6 +113,7 @@ class Worker:
         self.lost = 0
         """Runs another owner took over while this worker executed them."""
         self._active: dict[asyncio.Task[str], Fence] = {}
+        self._executors: dict[Fence, RunExecutor] = {}
         self._lost: set[Fence] = set()
         self._signatures = {name: wf.signature() for name, wf in self.workflows.items()}
         self._last_beat = float("-inf")
@@ -149,9 +150,12 @@ class Worker:
             executor = await asyncio.to_thread(
                 RunExecutor, self.store, wf, fence, watching=self.watching
             )
+            self._executors[fence] = executor
             return await executor.execute()
         except FenceLost:
             return "lost"
+        finally:
+            self._executors.pop(fence, None)
 
     def _start(self, claim: Claim) -> None:
         fence = claim.fence
@@ -194,6 +198,9 @@ class Worker:
         lost = await asyncio.to_thread(worker_heartbeat, self.store, self.worker_id, fences, state)
         for fence in lost:
             self._lost.add(fence)
+            executor = self._executors.get(fence)
+            if executor is not None and executor.ending:
+                continue  # it paused or ended the run itself: the task returns how
             for task, owned in self._active.items():
                 if owned == fence:
                     task.cancel()

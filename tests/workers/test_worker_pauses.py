@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
+from smithers_tt.engine._astore import AsyncStore
 from smithers_tt.store import claim_next
 
 from .test_api import TOPIC, _until
@@ -38,3 +41,45 @@ def test_a_worker_never_claims_a_paused_run_until_it_is_continued(db: st.Databas
     claims = [f.data["owner_id"] for f in done.frames() if f.kind == "run_claimed"]
     assert claims == ["w-1", "w-1"]  # claimed when queued, then again once continued
     assert worker.completed == 1 and worker.lost == 0
+
+
+@pytest.mark.parametrize(
+    ("write", "submit", "ends_as"),
+    [
+        ("pause_run", {"break_before": ["write"]}, "paused"),
+        ("finish_run", {}, "finished"),
+    ],
+)
+def test_a_heartbeat_right_after_a_run_leaves_its_worker_does_not_count_it_lost(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch, write: str, submit: dict, ends_as: str
+) -> None:
+    """The write that pauses or ends a run takes it from its owner; the worker's heartbeat
+    that comes before the execution returns finds the fence gone. That is the execution's own
+    doing: the worker must let it return (paused, finished), not cancel it as lost."""
+    wf, _ = demo_workflow()
+    run = db.submit(wf, TOPIC, **submit)
+    worker = db.worker([wf], worker_id="w-1", poll_interval=0.05)
+    real = getattr(AsyncStore, write)
+    beats: list[int] = []
+
+    async def then_heartbeat(self: AsyncStore, *args: object, **kwargs: object) -> object:
+        result = await real(self, *args, **kwargs)
+        await worker._heartbeat()  # the worker's loop may beat here: make it do so
+        beats.append(len(worker._lost))
+        return result
+
+    monkeypatch.setattr(AsyncStore, write, then_heartbeat)
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        working = asyncio.create_task(worker.run(stop))
+        await _until(lambda: db.get_run(run.id).status == ends_as, what=f"the run {ends_as}")
+        await _until(lambda: not worker._active, what="the execution's end")
+        stop.set()
+        await working
+
+    asyncio.run(scenario())
+    assert beats == [1]  # the heartbeat did find the fence gone
+    assert worker.lost == 0
+    assert worker.completed == (ends_as == "finished")
+    assert db.get_run(run.id).status == ends_as
