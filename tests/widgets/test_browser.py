@@ -218,6 +218,9 @@ def _drive(
     label = out.locator(".widget-label", has_text=re.compile(r"^frame \d+ of \d+"))
     assert label.first.inner_text().startswith(f"frame {last} of {last}")
 
+    # a redraw for the page's theme moves the points a moment later: click once it is still
+    # (a click measured before it lands on whatever marker then lies there)
+    wait_settled(page)
     click_point(page, out)  # the first checkpoint marker
     page.wait_for_function(
         """(last) => [...document.querySelectorAll('.stt-debugger .widget-label')]
