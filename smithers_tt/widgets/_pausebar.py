@@ -78,6 +78,8 @@ class PauseBar:
         self.report.add_class("stt-pause-report")
         self._report_run: str | None = None
         self.task: asyncio.Task[Any] | None = None
+        self._continued: str | None = None
+        """The run :attr:`task` continues."""
         self.controls = W.VBox(
             [
                 self.answer,
@@ -95,9 +97,16 @@ class PauseBar:
     # --- what is shown ----------------------------------------------------------------
 
     @property
+    def continuing(self) -> bool:
+        """Whether this bar's Continue or Step of the shown run goes on in the background."""
+        task = self.task
+        return task is not None and not task.done() and self._continued == self.model.run_id
+
+    @property
     def pause(self) -> Pause | None:
-        """The pause the shown run is in, or None."""
-        if self.model.record.status != "paused":
+        """The pause the shown run is in, or None (also while it is being continued here:
+        the record says ``paused`` until the continued run is claimed)."""
+        if self.model.record.status != "paused" or self.continuing:
             return None
         return pause_history(self.model.db.store.pause_frames(self.model.run_id)).current
 
@@ -214,9 +223,11 @@ class PauseBar:
             self._say("success", f"Run {run.id} is {run.status} at frame {run.record.clock}.")
             return
         task = loop.create_task(m.db.aresume(m.run_id, m.workflow, **options))
-        self.task = m.background = task
+        self.task, self._continued = task, m.run_id
+        m.background = task
         task.add_done_callback(self._done)
         self._say("info", f"Run {m.run_id} goes on; the timeline follows it live.")
+        self.update()  # the controls go at once: a second click would continue it twice
         m._emit("frames")  # live refresh sees the background task and starts following
         if self.on_started is not None:
             self.on_started()

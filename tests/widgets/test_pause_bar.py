@@ -192,8 +192,16 @@ def test_continue_inside_a_running_loop_goes_on_in_the_background(db: st.Databas
     async def main() -> Debugger:
         dbg = Debugger(db, run.id, workflow=wf, interval=0.05)
         dbg.pause_bar.answer.value = '"lime"'
-        dbg.pause_bar.continue_button.click()  # returns at once: the kernel is not blocked
-        assert "follows it live" in dbg.pause_bar.report.value
+        bar = dbg.pause_bar
+        assert bar.controls.layout.display is None and bar.paused.layout.display is None
+        bar.continue_button.click()  # returns at once: the kernel is not blocked
+        assert "follows it live" in bar.report.value
+        # the run is no longer paused for the person looking: no banner, no second Continue
+        # (the record still says paused until the continued run is claimed)
+        assert bar.controls.layout.display == "none" and bar.paused.layout.display == "none"
+        dbg.model.refresh()
+        bar.update()  # a live refresh meanwhile keeps them away
+        assert bar.controls.layout.display == "none"
         await dbg.pause_bar.task
         for _ in range(200):
             if not dbg.live.running:
@@ -205,6 +213,34 @@ def test_continue_inside_a_running_loop_goes_on_in_the_background(db: st.Databas
     record = db.get_run(run.id).record
     assert record.status == "finished" and dbg.model.last_frame == record.clock
     assert "finished" in dbg.pause_bar.report.value
+    assert dbg.pause_bar.controls.layout.display == "none"  # finished: nothing to continue
+
+
+def test_step_in_the_background_shows_the_controls_again_at_the_next_pause(
+    db: st.Database,
+) -> None:
+    calls: list[str] = []
+    wf = _flow(calls)
+    run = db.run(wf, break_before=["pick"])
+    other = db.run(wf, break_before=["pick"])
+
+    async def main() -> Debugger:
+        dbg = Debugger(db, run.id, workflow=wf, interval=0.05)
+        bar = dbg.pause_bar
+        bar.step_button.click()
+        assert bar.controls.layout.display == "none"
+        dbg.model.switch_run(other.id)  # another paused run: its own controls, at once
+        assert bar.controls.layout.display is None and "breakpoint" in bar.banner.value
+        dbg.model.switch_run(run.id)
+        await bar.task
+        return dbg
+
+    dbg = asyncio.run(main())
+    bar = dbg.pause_bar
+    record = db.get_run(run.id).record
+    assert record.status == "paused" and calls == ["pick"]  # one node, then paused again
+    assert bar.controls.layout.display is None and bar.paused.layout.display is None
+    assert "Paused" in bar.banner.value and "ask" in bar.banner.value
 
 
 def test_a_fork_started_from_the_debugger_gets_the_breakpoints_it_shows(db: st.Database) -> None:
