@@ -373,11 +373,11 @@ def timed(fn: Callable[[], Any], repeats: int = REPEATS) -> tuple[float, Any]:
 
 
 @contextlib.contextmanager
-def _store() -> Iterator[tuple[Path, dict[str, int], float]]:
+def _store(runs: int = RUNS) -> Iterator[tuple[Path, dict[str, int], float]]:
     with scratch_dir("smithers-tt-bench-lineage-") as tmp:
         path = tmp / "store.db"
         t0 = time.perf_counter()
-        totals = generate(path, RUNS, REFS_PER_RUN)
+        totals = generate(path, runs, REFS_PER_RUN)
         yield path, totals, time.perf_counter() - t0
 
 
@@ -439,15 +439,23 @@ def _child(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def compare_opens(before: str, rounds: int = ROUNDS) -> None:
+def compare_opens(
+    before: str,
+    rounds: int = ROUNDS,
+    runs: int = RUNS,
+    jobs: list[tuple[str, int]] | None = None,
+) -> None:
     """Opening and Q1-Q3 cold (a new process each), this checkout against the checkout
     ``before`` (e.g. ``git archive <commit> | tar -x -C DIR``), interleaved in ``rounds``
-    rounds on one generated store: the cached snapshot (opened from one cache both share:
-    its format is unchanged) and the live lineage's open. Run:
+    rounds on one generated store of ``runs`` runs: ``jobs``, by default the cached snapshot
+    (opened from one cache both share: its format is unchanged) and the live lineage's open
+    (``(side, question)``, question 0: open only). Run:
     ``python -c "from benchmarks.bench_lineage import compare_opens; compare_opens('DIR')"``.
     """
     trees = {"before": Path(before).resolve(), "after": Path(__file__).resolve().parent.parent}
-    with _store() as (path, totals, build_s):
+    if jobs is None:
+        jobs = [("cached", n) for n in (0, 1, 2, 3)] + [("live", 0), ("live", 2)]
+    with _store(runs) as (path, totals, build_s):
         note(
             f"store: {totals['refs']:,} refs, {path.stat().st_size / 1e6:,.0f} MB ({build_s:.0f} s)"
         )
@@ -459,7 +467,6 @@ def compare_opens(before: str, rounds: int = ROUNDS) -> None:
         if built["cache"] != "stored":
             raise AssertionError(f"the snapshot was not cached: {built['cache']}")
         found: dict[tuple[str, str, int], list[dict]] = {}
-        jobs = [("cached", n) for n in (0, 1, 2, 3)] + [("live", 0), ("live", 2)]
         for _ in range(rounds):
             for side, number in jobs:
                 answers = {}

@@ -1,9 +1,12 @@
 """The lineage never changes the store: every write through its connection fails, and what the
-store holds (read through the store API, and the SQLite file's bytes) stays the same."""
+store holds (read through the store API, the SQLite file's bytes, and the WAL index of a store
+open in the same process) stays the same."""
 
 from __future__ import annotations
 
 import hashlib
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,3 +113,55 @@ def test_a_closed_lineage_refuses_queries_and_closing_twice_is_fine(db: st.Datab
     with pytest.raises(LineageError, match="closed"):
         lin.runs()
     assert "closed" in repr(lin)
+
+
+def wal_index_header(db: st.Database) -> bytes:
+    """The two copies of the header of the store's WAL index (the first 96 bytes of its -shm
+    file): written by a commit, or when SQLite rebuilds the index; never by a reader."""
+    shm = Path(f"{sqlite_file(db)}-shm")
+    with shm.open("rb") as file:
+        return file.read(96)
+
+
+needs_ofd_locks = pytest.mark.skipif(
+    sys.platform != "linux",
+    reason="open file description locks (Linux) are what keeps DuckDB's SQLite from rebuilding",
+)
+
+
+@needs_ofd_locks
+@pytest.mark.parametrize("mode", ["live", "snapshot"])
+def test_a_lineage_leaves_the_wal_index_of_a_store_open_in_this_process_as_it_was(
+    tmp_path: Path, mode: str
+) -> None:
+    # DuckDB's scanner carries its own SQLite, blind to the POSIX locks of the store's: it took
+    # the store as unused, truncated its -shm file and rebuilt the index under the store's open
+    # connections at every query, and a second DuckDB thread waited a whole second for that
+    # rebuild (benchmarks/README.md, "Lineage stalls over a store open in the same process").
+    with st.connect(f"sqlite:///{tmp_path / 'smithers.db'}") as db:
+        wf, _ = demo_workflow()
+        db.run(wf, TOPIC)
+        header = wal_index_header(db)
+        with db.lineage(**MODES[mode]) as lin:
+            for _ in range(3):
+                assert len(lin.runs()) == 1
+                assert lin.forks().empty
+                assert wal_index_header(db) == header
+
+
+@needs_ofd_locks
+def test_a_live_lineage_leaves_the_wal_index_as_it_was_after_the_store_is_opened_again(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'smithers.db'}"
+    with st.connect(url) as db:
+        wf, _ = demo_workflow()
+        db.run(wf, TOPIC)
+        lin = db.lineage()
+    # the last connection closed: the store's -wal and -shm files are gone
+    with lin, st.connect(url) as again:
+        wf, _ = demo_workflow()
+        again.run(wf, TOPIC)  # a new -shm file
+        header = wal_index_header(again)
+        assert len(lin.runs()) == 2
+        assert wal_index_header(again) == header
