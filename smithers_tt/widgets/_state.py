@@ -112,11 +112,14 @@ class DebuggerState:
         self._observers.setdefault(event, []).append(callback)
 
     def _emit(self, *events: str) -> None:
+        """Call the observers of ``events``, each callback once however many of them it
+        observes (a run switch announces ``run`` and ``tree``: the timeline lays out one new
+        figure, not one per event), in the order of their first event."""
+        callbacks = dict.fromkeys(c for e in events for c in self._observers.get(e, ()))
         self._emitting += 1
         try:
-            for event in events:
-                for callback in list(self._observers.get(event, ())):
-                    callback()
+            for callback in callbacks:
+                callback()
         finally:
             self._emitting -= 1
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import smithers_tt as st
 from smithers_tt.demo import demo_workflow
 from smithers_tt.widgets import Debugger
@@ -162,4 +164,41 @@ def test_a_draw_reported_as_the_installed_plotly_reports_it_reaches_the_timeline
     view_drew(figure)  # the page plotted the new figure (from state before the selection)
     assert sent == [{"shapes[0].x0": 3, "shapes[0].x1": 3}]
     assert older.comm is None and figure.comm is not None
+    dbg.close()
+
+
+def test_a_run_switch_or_a_rewind_lays_out_one_new_figure(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every figure laid out carries plotly's 5 MB bundle to the page and blanks the plot until
+    it is drawn: an action that announces several changes at once (a switch: the run and the
+    fork tree; a rewind: the frames and the tree) lays out one, not one per announcement."""
+    from smithers_tt.widgets import _timeline
+
+    wf, _ = demo_workflow()
+    run = db.run(wf, {"topic": "bee"})
+    child = db.fork(run.id, 5)
+    dbg = Debugger(db, run.id, workflow=wf, live=False)
+    made: list[Any] = []
+    real = _timeline._figure_widget
+    monkeypatch.setattr(
+        _timeline, "_figure_widget", lambda *a, **k: made.append(1) or real(*a, **k)
+    )
+
+    def laid_out(action: Any) -> int:
+        made.clear()
+        action()
+        return len(made)
+
+    assert laid_out(lambda: dbg.fork_tree.open(child.id)) == 1
+    assert dbg.timeline.figure.layout.shapes[0].x0 == dbg.model.frame_no
+    assert laid_out(lambda: dbg.fork_tree.open(run.id)) == 1
+    dbg.select_frame(9)
+
+    def rewind() -> None:
+        dbg.actions.rewind.click()
+        dbg.actions.confirm.click()
+
+    assert laid_out(rewind) == 1 and dbg.model.last_frame == 9
+    assert laid_out(lambda: dbg.select_frame(3)) == 0  # a selection edits the line
     dbg.close()
