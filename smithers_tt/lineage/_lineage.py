@@ -19,7 +19,7 @@ from smithers_tt.lineage._cache import SnapshotCache, default_directory
 from smithers_tt.lineage._inherited import add_inherited
 from smithers_tt.lineage._refcheck import corrupt_ref
 from smithers_tt.lineage._views import BY_NAME, DATA_TABLE, PRICES_TABLE, VIEWS
-from smithers_tt.lineage._walindex import WalIndexPin
+from smithers_tt.lineage._walindex import WalIndexPin, pin_in_use
 from smithers_tt.store import Progress
 from smithers_tt.store.for_lineage import SqliteAccess
 
@@ -62,9 +62,13 @@ def _snapshot_cache(db: OpenedDatabase, cache: bool | str | Path) -> SnapshotCac
 
 
 def _wal_index_pin(db: OpenedDatabase) -> WalIndexPin | None:
-    """A :class:`WalIndexPin` on the SQLite store's WAL index (None for PostgreSQL)."""
+    """A :class:`WalIndexPin` on the SQLite store's WAL index, the store's file marked in use
+    by this process first (:func:`pin_in_use`); None for PostgreSQL."""
     access = C.store_access(db.engine)
-    return WalIndexPin(access.path) if isinstance(access, SqliteAccess) else None
+    if not isinstance(access, SqliteAccess):
+        return None
+    pin_in_use(access.path)
+    return WalIndexPin(access.path)
 
 
 class Lineage:

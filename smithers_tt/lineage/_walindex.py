@@ -37,13 +37,20 @@ _DMS_BYTE = 128
 eight lock bytes, the same in every SQLite version and on every Unix."""
 
 
-def _ofd_read_lock(fd: int) -> bool:
-    """Take a shared open-file-description lock on the switch byte; whether it was taken."""
+_SHARED_FIRST, _SHARED_SIZE = 0x40000002, 510
+"""The database file's shared-lock range (SQLite's ``SHARED_FIRST``, ``SHARED_SIZE``): every
+connection using the store holds a read lock on it, and a connection closing takes a write lock
+on it to learn whether it is the store's last user."""
+
+
+def _ofd_read_lock(fd: int, start: int = _DMS_BYTE, length: int = 1) -> bool:
+    """Take a shared open-file-description lock on ``length`` bytes at ``start`` (the switch
+    byte unless told); whether it was taken."""
     command = getattr(fcntl, "F_OFD_SETLK", None)
     if command is None:
         return False
     # struct flock: l_type, l_whence, l_start, l_len, l_pid (0 for an OFD lock)
-    flock = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, _DMS_BYTE, 1, 0)
+    flock = struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, start, length, 0)
     try:
         fcntl.fcntl(fd, command, flock)
     except OSError:  # someone initialising the file holds it exclusively: try at the next query
@@ -102,3 +109,38 @@ class WalIndexPin:
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+_IN_USE: dict[tuple[int, int], int] = {}
+"""Descriptors of the store files :func:`pin_in_use` pinned, by (device, inode)."""
+
+
+def pin_in_use(store: Path) -> None:
+    """Keep ``store`` marked as in use by this process for as long as the process lives.
+
+    The scanner's SQLite, closing its connections, drops every POSIX lock this process holds
+    on the store's file, among them the shared lock each of the store's own connections keeps
+    while it is open; those connections never take it again. Another process closing its last
+    connection would then believe it is the store's last user and delete the WAL and its index
+    under this process's feet: what either writes afterwards is lost to the other
+    (``tests/lineage/test_scanner_locks.py``). An open-file-description read lock on the
+    shared range, which no close in this process drops, says "in use" as the lost locks did;
+    it is what every reader of the store holds, so nothing else is kept from working (only
+    the deletion of the WAL at another process's close waits for this process to end).
+    Linux only, as :class:`WalIndexPin`; call it before the scanner first opens the store.
+    """
+    if getattr(fcntl, "F_OFD_SETLK", None) is None:
+        return
+    for key, held in list(_IN_USE.items()):  # stores deleted since: nothing left to protect
+        if os.fstat(held).st_nlink == 0:
+            os.close(_IN_USE.pop(key))
+    try:
+        fd = os.open(store, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    stat = os.fstat(fd)
+    key = (stat.st_dev, stat.st_ino)
+    if key in _IN_USE or not _ofd_read_lock(fd, _SHARED_FIRST, _SHARED_SIZE):
+        os.close(fd)  # pinned already (or being changed exclusively: the next open tries)
+        return
+    _IN_USE[key] = fd
