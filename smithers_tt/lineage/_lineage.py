@@ -19,7 +19,7 @@ from smithers_tt.lineage._cache import SnapshotCache, default_directory
 from smithers_tt.lineage._inherited import add_inherited
 from smithers_tt.lineage._refcheck import corrupt_ref
 from smithers_tt.lineage._views import BY_NAME, DATA_TABLE, PRICES_TABLE, VIEWS
-from smithers_tt.lineage._walindex import WalIndexPin, pin_in_use
+from smithers_tt.lineage._walindex import pin_store, pin_wal_index
 from smithers_tt.store import Progress
 from smithers_tt.store.for_lineage import SqliteAccess
 
@@ -61,14 +61,10 @@ def _snapshot_cache(db: OpenedDatabase, cache: bool | str | Path) -> SnapshotCac
     return SnapshotCache(directory, access.path)
 
 
-def _wal_index_pin(db: OpenedDatabase) -> WalIndexPin | None:
-    """A :class:`WalIndexPin` on the SQLite store's WAL index, the store's file marked in use
-    by this process first (:func:`pin_in_use`); None for PostgreSQL."""
+def _sqlite_file(db: OpenedDatabase) -> Path | None:
+    """The SQLite store's file (None for PostgreSQL)."""
     access = C.store_access(db.engine)
-    if not isinstance(access, SqliteAccess):
-        return None
-    pin_in_use(access.path)
-    return WalIndexPin(access.path)
+    return access.path if isinstance(access, SqliteAccess) else None
 
 
 class Lineage:
@@ -174,11 +170,13 @@ class Lineage:
         self._allowed: list[Path] = []
         self._payloads: Path | None = None
         """A cached snapshot's store, until its content bytes are bound (:meth:`_bind_data`)."""
-        self._pin: WalIndexPin | None = None
-        """Keeps the scanner's SQLite from resetting the store's WAL index (:mod:`._walindex`)."""
+        self._pinned: Path | None = None
+        """The SQLite store the scanner reads, pinned (:mod:`._walindex`)."""
         try:
             if reader != "arrow" and db.engine.is_sqlite:
-                self._pin = _wal_index_pin(db)
+                self._pinned = _sqlite_file(db)
+                if self._pinned is not None:
+                    pin_store(self._pinned)
             self._allowed = [_guard.directory_prefix(d) for d in allowed_directories]
             self._files = bool(self._allowed)
             self._scratch = C.Scratch()
@@ -329,8 +327,8 @@ class Lineage:
         with self._lock:
             if self._con is None:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
-            if self._pin is not None:
-                self._pin.refresh()
+            if self._pinned is not None:
+                pin_wal_index(self._pinned)
             if self._payloads is not None and _names_data(query):
                 self._bind_data()
             try:
@@ -494,8 +492,6 @@ class Lineage:
             con, self._con = self._con, None
             if con is not None:
                 con.close()
-            if self._pin is not None:
-                self._pin.close()
             if self._scratch is not None:
                 self._scratch.remove()
                 self._scratch = None

@@ -12,17 +12,17 @@ WAL, holding SQLite's recovery lock. A second DuckDB thread opening the store me
 (while DuckDB's Python client polls for the result on another core): the one-second stalls of
 tiny queries over small stores (benchmarks/README.md, "Lineage stalls ...").
 
-:class:`WalIndexPin` holds a shared *open file description* lock on that byte. Such locks belong
+:func:`pin_store` holds a shared *open file description* lock on that byte. Such locks belong
 to the open file, not to the process, so the scanner's ``F_GETLK`` sees it, as it would see
 another process using the store: it keeps the WAL index the store maintains, and neither
 rebuilds it nor waits. The ``-shm`` file is opened read-only and never written; a read lock on
 that byte is what every SQLite connection using the file holds. Linux only (where
-``F_OFD_SETLK`` exists); elsewhere it holds nothing and the scanner behaves as before.
+``F_OFD_SETLK`` exists); elsewhere it holds nothing and the scanner behaves as before. It
+also marks the store itself in use, which the same closes undo (:func:`pin_store`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import struct
 from pathlib import Path
@@ -43,9 +43,9 @@ connection using the store holds a read lock on it, and a connection closing tak
 on it to learn whether it is the store's last user."""
 
 
-def _ofd_read_lock(fd: int, start: int = _DMS_BYTE, length: int = 1) -> bool:
-    """Take a shared open-file-description lock on ``length`` bytes at ``start`` (the switch
-    byte unless told); whether it was taken."""
+def _ofd_read_lock(fd: int, start: int, length: int) -> bool:
+    """Take a shared open-file-description lock on ``length`` bytes at ``start``; whether it
+    was taken."""
     command = getattr(fcntl, "F_OFD_SETLK", None)
     if command is None:
         return False
@@ -58,89 +58,61 @@ def _ofd_read_lock(fd: int, start: int = _DMS_BYTE, length: int = 1) -> bool:
     return True
 
 
-class WalIndexPin:
-    """A shared lock on the switch byte of ``<store>-shm`` while that file exists.
-
-    Closing any descriptor of a file drops every POSIX lock this process holds on it (the
-    scanner's connections do so at the end of each query), so the pin keeps its one descriptor
-    until :meth:`close`, and opens another only when the ``-shm`` file is replaced (the store
-    closed everywhere and opened again).
-    """
-
-    def __init__(self, store: Path) -> None:
-        self._shm = Path(f"{store}-shm")
-        self._fd: int | None = None
-        self._file: tuple[int, int] | None = None
-        self._held = False
-        """Whether the lock is held on the current ``-shm`` file."""
-        self.refresh()
-
-    def refresh(self) -> None:
-        """Hold the lock on the ``-shm`` file there now (call before each query)."""
-        if getattr(fcntl, "F_OFD_SETLK", None) is None:
-            return
-        try:
-            stat = self._shm.stat()
-            now: tuple[int, int] | None = (stat.st_dev, stat.st_ino)
-        except OSError:
-            now = None
-        if now is None or now != self._file:
-            self.close()
-            self._open(now)
-        if self._fd is not None and not self._held:
-            self._held = _ofd_read_lock(self._fd)
-
-    def _open(self, file: tuple[int, int] | None) -> None:
-        if file is None:
-            return
-        try:
-            fd = os.open(self._shm, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError:
-            return
-        stat = os.fstat(fd)
-        if (stat.st_dev, stat.st_ino) != file:  # replaced in between: at the next query
-            os.close(fd)
-            return
-        self._fd, self._file = fd, file
-
-    def close(self) -> None:
-        """Release the lock (idempotent)."""
-        fd, self._fd, self._file, self._held = self._fd, None, None, False
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.close(fd)
+_HELD: dict[tuple[int, int, int], int] = {}
+"""Descriptors :func:`hold` keeps, by (device, inode, first byte locked)."""
 
 
-_IN_USE: dict[tuple[int, int], int] = {}
-"""Descriptors of the store files :func:`pin_in_use` pinned, by (device, inode)."""
+def hold(path: Path, start: int = _DMS_BYTE, length: int = 1) -> None:
+    """Keep a shared open-file-description lock on ``length`` bytes at ``start`` of ``path``
+    for as long as this process lives (or the file does); nothing if it does not exist.
+
+    Closing any descriptor of a file drops every POSIX lock this process holds on it, so each
+    lock keeps a descriptor of its own; a file deleted since (a ``-shm`` replaced, a scratch
+    store) lets go of its lock and descriptor at the next call. Calling it again for a file
+    already held costs a ``stat``. Linux only (elsewhere nothing is held)."""
+    if getattr(fcntl, "F_OFD_SETLK", None) is None:
+        return
+    for key, fd in list(_HELD.items()):
+        if os.fstat(fd).st_nlink == 0:
+            os.close(_HELD.pop(key))
+    try:
+        stat = path.stat()
+    except OSError:
+        return
+    if (stat.st_dev, stat.st_ino, start) in _HELD:
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    stat = os.fstat(fd)  # the file opened, if it was replaced since the stat above
+    key = (stat.st_dev, stat.st_ino, start)
+    if key in _HELD or not _ofd_read_lock(fd, start, length):
+        os.close(fd)  # held already (or being set up exclusively: the next call tries)
+        return
+    _HELD[key] = fd
 
 
-def pin_in_use(store: Path) -> None:
-    """Keep ``store`` marked as in use by this process for as long as the process lives.
+def pin_store(store: Path) -> None:
+    """Mark ``store`` in use by this process (its shared range) and keep its WAL index as it
+    is (the ``-shm`` switch byte). Call it before the scanner first opens the store, and the
+    ``-shm`` part again before each question (the index is made anew when the store was
+    closed everywhere): :func:`pin_wal_index`.
 
     The scanner's SQLite, closing its connections, drops every POSIX lock this process holds
     on the store's file, among them the shared lock each of the store's own connections keeps
     while it is open; those connections never take it again. Another process closing its last
     connection would then believe it is the store's last user and delete the WAL and its index
     under this process's feet: what either writes afterwards is lost to the other
-    (``tests/lineage/test_scanner_locks.py``). An open-file-description read lock on the
-    shared range, which no close in this process drops, says "in use" as the lost locks did;
-    it is what every reader of the store holds, so nothing else is kept from working (only
-    the deletion of the WAL at another process's close waits for this process to end).
-    Linux only, as :class:`WalIndexPin`; call it before the scanner first opens the store.
+    (``tests/lineage/test_scanner_locks.py``). A read lock on the shared range that no close
+    in this process drops says "in use" as the lost locks did; it is what every reader of the
+    store holds, so nothing else is kept from working (only the deletion of the WAL at another
+    process's close waits for this process to end).
     """
-    if getattr(fcntl, "F_OFD_SETLK", None) is None:
-        return
-    for key, held in list(_IN_USE.items()):  # stores deleted since: nothing left to protect
-        if os.fstat(held).st_nlink == 0:
-            os.close(_IN_USE.pop(key))
-    try:
-        fd = os.open(store, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    stat = os.fstat(fd)
-    key = (stat.st_dev, stat.st_ino)
-    if key in _IN_USE or not _ofd_read_lock(fd, _SHARED_FIRST, _SHARED_SIZE):
-        os.close(fd)  # pinned already (or being changed exclusively: the next open tries)
-        return
-    _IN_USE[key] = fd
+    hold(store, _SHARED_FIRST, _SHARED_SIZE)
+    pin_wal_index(store)
+
+
+def pin_wal_index(store: Path) -> None:
+    """Hold the switch byte of ``<store>-shm`` (see the module docstring)."""
+    hold(Path(f"{store}-shm"))

@@ -16,7 +16,7 @@ still believes it holds them, and other processes no longer see them:
   and one of the two commits is lost.
 
 The lineage now marks the store in use with a lock no close in this process drops
-(:func:`smithers_tt.lineage._walindex.pin_in_use`): the first case is fixed. The second, a
+(:func:`smithers_tt.lineage._walindex.pin_store`): the first case is fixed. The second, a
 transaction open in another thread while a lineage question runs, is not (``xfail``, strict).
 """
 
