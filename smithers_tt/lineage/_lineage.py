@@ -7,6 +7,7 @@ import tempfile
 import textwrap
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
@@ -21,7 +22,7 @@ from smithers_tt.lineage._refcheck import corrupt_ref
 from smithers_tt.lineage._views import BY_NAME, DATA_TABLE, PRICES_TABLE, VIEWS
 from smithers_tt.lineage._walindex import pin_store, pin_wal_index
 from smithers_tt.store import Progress
-from smithers_tt.store.for_lineage import SqliteAccess
+from smithers_tt.store.for_lineage import Gate, SqliteAccess, gate_of
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas
@@ -29,6 +30,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 F = TypeVar("F", bound=Callable[..., Any])
 Reader = Literal["auto", "scanner", "arrow"]
+
+GATE_TIMEOUT_S = 60.0
+"""How long a question over a live SQLite store waits for this process's open store
+transactions to end before it gives up (:meth:`Lineage._alone`)."""
 
 
 def _columns_of(*names: str) -> Callable[[F], F]:
@@ -172,25 +177,37 @@ class Lineage:
         """A cached snapshot's store, until its content bytes are bound (:meth:`_bind_data`)."""
         self._pinned: Path | None = None
         """The SQLite store the scanner reads, pinned (:mod:`._walindex`)."""
+        self._gate: Gate | None = None
+        """The SQLite store's gate, held alone while the scanner may read the store."""
         try:
             if reader != "arrow" and db.engine.is_sqlite:
                 self._pinned = _sqlite_file(db)
                 if self._pinned is not None:
                     pin_store(self._pinned)
+                    self._gate = gate_of(self._pinned)
             self._allowed = [_guard.directory_prefix(d) for d in allowed_directories]
             self._files = bool(self._allowed)
             self._scratch = C.Scratch()
             cached = _snapshot_cache(db, cache) if snapshot else None
-            self.reader, self.snapshot, relations = self._open(
-                db, snapshot, reader, batch_rows, progress, cached
-            )
-            self._finish(self._con, relations)
+            with self._alone():
+                self.reader, self.snapshot, relations = self._open(
+                    db, snapshot, reader, batch_rows, progress, cached
+                )
+                self._finish(self._con, relations)
         except BaseException as error:
             self.close()
             corrupt = corrupt_ref(str(error))  # a snapshot stores the checked checkpoints
             if corrupt is not None:
                 raise corrupt from error
             raise
+
+    def _alone(self) -> AbstractContextManager[None]:
+        """Hold the store's gate alone while DuckDB's own SQLite may open and close the store:
+        each close would drop the locks of this process's open store transactions
+        (:mod:`smithers_tt.store.backend._gate`), so none is open meanwhile."""
+        if self._gate is None:
+            return nullcontext()
+        return self._gate.alone(GATE_TIMEOUT_S)
 
     def _finish(self, con: Any, relations: dict[str, str]) -> None:
         """The prices table and the documented views over the ``raw`` ones (bound while the
@@ -324,7 +341,7 @@ class Lineage:
         return self._query(query, params, check=True)
 
     def _query(self, query: str, params: Any = None, *, check: bool = False) -> pandas.DataFrame:
-        with self._lock:
+        with self._lock, self._alone():
             if self._con is None:
                 raise C.LineageError("this lineage is closed; open another with db.lineage()")
             if self._pinned is not None:
@@ -488,7 +505,7 @@ class Lineage:
 
     def close(self) -> None:
         """Close the DuckDB connection and delete any snapshot file (idempotent)."""
-        with self._lock:
+        with self._lock, self._alone():
             con, self._con = self._con, None
             if con is not None:
                 con.close()

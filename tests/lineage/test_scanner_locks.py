@@ -13,11 +13,14 @@ still believes it holds them, and other processes no longer see them:
   index while the next worker makes a new one, and what each commits is invisible to, and
   overwritten by, the other;
 * another process takes the WAL write lock while this process's write transaction holds it,
-  and one of the two commits is lost.
+  and one of the two commits is lost;
+* another process checkpoints the WAL over pages a read transaction of this process still
+  reads ("database disk image is malformed").
 
-The lineage now marks the store in use with a lock no close in this process drops
-(:func:`smithers_tt.lineage._walindex.pin_store`): the first case is fixed. The second, a
-transaction open in another thread while a lineage question runs, is not (``xfail``, strict).
+The lineage marks the store in use with a lock no close in this process drops
+(:func:`smithers_tt.lineage._walindex.pin_store`), and holds the store's gate alone while it
+asks (:mod:`smithers_tt.store.backend._gate`): no transaction of this process is open while
+DuckDB's SQLite may close the file, and none begins.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -94,65 +96,106 @@ def test_a_worker_exiting_after_a_lineage_query_loses_no_run(tmp_path: Path) -> 
     assert (seen_live, kept) == (4, 4)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="not fixed: the scanner's SQLite drops the WAL write lock (and a read transaction's "
-    "read mark) of a transaction open in another thread while a lineage question runs",
-)
-def test_a_write_transaction_keeps_its_lock_through_a_lineage_query(tmp_path: Path) -> None:
-    """A write transaction of the Database's pool stays open while a lineage question runs in
-    another thread: another process cannot write meanwhile, so no commit is lost."""
+def _other_process(script: str, path: Path) -> str:
+    """Run ``script`` (SQLite through Python's own sqlite3) in another process; what it
+    printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(script), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def _ask_in_a_thread(lin: st.Lineage) -> tuple[threading.Thread, list[int]]:
+    """A lineage question in another thread; the number of runs it answered, once it has."""
+    answers: list[int] = []
+    ask = threading.Thread(target=lambda: answers.append(len(lin.sql("SELECT * FROM runs"))))
+    ask.start()
+    return ask, answers
+
+
+def test_a_write_transaction_keeps_its_lock_through_a_lineage_question(tmp_path: Path) -> None:
+    """A write transaction of the Database is open while a lineage question is asked in
+    another thread: the question waits for it to end, and meanwhile another process cannot
+    write (no commit is lost); both see the answer and the rows they expect."""
     path = tmp_path / "smithers.db"
     db = st.connect(f"sqlite:///{path}")
-    other: subprocess.Popen[str] | None = None
     try:
-        lin = db.lineage(reader="scanner")
-        conn = db.engine.sa.raw_connection().driver_connection
-        conn.execute("CREATE TABLE probe (who TEXT)")
-        conn.execute("BEGIN IMMEDIATE")
-        ask = threading.Thread(target=lambda: lin.sql("SELECT * FROM runs"))
-        ask.start()
-        ask.join()
-        writer = textwrap.dedent(
-            """
-            import sqlite3, sys
-            c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0.5)
-            try:
-                c.execute("BEGIN IMMEDIATE")
-                c.execute("INSERT INTO probe VALUES ('other')")
-                c.execute("COMMIT")
-                print("committed", flush=True)
-            except sqlite3.OperationalError as error:
-                print(error, flush=True)
-            input()
-            """
+        db.run(demo_workflow()[0], {"topic": "one"})
+        db.engine.transaction(lambda conn: conn.exec_driver_sql("CREATE TABLE probe (who TEXT)"))
+        with db.lineage(reader="scanner") as lin:
+            with db.engine.connect(write=True) as conn:  # BEGIN IMMEDIATE: the write lock
+                conn.exec_driver_sql("INSERT INTO probe VALUES ('this')")
+                ask, answers = _ask_in_a_thread(lin)
+                ask.join(timeout=1.0)
+                waited = ask.is_alive()
+                other = _other_process(
+                    """
+                    import sqlite3, sys
+                    c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=0.5)
+                    try:
+                        c.execute("BEGIN IMMEDIATE")
+                        c.execute("INSERT INTO probe VALUES ('other')")
+                        c.execute("COMMIT")
+                        print("committed")
+                    except sqlite3.OperationalError as error:
+                        print(error)
+                    """,
+                    path,
+                )
+            ask.join(timeout=60)
+        rows = db.engine.transaction(
+            lambda conn: conn.exec_driver_sql("SELECT who FROM probe ORDER BY who").all(),
+            write=False,
         )
-        other = subprocess.Popen(
-            [sys.executable, "-c", writer, str(path)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert other.stdout is not None
-        answer = other.stdout.readline().strip()
-        time.sleep(0.1)
-        conn.execute("INSERT INTO probe VALUES ('this')")
-        conn.execute("COMMIT")
-        lin.close()
     finally:
-        if other is not None:
-            other.communicate("\n", timeout=60)
         db.close()
-    again = st.connect(f"sqlite:///{path}")
+    assert (waited, answers, other) == (True, [1], "database is locked")
+    assert [who for (who,) in rows] == ["this"]
+
+
+def test_a_read_transaction_keeps_its_snapshot_through_a_lineage_question(
+    tmp_path: Path,
+) -> None:
+    """A read transaction of the Database is open while a lineage question is asked in
+    another thread: another process that writes and then checkpoints the WAL cannot move
+    pages out from under the reader (its checkpoint reports the reader busy), and the
+    reader's next read sees the snapshot it began with."""
+    path = tmp_path / "smithers.db"
+    db = st.connect(f"sqlite:///{path}")
     try:
-        raw = again.engine.sa.raw_connection()
-        rows = raw.driver_connection.execute("SELECT who FROM probe ORDER BY who")
-        kept = [who for (who,) in rows]
-        raw.close()
+        db.run(demo_workflow()[0], {"topic": "one"})
+        db.engine.transaction(
+            lambda conn: conn.exec_driver_sql(
+                "CREATE TABLE probe AS WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL "
+                "SELECT n + 1 FROM s WHERE n < 2000) SELECT n, hex(randomblob(100)) AS pad FROM s"
+            )
+        )
+        read = "SELECT count(*), sum(n), sum(length(pad)) FROM probe"
+        with db.lineage(reader="scanner") as lin:
+            with db.engine.connect(write=False) as conn:  # BEGIN; the first read takes a mark
+                before = conn.exec_driver_sql(read).one()
+                ask, answers = _ask_in_a_thread(lin)
+                ask.join(timeout=1.0)
+                waited = ask.is_alive()
+                busy = _other_process(
+                    """
+                    import sqlite3, sys
+                    c = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=5)
+                    c.execute("UPDATE probe SET n = n + 1000000, pad = hex(randomblob(100))")
+                    print(c.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0])
+                    """,
+                    path,
+                )
+                after = conn.exec_driver_sql(read).one()
+            ask.join(timeout=60)
     finally:
-        again.close()
-    # Either the other process waited and gave up (the lock held), or both commits are kept.
-    assert answer == "database is locked" or kept == ["other", "this"], (answer, kept)
+        db.close()
+    assert (waited, answers, busy) == (True, [1], "1")
+    assert after == before
 
 
 def test_the_in_use_mark_of_a_deleted_store_is_let_go(tmp_path: Path) -> None:

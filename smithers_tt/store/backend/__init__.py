@@ -19,6 +19,7 @@ from smithers_tt.store.backend._access import PostgresAccess, SqliteAccess
 from smithers_tt.store.backend._dialect import Dialect, dialect_of, disk_failure
 from smithers_tt.store.backend._driver import Driver, driver
 from smithers_tt.store.backend._engine import Engine, RetryPolicy, _short, display_url, is_transient
+from smithers_tt.store.backend._gate import Gate, gate_of
 from smithers_tt.store.backend._langgraph_sql import (
     AGENT,
     CONTENTS_WHERE,
@@ -60,6 +61,7 @@ __all__ = [
     "Dialect",
     "Driver",
     "Engine",
+    "Gate",
     "LangGraphIndexQuery",
     "LangGraphSql",
     "PostgresAccess",
@@ -73,6 +75,7 @@ __all__ = [
     "disk_failure",
     "display_url",
     "driver",
+    "gate_of",
     "index_select",
     "is_transient",
     "langgraph_run_id",

@@ -415,6 +415,12 @@ class Dialect(ABC):
         that statement be its own transaction where the BEGIN and COMMIT cost round trips of
         their own (nothing by default: SQLite's run in this process)."""
 
+    def gate(self, engine: Any) -> Any:
+        """The :class:`~smithers_tt.store.backend._gate.Gate` this process's transactions on
+        ``engine``'s database hold shared, or None: nothing in the process can drop their locks
+        (only an SQLite file has one)."""
+        return None
+
     # --- run notices (what wakes a run's executor) ---
     notify_sql: str | None = None
     """The statement (one ``?``: the run id) that tells the listeners of other sessions, once

@@ -20,12 +20,13 @@ returned; certainly not committed, it is retried as usual; otherwise
 
 from __future__ import annotations
 
+import itertools
 import random
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -73,6 +74,8 @@ T = TypeVar("T")
 
 _WRITE = "smithers_tt_write"
 _KNOWN_MAX = 100_000
+_KEYS = itertools.count()
+"""Keys of transactions in a gate (:meth:`Engine.gated`)."""
 """Rows an engine keeps what it learned of (:attr:`Engine._known`) before it starts again."""
 _PRUNE_EVERY = PRUNE_EVERY  # the name tests know
 _short = short
@@ -94,6 +97,8 @@ class _Shared(threading.local):
     """How many ``reading`` blocks this thread is in."""
     conn: Connection | None = None
     """The connection whose transaction the reads share, once one was asked for."""
+    ends: ExitStack | None = None
+    """What ends it: the connection's close, then the gate's (:meth:`Engine.gated`)."""
     broken = False
     """A shared read failed: the rest of the block reads as if there were no block."""
 
@@ -146,6 +151,8 @@ class Engine:
         carry(self.sa, self.backend)
         self._held: weakref.WeakSet[HeldConnection] = weakref.WeakSet()
         self._shared = _Shared()
+        self._gate: Any = None
+        """This process's gate of the database, once found (:meth:`gated`)."""
         self._known: dict[Any, Any] | None = {} if self.backend.pipelines else None
         """What committed writes learned of rows (a run's clock and fence, an attempt's next
         sequence), for writes that send guarded guesses instead of asking (see
@@ -168,10 +175,29 @@ class Engine:
             raise StoreReadOnly(
                 f"the store at {display_url(self.url)} was opened read-only; nothing was written"
             )
-        with self.sa.connect() as conn:
+        with self.gated(), self.sa.connect() as conn:
             conn.execution_options(**{_WRITE: write})
             with conn.begin():
                 yield conn
+
+    @contextmanager
+    def gated(self) -> Iterator[None]:
+        """Hold this process's gate of the database shared for a transaction (see
+        :mod:`~smithers_tt.store.backend._gate`; nothing where the dialect has none)."""
+        gate = self._gate or self._find_gate()
+        if gate is None:
+            yield
+            return
+        key = next(_KEYS)
+        gate.enter(key)
+        try:
+            yield
+        finally:
+            gate.leave(key)
+
+    def _find_gate(self) -> Any:
+        self._gate = self.backend.gate(self)
+        return self._gate
 
     @contextmanager
     def reading(self) -> Iterator[None]:
@@ -202,10 +228,11 @@ class Engine:
     def _end_shared(self) -> None:
         """End this thread's shared read transaction, if one is open (a rollback: it
         wrote nothing)."""
-        conn, self._shared.conn = self._shared.conn, None
-        if conn is not None:
+        shared = self._shared
+        ends, shared.ends, shared.conn = shared.ends, None, None
+        if ends is not None:
             with suppress(exc.DBAPIError):
-                conn.close()
+                ends.close()  # the connection, then the gate
 
     def _shared_read(self, work: Callable[[Connection], T]) -> tuple[bool, T | None]:
         """``(True, work(conn))`` in this thread's shared read transaction, or ``(False,
@@ -216,9 +243,12 @@ class Engine:
             return False, None
         try:
             if shared.conn is None:
-                conn = self.sa.connect()
-                conn.execution_options(**{_WRITE: False})
-                conn.begin()
+                with ExitStack() as ends:
+                    ends.enter_context(self.gated())
+                    conn = ends.enter_context(self.sa.connect())
+                    conn.execution_options(**{_WRITE: False})
+                    conn.begin()
+                    shared.ends = ends.pop_all()
                 shared.conn = conn
             return True, work(shared.conn)
         except SmithersError:
@@ -365,7 +395,7 @@ class HeldConnection:
                 conn = self._conn = self._engine.sa.connect()
             try:
                 conn.execution_options(**{_WRITE: write})
-                with conn.begin():
+                with self._engine.gated(), conn.begin():
                     yield conn
             except BaseException:
                 self._release()  # start the next transaction on a known-good connection

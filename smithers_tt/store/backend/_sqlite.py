@@ -37,6 +37,7 @@ from smithers_tt.errors import (
 )
 from smithers_tt.store.backend._access import SqliteAccess
 from smithers_tt.store.backend._dialect import Commit, Dialect, register, short
+from smithers_tt.store.backend._gate import Gate, gate_of
 
 _TRANSIENT = (
     "database is locked",
@@ -115,6 +116,9 @@ class SqliteDialect(Dialect):
 
     def read_only_access(self, engine: Any) -> Any:
         return SqliteAccess(Path(engine.sa.url.database or "").resolve())
+
+    def gate(self, engine: Any) -> Gate | None:
+        return None if engine.immutable else gate_of(Path(engine.sa.url.database or ""))
 
     def create_engine(
         self,
