@@ -250,6 +250,11 @@ class Dialect(ABC):
         also when the operation fails); nothing by default."""
         yield
 
+    def indexed_by(self, index: str) -> str:
+        """What follows a table's name in ``FROM`` to read it through ``index`` where the
+        planner would not pick it itself: nothing by default (PostgreSQL's planner does)."""
+        return ""
+
     @contextmanager
     def moving(self, conn: Connection) -> Iterator[None]:
         """Around the delete of rows the transaction has just copied elsewhere in the same

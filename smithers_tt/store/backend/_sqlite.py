@@ -107,6 +107,9 @@ class SqliteDialect(Dialect):
         finally:
             conn.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
 
+    def indexed_by(self, index: str) -> str:
+        return f" INDEXED BY {index}"
+
     @contextmanager
     def moving(self, conn: Connection) -> Iterator[None]:
         """``secure_delete`` ``FAST`` for the connection while it deletes rows it has just
