@@ -137,6 +137,7 @@ class Travel:
     frames = on("reads", TravelReads.frames)
     frame_span = on("reads", TravelReads.frame_span)
     other_frames = on("reads", TravelReads.other_frames)
+    other_frame_keys = on("reads", TravelReads.other_frame_keys)
     checkpoint_groups = on("reads", TravelReads.checkpoint_groups)
     stored_ref_rows = on("reads", TravelReads.stored_ref_rows)
     newest_stored_ref = on("reads", TravelReads.newest_stored_ref)

@@ -62,12 +62,10 @@ class _Row:
     )
 
 
-def other_frames(
-    tx: Travel, run_id: str, upto: int, after: int | None = None, *, data: bool = True
-) -> Iterator[_Row]:
+def other_frames(tx: Travel, run_id: str, upto: int, after: int | None = None) -> Iterator[_Row]:
     """The frames of ``run_id`` at or below ``upto`` (and above ``after``) except
     checkpoints, in order, as :func:`apply` reads them (see :meth:`Travel.other_frames`)."""
-    for row in tx.other_frames(run_id, upto, after, data=data):
+    for row in tx.other_frames(run_id, upto, after):
         frame = _Row()
         (
             frame.frame_no,

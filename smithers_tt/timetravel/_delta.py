@@ -111,25 +111,32 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> Tail | None:
 def touch(tail: Any, f: Any) -> bool:
     """Add to ``tail`` (a :class:`Tail` or what has its sets) what frame ``f`` above the cut
     touches; False when the set-based paths do not answer for such a frame."""
-    kind = f.kind
+    return touch_key(tail, f.kind, f.node_id, f.iteration, f.attempt, f.sequence)
+
+
+def touch_key(
+    tail: Any, kind: str, node_id: Any, iteration: Any, attempt: Any, sequence: Any = None
+) -> bool:
+    """:func:`touch` for a frame given by its fields (``sequence`` is read only of a
+    checkpoint)."""
     if kind in _REFUSED:
         return False
     if kind in _ATTEMPT or kind in _NODE:
-        if f.node_id is None or f.iteration is None:
+        if node_id is None or iteration is None:
             return False
         if kind in _NODE:
-            tail.nodes.add((f.node_id, f.iteration))
+            tail.nodes.add((node_id, iteration))
             return True
-        if f.attempt is None:
+        if attempt is None:
             return False
-        key = (f.node_id, f.iteration, f.attempt)
+        key = (node_id, iteration, attempt)
         if key not in tail.attempts and kind == "attempt_started":
             tail.started.add(key)
         tail.attempts.add(key)
         if kind == "checkpoint":
-            if f.sequence is None:
+            if sequence is None:
                 return False
-            tail.refs.add((*key, f.sequence))
+            tail.refs.add((*key, sequence))
     elif kind in _RUN:
         tail.run_level = True
     return True

@@ -55,7 +55,8 @@ full fold, which checks every frame and costs little there."""
 @dataclass
 class WideTail:
     """What the frames above a cut touch: ``others`` are those frames but checkpoints (as
-    :func:`apply` reads them), ``checkpoints`` the per-attempt aggregate of the rest."""
+    :func:`apply` reads them; an undo's only: a rewind reads their keys, not the frames),
+    ``checkpoints`` the per-attempt aggregate of the rest."""
 
     others: list[Any]
     checkpoints: dict[AttemptKeyT, tuple[int, int]]
@@ -96,18 +97,23 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int, *, undo: bool) -> Wid
         return None  # malformed: the full path names the frame
     tail = WideTail([], {(g[0], g[1], g[2]): (g[3], g[6]) for g in groups})
     first_ref = {(g[0], g[1], g[2]): g[5] for g in groups}
-    try:
-        frames = list(other_frames(tx, run_id, clock, cut, data=undo))
-    except SnapshotInvalid:
-        return None  # the full path names the frame
-    if len(frames) + tail.ref_count != clock - cut:
+    if undo:
+        try:
+            frames = list(other_frames(tx, run_id, clock, cut))
+        except SnapshotInvalid:
+            return None  # the full path names the frame
+        keys = [(f.frame_no, f.kind, f.node_id, f.iteration, f.attempt) for f in frames]
+    else:  # taken away: which rows they touch is all a rewind needs of them
+        frames, keys = [], tx.other_frame_keys(run_id, cut, clock)
+    if len(keys) + tail.ref_count != clock - cut:
         return None  # a missing frame
     starts: dict[AttemptKeyT, int] = {}
-    for frame in frames:
-        if not _delta.touch(tail, frame):
+    touch = _delta.touch_key
+    for frame_no, kind, node_id, iteration, attempt in keys:
+        if not touch(tail, kind, node_id, iteration, attempt):
             return None
-        if frame.kind == "attempt_started":
-            starts.setdefault((frame.node_id, frame.iteration, frame.attempt), frame.frame_no)
+        if kind == "attempt_started":
+            starts.setdefault((node_id, iteration, attempt), frame_no)
     if any(first_ref.get(key, starts[key]) < starts[key] for key in tail.started):
         return None  # a checkpoint before its attempt's start
     tail.others = frames

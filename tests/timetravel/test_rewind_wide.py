@@ -15,6 +15,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.errors import CheckpointMissing
+from smithers_tt.store import travel
 from smithers_tt.testing import large_run
 from smithers_tt.timetravel import _delta, _wide
 from tests.timetravel._support import dump, execute
@@ -123,3 +124,52 @@ def test_a_wide_undo_whose_frames_name_missing_content_refuses_and_changes_nothi
         db.undo_rewind(run_id)  # the wide copy misses a ref: the full fold names it
     assert dump(db) == before
     assert wide == ["rewind", "undo"]
+
+
+def _decided(tail: _wide.WideTail | None) -> Any:
+    """What a wide tail decides (all but the frames an undo folds), or None."""
+    if tail is None:
+        return None
+    return (
+        tail.checkpoints, tail.nodes, tail.attempts, tail.started, tail.run_level,
+        tail.split_nodes,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_rewind_reading_only_the_keys_decides_what_reading_the_frames_decides(
+    db: st.Database, seed: int, wide: list[str]
+) -> None:
+    # A rewind reads the keys of the frames it takes away; an undo reads the same frames
+    # whole (it folds them). Over every cut of random runs (resets above some cuts, which
+    # both refuse), and a frame a key is missing from, both come to the same answer.
+    run_id, _ = _history(db, random.Random(seed))
+    clock = db.get_run(run_id).record.clock
+
+    def both(cut: int) -> tuple[Any, Any]:
+        return travel(
+            db.store.engine,
+            lambda tx: tuple(
+                _decided(_wide.tail_of(tx, run_id, cut, clock, undo=undo)) for undo in (False, True)
+            ),
+            write=False,
+        )
+
+    answered = {}
+    for cut in range(clock):
+        by_keys, by_frames = both(cut)
+        assert by_keys == by_frames, cut
+        answered[cut] = by_keys
+    assert sum(a is not None for a in answered.values()) > clock // 4  # below no reset
+    finished = max(
+        f.frame_no
+        for f in db.get_run(run_id).frames()
+        if f.kind == "attempt_finished" and answered[f.frame_no - 1] is not None
+    )
+    execute(
+        db,
+        "UPDATE tt_frames SET node_id = NULL WHERE run_id = :r AND frame_no = :n",
+        r=run_id, n=finished,
+    )  # fmt: skip
+    assert both(finished - 1) == (None, None)  # a frame above the cut names no node
+    assert both(finished) == (answered[finished],) * 2  # at the cut: not read

@@ -250,6 +250,17 @@ class Dialect(ABC):
         also when the operation fails); nothing by default."""
         yield
 
+    def indexed_by(self, index: str) -> str:
+        """What follows a table's name in ``FROM`` to read it through ``index`` where the
+        planner would not pick it itself: nothing by default (PostgreSQL's planner does)."""
+        return ""
+
+    @contextmanager
+    def moving(self, conn: Connection) -> Iterator[None]:
+        """Around the delete of rows the transaction has just copied elsewhere in the same
+        database (a rewind moving its frames aside): nothing by default."""
+        yield
+
     def unless_cast_fails(self, conn: Connection, read: Callable[[], T]) -> T | None:
         """``read()``, or ``None`` where the database could not read some stored text as JSON
         (only a database that casts in SQL can fail so; the transaction stays usable)."""

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store._records import Frame
-from smithers_tt.store.backend import Dialect
+from smithers_tt.store.backend import Dialect, dialect_of
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._write import Change, NewRun, Write, json_or_none, notify
 
@@ -213,7 +213,8 @@ class Rewound(Change):
         notify(w, run_id)  # its owner, if any, is fenced out
         f = S.frames
         keep(conn, run_id, self.clock, w.stamp)
-        conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
+        with dialect_of(conn).moving(conn):  # kept just above: the frames move
+            conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
         if self.kept_ending:  # no frame above the clock set them: they stay as stored
             output_json, error = S.runs.c.output_json, S.runs.c.error
         else:  # a run's output maps task ids to outputs: one level that is not theirs
