@@ -28,10 +28,7 @@ from typing import Any
 from smithers_tt._model_calls import ModelCall, usage_tokens
 from smithers_tt.checkpoint import validate
 from smithers_tt.errors import CheckpointInvalid
-
-PUSH = "__pregel_push"
-TASKS = "__pregel_tasks"
-"""LangGraph's marker of a ``Send`` task's path, and the channel holding a step's sends."""
+from smithers_tt.integrations._langgraph_tasks import PUSH, TASKS
 
 
 def node_of(task_path: str, sends: Sequence[str] = ()) -> str:

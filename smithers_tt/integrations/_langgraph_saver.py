@@ -374,6 +374,14 @@ class SaverCore(BaseCheckpointSaver[int | str]):
 
         return run_id, work
 
+    def writes_come_first(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
+        """The writes of ``checkpoint`` (of ``config``'s thread and namespace) are stored
+        before it (an import does so): remember its input now, as :meth:`put` would, so that
+        their model calls are told from the messages it already holds."""
+        thread_id, ns = thread_of(config)
+        values = checkpoint.get("channel_values") or {}
+        self._calls.stored(thread_id, ns, str(checkpoint["id"]), values)
+
     def _values_of(self, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any] | None:
         """The channel values of a stored checkpoint (None: there is none)."""
         found = self.get_tuple(

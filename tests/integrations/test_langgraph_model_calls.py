@@ -212,3 +212,14 @@ def test_a_thread_resumed_by_another_saver_records_no_call_twice(db: st.Database
     before = _every_call(db)
     _planner(SmithersSaver(db), interrupt=True).invoke(None, config)
     assert before == _every_call(db) == EXPECTED
+
+
+def test_an_imported_thread_records_each_call_once_under_the_node_that_made_it(
+    db: st.Database,
+) -> None:
+    """The import stores a checkpoint's writes before it: the same calls as saved directly,
+    ``Send`` tasks found by their ids."""
+    source = InMemorySaver()
+    _planner(source).invoke({"topics": [], "messages": []}, {"configurable": {"thread_id": "p3"}})
+    import_langgraph(source, db)
+    assert _every_call(db) == EXPECTED
