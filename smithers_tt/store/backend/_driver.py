@@ -122,8 +122,10 @@ class Driver:
         return known_rows(self._conn) if self.pipelines else None
 
     def learn(self, key: Any, value: Any) -> None:
-        """Record what ``key`` holds (None: forget it) once this transaction commits."""
-        learn(self._conn, key, value)
+        """Record what ``key`` holds (None: forget it) once this transaction commits; nothing
+        where no write guesses (see :meth:`known`)."""
+        if self.pipelines:
+            learn(self._conn, key, value)
 
     def _flush(self) -> None:
         """Send the steps held back by :meth:`later` before a statement that may read them."""

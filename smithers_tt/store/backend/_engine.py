@@ -394,7 +394,10 @@ class HeldConnection:
             if conn is None or conn.closed or conn.invalidated:
                 conn = self._conn = self._engine.sa.connect()
             try:
-                conn.execution_options(**{_WRITE: write})
+                if conn.get_execution_options().get(_WRITE) is not write:
+                    # Set only when it changes: the committer's every transaction writes, and
+                    # setting an option dispatches SQLAlchemy's events and dialect hooks.
+                    conn.execution_options(**{_WRITE: write})
                 with self._engine.gated(), conn.begin():
                     yield conn
             except BaseException:

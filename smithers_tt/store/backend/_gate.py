@@ -85,7 +85,8 @@ class Gate:
             self._readers[thread] = count
         else:
             del self._readers[thread]
-            self._cond.notify_all()
+            if self._waiting:  # only alone() waits for the readers to leave
+                self._cond.notify_all()
 
     @contextmanager
     def alone(self, timeout: float) -> Iterator[None]:

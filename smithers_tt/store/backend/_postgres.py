@@ -343,7 +343,7 @@ class PostgresDialect(Dialect):
         raw = conn.connection.dbapi_connection
         held = take_deferred(conn)
         tokens = self._token_steps(conn, raw) if token else []
-        return self._pipeline(conn, raw, [*held, *steps], tokens, commit=False)[len(held) :]
+        return self._pipeline(conn, raw, [*held, *steps], tokens, commit=False, unread=len(held))
 
     def _pipeline(
         self,
@@ -353,10 +353,17 @@ class PostgresDialect(Dialect):
         tokens: Sequence[tuple[str, Any]],
         *,
         commit: bool,
+        unread: int = 0,
     ) -> list[tuple[Any, ...] | None]:
         """One round trip: the transaction's BEGIN if it has sent nothing yet, ``steps``,
-        ``tokens``, and with ``commit`` the COMMIT; each step's first row back. The first
-        error the server answered is raised (wrapped as SQLAlchemy does), the rest skipped."""
+        ``tokens``, and with ``commit`` the COMMIT; the first row back of each step but the
+        first ``unread``. The first error the server answered is raised (wrapped as
+        SQLAlchemy does), the rest skipped.
+
+        Statements whose rows nobody reads (the BEGIN, the first ``unread`` steps, the tokens,
+        the COMMIT) share one cursor: psycopg makes a cursor with its own copy of the
+        adapters, a good part of its Python per statement; a failure surfaces at the sync
+        whichever cursor sent it."""
         begin = self._begin(conn, raw)
         cursor = raw.cursor()
         cursors: list[Any] = []
@@ -370,10 +377,13 @@ class PostgresDialect(Dialect):
                         if begin is not None:
                             where = (begin, None)
                             cursor.execute(begin, prepare=False)
-                        for statement, params, many in steps:
+                        for i, (statement, params, many) in enumerate(steps):
                             where = (statement, params)
-                            cur = raw.cursor()
-                            cursors.append(cur)
+                            if i < unread:
+                                cur = cursor
+                            else:
+                                cur = raw.cursor()
+                                cursors.append(cur)
                             if many:
                                 cur.executemany(statement, params)
                             else:
@@ -395,7 +405,7 @@ class PostgresDialect(Dialect):
                 raise wrap_driver_error(conn, first, *where, cursor) from first
             return [
                 None if many or cur.description is None else cur.fetchone()
-                for cur, (_, _, many) in zip(cursors, steps, strict=True)
+                for cur, (_, _, many) in zip(cursors, steps[unread:], strict=True)
             ]
         finally:
             for cur in (cursor, *cursors):
@@ -459,7 +469,8 @@ class PostgresDialect(Dialect):
         if raw.info.transaction_status.name == "IDLE":
             _check_alive(conn, raw)  # before the token: a failure here is certainly no commit
         tokens = self.commit_steps(commit, raw) if commit.token is None else []
-        self._pipeline(conn, raw, held, tokens, commit=True)  # SQLAlchemy's COMMIT: a no-op
+        # SQLAlchemy's COMMIT is then a no-op.
+        self._pipeline(conn, raw, held, tokens, commit=True, unread=len(held))
         _own_begin(conn)
 
     # --- run notices: a channel per store (the schema holding its tables), the run as payload

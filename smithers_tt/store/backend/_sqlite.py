@@ -36,7 +36,13 @@ from smithers_tt.errors import (
     StoreReadOnly,
 )
 from smithers_tt.store.backend._access import SqliteAccess
-from smithers_tt.store.backend._dialect import Commit, Dialect, register, short
+from smithers_tt.store.backend._dialect import (
+    Commit,
+    Dialect,
+    register,
+    short,
+    wrap_driver_error,
+)
 from smithers_tt.store.backend._gate import Gate, gate_of
 
 _TRANSIENT = (
@@ -244,7 +250,15 @@ def _sqlite_engine(
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Connection) -> None:
         write = conn.get_execution_options().get(write_option, True)
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write and not read_only else "BEGIN")
+        begin = "BEGIN IMMEDIATE" if write and not read_only else "BEGIN"
+        # On the driver's connection: ``exec_driver_sql`` would set up a result object and
+        # dispatch execute events for a statement that returns nothing, in every transaction
+        # (every publish). Its error is wrapped as SQLAlchemy wraps it ("database is locked"
+        # stays transient).
+        try:
+            conn.connection.driver_connection.execute(begin)  # type: ignore[union-attr]
+        except sqlite3.Error as error:
+            raise wrap_driver_error(conn, error, begin, ()) from error
 
     return engine, "immutable=1" in uri
 

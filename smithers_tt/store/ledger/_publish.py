@@ -48,7 +48,7 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from sqlalchemy import exc
@@ -98,7 +98,9 @@ class Unit:
     error: BaseException | None
     done: bool
     lead: bool
-    wake: threading.Event
+    wake: threading.Event | None
+    """What the caller waits on, made (by :meth:`GroupCommitter.publish`) only for a caller
+    that waits: one that commits its own unit at once never needs it."""
 
     @classmethod
     def apply_all(cls, conn: Connection, units: Sequence[Any]) -> list[Any]:
@@ -125,7 +127,7 @@ class WorkUnit(Unit):
         self.error: BaseException | None = None
         self.done = False
         self.lead = False
-        self.wake = threading.Event()
+        self.wake: threading.Event | None = None
 
     @classmethod
     def apply_all(cls, conn: Connection, units: Sequence[Any]) -> list[Any]:
@@ -156,7 +158,7 @@ class PublishUnit(Change, Unit):
     """Set (before ``wake``) once the commit that contained this unit has ended."""
     lead: bool = False
     """Set (before ``wake``) when this unit's caller must run the next commit."""
-    wake: threading.Event = field(default_factory=threading.Event)
+    wake: threading.Event | None = None
 
     @classmethod
     def apply_all(cls, conn: Connection, units: Sequence[Any]) -> list[Any]:
@@ -331,9 +333,13 @@ class GroupCommitter:
             self._queue.append(unit)
             lead = not self._committing
             self._committing = True
+            if not lead and unit.wake is None:  # made before anyone can take it to wake it
+                unit.wake = threading.Event()
         if not lead:
+            wake = unit.wake
+            assert wake is not None
             try:
-                unit.wake.wait()
+                wake.wait()
             except BaseException:  # interrupted while waiting (KeyboardInterrupt)
                 with self._lock:
                     if not unit.lead and unit in self._queue:
@@ -362,7 +368,7 @@ class GroupCommitter:
                 if self._queue:
                     successor = self._queue[0]
                     successor.lead = True
-                    successor.wake.set()
+                    successor.wake.set()  # type: ignore[union-attr]  # queued: it waits
                 else:
                     self._committing = False
 
@@ -432,7 +438,8 @@ class GroupCommitter:
                 unit.finish(done)
             unit.error = error
             unit.done = True
-            unit.wake.set()
+            if unit.wake is not None:  # None: the caller that committed it, not waiting
+                unit.wake.set()
 
 
 def _apply(conn: Connection, batch: list[Unit]) -> list[Any]:

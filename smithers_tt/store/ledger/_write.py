@@ -225,7 +225,8 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int, *, guess: bool = Fal
     if guessed is not None:
         rows, wanted = guessed
     else:
-        w = Write(db, stamp)  # what a guess that gave up left in it is forgotten
+        if known is not None:
+            w = Write(db, stamp)  # what a guess that gave up left in it is forgotten
         steps: list[tuple[str, Any, bool]] = [
             (sql.advance_run, (ticks[run_id], stamp, run_id), False) for run_id in runs
         ]
