@@ -139,6 +139,7 @@ class PostgresDialect(Dialect):
         f"{guard('count(*) = 1')} FROM (SELECT 1 FROM i UNION ALL SELECT 1 FROM k, v "  # noqa: S608
         "WHERE k.same AND k.size_bytes = v.size_bytes) g",
     )
+    frame_ctes = True
     code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's
     # A HashAggregate groups 100,000 frames in one pass: no blocks.
     choice_block = None
@@ -365,6 +366,7 @@ class PostgresDialect(Dialect):
         adapters, a good part of its Python per statement; a failure surfaces at the sync
         whichever cursor sent it."""
         begin = self._begin(conn, raw)
+        steps, tokens = ride(steps, tokens)
         cursor = raw.cursor()
         cursors: list[Any] = []
         where: tuple[str, Any] = ("", None)
@@ -529,6 +531,56 @@ def _own_begin(conn: Connection) -> None:
         raw = conn.connection.dbapi_connection
         if raw is not None and raw.autocommit:
             raw.autocommit = False
+
+
+_TOKEN_CTE = f"tt_commit_token AS ({INSERT_TOKEN})"
+_RIDES: dict[str, str | None] = {}
+"""Statements with the token's insert ahead of them (see :func:`with_token`), by statement."""
+
+
+def ride(
+    steps: Sequence[tuple[str, Any, bool]], tokens: Sequence[tuple[str, Any]]
+) -> tuple[Sequence[tuple[str, Any, bool]], Sequence[tuple[str, Any]]]:
+    """``steps`` and ``tokens`` with the commit token's insert moved into the first step that
+    can carry it (a data-modifying CTE of that statement: see :func:`with_token`), so it costs
+    no statement of its own; as they are when no step can. The token row is the same row in
+    the same transaction, so :meth:`PostgresDialect.settle` finds it exactly as before; if the
+    step fails the transaction aborts, token and all, as it did with the token alone."""
+    if not tokens or tokens[0][0] is not INSERT_TOKEN:
+        return steps, tokens
+    for i, (statement, params, many) in enumerate(steps):
+        if many or type(params) is not tuple:
+            continue
+        carrier = with_token(statement)
+        if carrier is None:
+            continue
+        rode = (carrier, (*tokens[0][1], *params), False)
+        return [*steps[:i], rode, *steps[i + 1 :]], tokens[1:]
+    return steps, tokens
+
+
+def with_token(statement: str) -> str | None:
+    """``statement`` with the commit token's insert as a data-modifying CTE ahead of it (its
+    two parameters first): PostgreSQL runs such a CTE once and to completion whatever the
+    statement reads of it, in the statement's transaction. None for a statement that does not
+    take a ``WITH`` (anything but one ``SELECT``, ``INSERT``, ``UPDATE``, ``DELETE`` or
+    non-recursive ``WITH``)."""
+    try:
+        return _RIDES[statement]
+    except KeyError:
+        pass
+    head = statement[:15].upper()
+    if head.startswith("WITH RECURSIVE"):
+        carrier = None
+    elif head.startswith("WITH "):
+        carrier = f"WITH {_TOKEN_CTE}, {statement[5:]}"
+    elif head.startswith(("SELECT ", "INSERT ", "UPDATE ", "DELETE ")):
+        carrier = f"WITH {_TOKEN_CTE} {statement}"
+    else:
+        carrier = None
+    if len(_RIDES) < 1024:  # prebuilt statements: a few dozen
+        _RIDES[statement] = carrier
+    return carrier
 
 
 def _check_alive(conn: Connection, raw: Any) -> None:

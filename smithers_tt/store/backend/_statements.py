@@ -181,6 +181,18 @@ class Statements:
             "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
             "created_at_ms, size_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        # A checkpoint's frame and its ref in one statement (where the dialect can: else
+        # None, and they go with insert_frame and insert_ref): the frame's parameters, the
+        # ref's columns read back from the frame inserted.
+        self.insert_frame_ref = (
+            q(
+                f"WITH f AS ({self.insert_frame} RETURNING run_id, node_id, iteration, attempt, "  # noqa: S608
+                "sequence, frame_no) INSERT INTO tt_checkpoint_refs (run_id, node_id, "
+                "iteration, attempt, sequence, frame_no) SELECT * FROM f"
+            )
+            if dialect.frame_ctes
+            else None
+        )
         self.insert_model_call = q(
             # The columns of tt_model_calls in their order (_calls.CALL_COLUMNS checks them).
             f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608

@@ -239,9 +239,8 @@ class PublishUnit(Change, Unit):
             self.agent_id,
             stamp,
         )
-        w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
         self.result = ref
-        return Frame(
+        frame = Frame(
             key.run_id,
             frame_no,
             "checkpoint",
@@ -258,6 +257,11 @@ class PublishUnit(Change, Unit):
             {"size": enc.size},
             stamp,
         )
+        if w.sql.insert_frame_ref is not None:
+            w.defer_frame(w.sql.insert_frame_ref, frame)  # the ref goes with its frame
+        else:
+            w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
+        return frame
 
 
 REF_COLUMNS = ("run_id", "node_id", "iteration", "attempt", "sequence", "frame_no")

@@ -133,7 +133,7 @@ class NewRun(NamedTuple):
 class Write:
     """One :func:`write` in progress: what its changes' projections use."""
 
-    __slots__ = ("contents", "db", "deferred", "guessed", "sql", "stamp")
+    __slots__ = ("contents", "db", "deferred", "guessed", "inserted", "sql", "stamp")
 
     def __init__(self, db: Driver, stamp: int) -> None:
         self.db = db
@@ -146,10 +146,20 @@ class Write:
         self.guessed: dict[Any, Any] = {}
         """What the guesses of this write's earlier changes will have left (see
         :meth:`Change.guess`): an attempt's next sequence after a checkpoint guessed."""
+        self.inserted: set[int] = set()
+        """Frames (by ``id``) a deferred statement inserts with its own rows (see
+        :meth:`defer_frame`), not to be inserted again with the others."""
 
     def defer(self, statement: str, row: tuple[Any, ...]) -> None:
         """Insert ``row`` with the frames, in one ``executemany`` with others like it."""
         self.deferred.setdefault(statement, []).append(row)
+
+    def defer_frame(self, statement: str, frame: Frame) -> None:
+        """Insert ``frame`` with a statement that inserts it and the rows it projects to (its
+        parameters: the frame's values), deferred as :meth:`defer` does, instead of with the
+        other frames: one statement where there would be two."""
+        self.defer(statement, frame_values(frame))
+        self.inserted.add(id(frame))
 
 
 class Change:
@@ -272,7 +282,10 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int, *, guess: bool = Fal
     _learn(db, entries, row_of)
     final: list[tuple[str, Any, bool]] = [(sql.insert_run, created, True)] if created else []
     final += [(s, r, True) for s, r in w.deferred.items()]
-    frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
+    inserted = w.inserted
+    frame_rows = [
+        frame_values(f) for entry in entries for f in entry.frames if id(f) not in inserted
+    ]
     if frame_rows:
         final.append((sql.insert_frame, frame_rows, True))
     if final:
