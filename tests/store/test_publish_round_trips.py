@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import pytest
+import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.errors import CheckpointCorrupt, FenceLost
@@ -43,6 +44,21 @@ def _traced(store: Store, publish: object) -> tuple[int, str]:
 
 def _round_trips(store: Store, publish: object) -> int:
     return _traced(store, publish)[0]
+
+
+def _statements(store: Store, publish: object) -> int:
+    """The statements (Execute and simple Query messages) ``publish()`` sends."""
+    raw = store._committer._connection._conn.connection.dbapi_connection  # type: ignore[union-attr]
+    with tempfile.TemporaryFile("w+") as trace:
+        raw.pgconn.trace(trace.fileno())
+        try:
+            publish()  # type: ignore[operator]
+        finally:
+            raw.pgconn.untrace()
+        trace.seek(0)
+        lines = [line.split("\t") for line in trace.read().splitlines() if line.count("\t") >= 3]
+    sent = Counter(line[3].split(" ")[0] for line in lines if line[1] == "F")
+    return sent["Execute"] + sent["Query"]
 
 
 def refused_then_asked(db: st.Database, publish: Callable[[], R]) -> R:
@@ -113,6 +129,56 @@ def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_ca
     assert [r.sequence for r in refs_of(db, fence.run_id)] == [0, 1, 2, 3]
     assert count(db, "tt_model_calls") == 1
     dense(db, fence.run_id)
+
+
+@pytest.mark.postgres
+def test_a_publish_is_four_statements_without_begin_or_commit(db: st.Database) -> None:
+    """The clock's advance carrying the commit token, the content, the sequence, the frame
+    with its ref: the server runs the pipeline as one implicit transaction, committed at its
+    Sync (a model call adds its own rows)."""
+    if db.engine.is_sqlite:
+        pytest.skip("SQLite sends no statements over a wire")
+    store = db.store
+    _, fence = store.create_run("wf")
+    key = store.start_attempt(fence, "node").key
+    call = st.ModelCall("m", [{"role": "user", "content": "q"}], {"role": "assistant",
+                        "content": "a"}, "stop", 1, 1, latency_ms=1.0, status=200)  # fmt: skip
+
+    store.publish(fence, key, checkpoint(0))
+    assert _statements(store, lambda: store.publish(fence, key, checkpoint(1))) == 4
+    assert _statements(store, lambda: store.publish(fence, key, checkpoint(1))) == 4
+    with_call = lambda: store.publish(fence, key, checkpoint(2), model_calls=[call])  # noqa: E731
+    assert _statements(store, with_call) <= 7
+    assert [r.sequence for r in refs_of(db, fence.run_id)] == [0, 1, 2, 3]
+    assert count(db, "tt_model_calls") == 1
+    dense(db, fence.run_id)
+
+
+@pytest.mark.postgres
+def test_a_session_that_defaults_to_another_isolation_level_still_sends_begin(
+    db: st.Database,
+) -> None:
+    """Without a BEGIN a transaction runs at the session's default isolation level: where
+    that is not READ COMMITTED (a role or database may set it), the publish sends its BEGIN
+    and COMMIT, and still commits in one round trip."""
+    if db.engine.is_sqlite:
+        pytest.skip("SQLite sends no statements over a wire")
+    url = sa.make_url(str(db.engine.url))
+    options = f"{url.query.get('options', '')} -cdefault_transaction_isolation=serializable"
+    serializable = st.connect(
+        url.update_query_dict({"options": options.strip()}).render_as_string(hide_password=False)
+    )
+    try:
+        store = serializable.store
+        _, fence = store.create_run("wf")
+        key = store.start_attempt(fence, "node").key
+        store.publish(fence, key, checkpoint(0))
+        assert _statements(store, lambda: store.publish(fence, key, checkpoint(1))) == 6
+        assert _round_trips(store, lambda: store.publish(fence, key, checkpoint(2))) == 1
+        assert [r.sequence for r in refs_of(serializable, fence.run_id)] == [0, 1, 2]
+        dense(serializable, fence.run_id)
+    finally:
+        serializable.close()
 
 
 def test_a_clock_another_process_moved_is_refused_and_the_publish_asks(

@@ -297,6 +297,7 @@ class PostgresDialect(Dialect):
                 # A name given in the URL (?application_name=...) wins.
                 connect_args={} if "application_name" in url.query else _NAME,
             )
+        sa.event.listen(engine, "connect", _session_defaults)
         sa.event.listen(engine, "begin", _own_begin)
         sa.event.listen(engine, "before_cursor_execute", _send_deferred)
         return engine, False
@@ -366,6 +367,14 @@ class PostgresDialect(Dialect):
         adapters, a good part of its Python per statement; a failure surfaces at the sync
         whichever cursor sent it."""
         begin = self._begin(conn, raw)
+        # A transaction sent whole, BEGIN to COMMIT, in one pipeline needs neither: without a
+        # BEGIN the server runs a pipeline's statements up to its Sync as one implicit
+        # transaction, committed at the Sync (rolled back, the rest skipped, on an error), at
+        # the session's default isolation, which must then be the BEGIN's (see
+        # _session_defaults).
+        implicit = commit and begin == _IMPLICIT_BEGIN and conn.connection.info.get(_READ_COMMITTED)
+        if implicit:
+            begin = None
         steps, tokens = ride(steps, tokens)
         cursor = raw.cursor()
         cursors: list[Any] = []
@@ -393,7 +402,7 @@ class PostgresDialect(Dialect):
                         for statement, params in tokens:
                             where = (statement, params)
                             cursor.execute(statement, params)
-                        if commit:
+                        if commit and not implicit:
                             # COMMIT as a statement, not raw.commit(): that one syncs the
                             # pipeline itself, and leaving the pipeline syncs again, a second
                             # round trip. Never prepared, so every COMMIT goes out as such.
@@ -522,6 +531,28 @@ register(_POSTGRES)
 _OWN_BEGIN = "smithers_tt_own_begin"
 """Key in ``Connection.info``: this connection is in psycopg's autocommit mode because the
 store sent its transaction's BEGIN itself (see :meth:`PostgresDialect._begin`)."""
+
+
+_IMPLICIT_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""The BEGIN a write transaction sends (the engine's isolation level, nothing else set)."""
+_READ_COMMITTED = "smithers_tt_read_committed"
+"""Key in a pooled connection's ``info``: its session's transactions default to READ
+COMMITTED, so a pipeline without a BEGIN runs as one with :data:`_IMPLICIT_BEGIN`."""
+
+
+def _session_defaults(raw: Any, record: Any) -> None:
+    """On each new connection: whether its session's transactions default to READ COMMITTED,
+    the isolation level of every transaction the store begins (a server, database or role
+    may default to another). Only then may a transaction go without its BEGIN
+    (:meth:`PostgresDialect._pipeline`). One round trip per connection, not per transaction."""
+    try:
+        row = raw.execute(
+            "SELECT current_setting('default_transaction_isolation'), "
+            "current_setting('default_transaction_deferrable')"
+        ).fetchone()
+    finally:
+        raw.rollback()
+    record.info[_READ_COMMITTED] = row == ("read committed", "off")
 
 
 def _own_begin(conn: Connection) -> None:
