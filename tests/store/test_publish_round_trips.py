@@ -25,9 +25,9 @@ from ._support import checkpoint, count, execute, refs_of
 R = TypeVar("R")
 
 
-def _traced(store: Store, publish: object) -> tuple[int, str]:
-    """The round trips (Sync and simple Query messages) the committer's connection sends
-    while ``publish()`` runs, and the server's replies, from a libpq trace."""
+def _sent(store: Store, publish: object) -> tuple[Counter[str], str]:
+    """The messages (by type) the committer's connection sends while ``publish()`` runs, and
+    the server's replies, from a libpq trace."""
     raw = store._committer._connection._conn.connection.dbapi_connection  # type: ignore[union-attr]
     with tempfile.TemporaryFile("w+") as trace:
         raw.pgconn.trace(trace.fileno())
@@ -39,26 +39,20 @@ def _traced(store: Store, publish: object) -> tuple[int, str]:
         lines = [line.split("\t") for line in trace.read().splitlines() if line.count("\t") >= 3]
     sent = Counter(line[3].split(" ")[0] for line in lines if line[1] == "F")
     replies = "\n".join("\t".join(line[3:]) for line in lines if line[1] == "B")
+    return sent, replies
+
+
+def _traced(store: Store, publish: object) -> tuple[int, str]:
+    """The round trips (Sync and simple Query messages) ``publish()`` sends, and the replies."""
+    sent, replies = _sent(store, publish)
     return sent["Sync"] + sent["Query"], replies
 
 
-def _round_trips(store: Store, publish: object) -> int:
-    return _traced(store, publish)[0]
-
-
-def _statements(store: Store, publish: object) -> int:
-    """The statements (Execute and simple Query messages) ``publish()`` sends."""
-    raw = store._committer._connection._conn.connection.dbapi_connection  # type: ignore[union-attr]
-    with tempfile.TemporaryFile("w+") as trace:
-        raw.pgconn.trace(trace.fileno())
-        try:
-            publish()  # type: ignore[operator]
-        finally:
-            raw.pgconn.untrace()
-        trace.seek(0)
-        lines = [line.split("\t") for line in trace.read().splitlines() if line.count("\t") >= 3]
-    sent = Counter(line[3].split(" ")[0] for line in lines if line[1] == "F")
-    return sent["Execute"] + sent["Query"]
+def _cost(store: Store, publish: object) -> tuple[int, int]:
+    """The round trips and statements (Execute and simple Query messages) ``publish()``
+    sends."""
+    sent = _sent(store, publish)[0]
+    return sent["Sync"] + sent["Query"], sent["Execute"] + sent["Query"]
 
 
 def refused_then_asked(db: st.Database, publish: Callable[[], R]) -> R:
@@ -113,6 +107,10 @@ def dense(db: st.Database, run_id: str) -> None:
 def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_call(
     db: st.Database,
 ) -> None:
+    """One round trip of four statements: the clock's advance carrying the commit token, the
+    content, the sequence, the frame with its ref; no BEGIN or COMMIT (the server runs the
+    pipeline as one implicit transaction, committed at its Sync). A model call adds its own
+    rows."""
     if db.engine.is_sqlite:
         pytest.skip("SQLite has no round trips")
     store = db.store
@@ -122,33 +120,11 @@ def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_ca
                         "content": "a"}, "stop", 1, 1, latency_ms=1.0, status=200)  # fmt: skip
 
     store.publish(fence, key, checkpoint(0))  # the committer's connection is opened here
-    assert _round_trips(store, lambda: store.publish(fence, key, checkpoint(1))) == 1
-    assert _round_trips(store, lambda: store.publish(fence, key, checkpoint(1))) == 1
+    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 4)
+    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 4)
     with_call = lambda: store.publish(fence, key, checkpoint(2), model_calls=[call])  # noqa: E731
-    assert _round_trips(store, with_call) == 1
-    assert [r.sequence for r in refs_of(db, fence.run_id)] == [0, 1, 2, 3]
-    assert count(db, "tt_model_calls") == 1
-    dense(db, fence.run_id)
-
-
-@pytest.mark.postgres
-def test_a_publish_is_four_statements_without_begin_or_commit(db: st.Database) -> None:
-    """The clock's advance carrying the commit token, the content, the sequence, the frame
-    with its ref: the server runs the pipeline as one implicit transaction, committed at its
-    Sync (a model call adds its own rows)."""
-    if db.engine.is_sqlite:
-        pytest.skip("SQLite sends no statements over a wire")
-    store = db.store
-    _, fence = store.create_run("wf")
-    key = store.start_attempt(fence, "node").key
-    call = st.ModelCall("m", [{"role": "user", "content": "q"}], {"role": "assistant",
-                        "content": "a"}, "stop", 1, 1, latency_ms=1.0, status=200)  # fmt: skip
-
-    store.publish(fence, key, checkpoint(0))
-    assert _statements(store, lambda: store.publish(fence, key, checkpoint(1))) == 4
-    assert _statements(store, lambda: store.publish(fence, key, checkpoint(1))) == 4
-    with_call = lambda: store.publish(fence, key, checkpoint(2), model_calls=[call])  # noqa: E731
-    assert _statements(store, with_call) <= 7
+    trips, statements = _cost(store, with_call)
+    assert (trips, statements <= 7) == (1, True)
     assert [r.sequence for r in refs_of(db, fence.run_id)] == [0, 1, 2, 3]
     assert count(db, "tt_model_calls") == 1
     dense(db, fence.run_id)
@@ -173,9 +149,8 @@ def test_a_session_that_defaults_to_another_isolation_level_still_sends_begin(
         _, fence = store.create_run("wf")
         key = store.start_attempt(fence, "node").key
         store.publish(fence, key, checkpoint(0))
-        assert _statements(store, lambda: store.publish(fence, key, checkpoint(1))) == 6
-        assert _round_trips(store, lambda: store.publish(fence, key, checkpoint(2))) == 1
-        assert [r.sequence for r in refs_of(serializable, fence.run_id)] == [0, 1, 2]
+        assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 6)
+        assert [r.sequence for r in refs_of(serializable, fence.run_id)] == [0, 1]
         dense(serializable, fence.run_id)
     finally:
         serializable.close()
