@@ -107,10 +107,10 @@ def dense(db: st.Database, run_id: str) -> None:
 def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_call(
     db: st.Database,
 ) -> None:
-    """One round trip of four statements: the clock's advance carrying the commit token, the
-    content, the sequence, the frame with its ref; no BEGIN or COMMIT (the server runs the
-    pipeline as one implicit transaction, committed at its Sync). A model call adds its own
-    rows."""
+    """One round trip of three statements: the clock's advance carrying the commit token, the
+    content, the frame with its ref and the sequence's guard; no BEGIN or COMMIT (the server
+    runs the pipeline as one implicit transaction, committed at its Sync). A model call adds
+    its own rows."""
     if db.engine.is_sqlite:
         pytest.skip("SQLite has no round trips")
     store = db.store
@@ -120,8 +120,8 @@ def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_ca
                         "content": "a"}, "stop", 1, 1, latency_ms=1.0, status=200)  # fmt: skip
 
     store.publish(fence, key, checkpoint(0))  # the committer's connection is opened here
-    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 4)
-    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 4)
+    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 3)
+    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 3)
     with_call = lambda: store.publish(fence, key, checkpoint(2), model_calls=[call])  # noqa: E731
     trips, statements = _cost(store, with_call)
     assert (trips, statements <= 7) == (1, True)
@@ -149,7 +149,7 @@ def test_a_session_that_defaults_to_another_isolation_level_still_sends_begin(
         _, fence = store.create_run("wf")
         key = store.start_attempt(fence, "node").key
         store.publish(fence, key, checkpoint(0))
-        assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 6)
+        assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 5)
         assert [r.sequence for r in refs_of(serializable, fence.run_id)] == [0, 1]
         dense(serializable, fence.run_id)
     finally:

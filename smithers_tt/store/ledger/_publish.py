@@ -186,6 +186,9 @@ class PublishUnit(Change, Unit):
                 return False
         w.guessed[known] = before + 1
         params = (*key_tuple(key), self.fence.epoch, before)
+        if w.sql.insert_frame_ref_if is not None:
+            w.guessed[("guard", id(self))] = params  # checked with the frame (see apply)
+            return None, (before + 1,)
         return (w.sql.next_sequence_if, params), (before + 1,)
 
     def early(self, w: Write) -> Step:
@@ -257,7 +260,10 @@ class PublishUnit(Change, Unit):
             {"size": enc.size},
             stamp,
         )
-        if w.sql.insert_frame_ref is not None:
+        guard = w.guessed.get(("guard", id(self)))
+        if guard is not None:  # the guessed sequence is checked by the frame's statement
+            w.defer_frame(w.sql.insert_frame_ref_if, frame, guard)
+        elif w.sql.insert_frame_ref is not None:
             w.defer_frame(w.sql.insert_frame_ref, frame)  # the ref goes with its frame
         else:
             w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))

@@ -154,11 +154,11 @@ class Write:
         """Insert ``row`` with the frames, in one ``executemany`` with others like it."""
         self.deferred.setdefault(statement, []).append(row)
 
-    def defer_frame(self, statement: str, frame: Frame) -> None:
+    def defer_frame(self, statement: str, frame: Frame, before: tuple[Any, ...] = ()) -> None:
         """Insert ``frame`` with a statement that inserts it and the rows it projects to (its
-        parameters: the frame's values), deferred as :meth:`defer` does, instead of with the
-        other frames: one statement where there would be two."""
-        self.defer(statement, frame_values(frame))
+        parameters: ``before``, then the frame's values), deferred as :meth:`defer` does,
+        instead of with the other frames: one statement where there would be two."""
+        self.defer(statement, (*before, *frame_values(frame)))
         self.inserted.add(id(frame))
 
 
@@ -186,8 +186,9 @@ class Change:
 
     def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
         """:meth:`early` as a guarded guess (see :func:`write`): the step and the row it is
-        guessed to return; None when there is no early step; False when it cannot be guessed
-        (by default, whenever there is an early step)."""
+        guessed to return (the step None when :meth:`apply` sends the guard itself, with its
+        rows); None when there is no early step; False when it cannot be guessed (by default,
+        whenever there is an early step)."""
         return None if type(self).early is Change.early else False
 
     def check(self, run: RunRow) -> None:
@@ -329,7 +330,8 @@ def _guess(
             if guessed is not None:
                 step, early = guessed
                 wanted.append((change, len(rows)))
-                steps.append((step[0], step[1], False))
+                if step is not None:  # None: the change's own statement checks it
+                    steps.append((step[0], step[1], False))
                 rows.append(early)
     w.db.later(steps)
     return rows, wanted
