@@ -57,14 +57,26 @@ def _read_message(sock: socket.socket) -> tuple[bytes, bytes] | None:
 
 def _is_commit(kind: bytes, raw: bytes) -> bool:
     """Whether a client message runs COMMIT (simple ``Q`` or extended-protocol ``P``arse)."""
-    if kind == b"Q":
-        text = raw[5:].split(b"\0", 1)[0]
-    elif kind == b"P":
-        _name, _, rest = raw[5:].partition(b"\0")
-        text = rest.split(b"\0", 1)[0]
-    else:
+    if kind not in (b"Q", b"P"):
         return False
-    return text.strip().rstrip(b";").strip().upper() in (b"COMMIT", b"END", b"COMMIT WORK")
+    return _command(_statement(kind, raw)[1]) in (b"COMMIT", b"END", b"COMMIT WORK")
+
+
+def _statement(kind: bytes, raw: bytes) -> tuple[bytes, bytes]:
+    """The prepared statement's name (empty for ``Q``) and text of a ``Q`` or ``P`` message."""
+    if kind == b"Q":
+        return b"", raw[5:].split(b"\0", 1)[0]
+    name, _, rest = raw[5:].partition(b"\0")
+    return name, rest.split(b"\0", 1)[0]
+
+
+def _command(text: bytes) -> bytes:
+    return text.strip().rstrip(b";").strip().upper()
+
+
+_TOKEN = b"INSERT INTO TT_COMMIT_TOKENS"
+"""What every write transaction of the store runs (its commit token): a pipeline that runs it
+outside a ``BEGIN`` block is a whole transaction, committed at its ``Sync``."""
 
 
 @dataclass(eq=False)
@@ -76,6 +88,46 @@ class _Link:
     """The armed COMMIT went up this link: go down once its reply is through."""
     outage_at_ready: bool = False
     """That COMMIT's CommandComplete came down: go down at the ReadyForQuery that follows."""
+    statements: dict[bytes, bytes] = field(default_factory=dict)
+    """The text of each statement the client prepared, by name."""
+    in_block: bool = False
+    """The client sent BEGIN and has not ended that transaction yet."""
+    tokened: bool = False
+    """Since the last Sync, a statement wrote a commit token outside a BEGIN block."""
+    syncs: int = 1
+    """ReadyForQuery messages the client will have asked for (the startup's, then one per
+    ``Sync`` or ``Q``)."""
+    readies: int = 0
+    """ReadyForQuery messages the server sent."""
+    commit_ready: int = 0
+    """The ReadyForQuery that answers the armed implicit commit (its ``Sync``): its reply."""
+
+    def note(self, kind: bytes, raw: bytes) -> bool:
+        """Follow a client message; whether it commits a transaction: a COMMIT, or the
+        ``Sync`` that ends a pipeline which wrote a commit token without a BEGIN (the server
+        runs such a pipeline as one implicit transaction, committed there)."""
+        if kind in (b"Q", b"P", b"B"):
+            if kind == b"B":
+                _portal, _, rest = raw[5:].partition(b"\0")
+                text = self.statements.get(rest.split(b"\0", 1)[0], b"")
+            else:
+                name, text = _statement(kind, raw)
+                if kind == b"P":
+                    self.statements[name] = text
+            command = _command(text)
+            if command.startswith((b"BEGIN", b"START TRANSACTION")):
+                self.in_block = True
+            elif command.startswith((b"COMMIT", b"END", b"ROLLBACK", b"ABORT")):
+                self.in_block = False
+            elif _TOKEN in command and not self.in_block:
+                self.tokened = True
+        if kind in (b"S", b"Q"):
+            self.syncs += 1
+        if kind == b"S" and self.tokened:
+            self.tokened = False
+            self.commit_ready = self.syncs
+            return True
+        return _is_commit(kind, raw)
 
     def cut(self, *, server_only: bool = False) -> None:
         for sock in (self.server,) if server_only else (self.client, self.server):
@@ -235,7 +287,7 @@ class PgProxy:
             if message is None:
                 return
             kind, raw = message
-            if _is_commit(kind, raw):
+            if link.note(kind, raw):
                 with self._lock:
                     self.commits_seen += 1
                     if self._armed:
@@ -263,6 +315,9 @@ class PgProxy:
                 return
             kind, raw = message
             ends = kind == b"C" and raw[5:].split(b"\0", 1)[0] in (b"COMMIT", b"ROLLBACK")
+            if kind == b"Z":
+                link.readies += 1
+                ends = ends or link.readies == link.commit_ready  # an implicit commit's reply
             if link.drop_reply.is_set():
                 # Swallow everything until the COMMIT's CommandComplete, then cut: the server
                 # has committed, the client never hears of it.

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 import pytest
+import sqlalchemy as sa
 
 import smithers_tt as st
 from smithers_tt.errors import CheckpointCorrupt, FenceLost
@@ -24,9 +25,9 @@ from ._support import checkpoint, count, execute, refs_of
 R = TypeVar("R")
 
 
-def _traced(store: Store, publish: object) -> tuple[int, str]:
-    """The round trips (Sync and simple Query messages) the committer's connection sends
-    while ``publish()`` runs, and the server's replies, from a libpq trace."""
+def _sent(store: Store, publish: object) -> tuple[Counter[str], str]:
+    """The messages (by type) the committer's connection sends while ``publish()`` runs, and
+    the server's replies, from a libpq trace."""
     raw = store._committer._connection._conn.connection.dbapi_connection  # type: ignore[union-attr]
     with tempfile.TemporaryFile("w+") as trace:
         raw.pgconn.trace(trace.fileno())
@@ -38,11 +39,20 @@ def _traced(store: Store, publish: object) -> tuple[int, str]:
         lines = [line.split("\t") for line in trace.read().splitlines() if line.count("\t") >= 3]
     sent = Counter(line[3].split(" ")[0] for line in lines if line[1] == "F")
     replies = "\n".join("\t".join(line[3:]) for line in lines if line[1] == "B")
+    return sent, replies
+
+
+def _traced(store: Store, publish: object) -> tuple[int, str]:
+    """The round trips (Sync and simple Query messages) ``publish()`` sends, and the replies."""
+    sent, replies = _sent(store, publish)
     return sent["Sync"] + sent["Query"], replies
 
 
-def _round_trips(store: Store, publish: object) -> int:
-    return _traced(store, publish)[0]
+def _cost(store: Store, publish: object) -> tuple[int, int]:
+    """The round trips and statements (Execute and simple Query messages) ``publish()``
+    sends."""
+    sent = _sent(store, publish)[0]
+    return sent["Sync"] + sent["Query"], sent["Execute"] + sent["Query"]
 
 
 def refused_then_asked(db: st.Database, publish: Callable[[], R]) -> R:
@@ -97,6 +107,10 @@ def dense(db: st.Database, run_id: str) -> None:
 def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_call(
     db: st.Database,
 ) -> None:
+    """One round trip of three statements: the clock's advance carrying the commit token, the
+    content, the frame with its ref and the sequence's guard; no BEGIN or COMMIT (the server
+    runs the pipeline as one implicit transaction, committed at its Sync). A model call adds
+    its own rows."""
     if db.engine.is_sqlite:
         pytest.skip("SQLite has no round trips")
     store = db.store
@@ -106,13 +120,40 @@ def test_a_publish_is_one_round_trip_new_or_unchanged_content_or_with_a_model_ca
                         "content": "a"}, "stop", 1, 1, latency_ms=1.0, status=200)  # fmt: skip
 
     store.publish(fence, key, checkpoint(0))  # the committer's connection is opened here
-    assert _round_trips(store, lambda: store.publish(fence, key, checkpoint(1))) == 1
-    assert _round_trips(store, lambda: store.publish(fence, key, checkpoint(1))) == 1
+    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 3)
+    assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 3)
     with_call = lambda: store.publish(fence, key, checkpoint(2), model_calls=[call])  # noqa: E731
-    assert _round_trips(store, with_call) == 1
+    trips, statements = _cost(store, with_call)
+    assert (trips, statements <= 7) == (1, True)
     assert [r.sequence for r in refs_of(db, fence.run_id)] == [0, 1, 2, 3]
     assert count(db, "tt_model_calls") == 1
     dense(db, fence.run_id)
+
+
+@pytest.mark.postgres
+def test_a_session_that_defaults_to_another_isolation_level_still_sends_begin(
+    db: st.Database,
+) -> None:
+    """Without a BEGIN a transaction runs at the session's default isolation level: where
+    that is not READ COMMITTED (a role or database may set it), the publish sends its BEGIN
+    and COMMIT, and still commits in one round trip."""
+    if db.engine.is_sqlite:
+        pytest.skip("SQLite sends no statements over a wire")
+    url = sa.make_url(str(db.engine.url))
+    options = f"{url.query.get('options', '')} -cdefault_transaction_isolation=serializable"
+    serializable = st.connect(
+        url.update_query_dict({"options": options.strip()}).render_as_string(hide_password=False)
+    )
+    try:
+        store = serializable.store
+        _, fence = store.create_run("wf")
+        key = store.start_attempt(fence, "node").key
+        store.publish(fence, key, checkpoint(0))
+        assert _cost(store, lambda: store.publish(fence, key, checkpoint(1))) == (1, 5)
+        assert [r.sequence for r in refs_of(serializable, fence.run_id)] == [0, 1]
+        dense(serializable, fence.run_id)
+    finally:
+        serializable.close()
 
 
 def test_a_clock_another_process_moved_is_refused_and_the_publish_asks(

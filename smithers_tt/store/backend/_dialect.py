@@ -206,6 +206,9 @@ class Dialect(ABC):
     or (where the database can do it in the same statement) found it and compared its bytes
     with the new ones, holding it (:attr:`content_lock`); no row when the caller must check
     stored content itself (with ``store_content``)."""
+    frame_ctes: bool = False
+    """Whether a statement may insert a frame and the rows it projects to (a checkpoint's
+    ref) in one, with a data-modifying CTE (``Statements.insert_frame_ref``)."""
     put_content_if: str | None = None
     """:attr:`put_content` as a guarded guess (see ``Statements.advance_run_if``): aborts the
     transaction unless the content was stored or found with the same bytes; None where

@@ -139,6 +139,7 @@ class PostgresDialect(Dialect):
         f"{guard('count(*) = 1')} FROM (SELECT 1 FROM i UNION ALL SELECT 1 FROM k, v "  # noqa: S608
         "WHERE k.same AND k.size_bytes = v.size_bytes) g",
     )
+    frame_ctes = True
     code_point_order = ' COLLATE "C"'  # the database's own collation may be a language's
     # A HashAggregate groups 100,000 frames in one pass: no blocks.
     choice_block = None
@@ -296,6 +297,7 @@ class PostgresDialect(Dialect):
                 # A name given in the URL (?application_name=...) wins.
                 connect_args={} if "application_name" in url.query else _NAME,
             )
+        sa.event.listen(engine, "connect", _session_defaults)
         sa.event.listen(engine, "begin", _own_begin)
         sa.event.listen(engine, "before_cursor_execute", _send_deferred)
         return engine, False
@@ -365,6 +367,15 @@ class PostgresDialect(Dialect):
         adapters, a good part of its Python per statement; a failure surfaces at the sync
         whichever cursor sent it."""
         begin = self._begin(conn, raw)
+        # A transaction sent whole, BEGIN to COMMIT, in one pipeline needs neither: without a
+        # BEGIN the server runs a pipeline's statements up to its Sync as one implicit
+        # transaction, committed at the Sync (rolled back, the rest skipped, on an error), at
+        # the session's default isolation, which must then be the BEGIN's (see
+        # _session_defaults).
+        implicit = commit and begin == _IMPLICIT_BEGIN and conn.connection.info.get(_READ_COMMITTED)
+        if implicit:
+            begin = None
+        steps, tokens = ride(steps, tokens)
         cursor = raw.cursor()
         cursors: list[Any] = []
         where: tuple[str, Any] = ("", None)
@@ -391,7 +402,7 @@ class PostgresDialect(Dialect):
                         for statement, params in tokens:
                             where = (statement, params)
                             cursor.execute(statement, params)
-                        if commit:
+                        if commit and not implicit:
                             # COMMIT as a statement, not raw.commit(): that one syncs the
                             # pipeline itself, and leaving the pipeline syncs again, a second
                             # round trip. Never prepared, so every COMMIT goes out as such.
@@ -522,6 +533,28 @@ _OWN_BEGIN = "smithers_tt_own_begin"
 store sent its transaction's BEGIN itself (see :meth:`PostgresDialect._begin`)."""
 
 
+_IMPLICIT_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
+"""The BEGIN a write transaction sends (the engine's isolation level, nothing else set)."""
+_READ_COMMITTED = "smithers_tt_read_committed"
+"""Key in a pooled connection's ``info``: its session's transactions default to READ
+COMMITTED, so a pipeline without a BEGIN runs as one with :data:`_IMPLICIT_BEGIN`."""
+
+
+def _session_defaults(raw: Any, record: Any) -> None:
+    """On each new connection: whether its session's transactions default to READ COMMITTED,
+    the isolation level of every transaction the store begins (a server, database or role
+    may default to another). Only then may a transaction go without its BEGIN
+    (:meth:`PostgresDialect._pipeline`). One round trip per connection, not per transaction."""
+    try:
+        row = raw.execute(
+            "SELECT current_setting('default_transaction_isolation'), "
+            "current_setting('default_transaction_deferrable')"
+        ).fetchone()
+    finally:
+        raw.rollback()
+    record.info[_READ_COMMITTED] = row == ("read committed", "off")
+
+
 def _own_begin(conn: Connection) -> None:
     """Give psycopg its BEGIN back once the transaction the store began has ended (at the
     COMMIT the store sent, or when SQLAlchemy begins the next transaction)."""
@@ -529,6 +562,56 @@ def _own_begin(conn: Connection) -> None:
         raw = conn.connection.dbapi_connection
         if raw is not None and raw.autocommit:
             raw.autocommit = False
+
+
+_TOKEN_CTE = f"tt_commit_token AS ({INSERT_TOKEN})"
+_RIDES: dict[str, str | None] = {}
+"""Statements with the token's insert ahead of them (see :func:`with_token`), by statement."""
+
+
+def ride(
+    steps: Sequence[tuple[str, Any, bool]], tokens: Sequence[tuple[str, Any]]
+) -> tuple[Sequence[tuple[str, Any, bool]], Sequence[tuple[str, Any]]]:
+    """``steps`` and ``tokens`` with the commit token's insert moved into the first step that
+    can carry it (a data-modifying CTE of that statement: see :func:`with_token`), so it costs
+    no statement of its own; as they are when no step can. The token row is the same row in
+    the same transaction, so :meth:`PostgresDialect.settle` finds it exactly as before; if the
+    step fails the transaction aborts, token and all, as it did with the token alone."""
+    if not tokens or tokens[0][0] is not INSERT_TOKEN:
+        return steps, tokens
+    for i, (statement, params, many) in enumerate(steps):
+        if many or type(params) is not tuple:
+            continue
+        carrier = with_token(statement)
+        if carrier is None:
+            continue
+        rode = (carrier, (*tokens[0][1], *params), False)
+        return [*steps[:i], rode, *steps[i + 1 :]], tokens[1:]
+    return steps, tokens
+
+
+def with_token(statement: str) -> str | None:
+    """``statement`` with the commit token's insert as a data-modifying CTE ahead of it (its
+    two parameters first): PostgreSQL runs such a CTE once and to completion whatever the
+    statement reads of it, in the statement's transaction. None for a statement that does not
+    take a ``WITH`` (anything but one ``SELECT``, ``INSERT``, ``UPDATE``, ``DELETE`` or
+    non-recursive ``WITH``)."""
+    try:
+        return _RIDES[statement]
+    except KeyError:
+        pass
+    head = statement[:15].upper()
+    if head.startswith("WITH RECURSIVE"):
+        carrier = None
+    elif head.startswith("WITH "):
+        carrier = f"WITH {_TOKEN_CTE}, {statement[5:]}"
+    elif head.startswith(("SELECT ", "INSERT ", "UPDATE ", "DELETE ")):
+        carrier = f"WITH {_TOKEN_CTE} {statement}"
+    else:
+        carrier = None
+    if len(_RIDES) < 1024:  # prebuilt statements: a few dozen
+        _RIDES[statement] = carrier
+    return carrier
 
 
 def _check_alive(conn: Connection, raw: Any) -> None:

@@ -181,6 +181,35 @@ class Statements:
             "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
             "created_at_ms, size_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        # A checkpoint's frame and its ref in one statement (where the dialect can: else
+        # None, and they go with insert_frame and insert_ref): the frame's parameters, the
+        # ref's columns read back from the frame inserted.
+        frame_cte = (
+            f"f AS ({self.insert_frame} RETURNING run_id, node_id, iteration, attempt, "
+            "sequence, frame_no)"
+        )
+        ref_from_frame = (
+            "INSERT INTO tt_checkpoint_refs (run_id, node_id, iteration, attempt, sequence, "
+            "frame_no) SELECT * FROM f"
+        )
+        self.insert_frame_ref = (
+            q(f"WITH {frame_cte} {ref_from_frame}") if dialect.frame_ctes else None
+        )
+        # The same with next_sequence_if's guard (its parameters first): the frame and ref of
+        # a checkpoint whose sequence was guessed, inserted only if the attempt held that
+        # sequence (else the transaction aborts, as next_sequence_if would have). The guard
+        # is the statement's own query: it runs first, the inserts after it.
+        self.insert_frame_ref_if = (
+            q(
+                "WITH a AS (UPDATE tt_attempts SET next_sequence = next_sequence + 1 "  # noqa: S608
+                "WHERE run_id = ? AND node_id = ? AND iteration = ? AND attempt = ? "
+                "AND state = 'in_progress' AND owner_epoch = ? AND next_sequence = ? "
+                f"RETURNING 1), {frame_cte}, r AS ({ref_from_frame}) "
+                f"{guard('count(*) = 1')} FROM a"
+            )
+            if dialect.frame_ctes
+            else None
+        )
         self.insert_model_call = q(
             # The columns of tt_model_calls in their order (_calls.CALL_COLUMNS checks them).
             f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608

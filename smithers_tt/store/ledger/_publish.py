@@ -186,6 +186,9 @@ class PublishUnit(Change, Unit):
                 return False
         w.guessed[known] = before + 1
         params = (*key_tuple(key), self.fence.epoch, before)
+        if w.sql.insert_frame_ref_if is not None:
+            w.guessed[("guard", id(self))] = params  # checked with the frame (see apply)
+            return None, (before + 1,)
         return (w.sql.next_sequence_if, params), (before + 1,)
 
     def early(self, w: Write) -> Step:
@@ -239,9 +242,8 @@ class PublishUnit(Change, Unit):
             self.agent_id,
             stamp,
         )
-        w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
         self.result = ref
-        return Frame(
+        frame = Frame(
             key.run_id,
             frame_no,
             "checkpoint",
@@ -258,6 +260,14 @@ class PublishUnit(Change, Unit):
             {"size": enc.size},
             stamp,
         )
+        guard = w.guessed.get(("guard", id(self)))
+        if guard is not None:  # the guessed sequence is checked by the frame's statement
+            w.defer_frame(w.sql.insert_frame_ref_if, frame, guard)
+        elif w.sql.insert_frame_ref is not None:
+            w.defer_frame(w.sql.insert_frame_ref, frame)  # the ref goes with its frame
+        else:
+            w.defer(w.sql.insert_ref, (*ref_key(ref), frame_no))
+        return frame
 
 
 REF_COLUMNS = ("run_id", "node_id", "iteration", "attempt", "sequence", "frame_no")

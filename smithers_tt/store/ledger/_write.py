@@ -133,7 +133,7 @@ class NewRun(NamedTuple):
 class Write:
     """One :func:`write` in progress: what its changes' projections use."""
 
-    __slots__ = ("contents", "db", "deferred", "guessed", "sql", "stamp")
+    __slots__ = ("contents", "db", "deferred", "guessed", "inserted", "sql", "stamp")
 
     def __init__(self, db: Driver, stamp: int) -> None:
         self.db = db
@@ -146,10 +146,20 @@ class Write:
         self.guessed: dict[Any, Any] = {}
         """What the guesses of this write's earlier changes will have left (see
         :meth:`Change.guess`): an attempt's next sequence after a checkpoint guessed."""
+        self.inserted: set[int] = set()
+        """Frames (by ``id``) a deferred statement inserts with its own rows (see
+        :meth:`defer_frame`), not to be inserted again with the others."""
 
     def defer(self, statement: str, row: tuple[Any, ...]) -> None:
         """Insert ``row`` with the frames, in one ``executemany`` with others like it."""
         self.deferred.setdefault(statement, []).append(row)
+
+    def defer_frame(self, statement: str, frame: Frame, before: tuple[Any, ...] = ()) -> None:
+        """Insert ``frame`` with a statement that inserts it and the rows it projects to (its
+        parameters: ``before``, then the frame's values), deferred as :meth:`defer` does,
+        instead of with the other frames: one statement where there would be two."""
+        self.defer(statement, (*before, *frame_values(frame)))
+        self.inserted.add(id(frame))
 
 
 class Change:
@@ -176,8 +186,9 @@ class Change:
 
     def guess(self, w: Write) -> tuple[Step, Any] | bool | None:
         """:meth:`early` as a guarded guess (see :func:`write`): the step and the row it is
-        guessed to return; None when there is no early step; False when it cannot be guessed
-        (by default, whenever there is an early step)."""
+        guessed to return (the step None when :meth:`apply` sends the guard itself, with its
+        rows); None when there is no early step; False when it cannot be guessed (by default,
+        whenever there is an early step)."""
         return None if type(self).early is Change.early else False
 
     def check(self, run: RunRow) -> None:
@@ -272,7 +283,10 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int, *, guess: bool = Fal
     _learn(db, entries, row_of)
     final: list[tuple[str, Any, bool]] = [(sql.insert_run, created, True)] if created else []
     final += [(s, r, True) for s, r in w.deferred.items()]
-    frame_rows = [frame_values(f) for entry in entries for f in entry.frames]
+    inserted = w.inserted
+    frame_rows = [
+        frame_values(f) for entry in entries for f in entry.frames if id(f) not in inserted
+    ]
     if frame_rows:
         final.append((sql.insert_frame, frame_rows, True))
     if final:
@@ -316,7 +330,8 @@ def _guess(
             if guessed is not None:
                 step, early = guessed
                 wanted.append((change, len(rows)))
-                steps.append((step[0], step[1], False))
+                if step is not None:  # None: the change's own statement checks it
+                    steps.append((step[0], step[1], False))
                 rows.append(early)
     w.db.later(steps)
     return rows, wanted
