@@ -48,6 +48,17 @@ from smithers_tt.store.backend._dialect import (
     wrap_driver_error,
 )
 from smithers_tt.store.backend._notify import RunNotices
+from smithers_tt.store.backend._pg_commit import (
+    COMMIT_TOKEN_TTL_MS,
+    IMPLICIT_BEGIN,
+    INSERT_TOKEN,
+    OWN_BEGIN,
+    PRUNE_EVERY,
+    READ_COMMITTED,
+    own_begin,
+    ride,
+    session_defaults,
+)
 from smithers_tt.store.backend._statements import guard
 
 # SQLSTATE classes and codes that are worth a retry.
@@ -58,15 +69,9 @@ _MISTAKES = ("does not exist", "authentication failed", "no pg_hba.conf entry")
 _NAME = {"application_name": "smithers_tt"}
 """How our sessions appear in ``pg_stat_activity`` unless the URL names them."""
 
-COMMIT_TOKEN_TTL_MS = 15 * 60_000
-"""How long a commit token is kept. It is looked up within seconds of its COMMIT; the margin
-covers clocks of writer machines that disagree by minutes."""
-PRUNE_EVERY = 64
-"""Every this many commit tokens a process makes, the transaction also deletes expired ones."""
 _PRUNE_PAGE = 256
 """At most this many expired tokens per prune (4 times the rate they are made)."""
 
-INSERT_TOKEN = "INSERT INTO tt_commit_tokens (created_at_ms, nonce) VALUES (%s, %s)"
 _PRUNE_TOKENS = (
     "DELETE FROM tt_commit_tokens WHERE (created_at_ms, nonce) IN ("
     "SELECT created_at_ms, nonce FROM tt_commit_tokens WHERE created_at_ms < %s "
@@ -297,8 +302,8 @@ class PostgresDialect(Dialect):
                 # A name given in the URL (?application_name=...) wins.
                 connect_args={} if "application_name" in url.query else _NAME,
             )
-        sa.event.listen(engine, "connect", _session_defaults)
-        sa.event.listen(engine, "begin", _own_begin)
+        sa.event.listen(engine, "connect", session_defaults)
+        sa.event.listen(engine, "begin", own_begin)
         sa.event.listen(engine, "before_cursor_execute", _send_deferred)
         return engine, False
 
@@ -371,8 +376,8 @@ class PostgresDialect(Dialect):
         # BEGIN the server runs a pipeline's statements up to its Sync as one implicit
         # transaction, committed at the Sync (rolled back, the rest skipped, on an error), at
         # the session's default isolation, which must then be the BEGIN's (see
-        # _session_defaults).
-        implicit = commit and begin == _IMPLICIT_BEGIN and conn.connection.info.get(_READ_COMMITTED)
+        # session_defaults).
+        implicit = commit and begin == IMPLICIT_BEGIN and conn.connection.info.get(READ_COMMITTED)
         if implicit:
             begin = None
         steps, tokens = ride(steps, tokens)
@@ -439,7 +444,7 @@ class PostgresDialect(Dialect):
         waits for its answer; so the connection goes into psycopg's autocommit mode (no BEGIN
         of its own) and the BEGIN it would have sent goes first in the pipeline. COMMIT and
         ROLLBACK work the same in that mode (psycopg sends them whenever a transaction is
-        open); the next transaction's start turns the mode off again (:func:`_own_begin`)."""
+        open); the next transaction's start turns the mode off again (:func:`own_begin`)."""
         if raw.autocommit or raw.info.transaction_status.name != "IDLE":
             return None
         parts = ["BEGIN"]
@@ -450,7 +455,7 @@ class PostgresDialect(Dialect):
         if raw.deferrable is not None:
             parts.append("DEFERRABLE" if raw.deferrable else "NOT DEFERRABLE")
         raw.autocommit = True
-        conn.info[_OWN_BEGIN] = True
+        conn.info[OWN_BEGIN] = True
         return " ".join(parts)
 
     def alone(self, conn: Connection) -> None:
@@ -458,12 +463,12 @@ class PostgresDialect(Dialect):
         after it (SQLAlchemy's COMMIT finds no transaction open and sends nothing), so the
         whole transaction is one round trip. One statement is as atomic and sees one snapshot
         either way; the next transaction's start gives psycopg its BEGIN back
-        (:func:`_own_begin`)."""
+        (:func:`own_begin`)."""
         raw = conn.connection.dbapi_connection
         if raw.autocommit or raw.info.transaction_status.name != "IDLE":
             return
         raw.autocommit = True
-        conn.info[_OWN_BEGIN] = True
+        conn.info[OWN_BEGIN] = True
 
     def seal(self, conn: Connection, commit: Commit) -> None:
         """Commit a write transaction in one round trip: the steps still held back
@@ -482,7 +487,7 @@ class PostgresDialect(Dialect):
         tokens = self.commit_steps(commit, raw) if commit.token is None else []
         # SQLAlchemy's COMMIT is then a no-op.
         self._pipeline(conn, raw, held, tokens, commit=True, unread=len(held))
-        _own_begin(conn)
+        own_begin(conn)
 
     # --- run notices: a channel per store (the schema holding its tables), the run as payload
     notify_sql = f"SELECT pg_notify({_CHANNEL}, ?)"
@@ -527,91 +532,6 @@ class PostgresDialect(Dialect):
 
 _POSTGRES = PostgresDialect()
 register(_POSTGRES)
-
-_OWN_BEGIN = "smithers_tt_own_begin"
-"""Key in ``Connection.info``: this connection is in psycopg's autocommit mode because the
-store sent its transaction's BEGIN itself (see :meth:`PostgresDialect._begin`)."""
-
-
-_IMPLICIT_BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED"
-"""The BEGIN a write transaction sends (the engine's isolation level, nothing else set)."""
-_READ_COMMITTED = "smithers_tt_read_committed"
-"""Key in a pooled connection's ``info``: its session's transactions default to READ
-COMMITTED, so a pipeline without a BEGIN runs as one with :data:`_IMPLICIT_BEGIN`."""
-
-
-def _session_defaults(raw: Any, record: Any) -> None:
-    """On each new connection: whether its session's transactions default to READ COMMITTED,
-    the isolation level of every transaction the store begins (a server, database or role
-    may default to another). Only then may a transaction go without its BEGIN
-    (:meth:`PostgresDialect._pipeline`). One round trip per connection, not per transaction."""
-    try:
-        row = raw.execute(
-            "SELECT current_setting('default_transaction_isolation'), "
-            "current_setting('default_transaction_deferrable')"
-        ).fetchone()
-    finally:
-        raw.rollback()
-    record.info[_READ_COMMITTED] = row == ("read committed", "off")
-
-
-def _own_begin(conn: Connection) -> None:
-    """Give psycopg its BEGIN back once the transaction the store began has ended (at the
-    COMMIT the store sent, or when SQLAlchemy begins the next transaction)."""
-    if conn.info.pop(_OWN_BEGIN, False):
-        raw = conn.connection.dbapi_connection
-        if raw is not None and raw.autocommit:
-            raw.autocommit = False
-
-
-_TOKEN_CTE = f"tt_commit_token AS ({INSERT_TOKEN})"
-_RIDES: dict[str, str | None] = {}
-"""Statements with the token's insert ahead of them (see :func:`with_token`), by statement."""
-
-
-def ride(
-    steps: Sequence[tuple[str, Any, bool]], tokens: Sequence[tuple[str, Any]]
-) -> tuple[Sequence[tuple[str, Any, bool]], Sequence[tuple[str, Any]]]:
-    """``steps`` and ``tokens`` with the commit token's insert moved into the first step that
-    can carry it (a data-modifying CTE of that statement: see :func:`with_token`), so it costs
-    no statement of its own; as they are when no step can. The token row is the same row in
-    the same transaction, so :meth:`PostgresDialect.settle` finds it exactly as before; if the
-    step fails the transaction aborts, token and all, as it did with the token alone."""
-    if not tokens or tokens[0][0] is not INSERT_TOKEN:
-        return steps, tokens
-    for i, (statement, params, many) in enumerate(steps):
-        if many or type(params) is not tuple:
-            continue
-        carrier = with_token(statement)
-        if carrier is None:
-            continue
-        rode = (carrier, (*tokens[0][1], *params), False)
-        return [*steps[:i], rode, *steps[i + 1 :]], tokens[1:]
-    return steps, tokens
-
-
-def with_token(statement: str) -> str | None:
-    """``statement`` with the commit token's insert as a data-modifying CTE ahead of it (its
-    two parameters first): PostgreSQL runs such a CTE once and to completion whatever the
-    statement reads of it, in the statement's transaction. None for a statement that does not
-    take a ``WITH`` (anything but one ``SELECT``, ``INSERT``, ``UPDATE``, ``DELETE`` or
-    non-recursive ``WITH``)."""
-    try:
-        return _RIDES[statement]
-    except KeyError:
-        pass
-    head = statement[:15].upper()
-    if head.startswith("WITH RECURSIVE"):
-        carrier = None
-    elif head.startswith("WITH "):
-        carrier = f"WITH {_TOKEN_CTE}, {statement[5:]}"
-    elif head.startswith(("SELECT ", "INSERT ", "UPDATE ", "DELETE ")):
-        carrier = f"WITH {_TOKEN_CTE} {statement}"
-    else:
-        carrier = None
-    if len(_RIDES) < 1024:  # prebuilt statements: a few dozen
-        _RIDES[statement] = carrier
-    return carrier
 
 
 def _check_alive(conn: Connection, raw: Any) -> None:
