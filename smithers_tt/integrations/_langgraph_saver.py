@@ -37,7 +37,7 @@ from smithers_tt.errors import (
     CheckpointTooLarge,
     InvalidArgument,
 )
-from smithers_tt.integrations._langgraph_calls import CallsSeen
+from smithers_tt.integrations._langgraph_calls import calls_in_writes, node_of
 from smithers_tt.integrations._langgraph_format import (
     CHECKPOINT_CODEC,
     ENVELOPE_OVERHEAD,
@@ -98,8 +98,6 @@ class SaverCore(BaseCheckpointSaver[int | str]):
         # (run_id, checkpoint_id) -> what this process stored of a recent checkpoint
         self._recent: OrderedDict[tuple[str, str], Recent] = OrderedDict()
         self._recent_lock = threading.Lock()
-        self._calls = CallsSeen()
-        """What tells a task's model calls from the AI messages it writes again."""
 
     # --- naming --------------------------------------------------------------------------
 
@@ -257,7 +255,6 @@ class SaverCore(BaseCheckpointSaver[int | str]):
         metadata = get_serializable_checkpoint_metadata(config, metadata)
         run_id = thread_run_id(thread_id, ns)
         fields = {**self._field("checkpoint", rest), **self._field("metadata", metadata)}
-        self._calls.stored(thread_id, ns, checkpoint_id, channel_values)
 
         def build(
             previous: Recent | None,
@@ -354,12 +351,7 @@ class SaverCore(BaseCheckpointSaver[int | str]):
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         run_id = thread_run_id(thread_id, ns)
-        node, calls = self._calls.calls(
-            writes,
-            (thread_id, ns, checkpoint_id),
-            (task_id, task_path),
-            lambda: self._values_of(thread_id, ns, checkpoint_id),
-        )
+        calls = calls_in_writes(writes)
 
         def merge(stored_json: str | None) -> str:
             stored = json.loads(stored_json) if stored_json else {}
@@ -370,30 +362,11 @@ class SaverCore(BaseCheckpointSaver[int | str]):
             return json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
 
         def work(tx: LangGraphWrite) -> None:
-            tx.update_writes(run_id, (thread_id, ns), checkpoint_id, blobs, merge, (node, calls))
+            tx.update_writes(
+                run_id, (thread_id, ns), checkpoint_id, blobs, merge, (node_of(task_path), calls)
+            )
 
         return run_id, work
-
-    def writes_come_first(self, config: RunnableConfig, checkpoint: Checkpoint) -> None:
-        """The writes of ``checkpoint`` (of ``config``'s thread and namespace) are stored
-        before it (an import does so): remember its input now, as :meth:`put` would, so that
-        their model calls are told from the messages it already holds."""
-        thread_id, ns = thread_of(config)
-        values = checkpoint.get("channel_values") or {}
-        self._calls.stored(thread_id, ns, str(checkpoint["id"]), values)
-
-    def _values_of(self, thread_id: str, ns: str, checkpoint_id: str) -> dict[str, Any] | None:
-        """The channel values of a stored checkpoint (None: there is none)."""
-        found = self.get_tuple(
-            {
-                "configurable": {
-                    "thread_id": thread_id,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            }
-        )
-        return None if found is None else found.checkpoint.get("channel_values") or {}
 
     # --- reading -------------------------------------------------------------------------
 

@@ -171,8 +171,6 @@ def _copy_one(target: BaseCheckpointSaver, item: CheckpointTuple, paths: Mapping
     by_task: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in item.pending_writes or []:
         by_task.setdefault(task_id, []).append((channel, value))
-    if by_task and isinstance(target, SmithersSaver):
-        target.writes_come_first(item.config, item.checkpoint)
     for task_id, writes in by_task.items():
         target.put_writes(item.config, writes, task_id, paths.get(task_id, ""))
     parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")

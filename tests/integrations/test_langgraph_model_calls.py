@@ -15,7 +15,6 @@ pytest.importorskip("pandas")
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph, add_messages
-from langgraph.types import Send
 
 import smithers_tt as st
 from smithers_tt.integrations.langgraph import SmithersSaver, thread_run_id
@@ -130,96 +129,3 @@ def test_an_imported_threads_calls_are_under_the_nodes_that_made_them_in_a_paral
     )
     direct = db.get_run(thread_run_id("t4", "")).model_calls()
     assert sorted(direct["node_id"]) == sorted(calls["node_id"])
-
-
-# --- messages that are no call of the task writing them, and Send tasks -----------------------
-
-
-class Plan(TypedDict):
-    topics: list
-    messages: Annotated[list, add_messages]
-
-
-def _reply(text: str, tokens: int, message_id: str | None = None) -> AIMessage:
-    usage = {"input_tokens": tokens, "output_tokens": 1, "total_tokens": tokens + 1}
-    meta = {"model_name": "gpt-x", "finish_reason": "stop"}
-    return AIMessage(text, id=message_id, usage_metadata=usage, response_metadata=meta)
-
-
-def _every_call(db: st.Database) -> list[tuple[str, int]]:
-    """(node, prompt tokens) of every call recorded in the store, over every run."""
-    found = []
-    for record in db.store.list_runs(limit=100).items:
-        calls = db.get_run(record.run_id).model_calls()
-        found += list(zip(calls["node_id"], calls["prompt_tokens"], strict=True))
-    return sorted(found)
-
-
-def _planner(saver: Any, *, interrupt: bool = False) -> Any:
-    """plan sends one ``write`` per topic; ``write`` calls a model; ``sub`` is a subgraph
-    whose node calls a model, and whose output (its state) holds every message so far;
-    ``echo`` returns the whole message list again."""
-
-    def plan(state: Plan) -> dict[str, Any]:
-        return {"topics": ["a", "bb", "ccc"]}
-
-    def fan(state: Plan) -> list[Send]:
-        return [Send("write", {"topics": [t], "messages": []}) for t in state["topics"]]
-
-    def write(state: Plan) -> dict[str, Any]:
-        topic = state["topics"][0]
-        return {"messages": [_reply(f"on {topic}", 10 + len(topic))]}
-
-    def inner(state: Plan) -> dict[str, Any]:
-        return {"messages": [_reply("inside", 99, message_id="run-inner-1")]}
-
-    def echo(state: Plan) -> dict[str, Any]:
-        return {"messages": list(state["messages"])}
-
-    sub = StateGraph(Plan)
-    sub.add_node("inner", inner)
-    sub.add_edge(START, "inner")
-    sub.add_edge("inner", END)
-    g = StateGraph(Plan)
-    g.add_node("plan", plan)
-    g.add_node("write", write)
-    g.add_node("sub", sub.compile())
-    g.add_node("echo", echo)
-    g.add_edge(START, "plan")
-    g.add_conditional_edges("plan", fan, ["write"])
-    g.add_edge("write", "sub")
-    g.add_edge("sub", "echo")
-    g.add_edge("echo", END)
-    return g.compile(checkpointer=saver, interrupt_before=["echo"] if interrupt else None)
-
-
-EXPECTED = [("inner", 99), ("write", 11), ("write", 12), ("write", 13)]
-"""Each model call once, under the node that made it: one per send, the subgraph's inside the
-subgraph's run, none for the messages ``sub`` and ``echo`` write again."""
-
-
-def test_each_call_is_recorded_once_under_the_node_that_made_it(db: st.Database) -> None:
-    app = _planner(SmithersSaver(db))
-    app.invoke({"topics": [], "messages": []}, {"configurable": {"thread_id": "p1"}})
-    assert _every_call(db) == EXPECTED
-
-
-def test_a_thread_resumed_by_another_saver_records_no_call_twice(db: st.Database) -> None:
-    """Interrupted before ``echo``, then resumed through a new saver (nothing of the thread in
-    its memory): ``echo``'s writes are told from calls by the checkpoint in the store."""
-    config = {"configurable": {"thread_id": "p2"}}
-    _planner(SmithersSaver(db), interrupt=True).invoke({"topics": [], "messages": []}, config)
-    before = _every_call(db)
-    _planner(SmithersSaver(db), interrupt=True).invoke(None, config)
-    assert before == _every_call(db) == EXPECTED
-
-
-def test_an_imported_thread_records_each_call_once_under_the_node_that_made_it(
-    db: st.Database,
-) -> None:
-    """The import stores a checkpoint's writes before it: the same calls as saved directly,
-    ``Send`` tasks found by their ids."""
-    source = InMemorySaver()
-    _planner(source).invoke({"topics": [], "messages": []}, {"configurable": {"thread_id": "p3"}})
-    import_langgraph(source, db)
-    assert _every_call(db) == EXPECTED
