@@ -504,8 +504,10 @@ class Lineage:
     # --- lifetime ----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the DuckDB connection and delete any snapshot file (idempotent)."""
-        with self._lock, self._alone():
+        """Close the DuckDB connection and delete any snapshot file (idempotent). The gate is
+        not needed: the scanner closes its connections to the store at the end of each
+        question, so none is left to close here."""
+        with self._lock:
             con, self._con = self._con, None
             if con is not None:
                 con.close()
