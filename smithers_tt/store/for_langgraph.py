@@ -16,7 +16,7 @@ from smithers_tt.store.backend import (
     LangGraphIndexQuery,
     langgraph_run_id,
 )
-from smithers_tt.store.ledger import LangGraphWrite, ThreadReplaced
+from smithers_tt.store.ledger import LangGraphCalls, LangGraphWrite, ThreadReplaced
 from smithers_tt.store.reads import LangGraphDocument, LangGraphRead
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "LangGraphIndexQuery",
     "LangGraphRead",
     "LangGraphStore",
+    "LangGraphCalls",
     "LangGraphWrite",
     "ThreadReplaced",
     "langgraph_run_id",

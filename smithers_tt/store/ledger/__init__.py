@@ -19,6 +19,7 @@ from smithers_tt.store.ledger._calls import EncodedCall, call_changes, encode_ca
 from smithers_tt.store.ledger._cut import CutStatements
 from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
+from smithers_tt.store.ledger._langgraph_calls import LangGraphCalls
 from smithers_tt.store.ledger._langgraph_write import LangGraphWrite, PinCache
 from smithers_tt.store.ledger._live import (
     AUDIT_COLUMNS,
@@ -106,6 +107,7 @@ __all__ = [
     "GroupCommitter",
     "KeptRewind",
     "Labelled",
+    "LangGraphCalls",
     "LangGraphWrite",
     "LiveWrites",
     "NewRun",
