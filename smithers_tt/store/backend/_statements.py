@@ -210,10 +210,11 @@ class Statements:
             if dialect.frame_ctes
             else None
         )
+        agent_columns = S.model_calls.c.keys()[:-1]  # all but the LangGraph saver's lg_key
         self.insert_model_call = q(
             # The columns of tt_model_calls in their order (_calls.CALL_COLUMNS checks them).
-            f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608
-            f"VALUES ({', '.join('?' * len(S.model_calls.c))})"
+            f"INSERT INTO tt_model_calls ({', '.join(agent_columns)}) "  # noqa: S608
+            f"VALUES ({', '.join('?' * len(agent_columns))})"
         )
         self.next_attempt = q(
             "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "

@@ -102,9 +102,10 @@ def call_row(
     position: int,
     encoded: EncodedCall,
     rewind_id: str | None = None,
-    lg_key: str | None = None,
 ) -> tuple[Any, ...]:
-    """The row of ``tt_model_calls`` (its :data:`CALL_COLUMNS`) of a call."""
+    """The row of ``tt_model_calls`` of a call: its :data:`CALL_COLUMNS` but the last, the
+    LangGraph saver's ``lg_key`` (so an agent's calls are written alike before migration 0019
+    and after)."""
     c = encoded.call
     return (
         call_id, key.run_id, frame_no, position, key.node_id, key.iteration, key.attempt,
@@ -112,7 +113,7 @@ def call_row(
         None if encoded.reply is None else encoded.reply.content_hash,
         c.finish_reason, c.prompt_tokens, c.completion_tokens, c.cached_tokens,
         c.reasoning_tokens, c.started_at_ms, c.ttft_ms, c.latency_ms, c.status, c.error,
-        rewind_id, lg_key,
+        rewind_id,
     )  # fmt: skip
 
 

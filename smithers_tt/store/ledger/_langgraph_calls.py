@@ -114,7 +114,7 @@ class LangGraphCallsRecorded(Change):
         frame = child if child is not None else PENDING_FRAME
         for position, (message_id, encoded) in enumerate(self.encoded):
             call_id = lg_call_id(found.thread_id, message_id)
-            row = call_row(call_id, key, frame, position, encoded, mark, found.rank)
+            row = (*call_row(call_id, key, frame, position, encoded, mark), found.rank)
             w.defer(w.sql.upsert_lg_call, row)
 
 
