@@ -29,7 +29,6 @@ from smithers_tt.store.backend import (
     langgraph_run_id,
 )
 from smithers_tt.store.backend import schema as S
-from smithers_tt.store.ledger._langgraph_calls import LangGraphCalls, lg_call_changes
 from smithers_tt.store.ledger._langgraph import (
     DocumentPut,
     FrameCopied,
@@ -41,6 +40,7 @@ from smithers_tt.store.ledger._langgraph import (
     ValuePinned,
     WritesPut,
 )
+from smithers_tt.store.ledger._langgraph_calls import LangGraphCalls, lg_call_changes
 from smithers_tt.store.ledger._travel import delete_runs
 from smithers_tt.store.ledger._write import Change, Entry, NewRun, write
 
