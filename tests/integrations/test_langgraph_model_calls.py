@@ -313,3 +313,33 @@ def test_a_message_without_an_id_is_a_call_each_time_it_is_written(db: st.Databa
     )
     calls = db.get_run(thread_run_id("t6", "")).model_calls()
     assert sorted(calls["node_id"]) == ["ask", "copy"]
+
+
+def test_a_call_written_after_a_rewind_cut_its_steps_checkpoint_waits_for_the_next_one(
+    db: st.Database,
+) -> None:
+    """A smithers_tt rewind cuts the checkpoint a step made (and hides its call): the message
+    written again from the kept input checkpoint (the same id) is a call of the new history,
+    numbered with the checkpoint stored next, not the cut one's frame (whose number the run
+    gives again)."""
+    saver = SmithersSaver(db)
+    conf = {"configurable": {"thread_id": "t7", "checkpoint_ns": ""}}
+    first = empty_checkpoint()
+    saver.put(conf, first, {"step": 0}, {})
+    parent = {"configurable": {**conf["configurable"], "checkpoint_id": first["id"]}}
+    reply = _reply_writes(_reply("late", 4, "run-late"))
+    saver.put_writes(parent, reply, "t", "~__pregel_pull, agent")
+    saver.put(parent, empty_checkpoint(), {"step": 1}, {})
+    run_id = thread_run_id("t7", "")
+    assert len(db.get_run(run_id).model_calls()) == 1
+    db.rewind(run_id, db.get_run(run_id).record.clock - 1, confirm=True)
+    assert db.get_run(run_id).model_calls().empty
+    saver.put_writes(parent, reply, "t-again", "~__pregel_pull, agent")
+    assert db.get_run(run_id).model_calls().empty  # waits for its step's checkpoint
+    again = empty_checkpoint()
+    saver.put(parent, again, {"step": 1}, {})
+    run = db.get_run(run_id)
+    calls = run.model_calls()
+    frames = {f.frame_no: f for f in run.frames()}
+    document = loads(db.store.read_content(frames[calls["frame_no"][0]].content_hash))
+    assert calls["node_id"].tolist() == ["agent"] and document["payload"]["id"] == again["id"]

@@ -275,11 +275,13 @@ class Statements:
         )
         self.upsert_lg_call = q(
             # A call read from an AI message: its id is its thread's and message's, and of
-            # the tasks writing the message, the one of least rank (lg_key) has it.
+            # the tasks writing the message, the one of least rank (lg_key) has it; one
+            # written again after a rewind cut it is the new history's.
             f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608
             f"VALUES ({', '.join('?' * len(S.model_calls.c))}) ON CONFLICT (call_id) DO UPDATE "
             f"SET {', '.join(f'{c} = excluded.{c}' for c in S.model_calls.c.keys()[1:])} "
-            "WHERE excluded.lg_key < tt_model_calls.lg_key"
+            "WHERE excluded.lg_key < tt_model_calls.lg_key OR "
+            "(tt_model_calls.rewind_id IS NOT NULL AND tt_model_calls.frame_no <> -1)"
         )
         self.set_lg_child = q(
             "UPDATE tt_lg_checkpoints SET child_frame_no = ? "
