@@ -12,9 +12,10 @@ A message is one call however many tasks write it (a node returning the whole me
 subgraph's node returning the subgraph's state): the store keeps one call per message id and
 thread, the one of the task of least :func:`task_rank` (see
 ``smithers_tt/store/ledger/_langgraph_calls.py``), and numbers it with the checkpoint its step
-made, whatever order the saves arrive in. LangGraph gives every message in a ``messages``
-channel an id before it saves it; a message without one (a channel with another reducer) is a
-new call each time it is written, as before.
+made, whatever order the saves arrive in. LangChain's chat models give their replies ids; a
+message without one when the saver reads the writes is a new call each time it is written, as
+before (``add_messages`` gives it one in place when LangGraph applies the writes, which may
+come before or after the background save reads them).
 """
 
 from __future__ import annotations
