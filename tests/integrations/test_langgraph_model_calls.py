@@ -188,6 +188,12 @@ def _planner(saver: Any, *, interrupt: bool = False) -> Any:
     return g.compile(checkpointer=saver, interrupt_before=["echo"] if interrupt else None)
 
 
+def _checkpoint_at(db: st.Database, run: Any, frame_no: int) -> str:
+    """The id of the LangGraph checkpoint whose document is frame ``frame_no`` of ``run``."""
+    frame = next(f for f in run.frames() if f.frame_no == frame_no)
+    return loads(db.store.read_content(frame.content_hash))["payload"]["id"]
+
+
 def _every_call(db: st.Database, thread: str) -> list[tuple[str, str, int, int]]:
     """(namespace's node, node, prompt tokens, step of the checkpoint the call is numbered
     with) of every call of a thread, over its namespaces."""
@@ -199,13 +205,11 @@ def _every_call(db: st.Database, thread: str) -> list[tuple[str, str, int, int]]
     found = []
     for ns in sorted({ns for ns, _ in step_of}):
         run = db.get_run(thread_run_id(thread, ns))
-        frames = {f.frame_no: f for f in run.frames()}
         calls = run.model_calls()
         for node, tokens, frame_no in zip(
             calls["node_id"], calls["prompt_tokens"], calls["frame_no"], strict=True
         ):
-            document = loads(db.store.read_content(frames[frame_no].content_hash))["payload"]
-            step = step_of[ns, document["id"]].metadata["step"]
+            step = step_of[ns, _checkpoint_at(db, run, frame_no)].metadata["step"]
             found.append((ns.split(":")[0], node, int(tokens), step))
     return sorted(found)
 
@@ -283,10 +287,8 @@ def test_a_steps_calls_are_numbered_with_the_checkpoint_it_made_whichever_is_sav
     saver.put(later, empty_checkpoint(), {"step": 2}, {})
     run = db.get_run(thread_run_id("t5", ""))
     calls = run.model_calls()
-    frames = {f.frame_no: f for f in run.frames()}
-    document = loads(db.store.read_content(frames[calls["frame_no"][0]].content_hash))
     assert calls["node_id"].tolist() == ["agent"] and calls["prompt_tokens"].tolist() == [5]
-    assert document["payload"]["id"] == child["id"]
+    assert _checkpoint_at(db, run, calls["frame_no"][0]) == child["id"]
 
 
 def test_a_message_without_an_id_is_a_call_each_time_it_is_written(db: st.Database) -> None:
@@ -340,6 +342,5 @@ def test_a_call_written_after_a_rewind_cut_its_steps_checkpoint_waits_for_the_ne
     saver.put(parent, again, {"step": 1}, {})
     run = db.get_run(run_id)
     calls = run.model_calls()
-    frames = {f.frame_no: f for f in run.frames()}
-    document = loads(db.store.read_content(frames[calls["frame_no"][0]].content_hash))
-    assert calls["node_id"].tolist() == ["agent"] and document["payload"]["id"] == again["id"]
+    assert calls["node_id"].tolist() == ["agent"]
+    assert _checkpoint_at(db, run, calls["frame_no"][0]) == again["id"]

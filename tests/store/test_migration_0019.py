@@ -3,7 +3,6 @@ Both backends (``tests/store/test_migrations.py`` holds the others)."""
 
 from __future__ import annotations
 
-import pytest
 import sqlalchemy as sa
 
 import smithers_tt as st
@@ -11,15 +10,6 @@ from smithers_tt.store.backend._migrate import VERSION_TABLE, migration_names, u
 from tests.fixtures.v1 import v1_support
 
 ADDED = {"tt_model_calls": ["lg_key"], "tt_lg_checkpoints": ["child_frame_no", "sends_json"]}
-
-
-@pytest.fixture
-def raw(db_url: str):
-    engine = sa.create_engine(db_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
 
 
 def test_0019_adds_the_langgraph_call_columns_and_keeps_every_row(db_url: str, raw) -> None:

@@ -25,16 +25,6 @@ TABLES = sorted(metadata.tables)
 KNOWN = migration_names()
 
 
-@pytest.fixture
-def raw(db_url: str):
-    """A plain SQLAlchemy engine on the (still empty) database, for setting up shapes."""
-    engine = sa.create_engine(db_url)
-    try:
-        yield engine
-    finally:
-        engine.dispose()
-
-
 def table_names(raw: sa.Engine) -> set[str]:
     return set(sa.inspect(raw).get_table_names())
 
