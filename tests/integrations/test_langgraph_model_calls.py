@@ -291,6 +291,29 @@ def test_a_steps_calls_are_numbered_with_the_checkpoint_it_made_whichever_is_sav
     assert _checkpoint_at(db, run, calls["frame_no"][0]) == child["id"]
 
 
+@pytest.mark.parametrize("writes_first", [True, False])
+def test_a_send_tasks_call_is_under_its_sends_node_whichever_is_saved_first(
+    db: st.Database, writes_first: bool
+) -> None:
+    """A ``Send`` task's path names the index of its send among its input checkpoint's,
+    which may be stored after the task's writes: its call is under that send's node."""
+    saver = SmithersSaver(db)
+    conf = {"configurable": {"thread_id": "t8", "checkpoint_ns": ""}}
+    sending = empty_checkpoint()
+    sending["channel_values"]["__pregel_tasks"] = [Send("plan", {}), Send("write", {})]
+    at = {"configurable": {**conf["configurable"], "checkpoint_id": sending["id"]}}
+    writes = _reply_writes(_reply("sent", 6, "run-sent"))
+    path = "~__pregel_push, 0000000001, 0000000000"
+    if writes_first:
+        saver.put_writes(at, writes, "task-1", path)
+    saver.put(conf, sending, {"step": 1}, {})
+    if not writes_first:
+        saver.put_writes(at, writes, "task-1", path)
+    saver.put(at, empty_checkpoint(), {"step": 2}, {})
+    calls = db.get_run(thread_run_id("t8", "")).model_calls()
+    assert calls["node_id"].tolist() == ["write"]
+
+
 def test_a_message_without_an_id_is_a_call_each_time_it_is_written(db: st.Database) -> None:
     """A channel whose reducer gives messages no id (not ``add_messages``): nothing tells the
     same message written twice from two calls, so both count (as before ids were used)."""
