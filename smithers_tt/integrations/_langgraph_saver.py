@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     get_serializable_checkpoint_metadata,
 )
+from langgraph.constants import TASKS
 
 from smithers_tt.checkpoint import (
     MAX_CHECKPOINT_BYTES,
@@ -37,7 +38,7 @@ from smithers_tt.errors import (
     CheckpointTooLarge,
     InvalidArgument,
 )
-from smithers_tt.integrations._langgraph_calls import calls_in_writes, node_of
+from smithers_tt.integrations._langgraph_calls import START, calls_in_writes, node_of, task_rank
 from smithers_tt.integrations._langgraph_format import (
     CHECKPOINT_CODEC,
     ENVELOPE_OVERHEAD,
@@ -60,6 +61,7 @@ from smithers_tt.integrations._langgraph_serde import (
     where_of,
 )
 from smithers_tt.store.for_langgraph import (
+    LangGraphCalls,
     LangGraphDocument,
     LangGraphIndexQuery,
     LangGraphRead,
@@ -292,28 +294,37 @@ class SaverCore(BaseCheckpointSaver[int | str]):
                 )
             return EncodedCheckpoint(CHECKPOINT_CODEC, 1, data, content_hash(data)), blobs, values
 
+        sends = channel_values.get(TASKS)
+        step = (
+            None if parent is None else str(parent),
+            [str(getattr(send, "node", "")) for send in sends]
+            if isinstance(sends, list | tuple)
+            else [],
+        )
+
         def put(previous: Recent | None) -> Any:
-            return self._put_work(run_id, thread_id, ns, checkpoint_id, versions, build, previous)
+            keys = (run_id, thread_id, ns, checkpoint_id)
+            return self._put_work(keys, versions, build, previous, step)
 
         return run_id, parent, put
 
     def _put_work(
         self,
-        run_id: str,
-        thread_id: str,
-        ns: str,
-        checkpoint_id: str,
+        keys: tuple[str, str, str, str],
         versions: ChannelVersions,
         build: Any,
         previous: Recent | None,
+        step: tuple[str | None, list[str]],
     ) -> Any:
-        """The transaction body of a put (``work(tx)``)."""
+        """The transaction body of a put (``work(tx)``) of checkpoint ``keys`` (run, thread,
+        namespace, checkpoint id); ``step``: its parent's id and its sends' nodes."""
+        run_id, thread_id, ns, checkpoint_id = keys
         document, blobs, values = build(previous)
 
         def work(tx: LangGraphWrite) -> None:
             expect = None if previous is None else previous.token  # its slots are that run's
             token = tx.put_checkpoint(
-                run_id, (thread_id, ns), checkpoint_id, document, blobs, expect
+                run_id, (thread_id, ns), checkpoint_id, document, blobs, expect, step
             )
             tx.outcome["recent"] = Recent(token, dict(versions), values)
             tx.outcome["checkpoint_id"] = checkpoint_id
@@ -351,7 +362,11 @@ class SaverCore(BaseCheckpointSaver[int | str]):
         ]
         replace = all(channel in WRITES_IDX_MAP for channel, _ in writes)
         run_id = thread_run_id(thread_id, ns)
-        calls = calls_in_writes(writes)
+        node, found = node_of(task_path), calls_in_writes(writes)
+        calls = None
+        if found and node != START:
+            rank = task_rank(config.get("configurable") or {}, checkpoint_id, task_id)
+            calls = LangGraphCalls(thread_id, checkpoint_id, node, rank, found)
 
         def merge(stored_json: str | None) -> str:
             stored = json.loads(stored_json) if stored_json else {}
@@ -362,9 +377,7 @@ class SaverCore(BaseCheckpointSaver[int | str]):
             return json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
 
         def work(tx: LangGraphWrite) -> None:
-            tx.update_writes(
-                run_id, (thread_id, ns), checkpoint_id, blobs, merge, (node_of(task_path), calls)
-            )
+            tx.update_writes(run_id, (thread_id, ns), checkpoint_id, blobs, merge, calls)
 
         return run_id, work
 

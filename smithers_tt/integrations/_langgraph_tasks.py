@@ -9,7 +9,10 @@ checkpoint's id, the namespace and node name, the step it runs in, the marker
 checkpoints of format ``v`` > 1, SHA-1 before). Each node's triggers are the channels its
 entry in ``versions_seen`` records, over the thread. :func:`task_paths` computes the id for
 each node and keeps the ones that equal a write's task id: a match is exact, never a guess.
-A write of any other task (a ``Send``, a node never seen finishing a step) gets no path.
+A ``Send``'s task has an id made the same way of its node, ``__pregel_push`` and its index in
+the checkpoint's pending sends (the channel ``__pregel_tasks``): its path names that index, as
+LangGraph's does, and the store names the node from the checkpoint's sends. A write of any other task (a node never
+seen finishing a step) gets no path.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from typing import Any
 from xxhash import xxh3_128_hexdigest
 
 PULL = "__pregel_pull"
+PUSH = "__pregel_push"
+TASKS = "__pregel_tasks"
+"""LangGraph's markers of a node's task and of a ``Send``'s, and the channel of pending sends."""
 
 
 def pull_task_id(
@@ -29,8 +35,18 @@ def pull_task_id(
 ) -> str:
     """The id LangGraph gives the task of ``node`` that runs in ``step`` from ``checkpoint``
     (of namespace ``ns``), triggered by the channels ``triggers``."""
+    return _task_id(checkpoint, ns, step, node, PULL, *sorted(triggers))
+
+
+def push_task_id(checkpoint: Mapping[str, Any], ns: str, step: int, node: str, index: int) -> str:
+    """The id LangGraph gives the task of the ``index``-th pending send of ``checkpoint`` (to
+    ``node``), run in ``step``."""
+    return _task_id(checkpoint, ns, step, node, PUSH, str(index))
+
+
+def _task_id(checkpoint: Mapping[str, Any], ns: str, step: int, node: str, *rest: str) -> str:
     namespace = binascii.unhexlify(str(checkpoint["id"]).replace("-", ""))
-    parts = [f"{ns}|{node}" if ns else node, str(step), node, PULL, *sorted(triggers)]
+    parts = [f"{ns}|{node}" if ns else node, str(step), node, *rest]
     data = b"".join(p.encode() for p in parts)
     if checkpoint.get("v", 1) > 1:
         digest = xxh3_128_hexdigest(namespace + data)
@@ -69,6 +85,28 @@ def task_paths(items: Iterable[Any]) -> dict[tuple[str, str], dict[str, str]]:
                 break
             if task_id in wanted:
                 paths[task_id] = f"~{PULL}, {node}"
+        paths.update(_send_paths(item.checkpoint, ns, step + 1, wanted))
         if paths:
             found[ns, conf["checkpoint_id"]] = paths
     return found
+
+
+def _send_paths(
+    checkpoint: Mapping[str, Any], ns: str, step: int, wanted: set[str]
+) -> dict[str, str]:
+    """``{task id: task path}`` of the tasks of ``checkpoint``'s pending sends whose id is
+    ``wanted`` (the path names the send's index, as LangGraph's own does)."""
+    values = checkpoint.get("channel_values")
+    sends = values.get(TASKS) if isinstance(values, Mapping) else None
+    paths: dict[str, str] = {}
+    for index, send in enumerate(sends if isinstance(sends, list | tuple) else ()):
+        node = getattr(send, "node", None)
+        if not isinstance(node, str):
+            continue
+        try:
+            task_id = push_task_id(checkpoint, ns, step, node, index)
+        except (binascii.Error, TypeError, ValueError):  # an id that is no hex uuid
+            break
+        if task_id in wanted:
+            paths[task_id] = f"~{PUSH}, {index:010d}"
+    return paths

@@ -32,9 +32,10 @@ with its own serializer: give it a safe one.
 
 The source saver keeps no task paths in its public records: an imported pending write keeps
 its task id, channel, index and value, and the task path of a node's task is found again from
-the task id (:mod:`smithers_tt.integrations._langgraph_tasks`), so the model calls in its AI
-messages are the node's. Other writes (a ``Send``'s) get none (LangGraph matches writes to
-tasks by id, so resuming is unaffected; only their order within a checkpoint may differ).
+the task id (:mod:`smithers_tt.integrations._langgraph_tasks`), and so is a ``Send``'s task
+(its path names its send, whose node the checkpoint holds), so the model calls in its AI
+messages are the node's. Other writes get none (LangGraph matches writes to tasks by id, so
+resuming is unaffected; only their order within a checkpoint may differ).
 """
 
 from __future__ import annotations
@@ -171,8 +172,13 @@ def _copy_one(target: BaseCheckpointSaver, item: CheckpointTuple, paths: Mapping
     by_task: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in item.pending_writes or []:
         by_task.setdefault(task_id, []).append((channel, value))
+    # the ancestors' checkpoints, which rank a subgraph's task among its thread's
+    parents = item.metadata.get("parents")
+    config = item.config
+    if isinstance(parents, Mapping) and parents:
+        config = {"configurable": {**config["configurable"], "checkpoint_map": dict(parents)}}
     for task_id, writes in by_task.items():
-        target.put_writes(item.config, writes, task_id, paths.get(task_id, ""))
+        target.put_writes(config, writes, task_id, paths.get(task_id, ""))
     parent = (item.parent_config or {}).get("configurable", {}).get("checkpoint_id")
     target.put(
         {"configurable": {**thread, "checkpoint_id": parent}},

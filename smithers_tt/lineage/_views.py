@@ -72,8 +72,12 @@ def arrow_type(duck: str) -> Any:
 
 
 def raw_columns(table: TableInfo) -> list[tuple[str, str]]:
-    """``(name, DuckDB type)`` of the columns ``raw.<table>`` exposes (no content bytes)."""
-    return [(c.name, DUCKDB_TYPES[c.family]) for c in table.columns if c.name != "data"]
+    """``(name, DuckDB type)`` of the columns ``raw.<table>`` exposes: no content bytes, and
+    not the LangGraph saver's rank of a call's task (``lg_key``: its own, and a store before
+    migration 0019 has none)."""
+    return [
+        (c.name, DUCKDB_TYPES[c.family]) for c in table.columns if c.name not in ("data", "lg_key")
+    ]
 
 
 @dataclass(frozen=True)

@@ -16,13 +16,14 @@ from smithers_tt.store.backend import (
     LangGraphIndexQuery,
     langgraph_run_id,
 )
-from smithers_tt.store.ledger import LangGraphWrite, ThreadReplaced
+from smithers_tt.store.ledger import LangGraphCalls, LangGraphWrite, ThreadReplaced
 from smithers_tt.store.reads import LangGraphDocument, LangGraphRead
 
 __all__ = [
     "LANGGRAPH_DOC_NODE",
     "LANGGRAPH_VALUE_NODE",
     "LANGGRAPH_WORKFLOW",
+    "LangGraphCalls",
     "LangGraphDocument",
     "LangGraphIndexQuery",
     "LangGraphRead",

@@ -47,3 +47,13 @@ def fresh_url(db_url: str, tmp_path: Path) -> Iterator[str]:
     finally:
         with pg_admin().begin() as conn:
             conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+
+
+@pytest.fixture
+def raw(db_url: str) -> Iterator[sa.Engine]:
+    """A plain SQLAlchemy engine on the (still empty) database, for setting up shapes."""
+    engine = sa.create_engine(db_url)
+    try:
+        yield engine
+    finally:
+        engine.dispose()

@@ -348,10 +348,15 @@ lg_checkpoints = Table(
     Column("checkpoint_id", String(200), primary_key=True),
     Column("frame_no", BigInteger, nullable=True),
     Column("writes_json", Text, nullable=True),
+    Column("child_frame_no", BigInteger, nullable=True),
+    Column("sends_json", Text, nullable=True),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
 )
 """``frame_no`` is the frame holding the checkpoint document (NULL while only writes arrived);
-``writes_json`` holds the checkpoint's pending writes, small values inline."""
+``writes_json`` holds the checkpoint's pending writes, small values inline; ``child_frame_no``
+the frame of the first checkpoint stored with this one as its parent (the step its tasks ran
+in made it: their model calls are numbered with it); ``sends_json`` the nodes its pending
+sends go to, in order (NULL: none)."""
 
 # What a rewind removed, kept for undo_rewind until retention collects it (or the run is
 # deleted): the run row's ending before the rewind, and the frames it deleted, as they were.
@@ -416,10 +421,15 @@ model_calls = Table(
     Column("status", Integer, nullable=True),
     Column("error", Text, nullable=True),
     Column("rewind_id", ID, nullable=True),
+    Column("lg_key", Text, nullable=True),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
 )
 """``position`` orders the calls of one frame; ``rewind_id`` is NULL while the call's frame is
-in the history."""
+in the history. A call the LangGraph saver read from an AI message has an id made of its
+thread and the message's id, and ``lg_key``, the rank of the task that wrote it (of the tasks
+writing the same message, the least is the call's: ``LangGraphCallsRecorded``); until the
+checkpoint its step makes is stored it is hidden as a rewound call is, ``rewind_id`` naming
+the step's input checkpoint (``pending_calls``) and ``frame_no`` -1."""
 Index("tt_model_calls_frame", model_calls.c.run_id, model_calls.c.frame_no)
 Index("tt_model_calls_request", model_calls.c.request_hash)
 Index("tt_model_calls_reply", model_calls.c.reply_hash)

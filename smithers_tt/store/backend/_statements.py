@@ -210,10 +210,11 @@ class Statements:
             if dialect.frame_ctes
             else None
         )
+        agent_columns = S.model_calls.c.keys()[:-1]  # all but the LangGraph saver's lg_key
         self.insert_model_call = q(
             # The columns of tt_model_calls in their order (_calls.CALL_COLUMNS checks them).
-            f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608
-            f"VALUES ({', '.join('?' * len(S.model_calls.c))})"
+            f"INSERT INTO tt_model_calls ({', '.join(agent_columns)}) "  # noqa: S608
+            f"VALUES ({', '.join('?' * len(agent_columns))})"
         )
         self.next_attempt = q(
             "SELECT COALESCE(MAX(attempt), 0) + 1 FROM tt_attempts "
@@ -260,10 +261,41 @@ class Statements:
             "VALUES (?, ?, ?, ?)"
         )
         self.upsert_lg_index = q(
-            # Point a checkpoint's index row at its document frame.
-            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-            "VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, checkpoint_id) "
-            "DO UPDATE SET frame_no = excluded.frame_no"
+            # Point a checkpoint's index row at its document frame, with its sends' nodes.
+            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json, "
+            "sends_json) VALUES (?, ?, ?, NULL, ?) ON CONFLICT (run_id, checkpoint_id) "
+            "DO UPDATE SET frame_no = excluded.frame_no, sends_json = excluded.sends_json"
+        )
+        # --- LangGraph model calls (ledger/_langgraph_calls.py) ---
+        self.lg_step = q(
+            # What a task's calls need of its input checkpoint: whether it is stored, the
+            # frame of its child (the step's checkpoint) and the nodes of its sends.
+            "SELECT frame_no, child_frame_no, sends_json FROM tt_lg_checkpoints "
+            "WHERE run_id = ? AND checkpoint_id = ?"
+        )
+        self.upsert_lg_call = q(
+            # A call read from an AI message: its id is its thread's and message's, and of
+            # the tasks writing the message, the one of least rank (lg_key) has it; one
+            # written again after a rewind cut it is the new history's.
+            f"INSERT INTO tt_model_calls ({', '.join(S.model_calls.c.keys())}) "  # noqa: S608
+            f"VALUES ({', '.join('?' * len(S.model_calls.c))}) ON CONFLICT (call_id) DO UPDATE "
+            f"SET {', '.join(f'{c} = excluded.{c}' for c in S.model_calls.c.keys()[1:])} "
+            "WHERE excluded.lg_key < tt_model_calls.lg_key OR "
+            "(tt_model_calls.rewind_id IS NOT NULL AND tt_model_calls.frame_no <> -1)"
+        )
+        self.set_lg_child = q(
+            "UPDATE tt_lg_checkpoints SET child_frame_no = ? "
+            "WHERE run_id = ? AND checkpoint_id = ? AND child_frame_no IS NULL"
+        )
+        self.show_lg_calls = q(
+            # The calls of a step's tasks stored before its checkpoint: numbered with it.
+            "UPDATE tt_model_calls SET frame_no = ?, rewind_id = NULL "
+            "WHERE run_id = ? AND frame_no = -1 AND rewind_id = ?"
+        )
+        self.name_lg_send = q(
+            # A Send task's calls stored before its input checkpoint: under the send's node.
+            "UPDATE tt_model_calls SET node_id = ? "
+            "WHERE run_id = ? AND frame_no = -1 AND rewind_id = ? AND node_id = ?"
         )
         self.lg_writes = q(
             "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = ? AND checkpoint_id = ?"
@@ -286,7 +318,9 @@ class Statements:
         )
         self.copy_lg_index = q(
             # A copied thread's index row: the copied document frame and the writes.
-            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT (run_id, checkpoint_id) "
-            "DO UPDATE SET frame_no = excluded.frame_no, writes_json = excluded.writes_json"
+            "INSERT INTO tt_lg_checkpoints (run_id, checkpoint_id, frame_no, writes_json, "
+            "child_frame_no, sends_json) VALUES (?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (run_id, checkpoint_id) DO UPDATE SET frame_no = excluded.frame_no, "
+            "writes_json = excluded.writes_json, child_frame_no = excluded.child_frame_no, "
+            "sends_json = excluded.sends_json"
         )

@@ -5,8 +5,9 @@ projection, insert its frames, in one transaction) and every :class:`Change`: ru
 and nodes (``_write``); a new run's labels (``_labels``); claims, deleted attempts and restored
 refs (``_runs``); publication and the group committer (``_publish``); content stored by a write
 (``_content``) and the model calls that ride with a frame (``_calls``); pauses; time travel's
-changes, bulk writes of live state, rewinds by key and by cut, retention; LangGraph threads;
-whole histories written at once.
+changes, bulk writes of live state, rewinds by key and by cut, retention; LangGraph threads
+and the model calls their messages show (``_langgraph_calls``); whole histories written at
+once.
 
 Contract: the ledger may import the backend and the reads (a write that must read first reads
 through them); the reads never import it; the store's handles (``Store``, ``Travel``,
@@ -19,6 +20,7 @@ from smithers_tt.store.ledger._calls import EncodedCall, call_changes, encode_ca
 from smithers_tt.store.ledger._cut import CutStatements
 from smithers_tt.store.ledger._labels import Labelled
 from smithers_tt.store.ledger._langgraph import ThreadReplaced
+from smithers_tt.store.ledger._langgraph_calls import LangGraphCalls
 from smithers_tt.store.ledger._langgraph_write import LangGraphWrite, PinCache
 from smithers_tt.store.ledger._live import (
     AUDIT_COLUMNS,
@@ -106,6 +108,7 @@ __all__ = [
     "GroupCommitter",
     "KeptRewind",
     "Labelled",
+    "LangGraphCalls",
     "LangGraphWrite",
     "LiveWrites",
     "NewRun",

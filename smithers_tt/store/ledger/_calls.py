@@ -28,7 +28,7 @@ from smithers_tt.store.ledger._write import Change, Write
 CALL_COLUMNS = (
     "call_id", "run_id", "frame_no", "position", "node_id", "iteration", "attempt", "model",
     "request_hash", "reply_hash", "finish_reason", *TOKEN_FIELDS, "started_at_ms", "ttft_ms",
-    "latency_ms", "status", "error", "rewind_id",
+    "latency_ms", "status", "error", "rewind_id", "lg_key",
 )  # fmt: skip
 """The columns of ``tt_model_calls`` in their order (``Statements.insert_model_call``)."""
 if tuple(S.model_calls.c.keys()) != CALL_COLUMNS:
@@ -62,12 +62,17 @@ def call_changes(key: AttemptKey, calls: Sequence[EncodedCall]) -> list[Change]:
     then :class:`CallsRecorded`. Empty when there are no calls."""
     if not calls:
         return []
+    return [*contents_of(calls), CallsRecorded(key, calls)]
+
+
+def contents_of(calls: Sequence[EncodedCall]) -> list[Change]:
+    """The frameless changes storing the requests and replies of ``calls``, each once."""
     seen: dict[str, EncodedCheckpoint] = {}
     for encoded in calls:
         for enc in (encoded.request, encoded.reply):
             if enc is not None:
                 seen.setdefault(enc.content_hash, enc)
-    return [*(ContentStored(enc) for enc in seen.values()), CallsRecorded(key, calls)]
+    return [ContentStored(enc) for enc in seen.values()]
 
 
 class CallsRecorded(Change):
@@ -85,21 +90,31 @@ class CallsRecorded(Change):
         self.key, self.calls = key, calls
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
-        key = self.key
         for position, encoded in enumerate(self.calls):
-            c = encoded.call
-            w.defer(
-                w.sql.insert_model_call,
-                (
-                    secrets.token_hex(12), key.run_id, frame_no, position, key.node_id,
-                    key.iteration, key.attempt, c.model,
-                    None if encoded.request is None else encoded.request.content_hash,
-                    None if encoded.reply is None else encoded.reply.content_hash,
-                    c.finish_reason, c.prompt_tokens, c.completion_tokens, c.cached_tokens,
-                    c.reasoning_tokens, c.started_at_ms, c.ttft_ms, c.latency_ms, c.status,
-                    c.error, None,
-                ),
-            )  # fmt: skip
+            row = call_row(secrets.token_hex(12), self.key, frame_no, position, encoded)
+            w.defer(w.sql.insert_model_call, row)
+
+
+def call_row(
+    call_id: str,
+    key: AttemptKey,
+    frame_no: int,
+    position: int,
+    encoded: EncodedCall,
+    rewind_id: str | None = None,
+) -> tuple[Any, ...]:
+    """The row of ``tt_model_calls`` of a call: its :data:`CALL_COLUMNS` but the last, the
+    LangGraph saver's ``lg_key`` (so an agent's calls are written alike before migration 0019
+    and after)."""
+    c = encoded.call
+    return (
+        call_id, key.run_id, frame_no, position, key.node_id, key.iteration, key.attempt,
+        c.model, None if encoded.request is None else encoded.request.content_hash,
+        None if encoded.reply is None else encoded.reply.content_hash,
+        c.finish_reason, c.prompt_tokens, c.completion_tokens, c.cached_tokens,
+        c.reasoning_tokens, c.started_at_ms, c.ttft_ms, c.latency_ms, c.status, c.error,
+        rewind_id,
+    )  # fmt: skip
 
 
 def with_calls(

@@ -16,6 +16,7 @@ or the :class:`FrameCopied` frames and :class:`IndexCopied` rows of a copied thr
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.store._records import Fence, Frame
 from smithers_tt.store.backend import AGENT, LANGGRAPH_DOC_NODE, LANGGRAPH_VALUE_NODE
 from smithers_tt.store.ledger._content import Stored
+from smithers_tt.store.ledger._langgraph_calls import steps_after
 from smithers_tt.store.ledger._node_changes import AttemptStarted
 from smithers_tt.store.ledger._write import Change, Note, RunRow, Write
 
@@ -111,17 +113,31 @@ class ValuePinned(Stored):
 
 
 class DocumentPut(Stored):
-    """A checkpoint's document is stored in a document frame, which its index row names."""
+    """A checkpoint's document is stored in a document frame, which its index row names,
+    with the nodes its pending sends go to (``sends``); the model calls waiting for it are
+    shown (see :mod:`._langgraph_calls`): those of its parent's tasks, numbered with its
+    frame, and a ``Send`` task's of its own, named."""
 
-    __slots__ = ("checkpoint_id", "enc", "run_id")
+    __slots__ = ("checkpoint_id", "enc", "parent", "run_id", "sends")
 
-    def __init__(self, run_id: str, checkpoint_id: str, document: EncodedCheckpoint) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        checkpoint_id: str,
+        document: EncodedCheckpoint,
+        parent: str | None = None,
+        sends: Sequence[str] = (),
+    ) -> None:
         self.run_id, self.checkpoint_id, self.enc = run_id, checkpoint_id, document
+        self.parent, self.sends = parent, tuple(sends)
 
     def apply(self, w: Write, frame_no: int, early: Any) -> Frame:
         self.store(w, early)
-        w.defer(w.sql.upsert_lg_index, (self.run_id, self.checkpoint_id, frame_no))
-        return _checkpoint_frame(self.run_id, frame_no, LANGGRAPH_DOC_NODE, self.enc, None, w.stamp)
+        run_id, sends = self.run_id, self.sends
+        listed = json.dumps(sends, ensure_ascii=False, separators=(",", ":")) if sends else None
+        w.defer(w.sql.upsert_lg_index, (run_id, self.checkpoint_id, frame_no, listed))
+        steps_after(w, run_id, self.checkpoint_id, self.parent, sends, frame_no)
+        return _checkpoint_frame(run_id, frame_no, LANGGRAPH_DOC_NODE, self.enc, None, w.stamp)
 
 
 class WritesPut(Change):
@@ -191,4 +207,8 @@ class IndexCopied(Change):
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         for row in self.rows:
             no = self.renumber.get(row.frame_no)
-            w.defer(w.sql.copy_lg_index, (self.run_id, row.checkpoint_id, no, row.writes_json))
+            child = self.renumber.get(row.child_frame_no)
+            w.defer(
+                w.sql.copy_lg_index,
+                (self.run_id, row.checkpoint_id, no, row.writes_json, child, row.sends_json),
+            )

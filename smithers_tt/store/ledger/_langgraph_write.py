@@ -14,11 +14,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from smithers_tt._model_calls import ModelCall
 from smithers_tt.checkpoint import EncodedCheckpoint
 from smithers_tt.errors import InvalidArgument, RunNotFound
 from smithers_tt.store._frames import Frame
-from smithers_tt.store._records import AttemptKey, now_ms
+from smithers_tt.store._records import now_ms
 from smithers_tt.store.backend import (
     AGENT,
     LANGGRAPH_DOC_NODE,
@@ -30,7 +29,6 @@ from smithers_tt.store.backend import (
     langgraph_run_id,
 )
 from smithers_tt.store.backend import schema as S
-from smithers_tt.store.ledger._calls import call_changes, encode_call
 from smithers_tt.store.ledger._langgraph import (
     DocumentPut,
     FrameCopied,
@@ -42,6 +40,7 @@ from smithers_tt.store.ledger._langgraph import (
     ValuePinned,
     WritesPut,
 )
+from smithers_tt.store.ledger._langgraph_calls import LangGraphCalls, lg_call_changes
 from smithers_tt.store.ledger._travel import delete_runs
 from smithers_tt.store.ledger._write import Change, Entry, NewRun, write
 
@@ -117,15 +116,18 @@ class LangGraphWrite:
         document: EncodedCheckpoint,
         blobs: dict[str, EncodedCheckpoint],
         expect: int | None = None,
+        step: tuple[str | None, Sequence[str]] = (None, ()),
     ) -> int:
         """Store a checkpoint in one ledger write: the values of ``blobs`` the run uses for
         the first time, each with a value frame that pins it, then the document's frame, at
         which the checkpoint's index row points (creating the thread's run if needed).
+        ``step`` is its parent checkpoint's id and the nodes its pending sends go to: the
+        model calls waiting for it are shown (:mod:`._langgraph_calls`).
 
         Returns the run's incarnation token (``created_at_ms``). With ``expect`` (a token
         cached earlier), raises :class:`ThreadReplaced`, having written nothing, when the
         run is not that incarnation."""
-        put = DocumentPut(run_id, checkpoint_id, document)
+        put = DocumentPut(run_id, checkpoint_id, document, *step)
         return self._commit(run_id, thread, blobs, [put], expect)
 
     def update_writes(
@@ -135,16 +137,13 @@ class LangGraphWrite:
         checkpoint_id: str,
         blobs: dict[str, EncodedCheckpoint],
         merge: Callable[[str | None], str],
-        calls: tuple[str, Sequence[ModelCall]] = ("", ()),
+        calls: LangGraphCalls | None = None,
     ) -> None:
         """Replace a checkpoint's stored writes by ``merge(stored writes or None)``, pinning
-        ``blobs`` (the values they refer to by hash) in the same ledger write; ``calls`` (a
-        node and the model calls its writes show) are recorded with it, numbered with the
-        thread's next frame (the checkpoint the step makes)."""
-        node_id, made = calls
-        recorded = call_changes(
-            AttemptKey(run_id, node_id, 0, 1), [encode_call(call) for call in made]
-        )
+        ``blobs`` (the values they refer to by hash) in the same ledger write; ``calls`` (the
+        model calls the task's writes show) are recorded with it, numbered with the checkpoint
+        the step makes (see :mod:`._langgraph_calls`)."""
+        recorded = [] if calls is None else lg_call_changes(run_id, calls)
         self._commit(run_id, thread, blobs, [WritesPut(run_id, checkpoint_id, merge), *recorded])
 
     # --- the one ledger write per run ------------------------------------------------

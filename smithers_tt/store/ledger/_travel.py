@@ -253,6 +253,16 @@ def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
         .where(m.c.run_id == run_id, m.c.frame_no > clock, m.c.rewind_id.is_(None))
         .values(rewind_id=rewind_id)
     )
+    t = S.lg_threads
+    if conn.execute(sa.select(t.c.run_id).where(t.c.run_id == run_id)).first() is not None:
+        # A LangGraph thread: a step's checkpoint cut, its tasks' later calls wait for the
+        # next one (the numbers above the cut are given again).
+        lg = S.lg_checkpoints
+        conn.execute(
+            lg.update()
+            .where(lg.c.run_id == run_id, lg.c.child_frame_no > clock)
+            .values(child_frame_no=None)
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ from smithers_tt.store.backend import Engine
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.reads._runs import RunReads
 
-_COLUMNS = [c for c in S.model_calls.c if c.name != "rewind_id"]
+_COLUMNS = [c for c in S.model_calls.c if c.name not in ("rewind_id", "lg_key")]
 
 MAX_FORK_DEPTH = 10_000
 """How far up a chain of forks the calls are read (a guard against a damaged parent link)."""
