@@ -11,8 +11,8 @@ entry in ``versions_seen`` records, over the thread. :func:`task_paths` computes
 each node and keeps the ones that equal a write's task id: a match is exact, never a guess.
 A ``Send``'s task has an id made the same way of its node, ``__pregel_push`` and its index in
 the checkpoint's pending sends (the channel ``__pregel_tasks``): its path names that index, as
-LangGraph's does, and the store names the node from the checkpoint's sends. A write of any other task (a node never
-seen finishing a step) gets no path.
+LangGraph's does, and the store names the node from the checkpoint's sends. A write of any
+other task (a node never seen finishing a step) gets no path.
 """
 
 from __future__ import annotations

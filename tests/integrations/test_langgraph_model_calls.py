@@ -276,7 +276,12 @@ def test_a_steps_calls_are_numbered_with_the_checkpoint_it_made_whichever_is_sav
     path = "~__pregel_pull, agent"
     if writes_first:
         saver.put_writes(parent, _reply_writes(reply), "task-1", path)
-        assert db.get_run(thread_run_id("t5", "")).model_calls().empty  # waits for its step
+        # waiting for its step's checkpoint: seen at the newest frame only
+        waiting = db.get_run(thread_run_id("t5", ""))
+        newest = waiting.model_calls()
+        assert newest["node_id"].tolist() == ["agent"]
+        assert newest["frame_no"].tolist() == [waiting.frames()[-1].frame_no]
+        assert waiting.model_calls(frame_no=waiting.frames()[-1].frame_no - 1).empty
         saver.put(parent, child, {"step": 1}, {})
     else:
         saver.put(parent, child, {"step": 1}, {})
@@ -360,10 +365,40 @@ def test_a_call_written_after_a_rewind_cut_its_steps_checkpoint_waits_for_the_ne
     db.rewind(run_id, db.get_run(run_id).record.clock - 1, confirm=True)
     assert db.get_run(run_id).model_calls().empty
     saver.put_writes(parent, reply, "t-again", "~__pregel_pull, agent")
-    assert db.get_run(run_id).model_calls().empty  # waits for its step's checkpoint
+    waiting = db.get_run(run_id)  # waits for its step's checkpoint, seen at the newest frame
+    assert waiting.model_calls()["frame_no"].tolist() == [waiting.record.clock]
     again = empty_checkpoint()
     saver.put(parent, again, {"step": 1}, {})
     run = db.get_run(run_id)
     calls = run.model_calls()
     assert calls["node_id"].tolist() == ["agent"]
     assert _checkpoint_at(db, run, calls["frame_no"][0]) == again["id"]
+
+
+def test_the_calls_of_a_step_that_failed_are_seen_and_counted_at_the_newest_frame(
+    db: st.Database,
+) -> None:
+    """A step whose task failed makes no checkpoint; the model call its other task made was
+    made all the same: the run's newest view shows it and counts its tokens."""
+
+    def broken(state: State) -> dict[str, Any]:
+        raise RuntimeError("the tool broke")
+
+    def critic(state: State) -> dict[str, Any]:
+        return {"messages": [_reply("fine", 7, "run-critic-1")]}
+
+    g = StateGraph(State)
+    g.add_node("critic", critic)
+    g.add_node("broken", broken)
+    g.add_edge(START, "critic")
+    g.add_edge(START, "broken")
+    g.add_edge(["critic", "broken"], END)
+    app = g.compile(checkpointer=SmithersSaver(db))
+    with pytest.raises(RuntimeError, match="the tool broke"):
+        app.invoke({"messages": [HumanMessage("go")]}, {"configurable": {"thread_id": "t9"}})
+    run = db.get_run(thread_run_id("t9", ""))
+    calls = run.model_calls({"gpt-x": {"input": 1.0, "output": 2.0}})
+    assert calls["node_id"].tolist() == ["critic"]
+    assert calls["prompt_tokens"].tolist() == [7]
+    assert calls["frame_no"].tolist() == [run.frames()[-1].frame_no]
+    assert calls["cost"][0] == pytest.approx((7 * 1.0 + 1 * 2.0) / 1e6)

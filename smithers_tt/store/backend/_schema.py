@@ -428,8 +428,16 @@ model_calls = Table(
 in the history. A call the LangGraph saver read from an AI message has an id made of its
 thread and the message's id, and ``lg_key``, the rank of the task that wrote it (of the tasks
 writing the same message, the least is the call's: ``LangGraphCallsRecorded``); until the
-checkpoint its step makes is stored it is hidden as a rewound call is, ``rewind_id`` naming
-the step's input checkpoint (``pending_calls``) and ``frame_no`` -1."""
+checkpoint its step makes is stored it waits, hidden from every frame as a rewound call is:
+``rewind_id`` names the step's input checkpoint (:data:`PENDING_CALL_MARK` and its id) and
+``frame_no`` is :data:`PENDING_CALL_FRAME`; the newest view of the run shows it (a step that
+failed never makes its checkpoint, and what its tasks' calls cost still counts)."""
+
+PENDING_CALL_FRAME = -1
+"""``frame_no`` of a call waiting for the checkpoint of its step (LangGraph saver)."""
+
+PENDING_CALL_MARK = "lg-step:"
+"""How ``rewind_id`` of a waiting call begins (no rewind's id does: they are hex)."""
 Index("tt_model_calls_frame", model_calls.c.run_id, model_calls.c.frame_no)
 Index("tt_model_calls_request", model_calls.c.request_hash)
 Index("tt_model_calls_reply", model_calls.c.reply_hash)

@@ -30,10 +30,11 @@ from typing import Any
 
 from smithers_tt._model_calls import ModelCall
 from smithers_tt.store._records import AttemptKey
+from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._calls import EncodedCall, call_row, contents_of, encode_call
 from smithers_tt.store.ledger._write import Change, Step, Write
 
-PENDING_FRAME = -1
+PENDING_FRAME = S.PENDING_CALL_FRAME
 """``frame_no`` of a call waiting for its step's checkpoint (hidden by its ``rewind_id``)."""
 
 UNKNOWN_NODE = "langgraph"
@@ -49,8 +50,10 @@ def lg_call_id(thread_id: str, message_id: str) -> str:
 def pending_mark(checkpoint_id: str) -> str:
     """The ``rewind_id`` of the calls of tasks run from ``checkpoint_id`` waiting for the
     checkpoint their step makes (no rewind's id has this form)."""
-    mark = f"lg-step:{checkpoint_id}"
-    return mark if len(mark) <= 200 else f"lg-step:#{hashlib.sha256(mark.encode()).hexdigest()}"
+    mark = f"{S.PENDING_CALL_MARK}{checkpoint_id}"
+    if len(mark) <= 200:
+        return mark
+    return f"{S.PENDING_CALL_MARK}#{hashlib.sha256(mark.encode()).hexdigest()}"
 
 
 def send_placeholder(index: int) -> str:

@@ -1,7 +1,10 @@
 """The model calls of a run, as its frames see them, and their totals per node and per run.
 
 A call is visible at frame N of a run when the frame it was written with is (``frame_no <=
-N``) and no rewind removed that frame (``rewind_id`` NULL). A fork sees its parent's calls up
+N``) and no rewind removed that frame (``rewind_id`` NULL). A LangGraph call still waiting for
+the checkpoint its step makes (``PENDING_CALL_MARK`` in ``_schema``) is visible at the run's
+newest frame only, as a call of that frame: a step that failed never makes its checkpoint, and
+its tasks' calls were made (and paid for) all the same. A fork sees its parent's calls up
 to the fork frame as it sees its parent's history (read there, never copied; a parent deleted
 takes them along, as it takes the history): the same rule up the chain of forks. Each call
 comes back as its :class:`~smithers_tt.store._records.ModelCallRecord`, ``run_id`` being the
@@ -52,14 +55,19 @@ def calls_in(
     r, m = S.runs, S.model_calls
     chain: list[tuple[str, int | None]] = []
     current, upto = run_id, frame_no
+    newest: int | None = None  # the run's clock
     while current is not None and len(chain) < MAX_FORK_DEPTH:
         row = conn.execute(
-            sa.select(r.c.parent_run_id, r.c.parent_frame_no).where(r.c.run_id == current)
+            sa.select(r.c.parent_run_id, r.c.parent_frame_no, r.c.clock).where(
+                r.c.run_id == current
+            )
         ).one_or_none()
         if row is None:
             if not chain:
                 raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
             break  # a parent deleted: the fork keeps its own calls
+        if not chain:
+            newest = row.clock
         chain.append((current, upto))
         if not inherited or row.parent_frame_no is None:
             break
@@ -74,7 +82,28 @@ def calls_in(
             ModelCallRecord(**row._asdict(), inherited=not own)
             for row in conn.execute(stmt.order_by(m.c.frame_no, m.c.position))
         )
+    if newest is not None and (frame_no is None or frame_no >= newest):
+        found.extend(_waiting(conn, run_id, newest))
     return found
+
+
+def _waiting(conn: Connection, run_id: str, newest: int) -> list[ModelCallRecord]:
+    """The LangGraph calls of ``run_id`` waiting for their step's checkpoint, as calls of
+    its newest frame ``newest`` (after that frame's own)."""
+    m = S.model_calls
+    stmt = (
+        sa.select(*_COLUMNS)
+        .where(
+            m.c.run_id == run_id,
+            m.c.frame_no == S.PENDING_CALL_FRAME,
+            m.c.rewind_id.startswith(S.PENDING_CALL_MARK, autoescape=True),
+        )
+        .order_by(m.c.rewind_id, m.c.position)
+    )
+    return [
+        ModelCallRecord(**dict(row._asdict(), frame_no=newest), inherited=False)
+        for row in conn.execute(stmt)
+    ]
 
 
 class ModelCallReads:
