@@ -66,7 +66,7 @@ def timeline(ctx: Context, run_id: str) -> None:
 
     \b
     Example:
-      smithers-tt timeline 1a22d5428410aaf6ffe2c
+      smithers-tt timeline RUN
     """
     tl = ctx.read_db.timeline(run_id)
     if ctx.as_json:

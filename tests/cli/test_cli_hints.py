@@ -134,3 +134,27 @@ def test_every_option_of_every_command_says_what_it_does_in_its_help() -> None:
                     if not words or words not in shown:
                         missing.append(f"{name} {param.opts[0]}")
     assert missing == []
+
+
+def _examples(help_text: str) -> tuple[str, list[str]]:
+    """The heading of a help's examples ("Example:" or "Examples:") and the commands under it."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() in ("Example:", "Examples:"))
+    shown = []
+    for line in lines[start + 1 :]:
+        if not line.strip() or not line.startswith("    "):
+            break
+        if line.strip().startswith("smithers-tt"):
+            shown.append(line.strip())
+    return lines[start].strip(), shown
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_commands_help_reads_as_plain_text_with_examples_to_adapt(name: str) -> None:
+    shown = CliRunner().invoke(cli, [name, "--help"], terminal_width=100).output
+    assert "``" not in shown  # reST markup is for docstrings rendered elsewhere, not a terminal
+    heading, examples = _examples(shown)
+    assert examples, shown
+    assert heading == ("Example:" if len(examples) == 1 else "Examples:"), shown
+    for example in examples:  # a placeholder (RUN, SWEEP ...), never some run's real id
+        assert not re.search(r"\b[0-9a-f]{16,}\b", example), example
