@@ -83,3 +83,7 @@ class Scrubber:
         self.label.value = f"frame {m.frame_no} of {m.last_frame}: {m.frame_title()}"
         self.first.disabled = self.prev.disabled = m.frame_no <= 0
         self.last.disabled = self.next.disabled = m.frame_no >= m.last_frame
+        # a jump that would go nowhere is off, as the steps are at the ends
+        self.prev_attempt.disabled = not m.can_jump(-1, ATTEMPT_KINDS)
+        self.next_attempt.disabled = not m.can_jump(1, ATTEMPT_KINDS)
+        self.next_checkpoint.disabled = not m.can_jump(1, ("checkpoint",))

@@ -66,6 +66,26 @@ def test_the_slider_steps_and_jumps_follow_the_frame(db: st.Database) -> None:
     _assert_shows_own(dbg, frames[0])
 
 
+def test_a_jump_button_is_off_where_it_would_go_nowhere(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    s = dbg.scrubber
+    frames = dbg.model.visible_frames
+    last_checkpoint = _checkpoint_frames(dbg.model)[-1].frame_no
+    # at the newest frame (opened there, its history not read): nothing lies ahead
+    assert (s.next_attempt.disabled, s.next_checkpoint.disabled) == (True, True)
+    assert s.prev_attempt.disabled is False
+    s.first.click()  # frame 0: nothing lies behind
+    assert s.prev_attempt.disabled is True
+    assert (s.next_attempt.disabled, s.next_checkpoint.disabled) == (False, False)
+    dbg.select_frame(last_checkpoint)  # no checkpoint after this frame
+    assert s.next_checkpoint.disabled is True
+    assert any(f.kind == "attempt_finished" for f in frames if f.frame_no > dbg.model.frame_no)
+    assert s.next_attempt.disabled is False
+    s.next_checkpoint.click()  # a disabled button is not clicked by a person; nothing moves
+    assert dbg.model.frame_no == last_checkpoint
+
+
 def test_a_click_on_a_checkpoint_point_after_another(db: st.Database) -> None:
     run = db.run(demo_workflow()[0], {"topic": "bee"})
     dbg = Debugger(db, run.id, live=False)
