@@ -6,9 +6,8 @@ from collections.abc import Callable
 
 import ipywidgets as W
 
+from smithers_tt.widgets._frames import ATTEMPT_KINDS, CHECKPOINT_KINDS
 from smithers_tt.widgets._model import DebuggerModel
-
-ATTEMPT_KINDS = ("attempt_started", "attempt_finished")
 
 
 class Scrubber:
@@ -43,7 +42,7 @@ class Scrubber:
             "▶▶", "next attempt start or end", lambda: model.jump(1, ATTEMPT_KINDS)
         )
         self.next_checkpoint = button(
-            "◆▶", "next checkpoint", lambda: model.jump(1, ("checkpoint",))
+            "◆▶", "next checkpoint", lambda: model.jump(1, CHECKPOINT_KINDS)
         )
         self.last = button("▶|", "newest frame", lambda: model.select_frame(model.last_frame))
         self.label = W.Label(layout=W.Layout(width="100%"))
@@ -86,4 +85,4 @@ class Scrubber:
         # a jump that would go nowhere is off, as the steps are at the ends
         self.prev_attempt.disabled = not m.can_jump(-1, ATTEMPT_KINDS)
         self.next_attempt.disabled = not m.can_jump(1, ATTEMPT_KINDS)
-        self.next_checkpoint.disabled = not m.can_jump(1, ("checkpoint",))
+        self.next_checkpoint.disabled = not m.can_jump(1, CHECKPOINT_KINDS)
