@@ -18,7 +18,7 @@ import os
 import random
 import statistics
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from benchmarks._common import (
@@ -56,22 +56,31 @@ def _databases() -> Iterator[list[tuple[str, str, str | None]]]:
         yield urls
 
 
+_BEGINS: dict[int, int] = {}
+"""Transactions begun per SQLAlchemy engine (by id) since its counter was hooked."""
+
+
+def _count_begin(conn) -> None:  # type: ignore[no-untyped-def]
+    _BEGINS[id(conn.engine)] = _BEGINS.get(id(conn.engine), 0) + 1
+
+
 @contextmanager
-def _transactions(db) -> Iterator[list[int]]:  # type: ignore[no-untyped-def]
+def _transactions(db) -> Iterator[Callable[[], int]]:  # type: ignore[no-untyped-def]
     """How many transactions this process begins on the database inside the block (on
-    PostgreSQL each costs round trips of its own besides its statements)."""
+    PostgreSQL each costs round trips of its own besides its statements): the function it
+    gives returns the count so far.
+
+    The listener is added once and never removed: removing it while the history read behind
+    the newest frame began a transaction in its thread raced SQLAlchemy's walk over its
+    listeners ('deque mutated during iteration'), which failed that read about every other
+    build, and the first step back then read the whole history again (seconds)."""
     import sqlalchemy as sa
 
-    begun = [0]
-
-    def count(conn) -> None:  # type: ignore[no-untyped-def]
-        begun[0] += 1
-
-    sa.event.listen(db.store.engine.sa, "begin", count)
-    try:
-        yield begun
-    finally:
-        sa.event.remove(db.store.engine.sa, "begin", count)
+    engine = db.store.engine.sa
+    if not sa.event.contains(engine, "begin", _count_begin):
+        sa.event.listen(engine, "begin", _count_begin)
+    start = _BEGINS.get(id(engine), 0)
+    yield lambda: _BEGINS.get(id(engine), 0) - start
 
 
 def _build(db, run_id: str):  # type: ignore[no-untyped-def]
@@ -85,7 +94,7 @@ def _build(db, run_id: str):  # type: ignore[no-untyped-def]
         dbg = Debugger(db, run_id, live=False)
         built = time.perf_counter()
         wall, cpu = built - wall, time.process_time() - cpu
-        transactions = begun[0]
+        transactions = begun()
     dbg.model.history_ready()
     return dbg, wall, cpu, time.perf_counter() - built, transactions
 
@@ -147,7 +156,7 @@ def main() -> None:
                             dbg.select_frame(frame)
                             steps.append(time.perf_counter() - started)
                             step_cpus.append(time.process_time() - cpu)
-                    select_transactions = begun[0] / len(picks)
+                    select_transactions = begun() / len(picks)
                     median = statistics.median(walls)
                     search = _search(dbg)
                     searches.append([backend, n, *search])

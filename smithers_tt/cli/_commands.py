@@ -66,7 +66,7 @@ def timeline(ctx: Context, run_id: str) -> None:
 
     \b
     Example:
-      smithers-tt timeline 1a22d5428410aaf6ffe2c
+      smithers-tt timeline RUN
     """
     tl = ctx.read_db.timeline(run_id)
     if ctx.as_json:
@@ -277,7 +277,9 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
     ctx.out.line(
         f"rewound {short} to frame {frame_no}; it is now ",
         state(ctx.db.get_run(run_id).status),
-        f". Continue it with: {how_invoked()} resume {short}",
+        # whole: a command to paste later, when a prefix may name more runs (ids made in the
+        # same second share their first characters)
+        f". Continue it with: {how_invoked()} resume {run_id}",
     )
 
 
@@ -414,7 +416,7 @@ def fork(
     ctx.out.line(
         f"forked {short[child.id]} from {short[run_id]} at frame {frame_no} (",
         state(child.status),
-        f"). Run it with: {how_invoked()} resume {short[child.id]}",
+        f"). Run it with: {how_invoked()} resume {child.id}",  # whole, as rewind's
     )
 
 

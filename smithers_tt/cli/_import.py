@@ -29,7 +29,7 @@ def import_langgraph(
 
     Each thread keeps its history and continues on SmithersSaver; the source is only read,
     and importing again skips what was already copied. The store is created when there is
-    none yet (like ``migrate``).
+    none yet (like migrate).
 
     No code in the source runs: a stored value that names a type outside LangGraph's strict
     msgpack list stops the import with an error naming its thread, checkpoint and type.

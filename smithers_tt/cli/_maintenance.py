@@ -14,8 +14,11 @@ from smithers_tt.cli._commands import _confirm
 from smithers_tt.cli._output import emit_json, state, text
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_ids
+from smithers_tt.database import connect
+from smithers_tt.errors import StoreNotFound
 from smithers_tt.store import migrate as run_migrations
-from smithers_tt.store.for_cli import row_counts
+from smithers_tt.store import store_state
+from smithers_tt.store.for_cli import migration_names, row_counts
 
 Finding = str | tuple[str, int] | tuple[str, str, int, int, int]
 
@@ -48,12 +51,34 @@ def migrate(ctx: Context, beside_other_tables: bool) -> None:
       smithers-tt --db postgresql+psycopg://postgres@127.0.0.1/app migrate
       smithers-tt --db runs/new.db migrate
     """
+    pending = _pending(ctx.url)  # looked at before: connecting migrates
     db = ctx.create_db(beside_other_tables=beside_other_tables)
-    applied = run_migrations(db.engine)  # connecting migrated already: usually []
+    again = run_migrations(db.engine)  # usually []: another process's, at most
+    created = pending is None
+    applied = migration_names() if created else [*pending, *again]
     if ctx.as_json:
-        emit_json({"url": ctx.url, "applied": applied})
+        emit_json({"url": ctx.url, "created": created, "applied": applied})
         return
-    ctx.out.line(f"schema is up to date ({ctx.url})" + (f"; applied {applied}" if applied else ""))
+    if created:
+        ctx.out.line(f"created the store ({ctx.url}); schema at {applied[-1]}")
+    elif applied:
+        ctx.out.line(f"upgraded the store ({ctx.url}): applied {', '.join(applied)}")
+    else:
+        ctx.out.line(f"schema is up to date ({ctx.url})")
+
+
+def _pending(url: str) -> list[str] | None:
+    """The revisions the store at ``url`` lacks, looked at read-only; None when there is no
+    store there yet (no file, or no smithers_tt tables)."""
+    try:
+        probe = connect(url, read_only=True, migrate_schema=False)
+    except StoreNotFound:
+        return None
+    try:
+        state = store_state(probe.engine)
+    finally:
+        probe.close()
+    return list(state.pending) if state.exists else None
 
 
 @cli.command()

@@ -18,6 +18,7 @@ from smithers_tt.cli._commands import _edits, _finished, _parse_json
 from smithers_tt.cli._output import emit_json, state
 from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._runs import shown_id
+from smithers_tt.engine import ContinueOptions, prepare_continue
 
 
 def _skips(pairs: tuple[str, ...]) -> dict[str, Any]:
@@ -97,7 +98,12 @@ def continue_cmd(
         "break_before": list(break_before) if break_before or break_after else None,
         "break_after": list(break_after) if break_before or break_after else None,
     }
-    workflow = ctx.db.get_run(run_id).record.workflow
+    record = ctx.db.get_run(run_id).record
+    workflow = record.workflow
+    # A bare `continue` of a run that is not paused said "run ... finished" as if it had
+    # continued something: refused as `continue --answer` is, with the same message.
+    if record.status != "paused":
+        prepare_continue(ctx.db.store, record, None, ContinueOptions())  # raises: not paused
     if queue:
         needs_wf = spec is not None or edits or skips or break_before or break_after
         wf = load_workflow(spec, workflow) if needs_wf else None

@@ -121,7 +121,7 @@ def sweep_cancel(ctx: Context, sweep_id: str) -> None:
     """Cancel a sweep: no branch starts any more, and those not ended are cancelled.
 
     \b
-    Examples:
+    Example:
       smithers-tt sweep-cancel SWEEP
     """
     found = ctx.db.get_sweep(sweep_id)

@@ -136,10 +136,10 @@ def worker(
 def workers(ctx: Context, stale_after: float) -> None:
     """Registered workers: state, last heartbeat and the runs each owns; runs waiting.
 
-    A worker killed without stopping stays ``unresponsive`` (its runs are taken over).
+    A worker killed without stopping stays unresponsive (its runs are taken over).
 
     \b
-    Example:
+    Examples:
       smithers-tt workers
       smithers-tt workers --stale-after 3 --json
     """

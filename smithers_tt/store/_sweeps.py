@@ -104,7 +104,10 @@ class Sweeps:
 
         row, scores = self.engine.transaction(work, write=False)
         if row is None:
-            raise SweepNotFound(f"no sweep {sweep_id!r}; db.sweeps() lists them")
+            raise SweepNotFound(
+                f"no sweep {sweep_id!r}; db.sweeps() lists them, and on the command line "
+                "`smithers-tt runs --wide` shows each branch's sweep=ID label"
+            )
         return SweepRecord(
             row.sweep_id,
             row.run_id,

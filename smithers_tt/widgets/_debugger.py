@@ -43,7 +43,9 @@ class Debugger(W.VBox):
             integration wrote (a :class:`~smithers_tt.widgets.FrameLens`, e.g.
             ``smithers_tt.integrations.langgraph_view.lens(saver)``); None: smithers_tt's terms.
         prices: what model calls cost (a :class:`~smithers_tt.PriceTable`, mapping or file);
-            None: the demo's. A model it does not name shows no cost.
+            None: no table, so every call shows its tokens and no cost (the demo's made-up
+            models are priced by ``smithers_tt.demo.DEMO_PRICES``). A model it does not name
+            shows no cost.
 
     Everything happens through ``debugger.model`` (a :class:`DebuggerModel`), which the parts
     observe; ``debugger.timeline``, ``.scrubber``, ``.inspector``, ``.diff``, ``.actions``,

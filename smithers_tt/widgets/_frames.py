@@ -10,20 +10,41 @@ tuples with the fields of a frame, in its order) and hands out :class:`FrameList
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
 from typing import Any, overload
 
 from smithers_tt.store import Frame
 from smithers_tt.store.for_widgets import FrameRow
 
+ATTEMPT_KINDS = ("attempt_started", "attempt_finished")
+"""What the scrubber's ◀◀ and ▶▶ jump between."""
+CHECKPOINT_KINDS = ("checkpoint",)
+"""What its ◆▶ jumps to."""
+JUMP_KINDS = (ATTEMPT_KINDS, CHECKPOINT_KINDS)
+"""The kinds the scrubber asks :meth:`FrameList.numbers_of` for at every selection."""
+
 
 class FrameList(Sequence[Frame]):
     """Frames of one run in order, made from :attr:`rows` (which it shares, not copies)."""
 
-    __slots__ = ("rows",)
+    __slots__ = ("_numbers", "rows")
 
     def __init__(self, rows: list[FrameRow]) -> None:
         self.rows = rows
+        self._numbers: dict[frozenset[str], tuple[int, list[int]]] = {}
+
+    def numbers_of(self, kinds: Iterable[str]) -> list[int]:
+        """The frame numbers of the frames of one of ``kinds``, ascending (base frames, below
+        0, included). Walked once per set of kinds, then only through rows appended to
+        :attr:`rows` since: the scrubber asks at every selection (a history rewritten is a
+        new list, so a new :class:`FrameList`)."""
+        key = frozenset(kinds)
+        done, numbers = self._numbers.get(key, (0, []))
+        if done < len(self.rows):
+            numbers.extend(r.frame_no for r in islice(self.rows, done, None) if r.kind in key)
+            self._numbers[key] = (len(self.rows), numbers)
+        return numbers
 
     def __len__(self) -> int:
         return len(self.rows)

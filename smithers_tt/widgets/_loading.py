@@ -17,7 +17,7 @@ from smithers_tt.store.for_widgets import FrameRow, frame_rows, frame_span
 from smithers_tt.timetravel import ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._bulk import paused_gc
-from smithers_tt.widgets._frames import FrameList
+from smithers_tt.widgets._frames import JUMP_KINDS, FrameList
 from smithers_tt.widgets._newest import NewestView
 from smithers_tt.widgets._preload import HistoryRead
 from smithers_tt.widgets._records import RefKey
@@ -68,6 +68,7 @@ class _Read:
     """A history read behind the newest frame: the rows, their fold, and what they name."""
 
     rows: list[FrameRow]
+    frames: FrameList
     fold: FoldCache
     seen: dict[str, None]
     sizes: dict[str, int]
@@ -132,7 +133,7 @@ class Loading(DebuggerState):
         fold and what they name, made ahead)."""
         _check_dense(self.run_id, rows)
         fold = FoldCache(self.run_id, rows, self.load, base) if read is None else read.fold
-        self._history = _History(FrameList(rows), fold)
+        self._history = _History(FrameList(rows) if read is None else read.frames, fold)
         self._drop_preload()
         self._newest = None
         self._stale = False
@@ -183,7 +184,10 @@ class Loading(DebuggerState):
             seen: dict[str, None] = {}
             sizes: dict[str, int] = {}
             note_frames(rows, seen, sizes)
-            return _Read(rows, fold, seen, sizes)
+            frames = FrameList(rows)
+            for kinds in JUMP_KINDS:  # the scrubber asks at the first step back
+                frames.numbers_of(kinds)
+            return _Read(rows, frames, fold, seen, sizes)
 
         self._preload = HistoryRead(read)
 

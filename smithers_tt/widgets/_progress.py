@@ -25,10 +25,22 @@ class ProgressBar(W.HBox):
         self.label, self.total, self.unit = label, total, unit
         self.done = 0
         self._started = time.monotonic()
-        self.bar = W.IntProgress(value=0, min=0, max=max(total or 0, 1), bar_style="info")
+        # The bar gives way to the text (ipywidgets draws it 300 px wide whatever the room: in
+        # a narrow column it hid the end of the text, "undoing the rewind, 0.2 s do"), and
+        # the text goes under the bar where even that leaves it too little room.
+        self.bar = W.IntProgress(
+            value=0,
+            min=0,
+            max=max(total or 0, 1),
+            bar_style="info",
+            layout=W.Layout(flex="1 1 120px", min_width="60px", max_width="300px", width="auto"),
+        )
         self.bar.layout.visibility = "visible" if total is not None else "hidden"
-        self.text = W.Label()
-        super().__init__([self.bar, self.text])
+        self.text = W.Label(layout=W.Layout(flex="0 0 auto", width="auto", max_width="100%"))
+        super().__init__(
+            [self.bar, self.text],
+            layout=W.Layout(flex_flow="row wrap", align_items="center", width="100%"),
+        )
         self.add_class("stt-progress")
         self._show()
 

@@ -6,9 +6,8 @@ from collections.abc import Callable
 
 import ipywidgets as W
 
+from smithers_tt.widgets._frames import ATTEMPT_KINDS, CHECKPOINT_KINDS
 from smithers_tt.widgets._model import DebuggerModel
-
-ATTEMPT_KINDS = ("attempt_started", "attempt_finished")
 
 
 class Scrubber:
@@ -43,7 +42,7 @@ class Scrubber:
             "▶▶", "next attempt start or end", lambda: model.jump(1, ATTEMPT_KINDS)
         )
         self.next_checkpoint = button(
-            "◆▶", "next checkpoint", lambda: model.jump(1, ("checkpoint",))
+            "◆▶", "next checkpoint", lambda: model.jump(1, CHECKPOINT_KINDS)
         )
         self.last = button("▶|", "newest frame", lambda: model.select_frame(model.last_frame))
         self.label = W.Label(layout=W.Layout(width="100%"))
@@ -83,3 +82,7 @@ class Scrubber:
         self.label.value = f"frame {m.frame_no} of {m.last_frame}: {m.frame_title()}"
         self.first.disabled = self.prev.disabled = m.frame_no <= 0
         self.last.disabled = self.next.disabled = m.frame_no >= m.last_frame
+        # a jump that would go nowhere is off, as the steps are at the ends
+        self.prev_attempt.disabled = not m.can_jump(-1, ATTEMPT_KINDS)
+        self.next_attempt.disabled = not m.can_jump(1, ATTEMPT_KINDS)
+        self.next_checkpoint.disabled = not m.can_jump(1, CHECKPOINT_KINDS)

@@ -134,3 +134,45 @@ def test_every_option_of_every_command_says_what_it_does_in_its_help() -> None:
                     if not words or words not in shown:
                         missing.append(f"{name} {param.opts[0]}")
     assert missing == []
+
+
+def _examples(help_text: str) -> tuple[str, list[str]]:
+    """The heading of a help's examples ("Example:" or "Examples:") and the commands under it."""
+    lines = help_text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() in ("Example:", "Examples:"))
+    shown = []
+    for line in lines[start + 1 :]:
+        if not line.strip() or not line.startswith("    "):
+            break
+        if line.strip().startswith("smithers-tt"):
+            shown.append(line.strip())
+    return lines[start].strip(), shown
+
+
+@pytest.mark.parametrize("name", sorted(cli.commands))
+def test_every_commands_help_reads_as_plain_text_with_examples_to_adapt(name: str) -> None:
+    shown = CliRunner().invoke(cli, [name, "--help"], terminal_width=100).output
+    assert "``" not in shown  # reST markup is for docstrings rendered elsewhere, not a terminal
+    heading, examples = _examples(shown)
+    assert examples, shown
+    assert heading == ("Example:" if len(examples) == 1 else "Examples:"), shown
+    for example in examples:  # a placeholder (RUN, SWEEP ...), never some run's real id
+        assert not re.search(r"\b[0-9a-f]{16,}\b", example), example
+
+
+def test_the_resume_hint_of_fork_and_rewind_still_names_that_run_after_more_runs_are_made(
+    demo_copy: Path,
+) -> None:
+    db = f"sqlite:///{demo_copy}"
+    runs = json.loads(CliRunner().invoke(cli, ["--db", db, "--json", "runs"]).stdout)
+    clean = next(r["run_id"] for r in runs if r["labels"].get("case") == "clean")
+    said = CliRunner().invoke(cli, ["--db", db, "fork", clean, "9"]).output
+    child = json.loads(CliRunner().invoke(cli, ["--db", db, "--json", "runs"]).stdout)[-1]
+    rewound = CliRunner().invoke(cli, ["--db", db, "rewind", clean, "12", "--yes"]).output
+    for _ in range(3):  # runs made within the same second: ids that share their first characters
+        assert CliRunner().invoke(cli, ["--db", db, "fork", clean, "9"]).exit_code == 0
+    for hint, run_id in ((said, child["run_id"]), (rewound, clean)):
+        typed = hint.split(" resume ", 1)[1].split()[0]
+        assert typed == run_id, hint  # the whole id: no later run can make it ambiguous
+        shown = CliRunner().invoke(cli, ["--db", db, "--json", "show", typed])
+        assert shown.exit_code == 0 and json.loads(shown.stdout)["run_id"] == run_id

@@ -350,6 +350,27 @@ def test_cli_read_command_never_migrates_an_older_store(db_url: str, tmp_path: P
     assert invoke("--db", db_url, "runs", "--json")[1].strip() == "[]"
 
 
+def test_cli_migrate_says_it_created_the_store_then_that_it_is_up_to_date(db_url: str) -> None:
+    code, out, err = invoke("--db", db_url, "migrate")  # nothing there yet
+    assert code == 0, err
+    assert out.startswith("created the store") and "up to date" not in out
+    code, out, err = invoke("--db", db_url, "migrate")
+    assert code == 0, err
+    assert out.startswith("schema is up to date")
+
+
+def test_cli_migrate_names_the_revisions_it_applied_to_an_older_store(db_url: str) -> None:
+    engine = sa.create_engine(db_url)
+    with engine.begin() as conn:  # as if made before migration 0004
+        upgrade(conn, to="0003_langgraph")
+    engine.dispose()
+    code, out, err = invoke("--db", db_url, "migrate")
+    assert code == 0, err
+    assert out.startswith("upgraded the store") and "0004_workers" in out
+    said = json.loads(invoke("--db", db_url, "--json", "migrate")[1])
+    assert said == {"url": said["url"], "created": False, "applied": []}  # nothing left
+
+
 @pytest.fixture
 def pg_reader(pg_schema_url: str, tmp_path: Path) -> Iterator[str]:
     """A demo store on PostgreSQL, and a URL of a role that may only SELECT from it (the

@@ -89,9 +89,13 @@ def test_sweep_refuses_a_bad_variant_in_one_line(
     assert code == 1 and message in out and "Traceback" not in out
 
 
-def test_sweep_show_of_no_such_sweep_says_so(parent: tuple[str, str]) -> None:
+def test_sweep_show_of_no_such_sweep_says_so_and_where_a_terminal_finds_sweep_ids(
+    parent: tuple[str, str],
+) -> None:
     code, out = invoke(parent[0], "sweep-show", "nope")
     assert code == 1 and "no sweep 'nope'" in out
+    # there is no command listing sweeps: the message says where a terminal finds their ids
+    assert "`smithers-tt runs --wide` shows each branch's sweep=ID label" in out
 
 
 @pytest.fixture

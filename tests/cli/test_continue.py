@@ -109,3 +109,15 @@ def test_continue_a_run_that_is_not_paused_says_so(db: st.Database, db_url: str)
     run = db.run(wf, {"topic": "ants"})
     code, out = _cli(db_url, "continue", run.id, "--answer", "1")
     assert code == 1 and "not paused" in out
+
+
+@pytest.mark.parametrize("queue", [[], ["--queue"]], ids=["here", "queued"])
+def test_a_bare_continue_of_a_run_that_is_not_paused_says_so(
+    db: st.Database, db_url: str, queue: list[str]
+) -> None:
+    wf, _ = demo_workflow()
+    run = db.run(wf, {"topic": "ants"})
+    clock = run.record.clock
+    code, out = _cli(db_url, "continue", run.id, *queue)  # it said "run ... finished", code 0
+    assert code == 1 and "is finished, not paused: there is nothing to continue" in out
+    assert db.get_run(run.id).record.clock == clock  # nothing was written

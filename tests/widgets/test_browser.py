@@ -5,8 +5,9 @@ demo database, adds a run whose checkpoint holds hostile markup, and shows
 ``Debugger(db, run_id)``. In a wide window the test clicks a frame point, opens the
 conversation view, searches the frame table and picks a row, forks with confirmation (checked
 in the database from this process) and checks no markup executed. Then, in a 1024 px window
-(a ~590 px cell), no element of the debugger reaches past the cell; then, in JupyterLab Dark,
-the text, the diff rows and the plotly figure take the dark theme's colours.
+(a ~590 px cell), no element of the debugger reaches past the cell and the fork's progress
+line is read whole; then, in JupyterLab Dark, the text, the diff rows and the plotly figure
+take the dark theme's colours.
 
 Screenshots go to ``artifacts/`` (untracked), never over tracked files: the README's image is
 made on purpose by ``docs/hero_image.py``. Without ``/usr/bin/chromium`` (or the
@@ -111,6 +112,16 @@ OVERFLOW = """(sel) => {
   return {cell: cell.width, root: r.width, scroll: root.scrollWidth, client: root.clientWidth,
           bad: bad.slice(0, 12), count: bad.length};
 }"""
+
+PROGRESS_TEXT = """() => [...document.querySelectorAll('.stt-debugger .stt-progress')].map(p => {
+  // the text beside (or under) an action's bar: whole, not cut by its own box or a parent's
+  const t = p.lastElementChild, b = t.getBoundingClientRect(), cut = [];
+  for (let e = t.parentElement; e && !e.classList.contains('stt-debugger'); e = e.parentElement) {
+    if (b.right > e.getBoundingClientRect().right + 1) cut.push(String(e.className).slice(0, 60));
+  }
+  if (t.scrollWidth > t.clientWidth + 1) cut.push('the text itself');
+  return {text: t.textContent, cut};
+})"""
 
 BACKGROUND = r"""(el) => {
   // the colour a person sees behind el: translucent backgrounds blended over the first opaque one
@@ -313,6 +324,9 @@ def _narrow(page: Any) -> None:
                   .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent)"""
     )
     assert cut == [], cut  # fork-tree labels wrap instead of ending in "…"
+    # the fork's "forking, 0.3 s done" is read whole (the bar used to hide its end)
+    progress = page.evaluate(PROGRESS_TEXT)
+    assert progress and all(p["cut"] == [] for p in progress), progress
     slider = page.locator(".stt-debugger .stt-slider").bounding_box()
     assert slider is not None and slider["width"] >= 150  # still usable
     _shoot(page, "debugger-narrow.png")

@@ -3,6 +3,7 @@ forwards, backwards, jumps, the slider, a click and live refresh; a pinned ref s
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -12,6 +13,8 @@ from smithers_tt import AgentCheckpoint
 from smithers_tt.demo import demo_workflow
 from smithers_tt.testing import large_run
 from smithers_tt.widgets import Debugger, DebuggerModel
+from smithers_tt.widgets import _loading as loading
+from smithers_tt.widgets._scrubber import Scrubber
 
 
 def _key(frame: st.Frame) -> tuple[str, int, int, int]:
@@ -64,6 +67,127 @@ def test_the_slider_steps_and_jumps_follow_the_frame(db: st.Database) -> None:
     while dbg.model.frame_no > frames[0].frame_no:  # step back to the first one
         dbg.scrubber.prev.click()
     _assert_shows_own(dbg, frames[0])
+
+
+def test_a_jump_button_is_off_where_it_would_go_nowhere(db: st.Database) -> None:
+    run = db.run(demo_workflow()[0], {"topic": "bee"})
+    dbg = Debugger(db, run.id, live=False)
+    s = dbg.scrubber
+    frames = dbg.model.visible_frames
+    last_checkpoint = _checkpoint_frames(dbg.model)[-1].frame_no
+    # at the newest frame (opened there, its history not read): nothing lies ahead
+    assert (s.next_attempt.disabled, s.next_checkpoint.disabled) == (True, True)
+    assert s.prev_attempt.disabled is False
+    s.first.click()  # frame 0: nothing lies behind
+    assert s.prev_attempt.disabled is True
+    assert (s.next_attempt.disabled, s.next_checkpoint.disabled) == (False, False)
+    dbg.select_frame(last_checkpoint)  # no checkpoint after this frame
+    assert s.next_checkpoint.disabled is True
+    assert any(f.kind == "attempt_finished" for f in frames if f.frame_no > dbg.model.frame_no)
+    assert s.next_attempt.disabled is False
+    s.next_checkpoint.click()  # a disabled button is not clicked by a person; nothing moves
+    assert dbg.model.frame_no == last_checkpoint
+
+
+def _jumps(frames: list[st.Frame], n: int) -> tuple[int | None, int | None, int | None]:
+    """Where ◀◀, ▶▶ and ◆▶ go from frame ``n`` of ``frames`` (None: nowhere)."""
+    attempts = [f.frame_no for f in frames if f.kind in ("attempt_started", "attempt_finished")]
+    checkpoints = [f.frame_no for f in frames if f.kind == "checkpoint"]
+    return (
+        max((a for a in attempts if a < n), default=None),
+        min((a for a in attempts if a > n), default=None),
+        min((c for c in checkpoints if c > n), default=None),
+    )
+
+
+def _assert_jumps_at_every_frame(s: Scrubber) -> dict[int, tuple[int | None, ...]]:
+    """At every frame of the shown run (forwards, then backwards), each jump button is off
+    exactly where the store's frames say it would go nowhere, and (forwards) a click on one
+    that is on selects the frame it should."""
+    m = s.model
+    frames = [f for f in m.db.store.frames(m.run_id) if f.frame_no >= 0]  # base frames: not shown
+    assert m.last_frame == frames[-1].frame_no
+    buttons = (s.prev_attempt, s.next_attempt, s.next_checkpoint)
+    seen = {}
+    for n in range(m.last_frame + 1):
+        m.select_frame(n)
+        seen[n] = expected = _jumps(frames, n)
+        assert [b.disabled for b in buttons] == [e is None for e in expected], (n, expected)
+        button, target = buttons[n % 3], expected[n % 3]  # each button at a third of them
+        if target is not None:
+            button.click()
+            assert m.frame_no == target, (n, button.description)
+    for n in range(m.last_frame, -1, -1):
+        m.select_frame(n)
+        assert [b.disabled for b in buttons] == [e is None for e in seen[n]], (n, seen[n])
+    return seen
+
+
+def test_the_jump_buttons_follow_a_rewind_its_undo_and_a_fork(db: st.Database) -> None:
+    wf, _ = demo_workflow(flaky=True)
+    run_id = db.run(wf, {"topic": "bee"}).id
+    model = DebuggerModel(db, run_id)
+    s = Scrubber(model)
+    whole = _assert_jumps_at_every_frame(s)
+    # rewind to just before a checkpoint that follows another kind of frame: from the frame
+    # before, ◆▶ went to that checkpoint; in the rewound history it goes nowhere
+    frames = db.store.frames(run_id)
+    to = max(
+        f.frame_no
+        for f, g in itertools.pairwise(frames)
+        if g.kind == "checkpoint" and f.kind != "checkpoint"
+    )
+    model.select_frame(to)
+    model.request_rewind()
+    assert model.confirm().ok
+    assert model.last_frame == to
+    rewound = _assert_jumps_at_every_frame(s)
+    assert (whole[to - 1][2], rewound[to - 1][2]) == (to + 1, None)
+    model.request_undo_rewind()
+    assert model.confirm().ok
+    assert _assert_jumps_at_every_frame(s) == whole  # all back as it was
+    # a fork with base frames (its parent's, below frame 0): no jump goes to one of them
+    child = db.fork(run_id, 12).id
+    assert db.materialize(child)
+    db.resume(child, wf)
+    model.switch_run(child)
+    base = [f for f in model.frames if f.frame_no < 0]
+    assert any(f.kind in ("attempt_started", "checkpoint") for f in base)
+    _assert_jumps_at_every_frame(s)
+
+
+def test_the_jump_buttons_follow_frames_another_writer_adds(db: st.Database) -> None:
+    record, fence = db.store.create_run("outside", None)
+    key = db.store.start_attempt(fence, "a").key
+    db.store.publish(fence, key, AgentCheckpoint("x.state", 1, {"step": 0}))
+    db.store.start_attempt(fence, "b")
+    model = DebuggerModel(db, record.run_id)
+    s = Scrubber(model)
+    before = _assert_jumps_at_every_frame(s)  # the history read, its frames numbered once
+    at = max(n for n, e in before.items() if e[2] is not None) + 1  # past the last checkpoint
+    model.select_frame(at)
+    assert (s.next_attempt.disabled, s.next_checkpoint.disabled) == (False, True)
+    c = db.store.start_attempt(fence, "c").key  # another attempt, then a checkpoint of it
+    db.store.publish(fence, c, AgentCheckpoint("x.state", 1, {"step": 1}))
+    model.refresh()  # the new frames are added to the history held
+    assert model.frame_no == at  # looking back: new frames do not move it
+    assert s.next_checkpoint.disabled is False
+    s.next_checkpoint.click()
+    assert model.frame() == db.store.frames(record.run_id)[-1]
+    _assert_jumps_at_every_frame(s)
+
+
+def test_the_jump_buttons_on_a_history_read_behind_the_newest_frame(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(loading, "PRELOAD_AT", 0)  # its frames numbered in the thread
+    run_id = db.run(demo_workflow(flaky=True)[0], {"topic": "bee"}).id
+    model = DebuggerModel(db, run_id)
+    s = Scrubber(model)
+    model.read_history_behind()
+    assert model._preload is not None and model._preload.result() is not None
+    assert not model.history_loaded
+    _assert_jumps_at_every_frame(s)
 
 
 def test_a_click_on_a_checkpoint_point_after_another(db: st.Database) -> None:

@@ -40,6 +40,7 @@ from smithers_tt.store.backend._migrate import (
     check_shape,
     check_store_shape,
     migrate,
+    migration_names,
     row_counts,
     store_state,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "is_transient",
     "langgraph_run_id",
     "migrate",
+    "migration_names",
     "row_counts",
     "schema",
     "store_state",
