@@ -254,7 +254,8 @@ def _figure(
     nrows = len(rows.labels)
     colours = plotly_theme(theme)
     if time_axis:
-        xaxis: dict[str, Any] = {"title": {"text": "time"}, "type": "date"}
+        # automargin: tilted time labels (a narrow cell) push the title below them
+        xaxis: dict[str, Any] = {"title": {"text": "time"}, "type": "date", "automargin": True}
     else:
         xaxis = {
             "title": {"text": "frame"},
