@@ -81,6 +81,7 @@ def test_the_readme_tour_starts_from_the_run_browser_as_written(
     assert len(browser.rows.children) == 1
     debugger = browser.open_run(browser.listing.runs[0].run_id)  # step 2: open it
     assert debugger.model.record.labels == {"case": "retry"}
+    assert "$" in debugger.header.value and "no cost" not in debugger.header.value  # priced
     assert {n["id"] for n in debugger.graph.graph["nodes"]} == {"research", "write", "review"}
     browser.in_place.back()
     assert browser.label.value == "case=retry" and len(browser.rows.children) == 1
