@@ -255,7 +255,7 @@ def diff_cmd(ctx: Context, run_id: str, a: str, b: str) -> None:
 @pass_ctx
 @handle_errors
 def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> None:
-    """Destructive: put a run back to a frame in place (asks first).
+    """Destructive: put a run back to a frame in place (asks first; undo-rewind undoes it).
 
     \b
     Example:
@@ -265,8 +265,8 @@ def rewind(ctx: Context, run_id: str, frame_no: int, yes: bool, force: bool) -> 
     run_id = run.id  # the full id, whatever prefix was typed
     short = shown_id(ctx, run_id)
     _confirm(
-        f"Rewind run {short} from frame {run.record.clock} to frame {frame_no}, "
-        "deleting everything after it?",
+        f"Rewind run {short} from frame {run.record.clock} to frame {frame_no}, removing the "
+        f"frames after it ({how_invoked()} undo-rewind {short} brings them back)?",
         yes,
     )
     with progress_bar(f"rewinding to frame {frame_no}", unit=""):

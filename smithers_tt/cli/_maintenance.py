@@ -287,13 +287,19 @@ def demo(ctx: Context, fresh: bool) -> None:
     ctx.out.line(f"  {again} lab    (the tour notebook on this database)")
 
 
+def demo_prices_file(url: str) -> Path:
+    """Where ``demo`` writes its price table for the store at ``url``: beside a SQLite file,
+    else in the current folder."""
+    folder = Path(url.removeprefix("sqlite:///")).parent if url.startswith("sqlite:///") else None
+    return (folder or Path.cwd()) / "demo-prices.json"
+
+
 def _write_demo_prices(url: str) -> str:
     """Write the demo's made-up price table beside a SQLite demo file (else in the current
     folder); the path to give ``--prices``, relative to here when it is below here."""
     from smithers_tt.demo import DEMO_PRICES
 
-    folder = Path(url.removeprefix("sqlite:///")).parent if url.startswith("sqlite:///") else None
-    path = (folder or Path.cwd()) / "demo-prices.json"
+    path = demo_prices_file(url)
     table = {m: {"input": i, "output": o, "cached_input": c} for m, i, o, c in DEMO_PRICES.rows()}
     path.write_text(json.dumps(table, indent=2) + "\n")
     try:

@@ -28,6 +28,7 @@ from smithers_tt._extras import require_extra
 from smithers_tt._links import SERVE_HOST, SERVE_PORT, absolute_url, shared_url
 from smithers_tt._prices import PriceTable
 from smithers_tt.cli._app import Context, cli, handle_errors, pass_ctx
+from smithers_tt.cli._maintenance import demo_prices_file
 
 TEMPLATES = Path(__file__).resolve().parent / "_voila"
 """A Jupyter data folder holding our Voila template, ``voila/templates/smithers-tt``."""
@@ -145,7 +146,8 @@ def voila_environment(
     metavar="FILE",
     help="A .json or .toml price table (model -> input, output, cached_input per million "
     "tokens), as for calls --prices: what the page's debuggers show model calls cost; a model "
-    "it does not name, and every model without it, shows tokens and no cost.",
+    "it does not name shows tokens and no cost. Default: the demo-prices.json `demo` wrote "
+    "beside a SQLite database, if there is one; else no table.",
 )
 @click.option(
     "--allow-actions",
@@ -179,9 +181,11 @@ def serve(
     """
     require_extra("voila", "ipywidgets", "plotly", "anywidget", needed_for="smithers-tt serve")
     # read here first, as the page will: a bad table is one clear line now, not an error page
-    table = None if prices is None else Path(prices).resolve()
+    table = demo_prices_beside(ctx.url) if prices is None else Path(prices).resolve()
     if table is not None:
         PriceTable.load(table)
+        if prices is None:
+            click.echo(f"model calls priced by {table} (the demo's; --prices FILE for another)")
     # the store is opened here first, as the page will: a missing or unreadable one is one
     # clear line now, not an error page later
     _db = ctx.db if allow_actions else ctx.read_db
@@ -207,6 +211,16 @@ def serve(
         code = _run_until_stopped(command, voila_environment(url, allow_actions, table))
     if code not in (0, -signal.SIGINT, -signal.SIGTERM, 130):
         raise SystemExit(code)
+
+
+def demo_prices_beside(url: str) -> Path | None:
+    """The price table ``smithers-tt demo`` wrote beside the SQLite file at ``url``, if it
+    is there: the demo's models are priced without ``--prices``. None for any other store
+    (a demo-prices.json in the current folder may belong to another database)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = demo_prices_file(url)
+    return path.resolve() if path.is_file() else None
 
 
 def _run_until_stopped(command: list[str], env: dict[str, str]) -> int:

@@ -129,7 +129,9 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
     head = "".join(
         f"<th>{h}</th>" for h in ("", "node", "model", "start", "latency", "", "tokens", "status")
     )
-    widths = "".join(f'<col style="width:{w}%">' for w in (6, 18, 14, 10, 22, 9, 11, 10))
+    # room for "+1,003.0 ms" and "429 HTTP 429" on one line from about 700 px; narrower,
+    # the texts wrap (whole, never cut: the stylesheet's overflow-wrap)
+    widths = "".join(f'<col style="width:{w}%">' for w in (5, 20, 13, 12, 14, 10, 10, 16))
     return (
         f'<table class="stt-waterfall"><colgroup>{widths}</colgroup>'
         f"<tr>{head}</tr>{''.join(rows)}</table>"

@@ -43,8 +43,7 @@ CSS = """
   text-align: left; vertical-align: top; }
 .stt th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
 .stt table.stt-waterfall { table-layout: fixed; width: 100%; }
-.stt-waterfall th, .stt-waterfall td { overflow: hidden; text-overflow: ellipsis;
-  white-space: nowrap; }
+.stt-waterfall th, .stt-waterfall td { padding: 2px 4px; overflow-wrap: anywhere; }
 .stt-waterfall tr[data-call] { cursor: pointer; }
 .stt-waterfall tr[data-call]:hover { background: var(--jp-layout-color2, #eee); }
 .stt-waterfall tr[data-call]:focus-visible { outline: 2px solid var(--jp-brand-color1, #1976d2);

@@ -254,7 +254,14 @@ def _figure(
     nrows = len(rows.labels)
     colours = plotly_theme(theme)
     if time_axis:
-        xaxis: dict[str, Any] = {"title": {"text": "time"}, "type": "date"}
+        # automargin: tilted time labels (a narrow cell) push the title below them; a
+        # standoff puts it below all of them (without one, plotly may fit it in a gap
+        # between two labels, over their lower ends: plotly.js issues 2575 and 6403)
+        xaxis: dict[str, Any] = {
+            "title": {"text": "time", "standoff": 4},
+            "type": "date",
+            "automargin": True,
+        }
     else:
         xaxis = {
             "title": {"text": "frame"},

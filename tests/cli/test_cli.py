@@ -67,6 +67,9 @@ def test_cli_rewind_refuses_without_yes_and_rewinds_with_it(demo_db: str) -> Non
     run_id = next(iter(demo_runs(demo_db)))
     code, out = run(demo_db, "rewind", run_id, "5")
     assert code == 1 and "--yes" in out and "Traceback" not in out
+    # the question says how the rewind is undone, not that everything after is deleted
+    assert re.search(rf"undo-rewind {run_id[:8]}\w* brings them back", out), out
+    assert "deleting" not in out, out
     # The demo forked this run at frame 9: rewinding below it names the forks, then --force.
     code, out = run(demo_db, "rewind", run_id, "5", "--yes")
     assert code == 1 and "--force" in out and "forked at" in out and "Traceback" not in out

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 import smithers_tt as st
-from smithers_tt.cli import _serve, cli
+from smithers_tt.cli import _maintenance, _serve, cli
 from smithers_tt.demo import demo_workflow
 from smithers_tt.errors import StoreReadOnly
 from smithers_tt.widgets import Debugger, RunBrowser, served_page
@@ -156,6 +156,28 @@ def test_serve_prices_reach_the_pages_debuggers(
         page.close()
     assert serve(db_url).exit_code == 0  # without --prices: no table, no cost shown
     assert started[1]["env"][_serve.PRICES_ENV] == ""
+
+
+def test_serve_prices_the_demo_by_the_table_the_demo_wrote_beside_its_database(
+    db_url: str, db: st.Database, started: list[dict], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not db_url.startswith("sqlite:///"):
+        pytest.skip("the demo writes its prices beside a SQLite file")
+    wf, _ = demo_workflow()
+    run = db.run(wf, {"topic": "bee"})
+    written = Path(_maintenance._write_demo_prices(db_url)).resolve()  # as `demo` does
+
+    result = serve(db_url)  # no --prices: the person ran `demo`, then `serve`
+
+    assert result.exit_code == 0, result.output
+    assert f"model calls priced by {written}" in result.output
+    page, shown = page_of(started[0]["cell"], started[0]["env"], monkeypatch, f"run={run.id}")
+    try:
+        header = shown.children[1].header.value
+        assert "$" in header and "no cost" not in header and "without a price" not in header
+        shown.children[1].close()
+    finally:
+        page.close()
 
 
 @pytest.mark.parametrize(

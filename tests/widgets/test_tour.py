@@ -14,12 +14,18 @@ TOUR = ROOT / "notebooks" / "00_tour.ipynb"
 
 
 def _run_tour(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
-    """Execute the tour's code cells in order, as Run All does, on a fresh demo database."""
+    """Execute the tour's code cells in order, as Run All does, on a fresh demo database;
+    ``_shown`` holds what each cell shows (its last expression's value, or None)."""
     monkeypatch.setenv("SMITHERS_TT_DB", f"sqlite:///{db_path}")
-    namespace: dict = {}
+    namespace: dict = {"_shown": []}
     for cell in json.loads(TOUR.read_text())["cells"]:
         if cell["cell_type"] == "code":
-            exec(compile("".join(cell["source"]), str(TOUR), "exec"), namespace)
+            body = ast.parse("".join(cell["source"])).body
+            last = body.pop() if body and isinstance(body[-1], ast.Expr) else None
+            exec(compile(ast.Module(body, []), str(TOUR), "exec"), namespace)
+            shown = None if last is None else ast.Expression(last.value)
+            value = None if shown is None else eval(compile(shown, str(TOUR), "eval"), namespace)
+            namespace["_shown"].append(value)
     return namespace
 
 
@@ -75,9 +81,25 @@ def test_the_readme_tour_starts_from_the_run_browser_as_written(
     assert len(browser.rows.children) == 1
     debugger = browser.open_run(browser.listing.runs[0].run_id)  # step 2: open it
     assert debugger.model.record.labels == {"case": "retry"}
+    assert "$" in debugger.header.value and "no cost" not in debugger.header.value  # priced
     assert {n["id"] for n in debugger.graph.graph["nodes"]} == {"research", "write", "review"}
     browser.in_place.back()
     assert browser.label.value == "case=retry" and len(browser.rows.children) == 1
     view = namespace["TriageView"](namespace["db"], workflows=[namespace["wf"]])  # step 3
     group = view.failures[0]
     assert (group.node_id, group.workflow) == ("research", "demo-report") and group.count >= 1
+
+
+def test_tour_shows_what_the_demos_model_calls_cost(tmp_path: Path, monkeypatch) -> None:
+    tour = _run_tour(tmp_path / "smithers.db", monkeypatch)
+    debugger = tour["debugger"]
+    header = debugger.header.value  # "model calls at frame N: ... · $0.000123 ..."
+    assert "$" in header and "no cost" not in header and "without a price" not in header
+    browser, triage = (
+        next(w for w in tour["_shown"] if type(w).__name__ == kind)
+        for kind in ("RunBrowser", "TriageView")
+    )
+    for opened in (browser.open_run(tour["fork"].id), triage.open_example(0)):
+        assert "$" in opened.header.value and "no cost" not in opened.header.value
+        opened.close()
+    debugger.close()
