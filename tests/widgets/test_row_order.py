@@ -55,11 +55,13 @@ def test_rows_keep_the_graphs_order_through_rewind_undo_fork_and_switch(
     assert d.model.confirm().ok
     assert _shown(d) == expected
 
-    d.select_frame(3)
+    frames = db.store.frames(run_id)
+    reviewing = min(f.frame_no for f in frames if f.node_id == "review")
+    d.select_frame(reviewing)  # every task in the fork's base
     d.model.request_fork()
     fork = d.model.confirm()
     assert fork.ok
-    d.model.switch_run(fork.run_id)  # not started: its rows come from its base frames
+    d.model.switch_run(fork.run_id)  # not started: its rows come from base frames by node id
     assert d.model.run_id == fork.run_id and d.model.last_frame == 0
     assert _shown(d) == expected
     d.model.switch_run(run_id)
