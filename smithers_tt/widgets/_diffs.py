@@ -18,6 +18,9 @@ from smithers_tt.widgets._state import DebuggerState
 from smithers_tt.widgets._trim import Touched, newest_refs, trimmed
 from smithers_tt.widgets._words import node_label
 
+NOTHING_BEFORE = "frame 0 of a fork: nothing before it in this run"
+"""The diff's note for frame 0 of a fork whose parent no longer has the fork frame."""
+
 
 class Diffs(DebuggerState):
     """The diff settings and the differences they ask for."""
@@ -95,11 +98,38 @@ class Diffs(DebuggerState):
         node_id, iteration, attempts = candidates[0]
         return node_id, iteration, attempts[-2], attempts[-1]
 
+    def fork_point(self) -> tuple[str, int] | str | None:
+        """What frame 0 of the shown run follows: ``(parent run, fork frame)`` for a fork
+        whose parent still has that frame, :data:`NOTHING_BEFORE` for a fork whose parent
+        is gone or was rewound past it, None for a run that is no fork."""
+        parent, at = self.record.parent_run_id, self.record.parent_frame_no
+        if parent is None or at is None:
+            return None
+        try:
+            clock = self._clock_of(parent)
+        except SmithersError:  # the parent is gone: the child's own history still stands
+            return NOTHING_BEFORE
+        return NOTHING_BEFORE if clock < at else (parent, int(at))
+
     def diff(self) -> DiffResult:
-        """The differences the diff settings ask for (computed here, in Python)."""
+        """The differences the diff settings ask for (computed here, in Python): with the
+        previous frame, frame 0 of a fork is compared with its parent's frame at the fork
+        point (the frame it restates), never with itself."""
+        note = None
+        before = None
+        if self.diff_mode == "frames" and self.compare_frame is None and self.frame_no == 0:
+            before = self.fork_point()
+            if isinstance(before, str):
+                return DiffResult("", "", note=before)
+            if before is not None:
+                note = (
+                    f"frame 0 of a fork: compared with its parent's frame {before[1]}, "
+                    "where it was forked"
+                )
         newest = self._newest
         if (
-            newest is not None
+            before is None
+            and newest is not None
             and self.diff_mode == "frames"
             and self.compare_frame in (None, newest.frame_no - 1)
             and self.lens is None
@@ -121,6 +151,8 @@ class Diffs(DebuggerState):
             if frame_no is None:
                 frame_no = self.default_frame_of(run_id)
             a = self.other_snapshot(run_id, int(frame_no))
+        elif before is not None:
+            a = self.other_snapshot(*before)
         else:
             a_no = self.compare_frame
             if a_no is None:
@@ -130,12 +162,16 @@ class Diffs(DebuggerState):
         b = self.snapshot
         sections = ask(self.lens, "diff", a, b)
         if sections is not None:
-            result = DiffResult("", "", sections=list(sections))
-            return self._labelled(result, a, b)
-        touched = None
-        if self.diff_mode == "frames":
-            touched = self._fold.touched(min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no))
-        return self._frames_diff(a, b, touched, self._newest_refs)
+            result = self._labelled(DiffResult("", "", sections=list(sections)), a, b)
+        else:
+            touched = None
+            if self.diff_mode == "frames" and before is None:
+                touched = self._fold.touched(
+                    min(a.frame_no, b.frame_no), max(a.frame_no, b.frame_no)
+                )
+            result = self._frames_diff(a, b, touched, self._newest_refs)
+        result.note = note or result.note
+        return result
 
     def _frames_diff(
         self,
@@ -158,7 +194,7 @@ class Diffs(DebuggerState):
             f"run {shown.get(s.run_id, s.run_id)} frame {s.frame_no}" for s in (a, b)
         )
         result.whole = (f"run {a.run_id} frame {a.frame_no}", f"run {b.run_id} frame {b.frame_no}")
-        if self.diff_mode == "frames" and a.frame_no == b.frame_no:
+        if self.diff_mode == "frames" and (a.run_id, a.frame_no) == (b.run_id, b.frame_no):
             result.note = "both sides are the same frame; pick another frame to compare with"
         return result
 

@@ -26,6 +26,7 @@ import traitlets
 
 from smithers_tt.store.for_widgets import node_frame_near
 from smithers_tt.widgets._html import STATE_COLOURS
+from smithers_tt.widgets._layers import layers
 from smithers_tt.widgets._model import DebuggerModel
 
 LAYER_X, ROW_Y, NODE_W, NODE_H, PAD = 150, 44, 120, 28, 10
@@ -112,70 +113,17 @@ export default {
 """
 
 
-def _loop_edges(graph: dict[str, list[str]]) -> set[tuple[str, str]]:
-    """The edges that close a loop (a LangGraph graph may have them): found by a depth-first
-    walk along the edges from the tasks in order, those that lead back to a task on the way."""
-    after: dict[str, list[str]] = {task: [] for task in graph}
-    for task, needs in graph.items():
-        for need in needs:
-            if need in after:
-                after[need].append(task)
-    done: dict[str, bool] = {}  # False while on the way, True once left
-    loops: set[tuple[str, str]] = set()
-    for root in sorted(graph, key=lambda t: bool(graph[t])):  # tasks that need nothing first
-        if root in done:
-            continue
-        done[root] = False
-        stack = [(root, iter(after[root]))]
-        while stack:
-            task, nexts = stack[-1]
-            following = next(nexts, None)
-            if following is None:
-                done[task] = True
-                stack.pop()
-            elif following not in done:
-                done[following] = False
-                stack.append((following, iter(after[following])))
-            elif not done[following]:
-                loops.add((task, following))
-    return loops
-
-
 def layout(graph: dict[str, list[str]]) -> dict[str, Any]:
     """Positions of a graph's tasks in layers, left to right, and its edges (those that close
     a loop drawn, but left out of the layers)."""
-    loops = _loop_edges(graph)
-    forward = {
-        t: [n for n in needs if n in graph and (n, t) not in loops] for t, needs in graph.items()
-    }
-    layer: dict[str, int] = {}
-
-    def depth(task: str) -> int:
-        if task not in layer:
-            layer[task] = 1 + max((depth(n) for n in forward[task]), default=-1)
-        return layer[task]
-
-    for task in graph:
-        depth(task)
-    rows: dict[int, list[str]] = {}
-    for task in graph:  # definition order, then by where their needs sit
-        rows.setdefault(layer[task], []).append(task)
-    y_of: dict[str, float] = {}
-    for n in sorted(rows):
-        tasks = rows[n]
-        if n:
-            tasks.sort(
-                key=lambda t: (
-                    sum(y_of[d] for d in forward[t] if d in y_of) / max(1, len(forward[t]))
-                )
-            )
-        for i, task in enumerate(tasks):
-            y_of[task] = i
+    rows = layers(graph)
+    layer = {task: n for n, row in enumerate(rows) for task in row}
+    y_of = {task: i for row in rows for i, task in enumerate(row)}
     nodes = [{"id": t, "x": PAD + layer[t] * LAYER_X, "y": PAD + y_of[t] * ROW_Y} for t in graph]
     pairs = dict.fromkeys((d, t) for t in graph for d in graph[t] if d in graph)
     edges = [{"from": d, "to": t} for d, t in pairs]
     width = PAD * 2 + (max(layer.values(), default=0)) * LAYER_X + NODE_W
-    height = PAD * 2 + (max((len(r) for r in rows.values()), default=1) - 1) * ROW_Y + NODE_H
+    height = PAD * 2 + (max((len(r) for r in rows), default=1) - 1) * ROW_Y + NODE_H
     return {
         "nodes": nodes,
         "edges": edges,

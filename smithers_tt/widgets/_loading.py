@@ -18,6 +18,7 @@ from smithers_tt.timetravel import ForkEdge, Snapshot
 from smithers_tt.widgets._breakpoints import Breakpoints
 from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._frames import JUMP_KINDS, FrameList
+from smithers_tt.widgets._layers import task_order
 from smithers_tt.widgets._newest import NewestView
 from smithers_tt.widgets._preload import HistoryRead
 from smithers_tt.widgets._records import RefKey
@@ -288,10 +289,22 @@ class Loading(DebuggerState):
         return self._nodes_seen
 
     @property
+    def task_order(self) -> list[str]:
+        """The tasks of the run's graph in the order every view lists them (layer by layer,
+        as the graph view draws them: see :mod:`smithers_tt.widgets._layers`)."""
+        graph = self.record.graph
+        kept = getattr(self, "_task_order", None)
+        if kept is None or kept[0] is not graph:
+            kept = self._task_order = (graph, task_order(graph))
+        return kept[1]
+
+    @property
     def node_ids(self) -> list[str]:
-        """Task ids of the run: from its graph, then any other node seen in its frames."""
-        names = list(self.record.graph or {})
-        return names + [n for n in self._seen() if n not in names]
+        """Task ids of the run: from its graph in :attr:`task_order`, then any other node
+        seen in its frames."""
+        names = self.task_order
+        known = set(names)
+        return names + [n for n in self._seen() if n not in known]
 
     def switch_run(self, run_id: str) -> None:
         """Show another run (from the fork tree); nothing changes if it does not exist."""

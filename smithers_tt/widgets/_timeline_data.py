@@ -6,7 +6,7 @@ attempt bars, bins of marker frames, traces, and the figure with the frame of ev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,10 +100,26 @@ def _with_tasks(
     return seen
 
 
+def _in_order(
+    seen: dict[tuple[str, int], None], order: Iterable[str], by_iteration: bool
+) -> list[tuple[str, int]]:
+    """``seen``'s pairs loop turn by loop turn (by iteration) when ``by_iteration``, each
+    turn's nodes by their place in ``order`` (nodes it does not name after, in the order
+    they come in)."""
+    rank = {node_id: i for i, node_id in enumerate(order)}
+    for node_id, _ in seen:
+        rank.setdefault(node_id, len(rank))
+    if by_iteration:
+        return sorted(seen, key=lambda pair: (pair[1], rank[pair[0]]))
+    return sorted(seen, key=lambda pair: (rank[pair[0]], pair[1]))
+
+
 class _Rows:
-    """The rows of the figure: ``run``, then one per (node, iteration) in the order of
-    ``pairs`` (that of their first frame), or one per node when there are more than
-    ``MAX_ROWS`` of them or ``per_node`` says so."""
+    """The rows of the figure: ``run``, then one per (node, iteration), or one per node when
+    there are more than ``MAX_ROWS`` of them or ``per_node`` says so: the tasks of ``order``
+    (the graph's, :func:`smithers_tt.widgets._layers.task_order`) in that order, then other
+    nodes in the order of ``pairs`` (that of their first frame), loop turn by loop turn.
+    So the rows keep their order whatever frames are in hand (a rewound run, a fork's base)."""
 
     def __init__(
         self,
@@ -112,12 +128,13 @@ class _Rows:
         nodes: list[str] | None = None,
         *,
         per_node: bool = False,
+        order: Sequence[str] = (),
     ) -> None:
         seen = _with_tasks(pairs, nodes)
         self.by_iteration = not per_node and len(seen) <= MAX_ROWS
         self.labels = ["run"]
         self.index: dict[Any, int] = {}
-        for node_id, iteration in seen:
+        for node_id, iteration in _in_order(seen, order, self.by_iteration):
             key = (node_id, iteration) if self.by_iteration else node_id
             if key not in self.index:
                 self.index[key] = len(self.labels)

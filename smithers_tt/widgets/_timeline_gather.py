@@ -158,7 +158,7 @@ def _gather_rows(
     every = model.frames.rows
     base = every[: len(every) - len(frames)]  # a fork's base frames, below 0
     pairs = ((f.node_id, f.iteration or 0) for f in every if f.node_id is not None)
-    rows = _Rows(pairs, model.node_label, nodes)
+    rows = _Rows(pairs, model.node_label, nodes, order=model.task_order)
     attempts = _inherited(base, model.inherited)
     bins: dict[_BinKey, _Bin] = {}
     for f in frames:
@@ -214,7 +214,13 @@ def _gather_sql(
             pair = (g.node_id, g.iteration or 0)
             if g.first < first.get(pair, g.first + 1):
                 first[pair] = g.first
-    rows = _Rows(sorted(first, key=first.__getitem__), model.node_label, nodes, per_node=per_node)
+    rows = _Rows(
+        sorted(first, key=first.__getitem__),
+        model.node_label,
+        nodes,
+        per_node=per_node,
+        order=model.task_order,
+    )
 
     attempts = _inherited(base, model.inherited)
     bins: dict[_BinKey, _Bin] = {}

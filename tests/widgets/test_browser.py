@@ -123,6 +123,11 @@ PROGRESS_TEXT = """() => [...document.querySelectorAll('.stt-debugger .stt-progr
   return {text: t.textContent, cut};
 })"""
 
+ROWS = """() => [...document.querySelectorAll('.stt-debugger .js-plotly-plot .ytick text')]
+  .map(t => [t.getBoundingClientRect().top, t.textContent])
+  .sort((a, b) => a[0] - b[0]).map(([, text]) => text)"""
+"""The timeline's row labels as a person reads them, top to bottom."""
+
 BACKGROUND = r"""(el) => {
   // the colour a person sees behind el: translucent backgrounds blended over the first opaque one
   const layers = [];
@@ -300,6 +305,22 @@ def _drive(
     diff = out.locator(".stt-diff", has_text="$.payload.notes[0]")
     diff.wait_for(state="visible", timeout=TIMEOUT_MS)
     assert "<script>window.__pwned=2</script>" in diff.inner_text()  # shown as text
+
+    # frame 0 of the hostile fork, with the previous frame: its parent's frame at the fork
+    # point (the edited notes show), never frame 0 against itself
+    out.locator(".widget-toggle-button", has_text=re.compile(r"^frames$")).click()
+    out.locator("button[title='first frame']").click()
+    label.filter(has_text="frame 0 of").first.wait_for(state="visible")
+    note = "frame 0 of a fork: compared with its parent's frame"
+    diff = out.locator(".stt-diff", has_text=note)
+    diff.wait_for(state="visible", timeout=TIMEOUT_MS)
+    shown = diff.inner_text()
+    assert "$.payload.notes[0]" in shown and "same frame" not in shown, shown
+    # the new fork, not started (it has no frames of its node yet): its rows keep the graph's
+    # order, not the stored graph's (by name: research, review, write)
+    out.locator(f"button[title='show run {child_id}']").click()
+    label.filter(has_text="frame 0 of 0").first.wait_for(state="visible")
+    page.wait_for_function(f"() => ({ROWS})().join() === 'run,research,write,review'")
 
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
     assert dialogs == []

@@ -403,3 +403,29 @@ def test_scrubbing_a_run_reset_in_place_diffs_like_the_full_snapshots(
             s.attempts,
             s.refs,
         )
+
+
+def test_frame_0_of_a_fork_compares_with_its_parents_frame_at_the_fork_point(
+    db: st.Database,
+) -> None:
+    parent, edited, reset, done, later = _family(db)
+    for child, at in ((edited, done), (reset, later)):
+        model = DebuggerModel(db, child)
+        model.select_frame(0)
+        result = model.diff()
+        _assert_diff(db, result, (parent, at), (child, 0))  # never frame 0 with itself
+        assert not result.empty  # the edited checkpoint, the node reset
+        assert result.note == (
+            f"frame 0 of a fork: compared with its parent's frame {at}, where it was forked"
+        )
+    db.rewind(
+        parent, done - 1, confirm=True, force=True
+    )  # the parent no longer has either fork frame
+    for child in (edited, reset):
+        model = DebuggerModel(db, child)
+        model.select_frame(0)
+        result = model.diff()
+        assert (result.a, result.b, result.sections) == ("", "", [])
+        assert result.note == "frame 0 of a fork: nothing before it in this run"
+        model.set_diff(compare_frame=0)  # frame 0 picked by hand: the same frame, said so
+        assert "both sides are the same frame" in (model.diff().note or "")
