@@ -185,6 +185,7 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
         try:
             selected, child_id, hostile_id = _drive(page, base, token, root, db_url, dialogs)
             _narrow(page)
+            _fork_rows(page, child_id)
             _dark(page)
         except Exception:
             with contextlib.suppress(Exception):
@@ -316,15 +317,20 @@ def _drive(
     diff.wait_for(state="visible", timeout=TIMEOUT_MS)
     shown = diff.inner_text()
     assert "$.payload.notes[0]" in shown and "same frame" not in shown, shown
-    # the new fork, not started (it has no frames of its node yet): its rows keep the graph's
-    # order, not the stored graph's (by name: research, review, write)
-    out.locator(f"button[title='show run {child_id}']").click()
-    label.filter(has_text="frame 0 of 0").first.wait_for(state="visible")
-    page.wait_for_function(f"() => ({ROWS})().join() === 'run,research,write,review'")
-
     assert page.evaluate("() => typeof window.__pwned") == "undefined"
     assert dialogs == []
     return pick, child_id, hostile_id
+
+
+def _fork_rows(page: Any, child_id: str) -> None:
+    """The new fork, not started (it has no frames of its node yet): its rows keep the graph's
+    order, not the stored graph's (by name: research, review, write). After :func:`_narrow`,
+    which reads the fork's progress line (a run switch clears it)."""
+    out = page.locator(".jp-OutputArea-output .stt-debugger")
+    label = out.locator(".widget-label", has_text=re.compile(r"^frame \d+ of \d+"))
+    out.locator(f"button[title='show run {child_id}']").click()
+    label.filter(has_text="frame 0 of 0").first.wait_for(state="visible")
+    page.wait_for_function(f"() => ({ROWS})().join() === 'run,research,write,review'")
 
 
 def _narrow(page: Any) -> None:
