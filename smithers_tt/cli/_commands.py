@@ -19,7 +19,15 @@ from smithers_tt.cli._app import (
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text
+from smithers_tt.cli._output import (
+    checkpoint_label,
+    clean,
+    emit_json,
+    frame_detail,
+    one_line,
+    state,
+    text,
+)
 from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_id, shown_ids
@@ -174,9 +182,7 @@ def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
             [
                 f"{a.node_id}#{a.attempt}",
                 state(a.state),
-                f"{a.resumed_from[1]}#{a.resumed_from[3]}.{a.resumed_from[4]}"
-                if a.resumed_from
-                else "-",
+                checkpoint_label(a.resumed_from) if a.resumed_from else "-",
                 a.error or "",
             ]
             for a in snap.attempts.values()
