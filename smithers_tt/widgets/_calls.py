@@ -94,7 +94,8 @@ def totals_html(totals: RunCallTotals | None, frame_no: int) -> str:
 
 def whole(text: str) -> str:
     """``text`` (escaped) for a cell that may wrap, its first word kept on one line: a number
-    ("+1,196.0" of "+1,196.0 ms"), a status code ("429" of "429 HTTP 429")."""
+    ("+1,196.0" of "+1,196.0 ms"), a status code ("429" of "429 HTTP 429": the error after it
+    wraps as any text)."""
     first, space, rest = text.partition(" ")
     return f'<span class="stt-call-num">{esc(first)}</span>{space}{esc(rest)}'
 
@@ -130,7 +131,8 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
             f"</div></td><td>{whole(millis(call.latency_ms))}</td>"
             f"<td>{whole('?' if tokens is None else f'{tokens:,}')}</td>"
             f'<td class="{"stt-error" if bad else "stt-ok"}" title="{esc(status)}">'
-            f"{whole(status)}</td></tr>"
+            f"{'' if call.status is None else whole(str(call.status))}"
+            f"{'' if call.error is None else f' {esc(call.error)}'}</td></tr>"
         )
     head = "".join(
         f"<th>{h}</th>" for h in ("", "node", "model", "start", "latency", "", "tokens", "status")
