@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from smithers_tt._labels import parse_label
-from smithers_tt.checkpoint import AgentCheckpoint, read_json
+from smithers_tt.checkpoint import AgentCheckpoint, read_json, validate
 from smithers_tt.cli._app import (
     Context,
     cli,
@@ -19,14 +19,37 @@ from smithers_tt.cli._app import (
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._output import clean, emit_json, frame_detail, one_line, state, text
+from smithers_tt.cli._output import (
+    checkpoint_label,
+    clean,
+    emit_json,
+    frame_detail,
+    one_line,
+    state,
+    text,
+)
 from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._progress import progress_bar
 from smithers_tt.cli._runs import shown_id, shown_ids
-from smithers_tt.errors import ConfirmationRequired, InvalidArgument
+from smithers_tt.errors import CheckpointInvalid, ConfirmationRequired, InvalidArgument
+from smithers_tt.store import ENDED
 from smithers_tt.timetravel import Snapshot, SnapshotDiff, diff
 
-_parse_json = read_json  # the JSON of arguments (--input, --answer, --skip ...)
+
+def json_argument(text: str, what: str) -> Any:
+    """The strict JSON value of a command-line argument or of a file it names (``what`` names
+    it in the message: ``--input``, "the checkpoint file 'a.json' for --checkpoint research").
+
+    Raises:
+        click.UsageError: it is not strict JSON (exit code 2; checked before anything is
+            written).
+    """
+    try:
+        value = read_json(text, what)
+        validate(value, subject=what)
+    except (InvalidArgument, CheckpointInvalid) as error:
+        raise click.UsageError(str(error)) from error
+    return value
 
 
 def _confirm(question: str, yes: bool) -> None:
@@ -159,9 +182,7 @@ def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
             [
                 f"{a.node_id}#{a.attempt}",
                 state(a.state),
-                f"{a.resumed_from[1]}#{a.resumed_from[3]}.{a.resumed_from[4]}"
-                if a.resumed_from
-                else "-",
+                checkpoint_label(a.resumed_from) if a.resumed_from else "-",
                 a.error or "",
             ]
             for a in snap.attempts.values()
@@ -345,19 +366,22 @@ def read_json_file(path: str, what: str) -> Any:
     try:
         with open(path, encoding="utf-8") as handle:
             content = handle.read()
-    except (OSError, UnicodeDecodeError) as error:
-        why = error.strerror if isinstance(error, OSError) else "it is not UTF-8 text"
-        raise InvalidArgument(f"cannot read {what}: {why}") from error
-    return _parse_json(content, path)
+    except OSError as error:
+        raise InvalidArgument(f"cannot read {what}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise click.UsageError(f"{what} is not JSON: it is not UTF-8 text") from error
+    return json_argument(content, what)
 
 
 def _edits(pairs: tuple[str, ...]) -> dict[str, AgentCheckpoint]:
-    return {
-        node: AgentCheckpoint.from_json(
-            read_json_file(path, f"the checkpoint file {path!r} for --checkpoint {node}")
-        )
-        for node, path in name_values(pairs, "--checkpoint", "NODE=FILE.json").items()
-    }
+    edits = {}
+    for node, path in name_values(pairs, "--checkpoint", "NODE=FILE.json").items():
+        what = f"the checkpoint file {path!r} for --checkpoint {node}"
+        try:
+            edits[node] = AgentCheckpoint.from_json(read_json_file(path, what))
+        except CheckpointInvalid as error:  # JSON, but not an envelope
+            raise click.UsageError(f"{what}: {error}") from error
+    return edits
 
 
 @cli.command()
@@ -397,7 +421,7 @@ def fork(
     options = {
         "labels": dict(parse_label(pair) for pair in label_pairs),
         "reset": list(reset_nodes),
-        "input": None if input_json is None else _parse_json(input_json, "--input"),
+        "input": None if input_json is None else json_argument(input_json, "--input"),
         "checkpoints": _edits(edits),
     }
     with progress_bar(f"forking at frame {frame_no}", unit=""):
@@ -514,10 +538,14 @@ def cancel(ctx: Context, run_id: str) -> None:
       smithers-tt cancel RUN
     """
     run_id = ctx.db.resolve_run_id(run_id)
-    ctx.db.cancel(run_id)
+    before = ctx.db.get_run(run_id).status
+    ctx.db.cancel(run_id)  # a run that ended is left as it is
     status = ctx.db.get_run(run_id).status
     if ctx.as_json:
         emit_json({"run_id": run_id, "status": status})
+        return
+    if before in ENDED:
+        ctx.out.line(f"{shown_id(ctx, run_id)} is already ", state(before), "; nothing was changed")
         return
     ctx.out.line(f"cancel requested for {shown_id(ctx, run_id)} (now ", state(status), ")")
 

@@ -69,18 +69,32 @@ def one_line(value: Any) -> str:
     return str(value)
 
 
+def checkpoint_label(ref: Sequence[Any]) -> str:
+    """A checkpoint's key ``(run, node, iteration, attempt, sequence)`` as a person reads it:
+    ``write#1.0``, ``write[2]#1.0`` in a loop's third iteration (the run is the one shown)."""
+    _run, node, iteration, attempt, sequence = ref
+    return f"{node}{f'[{iteration}]' if iteration else ''}#{attempt}.{sequence}"
+
+
 def frame_detail(data: Any) -> Any:
     """A frame's data for a table cell, which a narrow terminal cuts at its end: the error
-    first, then the fields that say something (``null`` and ``false`` left out), as one line."""
+    first, then where an attempt resumed from, then the fields that say something (``null``
+    and ``false`` left out), as one line."""
     if not isinstance(data, dict):
         return data
     shown = {key: value for key, value in data.items() if value is not None and value is not False}
+    parts = []
     error = shown.pop("error", None)
-    if error is None:
-        return shown or None
-    if str(error).startswith(f"{shown.get('error_code')}:"):
-        shown.pop("error_code")  # "ConnectionError: ..." already names it
-    return f"error: {one_line(error)}" + (f"  {one_line(shown)}" if shown else "")
+    if error is not None:
+        if str(error).startswith(f"{shown.get('error_code')}:"):
+            shown.pop("error_code")  # "ConnectionError: ..." already names it
+        parts.append(f"error: {one_line(error)}")
+    ref = shown.get("resumed_from")
+    if isinstance(ref, list) and len(ref) == 5:
+        parts.append(f"resumed from {checkpoint_label(shown.pop('resumed_from'))}")
+    if shown:
+        parts.append(one_line(shown))
+    return "  ".join(parts) or None
 
 
 def when(ms: int | None) -> str:

@@ -10,20 +10,22 @@ from smithers_tt.cli._app import (
     Context,
     cli,
     handle_errors,
+    how_invoked,
     load_workflow,
     pass_ctx,
     workflow_option,
 )
-from smithers_tt.cli._commands import _edits, _finished, _parse_json
+from smithers_tt.cli._commands import _edits, _finished, json_argument
 from smithers_tt.cli._output import emit_json, state
 from smithers_tt.cli._pairs import name_values
 from smithers_tt.cli._runs import shown_id
 from smithers_tt.engine import ContinueOptions, prepare_continue
+from smithers_tt.errors import InvalidArgument
 
 
 def _skips(pairs: tuple[str, ...]) -> dict[str, Any]:
     return {
-        node: _parse_json(value, f"--skip {node}")
+        node: json_argument(value, f"--skip {node}")
         for node, value in name_values(pairs, "--skip", "NODE=JSON").items()
     }
 
@@ -90,7 +92,7 @@ def continue_cmd(
             " (continue the run with those, without --abort); nothing was written"
         )
     options: dict[str, Any] = {
-        "answer": None if answer_json is None else _parse_json(answer_json, "--answer"),
+        "answer": None if answer_json is None else json_argument(answer_json, "--answer"),
         "checkpoints": _edits(edits) or None,
         "skip": _skips(skips) or None,
         "step": step,
@@ -103,7 +105,15 @@ def continue_cmd(
     # A bare `continue` of a run that is not paused said "run ... finished" as if it had
     # continued something: refused as `continue --answer` is, with the same message.
     if record.status != "paused":
-        prepare_continue(ctx.db.store, record, None, ContinueOptions())  # raises: not paused
+        try:
+            prepare_continue(ctx.db.store, record, None, ContinueOptions())  # raises: not paused
+        except InvalidArgument as error:
+            if record.status != "interrupted":
+                raise
+            # continue only takes up a pause; an interrupted run goes on with resume
+            raise InvalidArgument(
+                f"{error}. An interrupted run goes on with: {how_invoked()} resume {record.run_id}"
+            ) from error
     if queue:
         needs_wf = spec is not None or edits or skips or break_before or break_after
         wf = load_workflow(spec, workflow) if needs_wf else None

@@ -92,6 +92,14 @@ def totals_html(totals: RunCallTotals | None, frame_no: int) -> str:
     return f'<div class="stt-call-totals">{run}<ul class="stt-call-nodes">{nodes}</ul></div>'
 
 
+def whole(text: str) -> str:
+    """``text`` (escaped) for a cell that may wrap, its first word kept on one line: a number
+    ("+1,196.0" of "+1,196.0 ms"), a status code ("429" of "429 HTTP 429": the error after it
+    wraps as any text)."""
+    first, space, rest = text.partition(" ")
+    return f'<span class="stt-call-num">{esc(first)}</span>{space}{esc(rest)}'
+
+
 def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
     """The waterfall of ``calls`` (numbered from ``first``): one row per call, its latency a
     bar placed at its start on a scale shared by all rows."""
@@ -107,30 +115,31 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
         width = max(100 * (call.latency_ms or 0.0) / span, 0.5)
         bad = failed(call)
         colour = "var(--jp-error-color1, #b00020)" if bad else "var(--jp-brand-color1, #1976d2)"
-        status = "" if call.status is None else esc(call.status)
-        if call.error is not None:
-            status += f" {esc(call.error)}"
+        status = " ".join(str(t) for t in (call.status, call.error) if t is not None)
         tokens = call.total_tokens
         node = f"{call.node_id} a{call.attempt}"
         rows.append(
             f'<tr class="stt-call-row{" stt-call-failed" if bad else ""}" '
             f'data-call="{esc(call.call_id)}">'
-            f'<td>#{number}</td><td title="{esc(node)}">{esc(node)}'
+            f'<td>{whole(f"#{number}")}</td><td title="{esc(node)}">{esc(node)}'
             f"{INHERITED if call.inherited else ''}</td>"
             f'<td title="{esc(call.model or "?")}">{esc(call.model or "?")}</td>'
-            f"<td>+{millis(offset)}</td>"
+            f"<td>{whole(f'+{millis(offset)}')}</td>"
             f'<td><div style="position:relative;height:10px">'
             f'<div class="stt-call-bar" style="position:absolute;left:{left:.3f}%;'
             f'width:{min(width, 100 - left):.3f}%;height:10px;background:{colour}"></div>'
-            f"</div></td><td>{millis(call.latency_ms)}</td>"
-            f"<td>{'?' if tokens is None else f'{tokens:,}'}</td>"
-            f'<td class="{"stt-error" if bad else "stt-ok"}" title="{status}">{status}</td></tr>'
+            f"</div></td><td>{whole(millis(call.latency_ms))}</td>"
+            f"<td>{whole('?' if tokens is None else f'{tokens:,}')}</td>"
+            f'<td class="{"stt-error" if bad else "stt-ok"}" title="{esc(status)}">'
+            f"{'' if call.status is None else whole(str(call.status))}"
+            f"{'' if call.error is None else f' {esc(call.error)}'}</td></tr>"
         )
     head = "".join(
         f"<th>{h}</th>" for h in ("", "node", "model", "start", "latency", "", "tokens", "status")
     )
     # room for "+1,003.0 ms" and "429 HTTP 429" on one line from about 700 px; narrower,
-    # the texts wrap (whole, never cut: the stylesheet's overflow-wrap)
+    # the texts wrap (whole, never cut: the stylesheet's overflow-wrap), numbers whole (their
+    # columns widen past these widths when they must: the table's layout is not fixed)
     widths = "".join(f'<col style="width:{w}%">' for w in (5, 20, 13, 12, 14, 10, 10, 16))
     return (
         f'<table class="stt-waterfall"><colgroup>{widths}</colgroup>'

@@ -21,6 +21,9 @@ from smithers_tt.widgets._words import node_label
 NOTHING_BEFORE = "frame 0 of a fork: nothing before it in this run"
 """The diff's note for frame 0 of a fork whose parent no longer has the fork frame."""
 
+FIRST_FRAME = "frame 0 is the run's first frame: nothing before it to compare with"
+"""The diff's note for frame 0 of a run that is no fork, with the previous frame."""
+
 
 class Diffs(DebuggerState):
     """The diff settings and the differences they ask for."""
@@ -114,18 +117,18 @@ class Diffs(DebuggerState):
     def diff(self) -> DiffResult:
         """The differences the diff settings ask for (computed here, in Python): with the
         previous frame, frame 0 of a fork is compared with its parent's frame at the fork
-        point (the frame it restates), never with itself."""
+        point (the frame it restates), never with itself; frame 0 of any other run has
+        nothing before it, and says so."""
         note = None
         before = None
         if self.diff_mode == "frames" and self.compare_frame is None and self.frame_no == 0:
             before = self.fork_point()
-            if isinstance(before, str):
-                return DiffResult("", "", note=before)
-            if before is not None:
-                note = (
-                    f"frame 0 of a fork: compared with its parent's frame {before[1]}, "
-                    "where it was forked"
-                )
+            if before is None or isinstance(before, str):
+                return DiffResult("", "", note=before or FIRST_FRAME)
+            note = (
+                f"frame 0 of a fork: compared with its parent's frame {before[1]}, "
+                "where it was forked"
+            )
         newest = self._newest
         if (
             before is None

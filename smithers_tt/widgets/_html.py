@@ -42,8 +42,9 @@ CSS = """
 .stt th, .stt td { border-bottom: 1px solid var(--jp-border-color2, #e0e0e0); padding: 2px 6px;
   text-align: left; vertical-align: top; }
 .stt th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
-.stt table.stt-waterfall { table-layout: fixed; width: 100%; }
+.stt table.stt-waterfall { width: 100%; }
 .stt-waterfall th, .stt-waterfall td { padding: 2px 4px; overflow-wrap: anywhere; }
+.stt-waterfall .stt-call-num { white-space: nowrap; }
 .stt-waterfall tr[data-call] { cursor: pointer; }
 .stt-waterfall tr[data-call]:hover { background: var(--jp-layout-color2, #eee); }
 .stt-waterfall tr[data-call]:focus-visible { outline: 2px solid var(--jp-brand-color1, #1976d2);

@@ -18,7 +18,9 @@ from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import AttemptView, NodeView
 from smithers_tt.widgets._conversation import find_transcript, transcript_html
 from smithers_tt.widgets._html import badge, esc, human_bytes, json_tree, run_ref, wrap
+from smithers_tt.widgets._layers import in_task_order
 from smithers_tt.widgets._model import DebuggerModel
+from smithers_tt.widgets._timeline_data import MAX_ROWS
 from smithers_tt.widgets._words import frame_time
 
 PAYLOAD_BUDGET = 400
@@ -188,9 +190,9 @@ class Inspector:
         attempts: dict[tuple[str, int], list[AttemptView]] = {}
         for (node_id, iteration, _), view in sorted(table.attempts.items()):
             attempts.setdefault((node_id, iteration), []).append(view)
-        rows = [
-            self._node_row(key, table.nodes.get(key), attempts.get(key, ())) for key in table.keys
-        ]
+        # in the timeline's order of rows (the graph's), not by name
+        keys = in_task_order(table.keys, m.node_ids, by_iteration=table.total <= MAX_ROWS)
+        rows = [self._node_row(key, table.nodes.get(key), attempts.get(key, ())) for key in keys]
         while len(self._rows) > 4 * NODE_ROWS:
             self._rows.popitem(last=False)
         more = ""

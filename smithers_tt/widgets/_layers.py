@@ -3,10 +3,11 @@
 A task sits one layer right of the furthest task it needs (an edge that closes a loop left out
 of that count); within a layer, tasks sit by where their needs sit, then in the graph's own
 order (a stored graph's keys are sorted: by name). The graph view draws these layers; the
-timeline's rows and the Actions' lists of nodes follow the same order
-(:func:`task_order`), so a run's rows keep one order whatever the frame shown and after any
-rewind, undo, fork or switch: it comes from the graph, never from which frames happen to be
-in hand (a fork's base frames come by node id; a rewound run lost the frames that ordered it).
+timeline's rows, the inspector's nodes table and the Actions' lists of nodes follow the same
+order (:func:`task_order`, :func:`in_task_order`), so a run's rows keep one order whatever
+the frame shown and after any rewind, undo, fork or switch: it comes from the graph, never
+from which frames happen to be in hand (a fork's base frames come by node id; a rewound run
+lost the frames that ordered it).
 """
 
 from __future__ import annotations
@@ -83,3 +84,18 @@ def task_order(graph: dict[str, list[str]] | None, seen: Iterable[str] = ()) -> 
     ordered = [task for row in layers(graph or {}) for task in row]
     known = set(ordered)
     return ordered + [n for n in dict.fromkeys(seen) if n not in known]
+
+
+def in_task_order(
+    pairs: Iterable[tuple[str, int]], order: Iterable[str], by_iteration: bool
+) -> list[tuple[str, int]]:
+    """(node, iteration) ``pairs`` as the views list them: loop turn by loop turn (by
+    iteration) when ``by_iteration``, else node by node; nodes by their place in ``order``
+    (:func:`task_order`), then nodes it does not name, in the order they come in."""
+    rank = {node_id: i for i, node_id in enumerate(order)}
+    pairs = list(pairs)
+    for node_id, _ in pairs:
+        rank.setdefault(node_id, len(rank))
+    if by_iteration:
+        return sorted(pairs, key=lambda pair: (pair[1], rank[pair[0]]))
+    return sorted(pairs, key=lambda pair: (rank[pair[0]], pair[1]))

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from smithers_tt.store.for_widgets import FrameRow
+from smithers_tt.widgets._layers import in_task_order
 from smithers_tt.widgets._words import duration, node_label
 
 MAX_ROWS = 40
@@ -100,20 +101,6 @@ def _with_tasks(
     return seen
 
 
-def _in_order(
-    seen: dict[tuple[str, int], None], order: Iterable[str], by_iteration: bool
-) -> list[tuple[str, int]]:
-    """``seen``'s pairs loop turn by loop turn (by iteration) when ``by_iteration``, each
-    turn's nodes by their place in ``order`` (nodes it does not name after, in the order
-    they come in)."""
-    rank = {node_id: i for i, node_id in enumerate(order)}
-    for node_id, _ in seen:
-        rank.setdefault(node_id, len(rank))
-    if by_iteration:
-        return sorted(seen, key=lambda pair: (pair[1], rank[pair[0]]))
-    return sorted(seen, key=lambda pair: (rank[pair[0]], pair[1]))
-
-
 class _Rows:
     """The rows of the figure: ``run``, then one per (node, iteration), or one per node when
     there are more than ``MAX_ROWS`` of them or ``per_node`` says so: the tasks of ``order``
@@ -134,7 +121,7 @@ class _Rows:
         self.by_iteration = not per_node and len(seen) <= MAX_ROWS
         self.labels = ["run"]
         self.index: dict[Any, int] = {}
-        for node_id, iteration in _in_order(seen, order, self.by_iteration):
+        for node_id, iteration in in_task_order(seen, order, self.by_iteration):
             key = (node_id, iteration) if self.by_iteration else node_id
             if key not in self.index:
                 self.index[key] = len(self.labels)

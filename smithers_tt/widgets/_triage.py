@@ -146,6 +146,8 @@ class TriageView(W.VBox):
         retry_button.disabled = why is not None
         retry_button.tooltip = why or f"reset {g.node_id} of {len(g.retryable)} run(s), resume"
         retry_button.on_click(lambda _, n=number: self.ask(n))
+        if not g.retryable:  # its runs finished or were cancelled since: no "Retry 0…"
+            retry_button.layout.visibility = "hidden"  # its column stays, aligned
         what = f'<div class="stt-error" style="padding:0 4px">{esc(error)}</div>'
         table = cells(values, _WIDTHS)
         return line([], wrap(what) + table, [open_button, retry_button], "stt-triage-group")

@@ -1,4 +1,5 @@
-"""Bad command-line arguments: one clear line and exit code 1, never a traceback."""
+"""Bad command-line arguments: one clear line and exit code 1 (2 for a usage error: an argument
+that is not JSON), never a traceback."""
 
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ def demo_run(tmp_path: Path) -> tuple[str, str]:
     return path, run.id
 
 
-def fails_cleanly(args: list[str], expected: str) -> None:
+def fails_cleanly(args: list[str], expected: str, code: int = 1) -> None:
     result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == code, result.output
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert expected in lines[0]
@@ -38,13 +39,14 @@ def fails_cleanly(args: list[str], expected: str) -> None:
 
 def test_cli_fork_input_nested_30000_deep_is_refused(demo_run: tuple[str, str]) -> None:
     db, run = demo_run
-    fails_cleanly(["--db", db, "fork", run, "3", "--input", "[" * 30000 + "]" * 30000], "--input")
+    deep = "[" * 30000 + "]" * 30000
+    fails_cleanly(["--db", db, "fork", run, "3", "--input", deep], "--input", code=2)
 
 
 def test_cli_fork_input_deeper_than_the_bound_is_refused(demo_run: tuple[str, str]) -> None:
     db, run = demo_run
     deep = json.dumps({"topic": "x", "deep": json.loads("[" * 600 + "]" * 600)})
-    fails_cleanly(["--db", db, "fork", run, "3", "--input", deep], "")
+    fails_cleanly(["--db", db, "fork", run, "3", "--input", deep], "--input", code=2)
 
 
 @pytest.mark.parametrize("target", ["missing.json", "."], ids=["missing-file", "directory"])
@@ -62,7 +64,35 @@ def test_cli_fork_checkpoint_file_nested_too_deep(
     db, run = demo_run
     envelope = tmp_path / "deep.json"
     envelope.write_text('{"codec": "demo.notes", "version": 1, "payload": ' + "[" * 30000)
-    fails_cleanly(["--db", db, "fork", run, "3", "--checkpoint", f"research={envelope}"], "")
+    checkpoint = f"research={envelope}"
+    fails_cleanly(["--db", db, "fork", run, "3", "--checkpoint", checkpoint], "--checkpoint", 2)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--input", "{topic: 'bees'}", "--input is not valid JSON: "),
+        ("--input", "NaN", "--input is not strict JSON: non-finite number nan"),
+        ("--checkpoint", b"notes", "for --checkpoint research is not valid JSON: "),
+        ("--checkpoint", b"\xff\xfe", "for --checkpoint research is not JSON: it is not UTF-8"),
+        ("--checkpoint", b'{"notes": []}', "for --checkpoint research: a checkpoint envelope"),
+    ],
+    ids=["input", "input-nan", "file", "file-binary", "file-no-envelope"],
+)
+def test_cli_fork_input_that_is_not_json_is_a_usage_error_naming_it(
+    demo_run: tuple[str, str], tmp_path: Path, option: str, value: str | bytes, expected: str
+) -> None:
+    db, run = demo_run
+    if isinstance(value, bytes):  # the content of the file the option names
+        (tmp_path / "edited.json").write_bytes(value)
+        value = f"research={tmp_path / 'edited.json'}"
+    result = CliRunner().invoke(cli, ["--db", db, "fork", run, "3", option, value])
+    # it was CheckpointInvalid (exit code 1) naming "the value", or the file without its option
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
+    with st.connect(db) as opened:
+        assert len(opened.runs()) == 1  # no fork was made
 
 
 @pytest.mark.parametrize(

@@ -161,6 +161,8 @@ def test_messages_name_runs_by_short_id_and_the_short_id_works_in_the_next_comma
     assert code == 0 and out.startswith(f"run {child} at frame 0: ")
     code, out = run(demo_db, "cancel", child)
     assert code == 0 and out.startswith(f"cancel requested for {child} (now ")
+    code, out = run(demo_db, "cancel", child)  # it said "cancel requested" again
+    assert code == 0 and out.strip() == f"{child} is already cancelled; nothing was changed"
     code, out = run(demo_db, "reset", whole, "write", "--yes")
     assert code == 0 and re.search(rf"resume {parent}$", out.strip()), out
     for said in (out, run(demo_db, "show", whole)[1]):

@@ -18,6 +18,7 @@ from click.testing import CliRunner
 
 import smithers_tt as st
 from smithers_tt.cli import cli
+from smithers_tt.demo.agents import Researcher
 
 # Window title, clipboard write (OSC 52), a hyperlink, SGR, the C1 CSI, DEL, a bidi override.
 EVIL = (
@@ -95,6 +96,20 @@ def test_cli_human_output_escapes_control_characters(hostile: str, command: list
     assert not UNSAFE.findall(shown)
     # shown, visibly (where the run id is all a message names, its short id: ``run\x1b]0;p``)
     assert "\\x1b]0;" in shown or "\\u001b]0;" in shown
+
+
+def test_cli_timeline_says_where_an_attempt_resumed_readably_and_escaped(db_url: str) -> None:
+    wf = st.Workflow("flaky")
+    wf.task("node" + EVIL, agent=Researcher(fail_first_attempt_after=2), retries=1)
+    with st.connect(db_url) as db:
+        run = db.run(wf, {"topic": "bees"})
+    code, out, err = invoke("--db", db_url, "--wide", "timeline", run.id)
+    assert code == 0, err
+    assert not UNSAFE.findall(out)
+    # it printed the stored key as JSON: {"resumed_from": [RUN, "node...", 0, 1, 1]}
+    second = [line for line in out.splitlines() if "attempt_started" in line][1]
+    detail = second.split("in_progress", 1)[1].strip()
+    assert detail.startswith("resumed from node\\x1b]0;pwned") and detail.endswith("#1.1")
 
 
 @pytest.mark.parametrize("command", ["show", "timeline", "runs"])

@@ -111,6 +111,26 @@ def test_continue_a_run_that_is_not_paused_says_so(db: st.Database, db_url: str)
     assert code == 1 and "not paused" in out
 
 
+def test_continue_of_an_interrupted_run_names_the_resume_that_runs_it_on(
+    db: st.Database, db_url: str
+) -> None:
+    wf, _ = demo_workflow()
+    fork = db.fork(db.run(wf, {"topic": "ants"}).id, 3)  # interrupted: never paused
+    code, out = _cli(db_url, "continue", fork.id)
+    assert code == 1 and "is interrupted, not paused" in out
+    assert out.strip().endswith(f" resume {fork.id}")  # whole: a command to paste
+    assert db.get_run(fork.id).record.clock == fork.record.clock  # nothing was written
+
+
+def test_continue_of_an_answer_that_is_not_json_is_a_usage_error(
+    db: st.Database, db_url: str
+) -> None:
+    run = db.run(asking())
+    code, out = _cli(db_url, "continue", run.id, "--answer", "NaN", "--workflow", FLOW)
+    assert code == 2 and "--answer is not strict JSON" in out and len(out.splitlines()) == 1
+    assert db.get_run(run.id).record.clock == run.record.clock  # still paused, as it was
+
+
 @pytest.mark.parametrize("queue", [[], ["--queue"]], ids=["here", "queued"])
 def test_a_bare_continue_of_a_run_that_is_not_paused_says_so(
     db: st.Database, db_url: str, queue: list[str]

@@ -1,5 +1,6 @@
 """The model-calls table shows each cell's whole text, in a real browser: no "+927.0 …",
-"(inher…" or "429 HTT…" at any width a debugger is shown at (a newcomer saw those at 848 px).
+"(inher…" or "429 HTT…" at any width a debugger is shown at (a newcomer saw those at 848 px),
+and each number on one line (no "+1,19" over "6.0 ms").
 
 The table the debugger shows for a fork (inherited calls, a failed call, starts a second
 after the first call), in the debugger's stylesheet and JupyterLab's font, drawn by Chromium
@@ -22,7 +23,7 @@ from smithers_tt.widgets._html import CSS
 LAB_FONT = "system-ui, -apple-system, blinkmacsystemfont, 'Segoe UI', helvetica, arial, sans-serif"
 WIDTHS = (360, 480, 600, 760, 1000, 1240)
 
-MEASURE = """(width) => {
+MEASURE = r"""(width) => {
   const box = document.getElementById('box');
   box.style.width = width + 'px';
   const table = box.querySelector('table.stt-waterfall');
@@ -32,7 +33,29 @@ MEASURE = """(width) => {
     if (td.scrollWidth > td.clientWidth + 1)
       cut.push(td.textContent);
   }
-  return {cut, rows: table.querySelectorAll('tr[data-call]').length,
+  // a number ("+1,196.0" of "+1,196.0 ms", "429" of "429 HTTP 429") split over two lines:
+  // the cell's text read line by line, as drawn (its unit may go to the next line)
+  const broken = [];
+  for (const td of table.querySelectorAll('tr[data-call] td')) {
+    const number = td.innerText.trim().match(/^[#+]?\d[\d,.]*/);
+    if (!number) continue;
+    const lines = new Map();
+    const walker = document.createTreeWalker(td, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      for (let i = 0; i < node.length; i++) {
+        const range = document.createRange();
+        range.setStart(node, i);
+        range.setEnd(node, i + 1);
+        const box = range.getClientRects()[0];
+        if (!box) continue;
+        const top = Math.round(box.top);
+        lines.set(top, (lines.get(top) || '') + node.data[i]);
+      }
+    }
+    if (![...lines.values()].some(line => line.includes(number[0])))
+      broken.push(td.innerText);
+  }
+  return {cut, broken, rows: table.querySelectorAll('tr[data-call]').length,
           table: table.getBoundingClientRect().width, box: box.getBoundingClientRect().width,
           texts: [...table.querySelectorAll('tr[data-call] td')].map(td => td.innerText)};
 }"""
@@ -63,6 +86,7 @@ def test_every_cell_of_the_calls_table_shows_its_whole_text(
             found = page.evaluate(MEASURE, width)
             assert found["rows"] >= 5, found
             assert found["cut"] == [], f"cut at {width} px: {found['cut']}"
+            assert found["broken"] == [], f"numbers split at {width} px: {found['broken']}"
             assert found["table"] <= found["box"] + 0.5, found  # nothing reaches past the box
             shown = " ".join(found["texts"])
             assert "(inherited)" in shown and "HTTP 429" in shown, found

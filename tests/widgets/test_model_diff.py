@@ -70,11 +70,13 @@ def test_frames_mode_compares_with_the_previous_frame_or_one_picked_by_hand(
         result = model.diff()
         _assert_diff(db, result, (run_id, n - 1), (run_id, n))
         assert result.note is None
-    model.select_frame(0)
+    model.select_frame(0)  # the run's first: it said "both sides are the same frame"
     result = model.diff()
-    _assert_diff(db, result, (run_id, 0), (run_id, 0))
-    assert result.empty
-    assert result.note == "both sides are the same frame; pick another frame to compare with"
+    assert (result.a, result.b, result.sections) == ("", "", [])
+    assert result.note == "frame 0 is the run's first frame: nothing before it to compare with"
+    model.set_diff(compare_frame=0)  # frame 0 picked by hand: the same frame, said so
+    assert model.diff().note == "both sides are the same frame; pick another frame to compare with"
+    model.set_diff(compare_frame=None)
 
     events: list[str] = []
     model.on("diff", lambda: events.append("diff"))

@@ -1,11 +1,12 @@
 """A run's rows keep one order, the graph's, whatever the frame shown and after any action:
-the timeline's rows (its y axis, as a person reads it) and the Actions' list of nodes to
-reset, for a finished run, the same run rewound before its later tasks ran, that rewind
-undone, a fork that has not started, and a run switched to and back; walked or binned from
-the database's counts, on SQLite and PostgreSQL."""
+the timeline's rows (its y axis, as a person reads it), the inspector's nodes table and the
+Actions' list of nodes to reset, for a finished run, the same run rewound before its later
+tasks ran, that rewind undone, a fork that has not started, and a run switched to and back;
+walked or binned from the database's counts, on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import smithers_tt as st
@@ -24,12 +25,20 @@ def _rows(figure: Any) -> list[str]:
     return [text for _, text in ticks]
 
 
+def _inspected(d: Debugger) -> list[str]:
+    """The nodes the inspector's table lists, top to bottom (each row's first cell)."""
+    return re.findall(r"<tr><td>([^<]*)</td>", d.inspector.nodes.value)
+
+
 def _shown(d: Debugger) -> tuple[list[str], list[str]]:
     """The debugger's rows and its Actions' nodes to reset; the rows binned from the
-    database's counts (what a long run shows, opened afresh) read the same."""
+    database's counts (what a long run shows, opened afresh) read the same, and the
+    inspector lists the nodes started at the frame shown in the rows' order."""
     rows = _rows(d.timeline.figure)
     binned = build_timeline(DebuggerModel(d.model.db, d.model.run_id), aggregate_at=0)
     assert binned.aggregated and _rows(binned.figure) == rows
+    inspected = _inspected(d)  # it listed them by name: research, review, write
+    assert inspected == [row for row in rows if row in inspected], (inspected, rows)
     return rows, list(d.actions.reset.options)
 
 
@@ -41,6 +50,7 @@ def test_rows_keep_the_graphs_order_through_rewind_undo_fork_and_switch(
     d = Debugger(db, run_id, wf, live=False)
     expected = (["run", *GRAPH_ORDER], GRAPH_ORDER)
     assert _shown(d) == expected  # the finished run: the order its tasks ran in
+    assert _inspected(d) == GRAPH_ORDER
     for n in (0, 1, d.model.last_frame):
         d.select_frame(n)
         assert _shown(d) == expected, n

@@ -70,6 +70,7 @@ def test_retry_asks_first_then_reports_each_run_and_reads_the_groups_again(
     view = TriageView(db, workflows=[workflow({"down", "bad"})])
     retry = view.rows.children[1].children[2]
     assert not retry.disabled and retry.description == "Retry 3…"
+    assert retry.layout.visibility != "hidden"
 
     retry.click()
     assert view.confirm_box.layout.display is None
@@ -89,4 +90,5 @@ def test_retry_asks_first_then_reports_each_run_and_reads_the_groups_again(
     # read again: the timeouts left are the flaky run's, which finished
     first = _groups(view)[0]
     assert "1 1 attempt triage-flow fetch" in first
-    assert view.rows.children[1].children[2].disabled
+    left = view.rows.children[1].children[2]
+    assert left.disabled and left.layout.visibility == "hidden"  # it showed "Retry 0…"

@@ -281,7 +281,8 @@ class Statements:
             f"VALUES ({', '.join('?' * len(S.model_calls.c))}) ON CONFLICT (call_id) DO UPDATE "
             f"SET {', '.join(f'{c} = excluded.{c}' for c in S.model_calls.c.keys()[1:])} "
             "WHERE excluded.lg_key < tt_model_calls.lg_key OR "
-            "(tt_model_calls.rewind_id IS NOT NULL AND tt_model_calls.frame_no <> -1)"
+            "(tt_model_calls.rewind_id IS NOT NULL AND "
+            f"tt_model_calls.frame_no <> {S.PENDING_CALL_FRAME})"
         )
         self.set_lg_child = q(
             "UPDATE tt_lg_checkpoints SET child_frame_no = ? "
@@ -289,13 +290,14 @@ class Statements:
         )
         self.show_lg_calls = q(
             # The calls of a step's tasks stored before its checkpoint: numbered with it.
-            "UPDATE tt_model_calls SET frame_no = ?, rewind_id = NULL "
-            "WHERE run_id = ? AND frame_no = -1 AND rewind_id = ?"
+            "UPDATE tt_model_calls SET frame_no = ?, rewind_id = NULL "  # noqa: S608
+            f"WHERE run_id = ? AND frame_no = {S.PENDING_CALL_FRAME} AND rewind_id = ?"
         )
         self.name_lg_send = q(
             # A Send task's calls stored before its input checkpoint: under the send's node.
-            "UPDATE tt_model_calls SET node_id = ? "
-            "WHERE run_id = ? AND frame_no = -1 AND rewind_id = ? AND node_id = ?"
+            "UPDATE tt_model_calls SET node_id = ? "  # noqa: S608
+            f"WHERE run_id = ? AND frame_no = {S.PENDING_CALL_FRAME} AND rewind_id = ? "
+            "AND node_id = ?"
         )
         self.lg_writes = q(
             "SELECT writes_json FROM tt_lg_checkpoints WHERE run_id = ? AND checkpoint_id = ?"
