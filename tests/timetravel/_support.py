@@ -162,6 +162,18 @@ def count(db: st.Database, table: str, where: str = "", **params: Any) -> int:
         return int(conn.execute(sa.text(sql), params).scalar_one())
 
 
+HIDDEN = "tt_frame_rows f"
+"""With :data:`ABOVE_CLOCK`, what :func:`count` counts of the frames a rewind hid (stored
+above their run's clock, for its undo, until the run's next frame drops them)."""
+ABOVE_CLOCK = "f.frame_no > (SELECT r.clock FROM tt_runs r WHERE r.run_id = f.run_id)"
+
+
+def hidden(db: st.Database, run_id: str | None = None) -> int:
+    """How many frames a rewind hid (of ``run_id``, or of every run) are stored."""
+    where = ABOVE_CLOCK + ("" if run_id is None else " AND f.run_id = :r")
+    return count(db, HIDDEN, where, r=run_id)
+
+
 def execute(db: st.Database, sql: str, **params: Any) -> None:
     """Raw SQL in a transaction of its own (to corrupt data on purpose)."""
     with db.engine.sa.begin() as conn:
