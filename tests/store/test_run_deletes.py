@@ -289,11 +289,7 @@ PLANTED = {
     "delete keyword": "conn.execute(delete(table=S.rewinds))",
     "table.delete": "conn.execute(S.runs.delete())",
     "alias": "r = S.runs\nconn.execute(r.delete().where(r.c.run_id == x))",
-    "tuple alias": (
-        "def f(conn):\n"
-        "    r, rw = S.runs, S.rewinds\n"
-        "    conn.execute(rw.delete())\n"
-    ),
+    "tuple alias": ("def f(conn):\n    r, rw = S.runs, S.rewinds\n    conn.execute(rw.delete())\n"),
     "loop": "for table in (S.refs, S.runs):\n    conn.execute(table.delete())",
     "from import": (
         "from smithers_tt.store.backend._schema import runs\nconn.execute(runs.delete())"

@@ -257,9 +257,11 @@ class Statements:
         )
         self.lock_lg_run = q(
             # A thread's run locked before the saver reads which values its frames pin; its
-            # incarnation (a thread deleted and created again is a new run row), which the
-            # saver's caches are keyed by. The suffix is a constant of the dialect.
-            "SELECT created_at_ms FROM tt_runs WHERE run_id = ?" + dialect.row_lock  # noqa: S608
+            # incarnation (a thread deleted and created again is a new run row) and owner
+            # epoch (a new one after any time travel), which the saver's pin cache is keyed
+            # by. The suffix is a constant of the dialect.
+            "SELECT created_at_ms, owner_epoch FROM tt_runs WHERE run_id = ?"  # noqa: S608
+            + dialect.row_lock
         )
         self.insert_lg_thread = q(
             "INSERT INTO tt_lg_threads (run_id, thread_id, checkpoint_ns, created_at_ms) "
