@@ -127,7 +127,7 @@ def test_verify_lists_every_row_whose_json_does_not_parse(db: st.Database, run: 
     assert not report.ok
     assert report.damaged == [
         f"tt_runs.graph_json of run_id={run.id!r}",
-        f"tt_frames.data_json of run_id={run.id!r}, frame_no=1",
+        f"tt_frame_rows.data_json of run_id={run.id!r}, frame_no=1",
     ]
 
 

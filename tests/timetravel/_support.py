@@ -134,13 +134,13 @@ def check_joint_frame(
 
 # --- raw tables -----------------------------------------------------------------------------
 
-LIVE_TABLES = ("tt_runs", "tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frames")
+LIVE_TABLES = ("tt_runs", "tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frame_rows")
 VOLATILE = {"updated_at_ms", "heartbeat_at_ms"}
 
 
 def table_rows(db: st.Database, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
     """Every row of a table (optionally of one run), sorted, as plain tuples."""
-    t = S.metadata.tables[table]
+    t = {**S.metadata.tables, **S.views.tables}[table]
     stmt = sa.select(t)
     if run_id is not None:
         stmt = stmt.where(t.c.run_id == run_id)
@@ -362,7 +362,7 @@ def build_bulk_run(db: st.Database, *, nodes: int, refs_per_node: int) -> str:
         insert_rows(conn, S.attempts, attempts)
         insert_rows(conn, S.refs, refs)
         insert_rows(conn, S.nodes, node_rows)
-        insert_rows(conn, S.frames, frames)
+        insert_rows(conn, S.frame_rows, frames)
         conn.execute(
             S.runs.update()
             .where(S.runs.c.run_id == run_id)

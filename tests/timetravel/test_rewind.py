@@ -210,7 +210,8 @@ CORRUPTIONS = {
     "WHERE run_id = :r AND kind = 'attempt_finished'",
     "content_hash_not_sha256": "UPDATE tt_frame_rows SET content_hash = 'abc' "
     "WHERE run_id = :r AND kind = 'checkpoint' AND sequence = 0",
-    "node_missing": "UPDATE tt_frame_rows SET node_id = NULL WHERE run_id = :r AND kind = 'checkpoint'",
+    "node_missing": "UPDATE tt_frame_rows SET node_id = NULL "
+    "WHERE run_id = :r AND kind = 'checkpoint'",
     "frame_missing": "DELETE FROM tt_frame_rows WHERE run_id = :r AND frame_no = 4",
     "attempt_renumbered": "UPDATE tt_frame_rows SET attempt = 7 WHERE run_id = :r AND frame_no = 2",
     "content_oversized": "UPDATE tt_checkpoint_contents SET size_bytes = 20000000 "

@@ -50,7 +50,9 @@ def test_a_cut_frame_is_never_seen_again_once_the_history_goes_on(
     after = store.frames(run_id)
     assert _shape(after[: cut + 1]) == _shape(before[: cut + 1])
     assert [f.frame_no for f in after] == list(range(len(after)))  # dense, nothing between
-    assert len(after) == cut + 1 + 2 + then  # the claim, the attempt, the checkpoints
+    # The claim (which ends the attempt the rewind left open), a new attempt, its checkpoints.
+    kinds = ["run_claimed", "attempt_finished", "attempt_started"] + ["checkpoint"] * then
+    assert [f.kind for f in after[cut + 1 :]] == kinds
     written = [f.content_hash for f in after[cut + 1 :] if f.kind == "checkpoint"]
     assert written == [
         AgentCheckpoint("c", 1, {"again": n}).encode().content_hash for n in range(then)
