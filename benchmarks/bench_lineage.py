@@ -137,7 +137,7 @@ RUN_COLUMNS = (
 )
 RUN_INSERT = f"INSERT INTO tt_runs ({RUN_COLUMNS}) VALUES ({_marks(20)})"  # noqa: S608
 FRAME_INSERT = (
-    "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "  # noqa: S608
+    "INSERT INTO tt_frame_rows (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "  # noqa: S608
     "content_hash, codec, version, purpose, agent_id, created_at_ms, size_bytes) "
     f"VALUES ({_marks(14)})"
 )

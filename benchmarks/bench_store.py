@@ -684,7 +684,7 @@ def grow_ours(db: smithers_tt.Database, fence: Any, run_id: str, target: int, ha
                 )
             conn.execute(S.contents.insert(), contents)
             conn.execute(S.refs.insert(), refs)
-            conn.execute(S.frames.insert(), frames)
+            conn.execute(S.frame_rows.insert(), frames)
             a = S.attempts
             conn.execute(
                 a.update()

@@ -258,13 +258,27 @@ def store_relations(source: Callable[[str], str]) -> dict[str, str]:
     found = {}
     for table in MIRRORED:
         # Identifiers and types come from the schema module, never from input.
-        columns = ", ".join(f"CAST({ident(n)} AS {t}) AS {ident(n)}" for n, t in raw_columns(table))
-        found[table.name] = f"SELECT {columns} FROM {source(table.name)}"  # noqa: S608
+        columns = ", ".join(
+            f"CAST(t.{ident(n)} AS {kind}) AS {ident(n)}" for n, kind in raw_columns(table)
+        )
+        found[table.name] = f"SELECT {columns} FROM {_rows_of(source, table.name)}"  # noqa: S608
     found[DATA_TABLE] = (
         "SELECT CAST(content_hash AS VARCHAR) AS content_hash, CAST(data AS BLOB) AS data "  # noqa: S608
         f"FROM {source(CONTENTS_TABLE)}"
     )
     return found
+
+
+def _rows_of(source: Callable[[str], str], name: str) -> str:
+    """The ``FROM`` of store table ``name``'s rows, as ``t``. The history, ``tt_frames``, is a
+    view of the store's (the frames at or below their run's clock: migration 0020), read
+    from its table, which the scanner splits by rowid as it cannot a view, with its bound."""
+    if name == "tt_frames":
+        return (
+            f"{source('tt_frame_rows')} AS t JOIN {source('tt_runs')} AS r "
+            "ON r.run_id = t.run_id WHERE t.frame_no <= r.clock"
+        )
+    return f"{source(name)} AS t"
 
 
 def snapshot_relations(data: str | None) -> dict[str, str]:

@@ -256,7 +256,7 @@ def _check_frames(
     of contents, then the frames of each disagreeing group."""
     if not held:
         return
-    f = S.frames
+    f = S.frame_rows  # the frames a rewind hid too: an undo shows them again
     shape = (f.c.content_hash, f.c.codec, f.c.version, f.c.size_bytes)
     groups = sa.select(*shape).where(f.c.kind == "checkpoint", f.c.content_hash.in_(list(held)))
     found = engine.transaction(

@@ -276,7 +276,7 @@ def _prepare_history(db: st.Database, wf: Workflow, incompatible: int) -> tuple[
 
     def bulk(conn: Connection) -> None:
         conn.execute(S.contents.insert(), contents)
-        conn.execute(S.frames.insert(), frames)
+        conn.execute(S.frame_rows.insert(), frames)
         conn.execute(S.refs.insert(), rows)
         conn.execute(
             a.update()

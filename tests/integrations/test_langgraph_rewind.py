@@ -59,3 +59,26 @@ def test_rewind_of_a_thread_leaves_langgraph_at_the_newest_kept_checkpoint(
     assert app.invoke(None, CONFIG) == final  # goes on from the kept checkpoint
     history = [h.config["configurable"]["checkpoint_id"] for h in app.get_state_history(CONFIG)]
     assert history[-len(kept) :] == kept and history[0] not in every
+
+
+@pytest.mark.parametrize("same_saver", [True, False], ids=["same_saver", "new_saver"])
+def test_a_thread_rewound_and_run_again_keeps_every_value_it_reads_after_gc(
+    db: st.Database, same_saver: bool
+) -> None:
+    # Running again from the cut writes the values it wrote before (the graph is
+    # deterministic), whose first value frames the rewind cut and the next frame drops: the
+    # new checkpoints must pin them again, whatever a saver remembered of the run before.
+    saver = SmithersSaver(db)
+    app = _graph(3).compile(checkpointer=saver)
+    final = app.invoke({"topic": "t" * 300, "notes": [], "count": 0}, CONFIG)
+    run_id = saver.run_id("rw")
+    db.rewind(run_id, db.get_run(run_id).record.clock - 3, confirm=True)  # 3 checkpoints
+    if not same_saver:
+        saver = SmithersSaver(db)
+        app = _graph(3).compile(checkpointer=saver)
+    assert app.invoke(None, CONFIG) == final
+    db.collect_garbage()
+    for state in app.get_state_history(CONFIG):  # every checkpoint reads whole
+        assert saver.get_tuple(state.config) is not None
+    assert app.get_state(CONFIG).values == final
+    assert db.verify().ok

@@ -210,7 +210,7 @@ def test_delete_thread_deletes_the_frames_its_kept_rewinds_hold(db: st.Database)
     db.rewind(run_id, 2, confirm=True)  # its later frames are kept for undo, pinning content
     saver.delete_thread("r")
     with db.engine.connect(write=False) as conn:
-        for table in (S.rewinds, S.rewound_frames):
+        for table in (S.rewinds, S.frame_rows):
             assert conn.execute(sa.select(sa.func.count()).select_from(table)).scalar_one() == 0
     db.collect_garbage()
     with db.engine.connect(write=False) as conn:

@@ -122,3 +122,65 @@ def squat_next_sequence(store: Store, fence: Fence, node_id: str) -> None:
     squatter = {"run_id": fence.run_id, "node_id": node_id, "iteration": 0, "attempt": 1}
     squatter |= {"sequence": 1, "frame_no": store.get_run(fence.run_id).clock}
     store.engine.transaction(lambda conn: conn.execute(refs_table.insert().values(**squatter)))
+
+
+OLD_KINDS = [
+    ("run_created", "running", None),
+    ("run_claimed", "running", None),
+    ("run_finished", "finished", '{"error":null,"output":{}}'),
+]
+"""The frames of a finished run as :func:`rewound_run` writes them (kind, state, data)."""
+
+
+def rewound_run(
+    conn: sa.Connection, run_id: str, cuts: list[int] | None = None, written: int = 0
+) -> list[dict]:
+    """A finished run written as a store before migration 0020 kept its rewinds: its frames
+    (``OLD_KINDS``, repeated claims in between to make it longer), rewound at each of
+    ``cuts`` in turn (default: to frame 1), the frames above each cut moved to
+    ``tt_rewound_frames`` for undo; then ``written`` claim frames written on top (which puts
+    every rewind out of undo's reach). The tables are those the store's revision made,
+    reflected. Returns the frames as they were before the rewinds."""
+    cuts = [1] if cuts is None else cuts
+    old = sa.MetaData()
+    old.reflect(conn, only=["tt_runs", "tt_frames", "tt_rewinds", "tt_rewound_frames"])
+    frames_t, rewound_t = old.tables["tt_frames"], old.tables["tt_rewound_frames"]
+    kinds = OLD_KINDS[:2] + [OLD_KINDS[1]] * max(0, max(cuts, default=1) - 1) + OLD_KINDS[2:]
+    frames = [
+        {"run_id": run_id, "frame_no": no, "kind": kind, "created_at_ms": 1, "state": state,
+         "data_json": data}
+        for no, (kind, state, data) in enumerate(kinds)
+    ]  # fmt: skip
+    clock = len(frames) - 1
+    conn.execute(
+        sa.insert(old.tables["tt_runs"]).values(
+            run_id=run_id, workflow="w", status="interrupted" if cuts else "finished",
+            owner_epoch=2, cancel_requested=False, clock=cuts[-1] if cuts else clock,
+            created_at_ms=1, updated_at_ms=1,
+        )
+    )  # fmt: skip
+    conn.execute(sa.insert(frames_t), frames[: (cuts[-1] if cuts else clock) + 1])
+    for n, cut in enumerate(cuts):
+        rewind = f"{run_id}-rw{n}"
+        conn.execute(
+            sa.insert(old.tables["tt_rewinds"]).values(
+                rewind_id=rewind, run_id=run_id, from_clock=clock, to_frame=cut,
+                status="finished" if n == 0 else "interrupted", output_json="{}", error=None,
+                created_at_ms=1 + n,
+            )
+        )  # fmt: skip
+        above = [dict(f, rewind_id=rewind) for f in frames[cut + 1 : clock + 1]]
+        conn.execute(sa.insert(rewound_t), above)
+        clock = cut
+    top = [
+        {"run_id": run_id, "frame_no": clock + 1 + n, "kind": "run_claimed", "state": "running",
+         "created_at_ms": 2}
+        for n in range(written)
+    ]  # fmt: skip
+    if top:
+        conn.execute(sa.insert(frames_t), top)
+        conn.execute(
+            old.tables["tt_runs"].update().where(old.tables["tt_runs"].c.run_id == run_id)
+            .values(clock=clock + written, status="running")
+        )  # fmt: skip
+    return frames

@@ -89,7 +89,7 @@ def test_frame_data_that_is_not_json_is_reported_by_the_timeline_debugger_and_sn
 ) -> None:
     damage(
         db,
-        "UPDATE tt_frames SET data_json = 'garbage' WHERE run_id = :r AND frame_no = 0",
+        "UPDATE tt_frame_rows SET data_json = 'garbage' WHERE run_id = :r AND frame_no = 0",
         r=run.id,
     )
     for read in (
@@ -120,12 +120,14 @@ def test_verify_finds_nothing_wrong_in_a_healthy_store_with_forks_and_rewinds(
 
 def test_verify_lists_every_row_whose_json_does_not_parse(db: st.Database, run: st.Run) -> None:
     damage(db, "UPDATE tt_runs SET graph_json = '{' WHERE run_id = :r", r=run.id)
-    damage(db, "UPDATE tt_frames SET data_json = 'x' WHERE run_id = :r AND frame_no = 1", r=run.id)
+    damage(
+        db, "UPDATE tt_frame_rows SET data_json = 'x' WHERE run_id = :r AND frame_no = 1", r=run.id
+    )
     report = db.verify()
     assert not report.ok
     assert report.damaged == [
         f"tt_runs.graph_json of run_id={run.id!r}",
-        f"tt_frames.data_json of run_id={run.id!r}, frame_no=1",
+        f"tt_frame_rows.data_json of run_id={run.id!r}, frame_no=1",
     ]
 
 

@@ -22,7 +22,7 @@ from smithers_tt.errors import (
 from smithers_tt.store import AttemptKey, Fence, Frame, Store, release_run
 from smithers_tt.store._frames import FRAME_COLUMNS, frame_values
 from smithers_tt.store._records import now_ms
-from smithers_tt.store.backend._schema import frames as frames_table
+from smithers_tt.store.backend import _schema as S
 from smithers_tt.timetravel import fold
 
 from ._support import checkpoint, count, execute
@@ -324,7 +324,13 @@ def test_a_checkpoint_frame_reads_back_with_all_its_data_or_none(
 
     written = [frame(0, {"size": size, "edited": True}), frame(1, None), frame(2, {"size": size})]
     rows = [dict(zip(FRAME_COLUMNS, frame_values(f), strict=True)) for f in written]
-    store.engine.transaction(lambda conn: conn.execute(frames_table.insert(), rows))
+    run = S.runs.update().where(S.runs.c.run_id == fence.run_id).values(clock=clock + 3)
+
+    def written_by_hand(conn: sa.Connection) -> None:  # frames and the clock that shows them
+        conn.execute(S.frame_rows.insert(), rows)
+        conn.execute(run)
+
+    store.engine.transaction(written_by_hand)
 
     assert store.frames(fence.run_id, after=clock) == written
 

@@ -32,16 +32,18 @@ def test_0019_adds_the_langgraph_call_columns_and_keeps_every_row(db_url: str, r
     before = v1_support.dump_tables(db_url)
     for name, columns in ADDED.items():
         assert not set(columns) & set(before[name]["columns"])
-    with st.connect(db_url) as db:  # migrates to 0019 (and on)
+    with raw.begin() as conn:
+        upgrade(conn, to="0019_langgraph_calls")
+    after = v1_support.dump_tables(db_url)
+    for name, table in before.items():
+        if name in (VERSION_TABLE, "tt_commit_tokens"):
+            continue
+        keep = [after[name]["columns"].index(c) for c in table["columns"]]
+        assert [[r[i] for i in keep] for r in after[name]["rows"]] == table["rows"], name
+    for name, columns in ADDED.items():  # what the rows made before did not have: none
+        at = [after[name]["columns"].index(c) for c in columns]
+        assert all(row[i] is None for row in after[name]["rows"] for i in at)
+    with st.connect(db_url) as db:  # on to the head
         assert "0019_langgraph_calls" in migration_names()
-        after = v1_support.dump_tables(db_url)
-        for name, table in before.items():
-            if name in (VERSION_TABLE, "tt_commit_tokens"):
-                continue
-            keep = [after[name]["columns"].index(c) for c in table["columns"]]
-            assert [[r[i] for i in keep] for r in after[name]["rows"]] == table["rows"], name
-        for name, columns in ADDED.items():  # what the rows made before did not have: none
-            at = [after[name]["columns"].index(c) for c in columns]
-            assert all(row[i] is None for row in after[name]["rows"] for i in at)
         # the call made before reads as it did
         assert [(c.node_id, c.prompt_tokens) for c in db.store.model_calls("old-run")] == [("n", 7)]

@@ -104,7 +104,7 @@ def test_publish_raises_checkpoint_corrupt_and_writes_no_ref_when_the_stored_cop
 def test_load_raises_checkpoint_corrupt_when_the_ref_names_another_codec(
     db: st.Database, store: Store, stored: CheckpointRef
 ) -> None:
-    execute(db, "UPDATE tt_frames SET codec = 'other' WHERE kind = 'checkpoint'")
+    execute(db, "UPDATE tt_frame_rows SET codec = 'other' WHERE kind = 'checkpoint'")
 
     with pytest.raises(CheckpointCorrupt):
         store.load(refs_of(db, stored.run_id)[0])

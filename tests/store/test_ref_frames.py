@@ -76,7 +76,9 @@ def _break(db: st.Database, run_id: str, corruption: str) -> int:
     own = _frame_of(db, run_id, "t", 1)
     target = CORRUPTIONS[corruption](db, run_id)
     if target is None:
-        execute(db, "DELETE FROM tt_frames WHERE run_id = :r AND frame_no = :f", r=run_id, f=own)
+        execute(
+            db, "DELETE FROM tt_frame_rows WHERE run_id = :r AND frame_no = :f", r=run_id, f=own
+        )
         return own
     execute(
         db,
@@ -179,7 +181,7 @@ def test_verify_reports_a_checkpoint_frame_that_contradicts_its_content(
     frame_no = _frame_of(db, run_id, "t", 0)
     execute(
         db,
-        f"UPDATE tt_frames SET {change} WHERE run_id = :r AND frame_no = :f",  # noqa: S608
+        f"UPDATE tt_frame_rows SET {change} WHERE run_id = :r AND frame_no = :f",  # noqa: S608
         r=run_id,
         f=frame_no,
     )

@@ -1,12 +1,12 @@
 """Runs are deleted only through ``delete_runs``, and no way of deleting runs leaves kept
 rewinds behind.
 
-Since migration 0013 no foreign key ties a kept frame (``tt_rewound_frames``) to its rewind,
-so nothing cascades to it: :func:`smithers_tt.store.ledger._travel.delete_runs` deletes the
-frames the kept rewinds of the runs it deletes hold. A statement deleting ``tt_runs`` rows
-anywhere else would leave them behind (orphans pinning content forever). The scan below fails
-on any such statement in the package; the behaviour tests delete rewound runs every public
-way there is and look for orphans.
+:func:`smithers_tt.store.ledger._travel.delete_runs` is the one way: it deletes the runs and
+releases their kept rewinds (the frames a rewind hid are rows of ``tt_frame_rows`` above the
+run's clock, which go with their run, as its kept rewinds' rows do, by foreign key, since
+migration 0020; before it, kept frames had a table of their own that nothing cascaded to). The
+scan below fails on any statement deleting runs or rewinds elsewhere in the package; the
+behaviour tests delete rewound runs every public way there is and look for orphans.
 
 Already covered elsewhere (not repeated here): retention with ``keep_forks=False`` of plain
 runs (``tests/timetravel/test_undo_rewind.py``) and ``SmithersSaver.delete_thread``
@@ -41,7 +41,7 @@ ROOT = PACKAGE.parent
 OWNER = Path(inspect.getsourcefile(_ledger_travel.delete_runs) or "").resolve()
 """The one module allowed to delete these tables: the one defining ``delete_runs``."""
 
-GUARDED = {S.runs.name: "runs", S.rewinds.name: "rewinds", S.rewound_frames.name: "rewound_frames"}
+GUARDED = {S.runs.name: "runs", S.rewinds.name: "rewinds"}
 """Table names (``tt_runs``...) and the names of their ``Table`` objects in ``_schema``."""
 TABLE_ATTRS = set(GUARDED.values())
 
@@ -53,10 +53,9 @@ SQL_DELETE = re.compile(
 """SQL text deleting from a guarded table (any case and spacing, quoted or schema-qualified)."""
 
 ADVICE = (
-    "delete runs only through smithers_tt.store.ledger._travel.delete_runs(conn, run_ids, ...): "
-    "tt_rewound_frames has no foreign key (migration 0013), so only delete_runs deletes the "
-    "frames kept by the rewinds of the runs it deletes; a rewind itself is deleted only there "
-    "too (RewindUndone, delete_runs)"
+    "delete runs only through smithers_tt.store.ledger._travel.delete_runs(conn, run_ids, ...), "
+    "which releases the rewinds the runs keep; a rewind itself is released only in that "
+    "module too (RewindUndone, delete_runs, release_rewinds)"
 )
 
 
@@ -271,7 +270,7 @@ def test_no_module_but_delete_runs_own_deletes_runs_or_rewinds() -> None:
 
 def test_the_scanner_sees_the_deletes_of_the_module_it_allows() -> None:
     # The module defining delete_runs is skipped only because it is allowed: scanned, its
-    # deletes of runs, rewinds and kept frames are all found (the scan is not blind).
+    # deletes of runs and rewinds are all found (the scan is not blind).
     findings = scan_source(OWNER.read_text(encoding="utf-8"), OWNER.name)
     assert {f.table for f in findings} == set(GUARDED), findings
     assert any("r.delete()" in f.code for f in findings)
@@ -280,7 +279,7 @@ def test_the_scanner_sees_the_deletes_of_the_module_it_allows() -> None:
 PLANTED = {
     "sql text": 'conn.exec_driver_sql("DELETE FROM tt_runs WHERE run_id = ?", (run_id,))',
     "sql lower case, spacing": 'sql = "delete\\n   from  tt_runs where status = :s"',
-    "sql quoted": "q('DELETE FROM \"tt_rewound_frames\" WHERE rewind_id = ?')",
+    "sql quoted": "q('DELETE FROM \"tt_rewinds\" WHERE rewind_id = ?')",
     "sql schema-qualified": 'q("DELETE FROM public.tt_rewinds")',
     "sql concatenated": 'q("DELETE FROM " "tt_runs " "WHERE run_id = ?")',
     "sql added": 'q("DELETE FROM " + "tt_runs")',
@@ -290,11 +289,7 @@ PLANTED = {
     "delete keyword": "conn.execute(delete(table=S.rewinds))",
     "table.delete": "conn.execute(S.runs.delete())",
     "alias": "r = S.runs\nconn.execute(r.delete().where(r.c.run_id == x))",
-    "tuple alias": (
-        "def f(conn):\n"
-        "    r, rw, rf = S.runs, S.rewinds, S.rewound_frames\n"
-        "    conn.execute(rf.delete())\n"
-    ),
+    "tuple alias": ("def f(conn):\n    r, rw = S.runs, S.rewinds\n    conn.execute(rw.delete())\n"),
     "loop": "for table in (S.refs, S.runs):\n    conn.execute(table.delete())",
     "from import": (
         "from smithers_tt.store.backend._schema import runs\nconn.execute(runs.delete())"
@@ -305,7 +300,7 @@ PLANTED = {
     "lightweight table": 'conn.execute(sa.table("tt_runs").delete())',
     "metadata lookup": 'conn.execute(sa.delete(metadata.tables["tt_runs"]))',
     "alias of a table": 'c = S.runs.alias("c")\nconn.execute(sa.delete(c))',
-    "dialect helper": "dialect.delete_keys(conn, S.rewound_frames, run_id, names, keys)",
+    "dialect helper": "dialect.delete_keys(conn, S.rewinds, run_id, names, keys)",
     "nested function": (
         "def outer(conn):\n"
         "    r = S.runs\n"
@@ -356,40 +351,36 @@ def test_a_finding_says_where_and_what_to_use_instead() -> None:
 
 
 def _kept(db: st.Database, run_ids: list[str]) -> dict[str, int]:
-    """Rows of the rewinds of ``run_ids`` and of the frames they keep."""
-    rw, rf = S.rewinds, S.rewound_frames
+    """Rows of the rewinds of ``run_ids`` and of the frames they hid (stored above their
+    run's clock, or with no run at all)."""
+    rw, f, r = S.rewinds, S.frame_rows, S.runs
     with db.engine.connect(write=False) as conn:
         ids = list(
             conn.execute(sa.select(rw.c.rewind_id).where(rw.c.run_id.in_(run_ids))).scalars()
         )
+        shown = sa.exists().where(r.c.run_id == f.c.run_id, r.c.clock >= f.c.frame_no)
         frames = conn.execute(
-            sa.select(sa.func.count())
-            .select_from(rf)
-            .where(sa.or_(rf.c.run_id.in_(run_ids), rf.c.rewind_id.in_(ids)))
+            sa.select(sa.func.count()).select_from(f).where(f.c.run_id.in_(run_ids), ~shown)
         ).scalar_one()
-    return {"tt_rewinds": len(ids), "tt_rewound_frames": frames}
+    return {"tt_rewinds": len(ids), "hidden frames": frames}
 
 
 def _orphans(db: st.Database) -> dict[str, int]:
-    """Kept rows whose rewind or run is gone (no foreign key stops a kept frame's)."""
-    r, rw, rf = S.runs, S.rewinds, S.rewound_frames
-    no_run = ~sa.exists().where(r.c.run_id == rw.c.run_id)
-    no_rewind = ~sa.exists().where(rw.c.rewind_id == rf.c.rewind_id)
-    frame_no_run = ~sa.exists().where(r.c.run_id == rf.c.run_id)
+    """Rows whose run is gone (a foreign key should stop both)."""
+    r, rw, f = S.runs, S.rewinds, S.frame_rows
     with db.engine.connect(write=False) as conn:
         count = sa.select(sa.func.count())
         return {
-            "rewinds without run": conn.execute(count.select_from(rw).where(no_run)).scalar_one(),
-            "kept frames without rewind": conn.execute(
-                count.select_from(rf).where(no_rewind)
+            "rewinds without run": conn.execute(
+                count.select_from(rw).where(~sa.exists().where(r.c.run_id == rw.c.run_id))
             ).scalar_one(),
-            "kept frames without run": conn.execute(
-                count.select_from(rf).where(frame_no_run)
+            "frames without run": conn.execute(
+                count.select_from(f).where(~sa.exists().where(r.c.run_id == f.c.run_id))
             ).scalar_one(),
         }
 
 
-NONE = {"rewinds without run": 0, "kept frames without rewind": 0, "kept frames without run": 0}
+NONE = {"rewinds without run": 0, "frames without run": 0}
 
 
 def _age(db: st.Database, days: int = 3) -> None:
@@ -413,14 +404,15 @@ def test_retention_of_a_fork_tree_leaves_no_kept_rewind_of_its_runs(
     db.rewind(child.id, 8, confirm=True)
     db.resume(child.id, wf)
     ids = [parent.id, child.id]
-    kept = _kept(db, ids)
-    assert kept["tt_rewinds"] == 2 and kept["tt_rewound_frames"] > 0
+    # Resumed after each rewind: the rewinds are kept (unreachable: gc releases them), the
+    # frames they hid were dropped by the first frame written on top.
+    assert _kept(db, ids) == {"tt_rewinds": 2, "hidden frames": 0}
     _age(db)
 
     report = db.gc(datetime.timedelta(days=1), keep_forks=keep_forks)
 
     assert report.runs_deleted == 2
-    assert _kept(db, ids) == {"tt_rewinds": 0, "tt_rewound_frames": 0}
+    assert _kept(db, ids) == {"tt_rewinds": 0, "hidden frames": 0}
     assert _orphans(db) == NONE
     assert db.verify().ok
 
@@ -436,13 +428,13 @@ def test_retention_materialises_a_recent_fork_and_takes_its_old_parents_rewinds(
     db.resume(parent.id, wf)
     child = db.fork(parent.id, 6)  # by reference, not resumed: it reads its parent's frames
     snapshot = child.snapshot()
-    assert _kept(db, [parent.id])["tt_rewound_frames"] > 0
+    assert _kept(db, [parent.id])["tt_rewinds"] == 1
     _age(db)
 
     report = db.gc(datetime.timedelta(days=1), keep_forks=False)
 
     assert report.runs_deleted == 1 and report.forks_materialised == 1
-    assert _kept(db, [parent.id]) == {"tt_rewinds": 0, "tt_rewound_frames": 0}
+    assert _kept(db, [parent.id]) == {"tt_rewinds": 0, "hidden frames": 0}
     assert _orphans(db) == NONE
     assert child.snapshot() == snapshot
     assert db.verify().ok
@@ -477,7 +469,7 @@ def _thread(db: st.Database, thread_id: str) -> tuple[Any, str]:
     run_id = saver.run_id(thread_id)
     db.rewind(run_id, 7, confirm=True)  # two of its five checkpoints left
     kept = _kept(db, [run_id])
-    assert kept["tt_rewinds"] == 1 and kept["tt_rewound_frames"] > 0
+    assert kept["tt_rewinds"] == 1 and kept["hidden frames"] > 0
     return saver, run_id
 
 
@@ -493,7 +485,7 @@ def test_deleting_a_langgraph_thread_another_way_takes_its_kept_rewinds(
         saver.prune(["t"], strategy="delete")
     with pytest.raises(st.RunNotFound):
         db.get_run(run_id)
-    assert _kept(db, [run_id]) == {"tt_rewinds": 0, "tt_rewound_frames": 0}
+    assert _kept(db, [run_id]) == {"tt_rewinds": 0, "hidden frames": 0}
     assert _orphans(db) == NONE
 
 
@@ -505,7 +497,7 @@ def test_pruning_a_langgraph_thread_to_its_latest_takes_the_old_runs_kept_rewind
     saver, run_id = _thread(db, "t")
     saver.prune(["t"], strategy="keep_latest")
     assert db.get_run(run_id).record.clock >= 0  # the same id again, a new run
-    assert _kept(db, [run_id]) == {"tt_rewinds": 0, "tt_rewound_frames": 0}
+    assert _kept(db, [run_id]) == {"tt_rewinds": 0, "hidden frames": 0}
     assert _orphans(db) == NONE
     with pytest.raises(NothingToUndo):
         db.undo_rewind(run_id)

@@ -134,13 +134,13 @@ def check_joint_frame(
 
 # --- raw tables -----------------------------------------------------------------------------
 
-LIVE_TABLES = ("tt_runs", "tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frames")
+LIVE_TABLES = ("tt_runs", "tt_nodes", "tt_attempts", "tt_checkpoint_refs", "tt_frame_rows")
 VOLATILE = {"updated_at_ms", "heartbeat_at_ms"}
 
 
 def table_rows(db: st.Database, table: str, run_id: str | None = None) -> list[tuple[Any, ...]]:
     """Every row of a table (optionally of one run), sorted, as plain tuples."""
-    t = S.metadata.tables[table]
+    t = {**S.metadata.tables, **S.views.tables}[table]
     stmt = sa.select(t)
     if run_id is not None:
         stmt = stmt.where(t.c.run_id == run_id)
@@ -160,6 +160,18 @@ def count(db: st.Database, table: str, where: str = "", **params: Any) -> int:
     with db.engine.sa.connect() as conn:
         sql = f"SELECT count(*) FROM {table}" + (f" WHERE {where}" if where else "")  # noqa: S608
         return int(conn.execute(sa.text(sql), params).scalar_one())
+
+
+HIDDEN = "tt_frame_rows f"
+"""With :data:`ABOVE_CLOCK`, what :func:`count` counts of the frames a rewind hid (stored
+above their run's clock, for its undo, until the run's next frame drops them)."""
+ABOVE_CLOCK = "f.frame_no > (SELECT r.clock FROM tt_runs r WHERE r.run_id = f.run_id)"
+
+
+def hidden(db: st.Database, run_id: str | None = None) -> int:
+    """How many frames a rewind hid (of ``run_id``, or of every run) are stored."""
+    where = ABOVE_CLOCK + ("" if run_id is None else " AND f.run_id = :r")
+    return count(db, HIDDEN, where, r=run_id)
 
 
 def execute(db: st.Database, sql: str, **params: Any) -> None:
@@ -350,7 +362,7 @@ def build_bulk_run(db: st.Database, *, nodes: int, refs_per_node: int) -> str:
         insert_rows(conn, S.attempts, attempts)
         insert_rows(conn, S.refs, refs)
         insert_rows(conn, S.nodes, node_rows)
-        insert_rows(conn, S.frames, frames)
+        insert_rows(conn, S.frame_rows, frames)
         conn.execute(
             S.runs.update()
             .where(S.runs.c.run_id == run_id)

@@ -204,15 +204,16 @@ def test_rewind_raises_frame_not_found_for_frames_the_run_does_not_have(demo: De
 
 
 CORRUPTIONS = {
-    "data_not_an_object": "UPDATE tt_frames SET data_json = '[1]' "
+    "data_not_an_object": "UPDATE tt_frame_rows SET data_json = '[1]' "
     "WHERE run_id = :r AND kind = 'attempt_started'",
-    "data_not_json": "UPDATE tt_frames SET data_json = '{\"broken' "
+    "data_not_json": "UPDATE tt_frame_rows SET data_json = '{\"broken' "
     "WHERE run_id = :r AND kind = 'attempt_finished'",
-    "content_hash_not_sha256": "UPDATE tt_frames SET content_hash = 'abc' "
+    "content_hash_not_sha256": "UPDATE tt_frame_rows SET content_hash = 'abc' "
     "WHERE run_id = :r AND kind = 'checkpoint' AND sequence = 0",
-    "node_missing": "UPDATE tt_frames SET node_id = NULL WHERE run_id = :r AND kind = 'checkpoint'",
-    "frame_missing": "DELETE FROM tt_frames WHERE run_id = :r AND frame_no = 4",
-    "attempt_renumbered": "UPDATE tt_frames SET attempt = 7 WHERE run_id = :r AND frame_no = 2",
+    "node_missing": "UPDATE tt_frame_rows SET node_id = NULL "
+    "WHERE run_id = :r AND kind = 'checkpoint'",
+    "frame_missing": "DELETE FROM tt_frame_rows WHERE run_id = :r AND frame_no = 4",
+    "attempt_renumbered": "UPDATE tt_frame_rows SET attempt = 7 WHERE run_id = :r AND frame_no = 2",
     "content_oversized": "UPDATE tt_checkpoint_contents SET size_bytes = 20000000 "
     "WHERE content_hash IN (SELECT content_hash FROM tt_frames WHERE run_id = :r)",
 }

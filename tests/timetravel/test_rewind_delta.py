@@ -170,7 +170,7 @@ def test_a_rewind_that_reads_a_corrupt_frame_refuses_and_changes_nothing(
     taken = _set_based(monkeypatch)
     db, run_id = demo.db, demo.run.id
     start, cut = _last_attempt(db, run_id)
-    execute(db, "UPDATE tt_frames SET data_json = '[1]' WHERE run_id = :r AND frame_no = :n",
+    execute(db, "UPDATE tt_frame_rows SET data_json = '[1]' WHERE run_id = :r AND frame_no = :n",
             r=run_id, n=start)  # fmt: skip
     before = dump(db)
     with pytest.raises(SnapshotInvalid, match="nothing was changed"):

@@ -168,7 +168,7 @@ def test_a_rewind_reading_only_the_keys_decides_what_reading_the_frames_decides(
     )
     execute(
         db,
-        "UPDATE tt_frames SET node_id = NULL WHERE run_id = :r AND frame_no = :n",
+        "UPDATE tt_frame_rows SET node_id = NULL WHERE run_id = :r AND frame_no = :n",
         r=run_id, n=finished,
     )  # fmt: skip
     assert both(finished - 1) == (None, None)  # a frame above the cut names no node

@@ -89,7 +89,7 @@ def _rebind_a_ref_in_a_new_frame(db: st.Database, run_id: str) -> tuple[int, tup
     )
     execute(
         db,
-        "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "
+        "INSERT INTO tt_frame_rows (run_id, frame_no, kind, node_id, iteration, attempt, sequence, "
         "content_hash, codec, version, purpose, created_at_ms) SELECT run_id, :n, kind, "
         "node_id, iteration, attempt, sequence, :h, codec, version, purpose, created_at_ms "
         "FROM tt_frames WHERE run_id = :r AND kind = 'checkpoint' AND node_id = :node "
@@ -158,7 +158,7 @@ def test_unusual_checkpoint_frame_data_goes_to_the_fold(demo: Demo, data: str) -
     n = demo.frame("node_state", "research", state="finished")
     execute(
         db,
-        "UPDATE tt_frames SET data_json = :d WHERE run_id = :r AND kind = 'checkpoint' "
+        "UPDATE tt_frame_rows SET data_json = :d WHERE run_id = :r AND kind = 'checkpoint' "
         "AND frame_no < :n",
         d=data,
         r=run.id,
@@ -194,7 +194,7 @@ def test_a_creation_time_in_checkpoint_data_is_read_by_the_fold_when_escaped(
     # What a fork's base frames hold, with the key's "_" written as an escape.
     execute(
         db,
-        "UPDATE tt_frames SET data_json = :d WHERE run_id = :r AND frame_no = :f",
+        "UPDATE tt_frame_rows SET data_json = :d WHERE run_id = :r AND frame_no = :f",
         d='{"created\\u005fat_ms":5,"size":1}',
         r=run.id,
         f=first,

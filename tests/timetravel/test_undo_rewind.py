@@ -11,7 +11,7 @@ import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.errors import NothingToUndo
 from smithers_tt.store import now_ms
-from tests.timetravel._support import count, execute, live_view
+from tests.timetravel._support import count, execute, hidden, live_view
 from tests.timetravel.conftest import Demo, fresh_workflow
 
 
@@ -45,7 +45,7 @@ def test_undo_puts_the_run_back_exactly_as_it_was(demo: Demo) -> None:
     assert _every_snapshot(demo) == snaps
     assert live_view(db, run.id) == live
     assert count(db, "tt_audit", "run_id = :r AND operation = 'undo_rewind'", r=run.id) == 1
-    assert count(db, "tt_rewound_frames") == 0 and count(db, "tt_rewinds") == 0
+    assert hidden(db) == 0 and count(db, "tt_rewinds") == 0
     assert db.verify().ok
 
 
@@ -118,7 +118,7 @@ def test_gc_releases_a_rewind_no_undo_can_reach_and_the_content_only_it_kept(
     assert count(db, "tt_checkpoint_contents", "content_hash = :h", h=gone) == 0
     assert report.content.rewinds_released == 1
     assert count(db, "tt_rewinds", "run_id = :r", r=record.run_id) == 0
-    assert count(db, "tt_rewound_frames", "run_id = :r", r=record.run_id) == 0
+    assert hidden(db, record.run_id) == 0
     assert db.verify().ok
     db.undo_rewind(run.id)
     db.undo_rewind(run.id)
@@ -140,12 +140,11 @@ def test_retention_collects_the_kept_rewinds_with_their_run(demo: Demo) -> None:
     db.rewind(run.id, 5, confirm=True)
     db.resume(run.id, demo.wf)  # finished again; the rewind stays kept
     assert count(db, "tt_rewinds", "run_id = :r", r=run.id) == 1
-    kept = count(db, "tt_rewound_frames", "run_id = :r", r=run.id)
-    assert kept > 0
+    assert hidden(db, run.id) == 0  # the resume's first frame dropped what the rewind hid
     execute(db, "UPDATE tt_runs SET updated_at_ms = :t", t=now_ms() - 3 * 86_400_000)
     report = db.gc(datetime.timedelta(days=1), keep_forks=False)
     assert report.runs_deleted >= 1
-    assert count(db, "tt_rewinds") == 0 and count(db, "tt_rewound_frames") == 0
+    assert count(db, "tt_rewinds") == 0 and hidden(db) == 0
     assert db.verify().ok
 
 
@@ -156,17 +155,17 @@ def test_retention_collects_only_the_kept_frames_of_the_runs_it_deletes(demo: De
     for kept in (run, other):
         db.rewind(kept.id, 5, confirm=True)
     db.resume(run.id, demo.wf)  # finished again (retention takes ended runs); the rewind stays
-    # Kept frames have no foreign key to their rewind: the prune deletes them itself.
+    # The prune deletes the run's frames, hidden ones too; the other run's stay hidden.
     execute(db, "UPDATE tt_runs SET updated_at_ms = :t WHERE run_id = :r",
             t=now_ms() - 3 * 86_400_000, r=run.id)  # fmt: skip
     report = db.gc(datetime.timedelta(days=1), keep_forks=False)
     assert report.runs_deleted == 1
     assert count(db, "tt_rewinds", "run_id = :r", r=run.id) == 0
-    assert count(db, "tt_rewound_frames", "run_id = :r", r=run.id) == 0
-    assert count(db, "tt_rewound_frames", "run_id = :r", r=other.id) == len(frames) - 6
+    assert count(db, "tt_frame_rows", "run_id = :r", r=run.id) == 0
+    assert hidden(db, other.id) == len(frames) - 6
     db.undo_rewind(other.id)
     assert other.frames() == frames
-    assert count(db, "tt_rewinds") == 0 and count(db, "tt_rewound_frames") == 0
+    assert count(db, "tt_rewinds") == 0 and hidden(db) == 0
     assert db.verify().ok
 
 

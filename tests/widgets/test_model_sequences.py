@@ -694,7 +694,7 @@ def test_a_run_with_a_missing_frame_is_refused_naming_the_gap(db: st.Database) -
     run_id = _flaky_run(db)
     with db.engine.sa.begin() as conn:  # damaged on purpose
         conn.execute(
-            sa.text("DELETE FROM tt_frames WHERE run_id = :r AND frame_no = 4"), {"r": run_id}
+            sa.text("DELETE FROM tt_frame_rows WHERE run_id = :r AND frame_no = 4"), {"r": run_id}
         )
     with pytest.raises(SnapshotInvalid, match=f"run {run_id}.*frames jump from 3 to 5"):
         DebuggerModel(db, run_id)

@@ -135,7 +135,7 @@ def test_pairs_only_checkpoints_name_still_make_rows_per_node(db: st.Database) -
     with db.engine.sa.begin() as conn:  # progress checkpoints of iterations no attempt names
         conn.execute(
             sa.text(
-                "UPDATE tt_frames SET iteration = frame_no + 1000 "
+                "UPDATE tt_frame_rows SET iteration = frame_no + 1000 "
                 "WHERE run_id = :r AND kind = 'checkpoint' AND purpose = 'progress'"
             ),
             {"r": run_id},
@@ -151,7 +151,7 @@ def test_purposes_the_figure_does_not_know_are_progress(db: st.Database) -> None
     with db.engine.sa.begin() as conn:  # as a newer writer may record them
         conn.execute(
             sa.text(
-                "UPDATE tt_frames SET purpose = CASE WHEN frame_no % 3 = 0 THEN 'mystery' "
+                "UPDATE tt_frame_rows SET purpose = CASE WHEN frame_no % 3 = 0 THEN 'mystery' "
                 "ELSE 'later' END WHERE run_id = :r AND kind = 'checkpoint' AND frame_no % 2 = 0"
             ),
             {"r": run_id},

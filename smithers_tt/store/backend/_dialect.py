@@ -258,12 +258,6 @@ class Dialect(ABC):
         planner would not pick it itself: nothing by default (PostgreSQL's planner does)."""
         return ""
 
-    @contextmanager
-    def moving(self, conn: Connection) -> Iterator[None]:
-        """Around the delete of rows the transaction has just copied elsewhere in the same
-        database (a rewind moving its frames aside): nothing by default."""
-        yield
-
     def unless_cast_fails(self, conn: Connection, read: Callable[[], T]) -> T | None:
         """``read()``, or ``None`` where the database could not read some stored text as JSON
         (only a database that casts in SQL can fail so; the transaction stays usable)."""

@@ -78,6 +78,7 @@ runs = Table(
     Column("lease_until_ms", BigInteger, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
     Column("updated_at_ms", BigInteger, nullable=False),
+    Column("hides", Boolean, nullable=True),
     CheckConstraint(_any("status", RUN_STATUSES), name="tt_runs_status"),
     CheckConstraint("owner_epoch >= 0", name="tt_runs_epoch"),
 )
@@ -85,7 +86,9 @@ Index("tt_runs_parent", runs.c.parent_run_id)
 """``inherits`` is true on a fork made by reference that has not been materialised: its
 history before frame 0 is its parent's up to ``parent_frame_no`` (read there, never copied)
 and it has no live nodes, attempts or refs of its own yet (see
-:mod:`smithers_tt.timetravel._inherit`)."""
+:mod:`smithers_tt.timetravel._inherit`). ``hides`` is true when frames above ``clock`` may be
+stored (a rewind's cut, kept for its undo): the run's next frame deletes them first (NULL
+otherwise)."""
 Index("tt_runs_status_idx", runs.c.status, runs.c.run_id)
 
 run_labels = Table(
@@ -199,8 +202,8 @@ FRAME_KINDS = (
     "breakpoints_set",
 )
 
-frames = Table(
-    "tt_frames",
+frame_rows = Table(
+    "tt_frame_rows",
     metadata,
     Column("run_id", ID, primary_key=True),
     Column("frame_no", BigInteger, primary_key=True),
@@ -221,9 +224,26 @@ frames = Table(
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
     CheckConstraint(_any("kind", FRAME_KINDS), name="tt_frames_kind"),
 )
-"""``size_bytes`` is a checkpoint frame's content size (``data`` ``{"size": n}``: such a frame
+"""Every frame stored, those a rewind hid included: the frames above their run's ``clock``
+(what a rewind cut, kept in place for its undo; the run row's ``hides`` says some may be
+there, and the next frame written deletes them: see :mod:`smithers_tt.store.ledger._write`).
+Only writers and what must see hidden frames (garbage collection's pins) name this table;
+every read of a history reads :data:`frames`.
+
+``size_bytes`` is a checkpoint frame's content size (``data`` ``{"size": n}``: such a frame
 stores ``data_json`` NULL and ``size_bytes`` n; readers give back ``{"size": n}``)."""
-Index("tt_frames_content", frames.c.content_hash)
+Index("tt_frames_content", frame_rows.c.content_hash)
+
+views = MetaData()
+"""The views (migrations create them; the shape check compares tables only)."""
+
+frames = Table(
+    "tt_frames",
+    views,
+    *(Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable) for c in frame_rows.c),
+)
+"""The history: the rows of :data:`frame_rows` at or below their run's ``clock`` (a view,
+written per dialect by ``Dialect.frames_view``). Read it; write :data:`frame_rows`."""
 
 RUN_LEVEL_KINDS = (
     "run_created",
@@ -248,8 +268,8 @@ list of migration 0011, proves it from this chain)."""
 
 Index(
     "tt_frames_run_level",
-    frames.c.run_id,
-    frames.c.frame_no,
+    frame_rows.c.run_id,
+    frame_rows.c.frame_no,
     sqlite_where=RUN_LEVEL_WHERE,
     postgresql_where=text(_in("kind", RUN_LEVEL_KINDS)),
 )
@@ -263,10 +283,10 @@ NODE_LEVEL_WHERE = text(_any("kind", NODE_LEVEL_KINDS))
 
 Index(
     "tt_frames_node_level",
-    frames.c.run_id,
-    frames.c.node_id,
-    frames.c.iteration,
-    frames.c.frame_no,
+    frame_rows.c.run_id,
+    frame_rows.c.node_id,
+    frame_rows.c.iteration,
+    frame_rows.c.frame_no,
     sqlite_where=NODE_LEVEL_WHERE,
     postgresql_where=text(_in("kind", NODE_LEVEL_KINDS)),
 )
@@ -358,12 +378,10 @@ the frame of the first checkpoint stored with this one as its parent (the step i
 in made it: their model calls are numbered with it); ``sends_json`` the nodes its pending
 sends go to, in order (NULL: none)."""
 
-# What a rewind removed, kept for undo_rewind until retention collects it (or the run is
-# deleted): the run row's ending before the rewind, and the frames it deleted, as they were.
-# A kept frame has no foreign key to its rewind (0013): a rewind to the middle of a long run
-# keeps tens of thousands of frames, and the per-row check of one cost PostgreSQL about a
-# third of their move. Whoever deletes a rewind deletes its frames in the same transaction
-# (_ledger_travel.RewindUndone, and delete_runs for runs deleted with their rewinds).
+# What a rewind removed, kept for undo_rewind until the run is written on top of it (or the
+# run is deleted): the run row's ending before the rewind. Its frames stay in tt_frame_rows,
+# above the run's clock (hidden by the view tt_frames), until the next frame of the run
+# deletes them (since 0020; they were moved to tt_rewound_frames before).
 
 rewinds = Table(
     "tt_rewinds",
@@ -380,14 +398,6 @@ rewinds = Table(
 )
 Index("tt_rewinds_run", rewinds.c.run_id, rewinds.c.created_at_ms)
 
-rewound_frames = Table(
-    "tt_rewound_frames",
-    metadata,
-    Column("rewind_id", ID, primary_key=True),
-    *(Column(c.name, c.type, primary_key=c.primary_key, nullable=c.nullable) for c in frames.c),
-)
-"""``tt_frames``' columns (``run_id`` and ``frame_no`` in the key after ``rewind_id``)."""
-Index("tt_rewound_frames_content", rewound_frames.c.content_hash)
 
 # --- model calls (smithers_tt.store._calls) ---------------------------------------------
 # One row per call an agent made to a model (an HTTP retry, a continuation and a streamed
@@ -443,9 +453,8 @@ Index("tt_model_calls_request", model_calls.c.request_hash)
 Index("tt_model_calls_reply", model_calls.c.reply_hash)
 
 CONTENT_PINS: list[Column] = [
-    frames.c.content_hash,
+    frame_rows.c.content_hash,
     cache.c.content_hash,
-    rewound_frames.c.content_hash,
     model_calls.c.request_hash,
     model_calls.c.reply_hash,
 ]

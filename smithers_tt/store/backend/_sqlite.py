@@ -117,31 +117,6 @@ class SqliteDialect(Dialect):
     def indexed_by(self, index: str) -> str:
         return f" INDEXED BY {index}"
 
-    @contextmanager
-    def moving(self, conn: Connection) -> Iterator[None]:
-        """``secure_delete`` ``FAST`` for the connection while it deletes rows it has just
-        copied elsewhere in the same file (put back afterwards).
-
-        Builds that turn ``secure_delete`` on by default (Debian's 3.40, which the Python
-        of a Debian system links) zero every page a delete frees and write it to the WAL:
-        1,400 of the 12,100 pages a rewind to the middle of a 155,000-frame run wrote, about
-        0.13 s of its 1 s. ``FAST`` still zeroes what is deleted from pages that stay in use
-        and leaves the freed pages as they were: what they hold is what the transaction has
-        just copied into the same file. (Once that copy is released, by an undo or by
-        retention, with the setting back on, the freed pages still hold those rows' old bytes
-        until SQLite reuses them; the rows are frame metadata, the checkpoint contents are
-        not moved.)
-        """
-        before = conn.exec_driver_sql("PRAGMA secure_delete").scalar()
-        if before != 1:  # off, or FAST already: nothing to lighten
-            yield
-            return
-        conn.exec_driver_sql("PRAGMA secure_delete = FAST")
-        try:
-            yield
-        finally:
-            conn.exec_driver_sql("PRAGMA secure_delete = 1")
-
     shape_sql = (
         'SELECT m.name, p.name, p.type, p."notnull", p.pk '
         "FROM sqlite_master m, pragma_table_info(m.name) p "

@@ -57,8 +57,12 @@ class Statements:
         self.advance_run = q(
             "UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? WHERE run_id = ? "
             "RETURNING status, owner_epoch, clock, max_checkpoint_bytes, cancel_requested, "
-            "created_at_ms"
+            "created_at_ms, hides"
         )
+        # A run marked ``hides`` (a rewind's cut) drops the frames above its clock before its
+        # next frame is written (see _write.write).
+        self.drop_hidden = q("DELETE FROM tt_frame_rows WHERE run_id = ? AND frame_no > ?")
+        self.unmark_hidden = q("UPDATE tt_runs SET hides = NULL WHERE run_id = ?")
         self.lock_run = q(
             # The suffix is a constant of the dialect, not data.
             "SELECT status, owner_epoch, owner_id, cancel_requested, inherits FROM tt_runs "  # noqa: S608
@@ -151,7 +155,8 @@ class Statements:
             "WITH r AS (UPDATE tt_runs SET clock = clock + ?, updated_at_ms = ? "  # noqa: S608
             "WHERE run_id = ? AND status = ? AND owner_epoch = ? AND clock = ? "
             "AND max_checkpoint_bytes IS NOT DISTINCT FROM ? AND cancel_requested = ? "
-            f"AND created_at_ms = ? RETURNING 1) {guard('count(*) = 1')} FROM r"
+            "AND created_at_ms = ? AND hides IS NULL "
+            f"RETURNING 1) {guard('count(*) = 1')} FROM r"
         )
         self.next_sequence_if = q(
             "WITH a AS (UPDATE tt_attempts SET next_sequence = next_sequence + 1 "  # noqa: S608
@@ -177,7 +182,7 @@ class Statements:
             "frame_no) VALUES (?, ?, ?, ?, ?, ?)"
         )
         self.insert_frame = q(
-            "INSERT INTO tt_frames (run_id, frame_no, kind, node_id, iteration, attempt, "
+            "INSERT INTO tt_frame_rows (run_id, frame_no, kind, node_id, iteration, attempt, "
             "sequence, state, content_hash, codec, version, purpose, agent_id, data_json, "
             "created_at_ms, size_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
@@ -252,9 +257,11 @@ class Statements:
         )
         self.lock_lg_run = q(
             # A thread's run locked before the saver reads which values its frames pin; its
-            # incarnation (a thread deleted and created again is a new run row), which the
-            # saver's caches are keyed by. The suffix is a constant of the dialect.
-            "SELECT created_at_ms FROM tt_runs WHERE run_id = ?" + dialect.row_lock  # noqa: S608
+            # incarnation (a thread deleted and created again is a new run row) and owner
+            # epoch (a new one after any time travel), which the saver's pin cache is keyed
+            # by. The suffix is a constant of the dialect.
+            "SELECT created_at_ms, owner_epoch FROM tt_runs WHERE run_id = ?"  # noqa: S608
+            + dialect.row_lock
         )
         self.insert_lg_thread = q(
             "INSERT INTO tt_lg_threads (run_id, thread_id, checkpoint_ns, created_at_ms) "

@@ -69,7 +69,7 @@ class Incarnation(Change):
     returns it into :attr:`token`; with ``expect`` set, any other raises
     :class:`ThreadReplaced` before anything is written."""
 
-    __slots__ = ("expect", "token")
+    __slots__ = ("epoch", "expect", "token")
 
     ticks = 0
     keeps_run = True
@@ -77,9 +77,11 @@ class Incarnation(Change):
     def __init__(self, expect: int | None) -> None:
         self.expect = expect
         self.token: int | None = None
+        self.epoch: int | None = None
+        """The run's owner epoch (what its pins are known by, with :attr:`token`)."""
 
     def check(self, run: RunRow) -> None:
-        self.token = run[5]
+        self.token, self.epoch = run[5], run[1]
         if self.expect is not None and self.token != self.expect:
             raise ThreadReplaced("the thread was deleted and created again")
 

@@ -48,22 +48,31 @@ Thread = tuple[str, str]
 """``(thread_id, checkpoint_ns)``."""
 
 
+HistoryKey = tuple[int, int]
+"""``(created_at_ms, owner_epoch)`` of a run: what its history is known by. A thread deleted
+and created again is another incarnation; a rewind, its undo or a reset (each fences the run
+with a new epoch) changes which frames are its history, and so which values they pin."""
+
+NEW_EPOCH = 1
+"""The owner epoch a thread's run is created with."""
+
+
 class PinCache:
-    """Per run, the hashes this process knows its frames pin, keyed by the run's incarnation
-    (``created_at_ms``: a thread deleted and created again starts afresh). Bounded."""
+    """Per run, the hashes this process knows its frames pin, keyed by the run's
+    :data:`HistoryKey` (a new incarnation or epoch starts afresh). Bounded."""
 
     def __init__(self) -> None:
-        self._runs: OrderedDict[str, tuple[int, set[str]]] = OrderedDict()
+        self._runs: OrderedDict[str, tuple[HistoryKey, set[str]]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def cached(self, run_id: str, hashes: set[str]) -> tuple[int | None, set[str]]:
-        """The incarnation of the run this process knows (None: none), and which of
-        ``hashes`` it knows that incarnation pins."""
+    def cached(self, run_id: str, hashes: set[str]) -> tuple[HistoryKey | None, set[str]]:
+        """The history of the run this process knows (None: none), and which of ``hashes``
+        it knows that history pins."""
         with self._lock:
             cached = self._runs.get(run_id)
             return (None, set()) if cached is None else (cached[0], hashes & cached[1])
 
-    def remember(self, run_id: str, token: int, pinned: set[str]) -> None:
+    def remember(self, run_id: str, token: HistoryKey, pinned: set[str]) -> None:
         """Record hashes a committed transaction pinned in the run."""
         with self._lock:
             cached = self._runs.get(run_id)
@@ -99,7 +108,7 @@ class LangGraphWrite:
         self._sql, self._pins, self.conn = sql, pins, conn
         self.frames: list[Frame] = []
         self.outcome: dict[str, Any] = {}
-        self.pinned: tuple[int, set[str]] | None = None
+        self.pinned: tuple[HistoryKey, set[str]] | None = None
 
     def cache_nothing(self) -> None:
         """Keep nothing of this transaction in caches (it spans runs being rewritten)."""
@@ -171,7 +180,7 @@ class LangGraphWrite:
             pins = [ValuePinned(run_id, blobs[digest]) for digest in sorted(blobs)]
             if self._create_run(run_id, thread, parent, [*pins, *changes], stamp):
                 if blobs:
-                    self.pinned = (stamp, set(blobs))
+                    self.pinned = ((stamp, NEW_EPOCH), set(blobs))
                 return stamp
         raise RunNotFound(f"thread run {run_id} was created and deleted again meanwhile; retry")
 
@@ -202,15 +211,15 @@ class LangGraphWrite:
         assert seen.token is not None  # set by the clock's advance
         self.frames.extend(entry.frames)
         if blobs:
-            self.pinned = (seen.token, known | set(new))
+            self.pinned = ((seen.token, seen.epoch), known | set(new))
         return seen.token
 
     def _unpinned(
         self, db: Driver, run_id: str, hashes: set[str]
-    ) -> tuple[int | None, list[str], set[str]]:
+    ) -> tuple[HistoryKey | None, list[str], set[str]]:
         """Lock the run row, then read which of ``hashes`` its frames pin (one round trip on
-        PostgreSQL; what this process knows pinned is not asked). Returns the run's token
-        (None: no run), the hashes not pinned yet (sorted) and those pinned."""
+        PostgreSQL; what this process knows pinned is not asked). Returns the run's history
+        key (None: no run), the hashes not pinned yet (sorted) and those pinned."""
         cached, known = self._pins.cached(run_id, hashes)
         unknown = sorted(hashes - known)
         run, *rows = db.together(
@@ -218,8 +227,8 @@ class LangGraphWrite:
         )
         if run is None:
             return None, [], set()
-        token = run[0]
-        if token != cached and known:  # the cache knew an earlier incarnation: ask for all
+        token = (run[0], run[1])
+        if token != cached and known:  # the cache knew another history: ask for all
             known, unknown = set(), sorted(hashes)
             rows = db.together(self._asks(run_id, unknown))
         flags = [flag for row in rows for flag in row]  # type: ignore[union-attr]
@@ -263,7 +272,7 @@ class LangGraphWrite:
                 None,  # workflow_hash
                 "running",
                 json.dumps(keys, ensure_ascii=False, sort_keys=True),
-                1,  # owner_epoch
+                NEW_EPOCH,
                 AGENT,
                 None,  # heartbeat_at_ms
                 False,  # cancel_requested

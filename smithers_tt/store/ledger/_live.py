@@ -290,10 +290,12 @@ class LiveWrites:
 
     def write_base_frames(self, frames: BaseFrames) -> int:
         """Write ``frames`` (see :meth:`base_frames`); return how many there are."""
-        insert_tuples(self._conn, S.frames, FRAME_COLUMNS, frames.rows)
+        insert_tuples(self._conn, S.frame_rows, FRAME_COLUMNS, frames.rows)
         if frames.copied is not None:  # never through Python: one INSERT ... SELECT
             sql, params = _copied_frames(self._conn, frames)
-            run_sql(self._conn, f"INSERT INTO tt_frames ({', '.join(FRAME_COLUMNS)}) {sql}", params)
+            run_sql(
+                self._conn, f"INSERT INTO tt_frame_rows ({', '.join(FRAME_COLUMNS)}) {sql}", params
+            )
         return frames.count
 
     def fork_rows(
@@ -319,7 +321,7 @@ class LiveWrites:
                 is bound twice (see :func:`copy_refs`).
         """
         conn, run_id = self._conn, fork.run_id
-        f = S.frames
+        f = S.frame_rows
         conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no < 0))
         self.write_base_frames(fork.frames)
         for table in (S.refs, S.attempts, S.nodes):

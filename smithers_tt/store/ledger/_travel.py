@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection
 from smithers_tt.checkpoint import canonical_bytes
 from smithers_tt.errors import InvalidArgument
 from smithers_tt.store._records import Frame
-from smithers_tt.store.backend import Dialect, dialect_of
+from smithers_tt.store.backend import Dialect
 from smithers_tt.store.backend import schema as S
 from smithers_tt.store.ledger._write import Change, NewRun, Write, json_or_none, notify
 
@@ -183,8 +183,9 @@ class HistoryEnded(Restated):
 
 
 class Rewound(Change):
-    """The run's history goes back to frame ``clock``: its later frames are deleted, its
-    clock is set to ``clock`` with this ending (with ``kept_ending``, the stored output and
+    """The run's history goes back to frame ``clock``: its clock is set to ``clock`` (which
+    hides the later frames, kept where they are for undo: the run's next frame deletes them)
+    with this ending (with ``kept_ending``, the stored output and
     error stay), every owner is fenced with a new epoch, and cancel request and lease are
     cleared (the live state is the caller's projection, written before). Frameless: the audit
     row records the rewind."""
@@ -211,24 +212,23 @@ class Rewound(Change):
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         run_id, conn = self.run_id, self.conn
         notify(w, run_id)  # its owner, if any, is fenced out
-        f = S.frames
         keep(conn, run_id, self.clock, w.stamp)
-        with dialect_of(conn).moving(conn):  # kept just above: the frames move
-            conn.execute(f.delete().where(f.c.run_id == run_id, f.c.frame_no > self.clock))
         if self.kept_ending:  # no frame above the clock set them: they stay as stored
             output_json, error = S.runs.c.output_json, S.runs.c.error
         else:  # a run's output maps task ids to outputs: one level that is not theirs
             output_json, error = json_or_none(self.output, wrapping=1), self.error
-        set_history_end(conn, run_id, self.clock, self.status, output_json, error, w.stamp)
+        set_history_end(
+            conn, run_id, self.clock, self.status, output_json, error, w.stamp, hides=True
+        )
 
 
 def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
     """Keep what a rewind of ``run_id`` to ``clock`` removes, for undo: the run row's clock
-    and ending (``tt_rewinds``) and its frames above ``clock`` (``tt_rewound_frames``), each
-    one ``INSERT ... SELECT`` (O(k) for k frames removed); the model calls written with those
-    frames stay in place, marked with the rewind (hidden from every read until undone)."""
+    and ending (``tt_rewinds``; the frames above ``clock`` stay where they are, hidden by the
+    clock the caller sets); the model calls written with those frames stay in place, marked
+    with the rewind (hidden from every read until undone)."""
     rewind_id = secrets.token_hex(12)
-    r, rw, f = S.runs, S.rewinds, S.frames
+    r, rw = S.runs, S.rewinds
     conn.execute(
         rw.insert().from_select(
             [c.name for c in rw.c],
@@ -239,14 +239,6 @@ def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
             ).where(r.c.run_id == run_id),
         )
     )  # fmt: skip
-    conn.execute(
-        S.rewound_frames.insert().from_select(
-            ["rewind_id", *(c.name for c in f.c)],
-            sa.select(sa.literal(rewind_id, S.ID), *f.c).where(
-                f.c.run_id == run_id, f.c.frame_no > clock
-            ),
-        )
-    )
     m = S.model_calls
     conn.execute(
         m.update()
@@ -310,17 +302,18 @@ def undoable(clock: int, kept: Sequence[KeptRewind]) -> list[KeptRewind]:
 
 
 def release_rewinds(conn: Connection, rewind_ids: Sequence[str]) -> None:
-    """Delete kept rewinds, the frames they keep and the model calls of those frames (no
-    foreign key ties those: see :mod:`._schema`)."""
-    rf, rw, m = S.rewound_frames, S.rewinds, S.model_calls
+    """Delete kept rewinds and the model calls of the frames they cut (no foreign key ties
+    those: see :mod:`._schema`). Their frames are not theirs to delete: an undo shows them
+    again, and the run's next frame deletes every frame above its clock."""
+    rw, m = S.rewinds, S.model_calls
     for part in Dialect.chunks(list(rewind_ids), 1):
-        conn.execute(rf.delete().where(rf.c.rewind_id.in_(list(part))))
         conn.execute(m.delete().where(m.c.rewind_id.in_(list(part))))
         conn.execute(rw.delete().where(rw.c.rewind_id.in_(list(part))))
 
 
 class RewindUndone(Change):
-    """A kept rewind is undone: its frames go back into the history as they were, the run
+    """A kept rewind is undone: its frames are seen again as they were (the run's clock goes
+    back up over them), the run
     row gets back its clock, output and error (``status``, decided by the caller), every
     owner is fenced with a new epoch, cancel request and lease are cleared, and the kept rows
     go. Frameless (the audit row records it); the live state is the caller's projection,
@@ -336,13 +329,6 @@ class RewindUndone(Change):
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         conn, kept = self.conn, self.kept
         notify(w, kept.run_id)  # its owner, if any, is fenced out
-        f, rf = S.frames, S.rewound_frames
-        names = [c.name for c in f.c]
-        conn.execute(
-            f.insert().from_select(
-                names, sa.select(*(rf.c[n] for n in names)).where(rf.c.rewind_id == kept.rewind_id)
-            )
-        )
         m = S.model_calls  # the calls of the frames put back are seen again
         conn.execute(m.update().where(m.c.rewind_id == kept.rewind_id).values(rewind_id=None))
         set_history_end(  # the stored output text, as it was
@@ -382,10 +368,13 @@ def set_history_end(
     output_json: str | None,
     error: str | None,
     stamp: int,
+    *,
+    hides: bool = False,
 ) -> None:
     """Put the run row at the end of a history that was cut or restored: its clock at
     ``clock`` with this ending, every owner fenced by a new epoch, no cancel request, no
-    lease (what a rewind and its undo both leave)."""
+    lease (what a rewind and its undo both leave); with ``hides`` (a cut), marked as holding
+    frames above its clock (see ``tt_runs.hides``)."""
     r = S.runs
     conn.execute(
         r.update()
@@ -400,5 +389,6 @@ def set_history_end(
             lease_owner=None,
             lease_until_ms=None,
             updated_at_ms=stamp,
+            **({"hides": True} if hides else {}),
         )
     )

@@ -85,6 +85,8 @@ class RunClock(NamedTuple):
     cancel_requested: bool
     created_at_ms: int
     """The run's incarnation: a run deleted and created again under its id is another row."""
+    hides: bool | None
+    """Frames above the clock may be stored (a rewind's cut): the next frame drops them."""
 
 
 RunRow = tuple[Any, ...]
@@ -254,6 +256,8 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int, *, guess: bool = Fal
     for run_id, row in zip(runs, rows, strict=False):
         if row is None:
             raise RunNotFound(f"no run {run_id!r}; list runs with `smithers-tt runs`")
+        if row[HIDES] and ticks[run_id]:  # asked (a guess never holds it): a cut's frames go
+            row = _drop_hidden(db, run_id, row, row[2] - ticks[run_id])
         row_of[run_id] = row
         next_no[run_id] = row[2] - ticks[run_id] + 1
     early = {id(change): rows[i] for change, i in wanted}
@@ -294,6 +298,22 @@ def write(db: Driver, entries: Sequence[Entry], stamp: int, *, guess: bool = Fal
     return list(entries)
 
 
+HIDES = RunClock._fields.index("hides")
+
+
+def _drop_hidden(db: Driver, run_id: str, row: RunRow, clock: int) -> RunRow:
+    """Delete the frames a rewind left above ``clock`` (the run's clock before this write,
+    whose frames take their numbers) and unmark the run; return its row as it now is.
+
+    What undo could have shown again is gone once the history goes on from the cut
+    (``undoable``: a rewind with frames on top is out of reach), so they are deleted here,
+    by the first write that needs their numbers, instead of by the rewind."""
+    sql = db.sql
+    db.count(sql.drop_hidden, (run_id, clock))
+    db.count(sql.unmark_hidden, (run_id,))
+    return (*row[:HIDES], None, *row[HIDES + 1 :])
+
+
 def _guess(
     w: Write, known: Mapping[Any, Any], entries: Sequence[Entry], runs: list[str], ticks: dict
 ) -> tuple[list[Any], list[tuple[Change, int]]] | None:
@@ -309,7 +329,9 @@ def _guess(
         if row is None:
             return None
         n = ticks[run_id]
-        steps.append((w.sql.advance_run_if, (n, w.stamp, run_id, *row), False))
+        if row[HIDES]:  # the frames above the clock go first: ask
+            return None
+        steps.append((w.sql.advance_run_if, (n, w.stamp, run_id, *row[:HIDES]), False))
         rows.append((*row[:2], row[2] + n, *row[3:]))
     row_of = dict(zip(runs, rows, strict=True))
     for entry in entries:

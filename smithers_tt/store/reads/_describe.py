@@ -70,13 +70,17 @@ def _family(column: sa.Column) -> TypeFamily:
     raise TypeError(f"no type family for {column.table.name}.{column.name} ({kind!r})")
 
 
+_READABLE = {**S.metadata.tables, **S.views.tables}
+"""What a reader outside the store may read, by name: the tables and the views."""
+
+
 def describe_tables(names: Sequence[str]) -> tuple[TableInfo, ...]:
     """The tables called ``names``, in that order, with their columns' type families.
 
     Raises:
         KeyError: no store table has one of the names.
     """
-    tables = S.metadata.tables
+    tables = _READABLE
     unknown = [name for name in names if name not in tables]
     if unknown:
         raise KeyError(f"no store table {unknown}; the store has {sorted(tables)}")
@@ -116,7 +120,7 @@ class TableReader:
         Raises:
             KeyError: no such table or column.
         """
-        t = S.metadata.tables[table]
+        t = _READABLE[table]
         stmt = sa.select(*(t.c[name] for name in columns)).execution_options(yield_per=fetch_rows)
         yield from self._conn.execute(stmt).partitions()
 

@@ -309,9 +309,11 @@ class TravelReads:
             return set()
         rows = plain_rows(
             self._conn,
-            "SELECT DISTINCT node_id, iteration FROM tt_frames"  # noqa: S608
+            # The table the index is on (a view takes no hint), with the view's clock bound.
+            "SELECT DISTINCT node_id, iteration FROM tt_frame_rows"  # noqa: S608
             f"{dialect_of(self._conn).indexed_by('tt_frames_node_level')} WHERE run_id = :run "
-            f"AND {S.NODE_LEVEL_WHERE} AND frame_no <= :upto",
+            f"AND {S.NODE_LEVEL_WHERE} AND frame_no <= :upto AND frame_no <= "
+            "(SELECT clock FROM tt_runs WHERE run_id = :run)",
             {"run": run_id, "upto": upto},
         )
         return {(row[0], row[1]) for row in rows} & wanted
