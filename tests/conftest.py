@@ -384,7 +384,8 @@ def _folder(nodeid: str) -> str:
 
 # SMITHERS_TT_TEST_TIMELINE=FOLDER: each xdist worker writes when each phase of each test ran
 # (``<worker>.jsonl``: id, when, start, stop): what ran while the cores were idle, or last; and
-# a line per test of the CPU seconds it took (id, when="cpu", self, children).
+# a line per test of the CPU seconds it took (id, when="cpu", group, self, children).
+# ``python -m tests.timeline_report FOLDER`` sums them per group and per worker.
 _TIMELINE = os.environ.get("SMITHERS_TT_TEST_TIMELINE")
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 
@@ -410,6 +411,7 @@ def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
         line = {
             "id": item.nodeid,
             "when": "cpu",
+            "group": xdist_group_of(item),
             "self": cpu(resource.RUSAGE_SELF) - before[0],
             "children": cpu(resource.RUSAGE_CHILDREN) - before[1],
         }
