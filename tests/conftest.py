@@ -279,8 +279,12 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     if marks and marks[0]:
         return str(marks[0])
     names = set(getattr(item, "fixturenames", ()))
+    params = getattr(getattr(item, "callspec", None), "params", {})
     for fixture, group in {**VENV_FIXTURES, **BROWSER_FIXTURES}.items():
-        if fixture in names:
+        # the fixture, not a parameter of the same name: test_notebooks.py's ``notebook`` (a
+        # path) had put the eight nbval runs on the [notebook] venv's worker, one after
+        # another behind its build, instead of beside the other groups (FIRST_FILES)
+        if fixture in names and fixture not in params:
             return group
     if item.get_closest_marker("slow"):
         return "machine"
@@ -379,9 +383,40 @@ def _folder(nodeid: str) -> str:
 
 
 # SMITHERS_TT_TEST_TIMELINE=FOLDER: each xdist worker writes when each phase of each test ran
-# (``<worker>.jsonl``: id, when, start, stop): what ran while the cores were idle, or last.
+# (``<worker>.jsonl``: id, when, start, stop): what ran while the cores were idle, or last; and
+# a line per test of the CPU seconds it took (id, when="cpu", group, self, children).
+# ``python -m tests.timeline_report FOLDER`` sums them per group and per worker.
 _TIMELINE = os.environ.get("SMITHERS_TT_TEST_TIMELINE")
 _WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """With the timeline on, also the CPU seconds a test took: the worker's own and its
+    subprocesses' (those it waited for; a shared server's, e.g. ``browser_lab``'s kernels,
+    count when the server ends). On shared cores the wall time says how busy the machine was;
+    the CPU says what a test costs."""
+    if not (_TIMELINE and _WORKER):
+        return (yield)
+    import resource
+
+    def cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    before = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+    try:
+        return (yield)
+    finally:
+        line = {
+            "id": item.nodeid,
+            "when": "cpu",
+            "group": xdist_group_of(item),
+            "self": cpu(resource.RUSAGE_SELF) - before[0],
+            "children": cpu(resource.RUSAGE_CHILDREN) - before[1],
+        }
+        with open(Path(_TIMELINE) / f"{_WORKER}.jsonl", "a") as out:
+            out.write(json.dumps(line) + "\n")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

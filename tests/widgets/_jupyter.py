@@ -149,7 +149,7 @@ class Lab:
     tests/conftest.py): each test works in a folder of its own under the server's root and
     opens its notebook in a workspace of its own, so that nothing a test opened is restored in
     the next one; :meth:`end_sessions` shuts its kernels down when it is done. Settings a test
-    changes (a theme) are the server's: such a test starts a :func:`jupyterlab` of its own."""
+    changes (a theme) are the server's: such a test puts them back (:meth:`reset_settings`)."""
 
     def __init__(self, root: Path, base: str, token: str) -> None:
         self.root, self.base, self.token = root, base, token
@@ -168,13 +168,20 @@ class Lab:
         workspace = f"ws-{secrets.token_hex(4)}"
         return f"{self.base}/lab/workspaces/{workspace}/tree/{path}?token={self.token}&reset"
 
-    def _api(self, method: str, path: str) -> Any:
+    def _api(self, method: str, path: str, body: Any = None) -> Any:
+        data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(
-            f"{self.base}{path}?token={self.token}", method=method, data=None
+            f"{self.base}{path}?token={self.token}", method=method, data=data
         )
         with urllib.request.urlopen(request, timeout=30) as reply:
             body = reply.read()
         return json.loads(body) if body else None
+
+    def reset_settings(self, plugin: str) -> dict[str, Any]:
+        """Put a plugin's user settings back to its defaults (a test that changed them, such as
+        the theme, on the shared server); return the settings now in force."""
+        self._api("PUT", f"/lab/api/settings/{plugin}", {"raw": "{}"})
+        return dict(self._api("GET", f"/lab/api/settings/{plugin}")["settings"])
 
     def end_sessions(self) -> None:
         """Shut down every kernel session of the server (a test's notebooks, at its end)."""

@@ -1,6 +1,7 @@
 """The debugger in a real browser: JupyterLab 4 and Debian's chromium, driven by Playwright.
 
-A JupyterLab server is started for this test only (see ``_jupyter.py``); a notebook builds the
+The JupyterLab server the browser tests of a worker share (``browser_lab``; the dark theme this
+test switches to is put back to the default at its end); a notebook builds the
 demo database, adds a run whose checkpoint holds hostile markup, and shows
 ``Debugger(db, run_id)``. In a wide window the test clicks a frame point, opens the
 conversation view, searches the frame table and picks a row, forks with confirmation (checked
@@ -31,11 +32,10 @@ import smithers_tt as st
 from ._jupyter import (
     CHROMIUM,
     TIMEOUT_MS,
+    Lab,
     cell_width,
-    chromium,
     click_point,
-    jupyterlab,
-    run_notebook,
+    run_notebook_at,
     wait_cell_width_changed,
     wait_settled,
 )
@@ -45,6 +45,8 @@ from ._support import HOSTILE, SCRIPT
 REQUIRE = os.environ.get("SMITHERS_TT_REQUIRE_BROWSER") == "1"
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "artifacts"
+THEMES = "@jupyterlab/apputils-extension:themes"
+"""The settings that hold JupyterLab's theme (the shared ``browser_lab``'s, put back after)."""
 
 
 def _unavailable(reason: str) -> None:
@@ -147,7 +149,7 @@ BACKGROUND = r"""(el) => {
 }"""
 
 
-def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
+def test_debugger_in_jupyterlab(tmp_path: Path, browser_lab: Lab, browser_chromium: Any) -> None:
     if not os.path.exists(CHROMIUM):
         _unavailable(
             f"Debian's chromium is not installed ({CHROMIUM} is missing; "
@@ -158,9 +160,7 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
     except ImportError:
         _unavailable("the playwright Python package is not installed (pip install playwright)")
 
-    root, home = tmp_path / "root", tmp_path / "home"
-    root.mkdir()
-    home.mkdir()
+    root = browser_lab.folder("debugger")
     db_path = tmp_path / "demo.db"
     db_url = f"sqlite:///{db_path}"
     cells = [NOTEBOOK_SETUP.format(db_url=db_url, hostile=HOSTILE, script=SCRIPT), NOTEBOOK_SHOW]
@@ -169,8 +169,8 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
     tracked = _tracked_state()
     started = time.monotonic()
 
-    with jupyterlab(root, home) as (base, token), chromium() as browser:
-        page = browser.new_page(viewport={"width": 1500, "height": 2300})
+    page = browser_chromium.new_page(viewport={"width": 1500, "height": 2300})
+    try:
         page.set_default_timeout(TIMEOUT_MS)
         dialogs: list[str] = []
 
@@ -183,7 +183,7 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
         page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
         page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
         try:
-            selected, child_id, hostile_id = _drive(page, base, token, root, db_url, dialogs)
+            selected, child_id, hostile_id = _drive(page, browser_lab, root, db_url, dialogs)
             _narrow(page)
             _fork_rows(page, child_id)
             _dark(page)
@@ -192,6 +192,12 @@ def test_debugger_in_jupyterlab(tmp_path: Path) -> None:
                 page.screenshot(path=str(ARTIFACTS / "debugger-failure.png"), full_page=True)
             print("browser console:\n" + "\n".join(console[-80:]))
             raise
+    finally:
+        page.close()
+        browser_lab.end_sessions()
+        # the theme is the shared server's setting: back to its default for the next test
+        theme = browser_lab.reset_settings(THEMES).get("theme", "JupyterLab Light")
+        assert theme == "JupyterLab Light", theme
 
     with st.connect(db_url) as db:  # the fork is in the database, seen from this process
         child = db.get_run(child_id)
@@ -222,11 +228,11 @@ def _shoot(page: Any, name: str) -> None:
 
 
 def _drive(
-    page: Any, base: str, token: str, root: Path, db_url: str, dialogs: list[str]
+    page: Any, lab: Lab, root: Path, db_url: str, dialogs: list[str]
 ) -> tuple[int, str, str]:
     """Run the notebook, click a point, look, search, fork; return (selected frame, child
     id, hostile id)."""
-    out = run_notebook(page, base, token, "debugger.ipynb")
+    out = run_notebook_at(page, lab.url(root / "debugger.ipynb"))
     # the timeline drew (a redraw for the page's theme may lay out a new figure meanwhile)
     out.locator(".js-plotly-plot svg.main-svg").first.wait_for(state="attached")
     hostile_id = (root / "hostile_id.txt").read_text().strip()

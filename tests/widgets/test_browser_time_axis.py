@@ -16,7 +16,6 @@ import plotly
 from plotly.io.json import to_json_plotly
 
 import smithers_tt as st
-from smithers_tt.demo.showcase import build_demo
 from smithers_tt.widgets import DebuggerModel
 from smithers_tt.widgets._theme import clean_theme
 from smithers_tt.widgets._timeline_figure import build_timeline
@@ -42,12 +41,12 @@ def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def test_the_time_axis_title_is_below_its_tick_labels_at_every_width(
-    tmp_path: Path, browser_chromium: Any
+    tmp_path: Path, demo_copy: Path, browser_chromium: Any
 ) -> None:
-    db = st.connect(f"sqlite:///{tmp_path / 'demo.db'}")
-    made = {r.label: r.run_id for r in build_demo(db)}
+    db = st.connect(f"sqlite:///{demo_copy}")  # build_demo's store, built once per test run
+    (replay,) = db.runs(labels={"case": "replay"})
     theme = clean_theme({"font": LAB_FONT})
-    figure = build_timeline(DebuggerModel(db, made["replay"]), time_axis=True, theme=theme)
+    figure = build_timeline(DebuggerModel(db, replay.id), time_axis=True, theme=theme)
     db.close()
     page_file = tmp_path / "time-axis.html"
     page_file.write_text(
