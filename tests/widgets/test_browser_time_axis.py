@@ -31,8 +31,20 @@ DRAW_AND_MEASURE = """async (width) => {
   const gd = document.getElementById('figure');
   gd.style.width = width + 'px';
   await Plotly.newPlot(gd, window.fig.data, window.fig.layout, {responsive: true});
-  return {width, title: box(gd.querySelector('.g-xtitle text')),
-          ticks: [...gd.querySelectorAll('.xtick text')].map(box).filter(b => b.w > 0)};
+  const measure = () => JSON.stringify({width, title: box(gd.querySelector('.g-xtitle text')),
+      ticks: [...gd.querySelectorAll('.xtick text')].map(box).filter(b => b.w > 0)});
+  const frame = () => new Promise((done) => requestAnimationFrame(() => done()));
+  // What a person sees: the figure once it stops moving. Automargin lays the axis out again
+  // after newPlot resolves (tilted labels push the margin, then the title), so a busy machine
+  // could measure a frame in between.
+  let seen = measure();
+  for (let i = 0; i < 40; i++) {
+    await frame(); await frame();
+    const now = measure();
+    if (now === seen) break;
+    seen = now;
+  }
+  return JSON.parse(seen);
 }"""
 
 
