@@ -11,6 +11,7 @@ import pytest
 import smithers_tt as st
 from smithers_tt import AgentCheckpoint
 from smithers_tt.errors import NothingToUndo
+from smithers_tt.store.reads._newest import seen_node_ids
 from tests.timetravel._support import count, hidden
 
 
@@ -99,3 +100,20 @@ def test_a_fork_of_a_rewound_run_never_inherits_a_hidden_frame(db: st.Database) 
     assert [f.frame_no for f in store.frames(run_id)] == list(range(6))
     db.undo_rewind(run_id)  # the parent's cut frames shown again: the fork still reads 0-5
     assert child.snapshot() == snapshot
+
+
+def test_a_node_whose_every_frame_a_rewind_hid_is_not_seen_until_undone(db: st.Database) -> None:
+    store = db.store
+    record, fence = store.create_run("in-place")
+    for node in ("first", "second"):
+        key = store.start_attempt(fence, node).key
+        store.publish(fence, key, AgentCheckpoint("c", 1, {"node": node}))
+    before_second = (
+        next(f.frame_no for f in store.frames(record.run_id) if f.node_id == "second") - 1
+    )
+    assert seen_node_ids(db.engine, record.run_id) == ["first", "second"]
+    db.rewind(record.run_id, before_second, confirm=True, force=True)
+    assert seen_node_ids(db.engine, record.run_id) == ["first"]
+    db.undo_rewind(record.run_id, force=True)
+    assert seen_node_ids(db.engine, record.run_id) == ["first", "second"]
+    assert seen_node_ids(db.engine, "no-such-run") == []

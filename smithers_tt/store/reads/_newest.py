@@ -358,15 +358,25 @@ def node_frame_rows(
 def seen_node_ids(engine: Engine, run_id: str) -> list[str]:
     """The node ids the run's frames name, in the order of their first frame (every node's
     first frame is of a node-level or a run-level kind: a checkpoint comes after its
-    attempt started), read through the two partial indexes that list those frames."""
-    f = S.frames
+    attempt started), read through the two partial indexes that list those frames.
+
+    They are read from the table the indexes are on, hidden frames too, and a node whose
+    first frame lies above the run's clock (a rewind hid every frame of it) is left out: a
+    bound on ``frame_no`` in the seeks (the view's) makes SQLite range over the primary key
+    instead, 1.4 against 40 ms on a 155,000-frame run."""
+    f = S.frame_rows
+    clock = sa.select(S.runs.c.clock).where(S.runs.c.run_id == run_id)
 
     def read(conn: Any) -> list[str]:
         first: dict[str, int] = {}
+        shown = conn.execute(clock).scalar()
+        if shown is None:  # no such run
+            return []
         for kinds in (S.NODE_LEVEL_WHERE, S.RUN_LEVEL_WHERE):
             where = (f.c.run_id == run_id, kinds, f.c.node_id.is_not(None))
             for node_id, frame_no in _distinct(conn, f.c.node_id, *where, least=f.c.frame_no):
-                first[node_id] = min(frame_no, first.get(node_id, frame_no))
+                if frame_no <= shown:
+                    first[node_id] = min(frame_no, first.get(node_id, frame_no))
         return sorted(first, key=first.__getitem__)
 
     result: list[str] = _read(engine, read)
