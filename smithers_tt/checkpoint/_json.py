@@ -320,16 +320,38 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+class _DuplicateKey(Exception):  # only read_json sees it
+    """A key given twice in one object of JSON a person typed."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object's pairs as a dict, refusing a key given twice (:class:`_DuplicateKey`)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return value
+
+
 def read_json(text: str, what: str) -> Any:
     """Parse JSON a person gave (a command-line argument, a widget's box), refusing clearly
     what Python cannot read; whether it is strict JSON is checked where it is used.
 
     Raises:
-        InvalidArgument: ``what`` (its name in the message) is not JSON, is nested too deeply
-            to read, or holds an integer of more digits than Python converts.
+        InvalidArgument: ``what`` (its name in the message) is not JSON, names a key twice in
+            one object (the first value would be lost), is nested too deeply to read, or holds
+            an integer of more digits than Python converts.
     """
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise InvalidArgument(
+            f"{what} names the key {error.args[0]!r} twice in one object; JSON keeps only the "
+            "last, so the first value would be lost: give each key once"
+        ) from None
     except json.JSONDecodeError as error:
         raise InvalidArgument(
             f"{what} is not valid JSON: {error.msg} at line {error.lineno} column {error.colno}"

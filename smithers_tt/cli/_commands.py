@@ -20,11 +20,11 @@ from smithers_tt.cli._app import (
     workflow_option,
 )
 from smithers_tt.cli._output import (
-    checkpoint_label,
     clean,
     emit_json,
     frame_detail,
     one_line,
+    started_from,
     state,
     text,
 )
@@ -112,7 +112,7 @@ def timeline(ctx: Context, run_id: str) -> None:
                 f.attempt or "",
                 "" if f.sequence is None else f.sequence,
                 state(f.state) if f.state else (f.purpose or ""),
-                f.content_hash[:12] if f.content_hash else frame_detail(f.data),
+                f.content_hash[:12] if f.content_hash else frame_detail(f.data, f.node_id),
             ]
             for f in tl.frames
         ],
@@ -146,18 +146,22 @@ def _snapshot_json(snap: Snapshot) -> dict[str, Any]:
 
 @cli.command()
 @click.argument("run_id")
+@click.argument("frame", type=int, required=False)
 @click.option("--frame", "frame_no", type=int, help="Show this frame (default: the newest).")
 @pass_ctx
 @handle_errors
-def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
+def show(ctx: Context, run_id: str, frame: int | None, frame_no: int | None) -> None:
     """What a run looks like at a frame: nodes, attempts, outputs and checkpoint refs.
 
     \b
     Examples:
       smithers-tt show RUN
+      smithers-tt show RUN 12
       smithers-tt show RUN --frame 12 --json
     """
-    snap = ctx.read_db.snapshot(run_id, frame_no)
+    if frame is not None and frame_no is not None and frame != frame_no:
+        raise click.UsageError(f"two frames given ({frame} and --frame {frame_no}): give one")
+    snap = ctx.read_db.snapshot(run_id, frame if frame is not None else frame_no)
     if ctx.as_json:
         emit_json(_snapshot_json(snap))
         return
@@ -177,12 +181,12 @@ def show(ctx: Context, run_id: str, frame_no: int | None) -> None:
     )
     ctx.out.line()
     ctx.out.table(
-        ["attempt", "state", "resumed from", "error"],
+        ["attempt", "state", "began", "error"],
         [
             [
                 f"{a.node_id}#{a.attempt}",
                 state(a.state),
-                checkpoint_label(a.resumed_from) if a.resumed_from else "-",
+                started_from(a.node_id, a.resumed_from) if a.resumed_from else "fresh",
                 a.error or "",
             ]
             for a in snap.attempts.values()

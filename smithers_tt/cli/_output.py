@@ -76,10 +76,18 @@ def checkpoint_label(ref: Sequence[Any]) -> str:
     return f"{node}{f'[{iteration}]' if iteration else ''}#{attempt}.{sequence}"
 
 
-def frame_detail(data: Any) -> Any:
+def started_from(node_id: str | None, ref: Sequence[Any]) -> str:
+    """Where an attempt of ``node_id`` began, from its ``resumed_from`` key: "resumed from
+    research#1.1" (its own node's checkpoint) or "started from write#1.0" (a task fork: it
+    was handed another node's)."""
+    verb = "resumed" if ref[1] == node_id else "started"
+    return f"{verb} from {checkpoint_label(ref)}"
+
+
+def frame_detail(data: Any, node_id: str | None = None) -> Any:
     """A frame's data for a table cell, which a narrow terminal cuts at its end: the error
-    first, then where an attempt resumed from, then the fields that say something (``null``
-    and ``false`` left out), as one line."""
+    first, then where an attempt of ``node_id`` began (:func:`started_from`), then the fields
+    that say something (``null`` and ``false`` left out), as one line."""
     if not isinstance(data, dict):
         return data
     shown = {key: value for key, value in data.items() if value is not None and value is not False}
@@ -91,7 +99,7 @@ def frame_detail(data: Any) -> Any:
         parts.append(f"error: {one_line(error)}")
     ref = shown.get("resumed_from")
     if isinstance(ref, list) and len(ref) == 5:
-        parts.append(f"resumed from {checkpoint_label(shown.pop('resumed_from'))}")
+        parts.append(started_from(node_id, shown.pop("resumed_from")))
     if shown:
         parts.append(one_line(shown))
     return "  ".join(parts) or None

@@ -84,7 +84,8 @@ def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> 
             lines.append(f"started {clock_time(a.start_ms)}, still running")
     if isinstance(a.resumed_from, list) and len(a.resumed_from) == 5:
         src = a.resumed_from
-        lines.append(f"resumed from {esc(src[1])} #{esc(src[3])} seq {esc(src[4])}")
+        verb = "resumed" if src[1] == a.node_id else "started"  # a task fork: another node's
+        lines.append(f"{verb} from {esc(src[1])} #{esc(src[3])} seq {esc(src[4])}")
     if a.error:
         text = a.error if len(a.error) <= 200 else a.error[:200] + "…"
         lines.append(f"error: {esc(text)}")

@@ -59,6 +59,10 @@ def test_cli_timeline_show_and_diff_describe_a_run(demo_db: str) -> None:
     assert [f["frame_no"] for f in frames] == list(range(len(frames)))
     shown = run_json(demo_db, "show", run_id, "--frame", "3")
     assert shown["frame_no"] == 3  # type: ignore[index]
+    # The frame as a second argument, as fork and rewind take it.
+    assert run_json(demo_db, "show", run_id, "3") == shown
+    code, out = run(demo_db, "show", run_id, "3", "--frame", "4")
+    assert code == 2 and "two frames given (3 and --frame 4)" in out
     changes = run_json(demo_db, "diff", run_id, "3", str(len(frames) - 1))
     assert changes["nodes"]  # type: ignore[index]
 
@@ -120,3 +124,22 @@ def test_cli_expected_error_is_one_line_without_traceback(demo_db: str) -> None:
     code, out = run(demo_db, "show", "no-such-run")
     assert code == 1
     assert out.strip().startswith("error:") and "Traceback" not in out
+
+
+def test_cli_says_an_attempt_handed_another_tasks_checkpoint_started_from_it(
+    demo_db: str,
+) -> None:
+    """In the demo, review starts from write's checkpoint (a task fork) and research's second
+    attempt of the retry run resumes from its first: the words say which."""
+    runs = {r["labels"]["case"]: r["run_id"] for r in run_json(demo_db, "runs")}  # type: ignore[union-attr,index]
+    code, out = run(demo_db, "--wide", "timeline", runs["retry"])
+    assert code == 0, out
+    started = [line.split() for line in out.splitlines() if "attempt_started" in line]
+    details = {(words[2], words[3]): " ".join(words[5:]) for words in started}
+    assert details[("research", "2")] == "resumed from research#1.1"
+    assert details[("review", "1")] == "started from write#1.0"
+    code, out = run(demo_db, "--wide", "show", runs["retry"])
+    assert code == 0, out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if "#" in line[:12]}
+    assert rows["review#1"][2:5] == ["started", "from", "write#1.0"]
+    assert rows["research#1"][2] == "fresh"

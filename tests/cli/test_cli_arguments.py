@@ -76,8 +76,22 @@ def test_cli_fork_checkpoint_file_nested_too_deep(
         ("--checkpoint", b"notes", "for --checkpoint research is not valid JSON: "),
         ("--checkpoint", b"\xff\xfe", "for --checkpoint research is not JSON: it is not UTF-8"),
         ("--checkpoint", b'{"notes": []}', "for --checkpoint research: a checkpoint envelope"),
+        ("--input", '{"topic": "bees", "topic": "wasps"}', "--input names the key 'topic' twice"),
+        (
+            "--checkpoint",
+            b'{"codec": "demo.notes", "version": 1, "payload": {"notes": [], "notes": ["x"]}}',
+            "for --checkpoint research names the key 'notes' twice in one object",
+        ),
     ],
-    ids=["input", "input-nan", "file", "file-binary", "file-no-envelope"],
+    ids=[
+        "input",
+        "input-nan",
+        "file",
+        "file-binary",
+        "file-no-envelope",
+        "input-twice",
+        "file-twice",
+    ],
 )
 def test_cli_fork_input_that_is_not_json_is_a_usage_error_naming_it(
     demo_run: tuple[str, str], tmp_path: Path, option: str, value: str | bytes, expected: str
