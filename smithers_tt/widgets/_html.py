@@ -52,6 +52,7 @@ CSS = """
 .stt-waterfall tr.stt-call-selected { background: var(--jp-layout-color3, #ddd);
   box-shadow: inset 3px 0 var(--jp-brand-color1, #1976d2); }
 .stt .stt-badge { border-radius: 3px; color: #fff; padding: 0 4px; white-space: nowrap; }
+.stt .stt-nowrap { white-space: nowrap; }
 .stt .stt-muted { color: var(--jp-ui-font-color2, #666); }
 .stt .stt-key { color: var(--jp-mirror-editor-property-color, #7a3e9d); overflow-wrap: anywhere; }
 .stt .stt-str { color: var(--jp-mirror-editor-string-color, #1a7f37); white-space: pre-wrap;

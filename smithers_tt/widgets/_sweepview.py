@@ -14,7 +14,7 @@ import ipywidgets as W
 
 from smithers_tt.errors import SmithersError
 from smithers_tt.timetravel import diff
-from smithers_tt.widgets._html import badge, compact, esc, read_only_note, run_ref, wrap
+from smithers_tt.widgets._html import CSS, badge, compact, esc, read_only_note, run_ref, wrap
 from smithers_tt.widgets._state import read_only_reason
 
 
@@ -69,6 +69,7 @@ class SweepView(W.VBox):
         self.cancel_button.on_click(lambda _b: self.ask_promote(cancel=True))
         super().__init__(
             [
+                W.HTML(CSS),  # styled as the other views, even shown alone in a notebook
                 self.table,
                 W.HBox([self.left, self.right, self.diff_button]),
                 self.diff_html,
@@ -117,7 +118,7 @@ class SweepView(W.VBox):
             f"<td>{run_ref(row['run_id'], short[row['run_id']]) if row['run_id'] else '-'}</td>"
             f"<td>{badge(row['status'])}</td>"
             f"<td>{esc('-' if row['score'] is None else compact(row['score'], 80))}</td>"
-            f"<td>{esc(_seconds(row['duration_s']))}</td>"
+            f"<td class='stt-nowrap'>{esc(_seconds(row['duration_s']))}</td>"
             f"<td>{esc(compact(row['output'], 160) if row['output'] else row['error'] or '-')}</td>"
             "</tr>"
             for row in self.rows

@@ -48,8 +48,8 @@ def describe_frame(frame: Frame | FrameRow) -> str:
         if isinstance(src, list) and len(src) == 5:  # [run, node, iteration, attempt, seq]
             # a task fork starts from another node's checkpoint, and says so
             source = f"{src[1]}[{src[2]}]" if src[2] else f"{src[1]}"
-            verb = "resumed" if src[1] == frame.node_id else "started"
-            resumed = f", {verb} from {source} #{src[3]} seq {src[4]}"
+            how = ", resumed" if src[1] == frame.node_id else ""  # else "started from"
+            resumed = f"{how} from {source} #{src[3]} seq {src[4]}"
         return f"attempt #{frame.attempt} of {where} started{resumed}"
     if kind == "attempt_finished":
         error = data.get("error")

@@ -102,6 +102,18 @@ def test_sweep_view_diff_open_and_promote_after_confirming(
             "() => [...document.querySelectorAll('.stt-sweep table .stt-id')].map(e => e.title)"
         )
         assert titles[-3:] == [base, bees, wasps]
+        # styled as the run browser, though nothing else on the page brought the style: a
+        # status is a padded badge, a time one line ("0.09 s" did not wrap)
+        looks = page.evaluate(
+            """() => { const row = document.querySelector('.stt-sweep table tr:nth-child(2)');
+              const badge = getComputedStyle(row.querySelector('.stt-badge'));
+              const cells = [...row.querySelectorAll('td')];
+              const time = document.createRange();
+              time.selectNodeContents(cells[4]);  // its text's lines: one rectangle each
+              return [badge.paddingLeft, badge.borderTopLeftRadius,
+                      time.getClientRects().length]; }"""
+        )
+        assert looks == ["4px", "3px", 1], looks
         view.screenshot(path=str(ARTIFACTS / "sweep-view.png"))
 
         # pick two branches and diff them: their outputs differ where the topic does

@@ -66,7 +66,7 @@ LOOPED = {"node_id": "draft", "iteration": 3, "attempt": 1}
         ),
         (  # a task fork: review starts from write's checkpoint, and says so
             _frame("attempt_started", {"resumed_from": ["r", "write", 2, 1, 0]}, **AT),
-            "attempt #2 of draft started, started from write[2] #1 seq 0",
+            "attempt #2 of draft started from write[2] #1 seq 0",
         ),
         (
             _frame("attempt_started", {"resumed_from": "not a key"}, **AT),
