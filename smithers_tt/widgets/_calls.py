@@ -134,8 +134,9 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
             f"{'' if call.status is None else whole(str(call.status))}"
             f"{'' if call.error is None else f' {esc(call.error)}'}</td></tr>"
         )
-    head = "".join(
-        f"<th>{h}</th>" for h in ("", "node", "model", "start", "latency", "", "tokens", "status")
+    head = (  # "latency" over its bar and its figure
+        "<th></th><th>node</th><th>model</th><th>start</th>"
+        '<th colspan="2">latency</th><th>tokens</th><th>status</th>'
     )
     # room for "+1,003.0 ms" and "429 HTTP 429" on one line from about 700 px; narrower,
     # the texts wrap (whole, never cut: the stylesheet's overflow-wrap), numbers whole (their

@@ -98,6 +98,11 @@ def test_the_waterfall_shows_the_calls_the_selected_frame_has_seen(
     dbg = _open(db, demo_run.id)
     every = demo_run.model_calls()
     assert _seen(_rows(dbg)) == _expected(demo_run, demo_run.record.clock)
+    # each heading stands over its column: "latency" over the bar and the figure
+    heads = re.findall(r'<th(?: colspan="(\d)")?>([^<]*)</th>', dbg.calls.waterfall.value)
+    columns = [name for span, name in heads for _ in range(int(span or 1))]
+    assert len(columns) == len(_rows(dbg)[0])
+    assert [columns[i] for i in (3, 4, 5, 6)] == ["start", "latency", "latency", "tokens"]
     assert len(_rows(dbg)) == len(every) > 3
     # the 429 is marked as failed, in the error colour, with its status
     failed = re.findall(
