@@ -62,6 +62,17 @@ class Content(DebuggerState):
         snap = self.snapshot
         return node_table(snap, limit, self._fold.node_keys(snap))
 
+    def node_states(self) -> dict[str, str]:
+        """Each node's state at the selected frame, that of its highest iteration with a
+        node row (every node, however many iterations a loop ran: the graph's colours)."""
+        if self._newest is not None:
+            return self._newest.node_states()
+        states: dict[str, tuple[int, str]] = {}
+        for (node_id, iteration), view in self.snapshot.nodes.items():
+            if node_id not in states or iteration > states[node_id][0]:
+                states[node_id] = (iteration, view.state)
+        return {node_id: state for node_id, (_, state) in states.items()}
+
     def other_snapshot(self, run_id: str, frame_no: int) -> Snapshot:
         """A snapshot of another run (for comparisons), cached."""
         if run_id == self.run_id:

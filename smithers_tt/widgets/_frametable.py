@@ -257,10 +257,11 @@ class FrameTable:
         self._reset()
 
     def _reset(self) -> None:
+        """A run shown (the first, or another): its table opens on the selected frame's page."""
         self.search = FrameSearch(self.model)
-        self._refilter()
+        self._refilter(keep_page=False)
 
-    def _refilter(self) -> None:
+    def _refilter(self, keep_page: bool = True) -> None:
         choices = self.search.choices()
         self._updating = True
         try:
@@ -273,7 +274,7 @@ class FrameTable:
             self.purpose.value = current if current in choices["purpose"] else ANY
         finally:
             self._updating = False
-        self._run(keep_page=True)
+        self._run(keep_page=keep_page)
 
     def _filtered(self, change: dict[str, Any]) -> None:
         if not self._updating:

@@ -207,12 +207,7 @@ class GraphView(anywidget.AnyWidget):
             self.states = dict(found.get("states") or {})
             self.current = list(found.get("current") or [])
             return
-        table = m.node_table(limit=MAX_TASKS * 4)
-        states: dict[str, tuple[int, str]] = {}
-        for (node, iteration), view in table.nodes.items():
-            if node not in states or iteration >= states[node][0]:
-                states[node] = (iteration, view.state)
-        self.states = {node: state for node, (_, state) in states.items()}
+        self.states = m.node_states()
         node = m.frame().node_id
         self.current = [node] if node else []
 

@@ -29,6 +29,7 @@ from smithers_tt.store.for_widgets import (
     live_checkpointed_nodes,
     live_node_keys,
     live_node_rows,
+    live_node_states,
     live_ref,
     live_ref_count,
     live_ref_page,
@@ -167,6 +168,10 @@ class NewestView:
             {(r[0], r[1]): tt.NodeView(*r) for r in nodes},
             {(r[0], r[1], r[2]): tt.AttemptView(*r) for r in sorted(attempts)},
         )
+
+    def node_states(self) -> dict[str, str]:
+        """Each node's state (of its highest iteration)."""
+        return live_node_states(self.engine, self.run_id)
 
     def node_ids(self) -> list[str]:
         """The node ids the run's frames name, in first-seen order."""

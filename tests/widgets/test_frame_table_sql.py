@@ -300,9 +300,10 @@ def assert_shows(table: FrameTable, model: DebuggerModel, filters: Filters) -> N
 def test_building_and_filtering_the_table_reads_no_history(db: st.Database) -> None:
     model = DebuggerModel(db, large_run(db, 1_234))
     table = FrameTable(Unread(model))  # type: ignore[arg-type]
-    assert table.page == 0 and table.rows.value is None  # the newest frame is on the last
+    # it opens on the page of the frame shown, the newest: the last
+    assert table.page == table.pages - 1 > 0 and table.rows.value == model.frame_no
     assert_shows(table, model, (None, None, None))
-    table.turn(1)
+    table.turn(-1)
     assert_shows(table, model, (None, None, None))
     choices = walked_choices(model)
     assert list(table.node.options) == [ANY, *choices["node"]]

@@ -7,8 +7,9 @@ from __future__ import annotations
 import smithers_tt as st
 from smithers_tt import GenerateRequest, Loop, Workflow
 from smithers_tt.demo import demo_workflow
+from smithers_tt.testing import NODES, large_run
 from smithers_tt.widgets import Debugger
-from smithers_tt.widgets._graph import layout
+from smithers_tt.widgets._graph import MAX_TASKS, layout
 
 
 def _diamond() -> Workflow:
@@ -83,3 +84,33 @@ def test_the_graph_shows_the_run_switched_to(db: st.Database) -> None:
     edges = {(e["from"], e["to"]): e["fork"] for e in d.graph.graph["edges"]}
     assert edges == {("research", "write"): False, ("write", "review"): True}  # a task fork
     assert d.graph.current == [] and d.model.frame().node_id is None  # the run's end
+
+
+def _newest_states(snap: st.Snapshot) -> dict[str, str]:
+    """Each task's state in ``snap``: its node row of the highest iteration."""
+    newest: dict[str, tuple[int, str]] = {}
+    for (node, iteration), view in snap.nodes.items():
+        if node not in newest or iteration > newest[node][0]:
+            newest[node] = (iteration, view.state)
+    return {k: v for k, (_, v) in newest.items()}
+
+
+def test_a_long_loops_tasks_keep_their_colours_and_the_table_its_frame(db: st.Database) -> None:
+    """A run whose loop made hundreds of (task, iteration) rows, more than the nodes table
+    shows: every task is coloured by its newest iteration at the frame shown (the tasks after
+    the first ones by name were drawn as pending), and the frame table opens on the page of
+    the frame shown (it opened on the first page while the newest frame was selected)."""
+    run_id = large_run(db, 20_000)
+    snap = db.snapshot(run_id)
+    assert len(snap.nodes) > 8 * MAX_TASKS  # rows enough that two tasks fell out of the read
+    d = Debugger(db, run_id, live=False)
+    newest = d.model.last_frame
+    assert d.model.frame_no == newest
+    assert d.graph.states == _newest_states(snap) == dict.fromkeys(NODES, "finished")
+    table = d.frame_table
+    assert table.rows.value == newest and newest in [v for _, v in table.rows.options]
+    assert table.count.value.endswith(f"page {table.pages}/{table.pages}")
+    for n in (17_003, 9_001):
+        d.select_frame(n)
+        assert d.graph.states == _newest_states(db.snapshot(run_id, n)), n
+        assert table.rows.value == n, n

@@ -35,6 +35,7 @@ __all__ = [
     "live_checkpointed_nodes",
     "live_node_keys",
     "live_node_rows",
+    "live_node_states",
     "live_ref",
     "live_ref_count",
     "live_ref_page",
@@ -263,6 +264,20 @@ def live_top_iteration(engine: Engine, run_id: str, node_id: str) -> int | None:
     r = S.refs
     stmt = sa.select(sa.func.max(r.c.iteration)).where(r.c.run_id == run_id, r.c.node_id == node_id)
     found: int | None = _read(engine, lambda conn: conn.execute(stmt).scalar())
+    return found
+
+
+def live_node_states(engine: Engine, run_id: str) -> dict[str, str]:
+    """Each node's state at the newest frame: that of its node row of the highest iteration
+    (one row per node id, however many iterations a loop ran)."""
+    stmt = (
+        "SELECT n.node_id, n.state FROM tt_nodes n JOIN (SELECT node_id, max(iteration) AS top "
+        "FROM tt_nodes WHERE run_id = :run_id GROUP BY node_id) m "
+        "ON n.node_id = m.node_id AND n.iteration = m.top WHERE n.run_id = :run_id"
+    )
+    found: dict[str, str] = _read(
+        engine, lambda conn: dict(run_sql(conn, stmt, {"run_id": run_id}).fetchall())
+    )
     return found
 
 
