@@ -188,7 +188,8 @@ class LangGraphLens:
     source, channels, pending writes and interrupts; the inspector shows a checkpoint as
     :func:`describe_frame` does (channels decoded, not ``{"ref": hash}``); the diff of two
     frames compares their checkpoints' channels, writes and interrupts; the debugger's "open"
-    menu lists the thread's subgraph namespaces (and, from one of them, the root graph).
+    menu lists the thread's subgraph namespaces (and, from one of them, the root graph);
+    Fork… and Replay… give way to the config that branches the thread in LangGraph.
 
     Made by :func:`lens`; :func:`debug` opens the debugger on a thread with it.
     """
@@ -313,6 +314,30 @@ class LangGraphLens:
             )
             for ns in sorted(spaces - {here})
         ]
+
+    def fork_note(self, snap: Snapshot) -> str:
+        """A thread branches in LangGraph (a smithers_tt fork would be a run no saver reads
+        as a thread): the config to invoke the graph with from the snapshot's checkpoint."""
+        thread = self.saver.store.get_run(snap.run_id).input or {}
+        checkpoint_id = self._newest(snap).get("checkpoint_id")
+        if checkpoint_id is None:
+            return (
+                "A LangGraph thread branches in LangGraph, from a checkpoint: this frame "
+                "comes before the thread's first one. Rewind… works here."
+            )
+        config = {
+            "configurable": {
+                "thread_id": thread.get("thread_id"),
+                "checkpoint_ns": thread.get("checkpoint_ns", ""),
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        return (
+            "A LangGraph thread branches in LangGraph: to go on from this frame's checkpoint, "
+            f"invoke the graph with the config {json.dumps(config, ensure_ascii=False)} "
+            "(or graph.update_state with it, to change a value first). LangGraph writes the "
+            "branch into the same thread. Rewind… works here."
+        )
 
     def pause(self, run_id: str) -> dict[str, Any] | None:
         """What the thread's newest checkpoint waits on, for the debugger's Paused banner:

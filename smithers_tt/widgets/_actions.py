@@ -20,6 +20,8 @@ from smithers_tt.widgets._progress import ProgressBar
 
 _NO_EDIT = "(no edit)"
 _UNDO_TIP = "put this run back as it was before its newest rewind (asks first)"
+_FORK_TIP = "a new run whose frame 0 is the selected frame (asks first)"
+_REPLAY_TIP = "fork at the selected frame and execute the new run (asks first)"
 
 
 _UNDER_WAY = {
@@ -44,31 +46,16 @@ class Actions:
         self.undo = W.Button(description="Undo rewind…", tooltip=_UNDO_TIP)
         self.undo.add_class("stt-undo-rewind")
         self.undo.on_click(lambda _: model.request_undo_rewind(self.reason.value))
-        self.fork = W.Button(
-            description="Fork…",
-            button_style="primary",
-            tooltip="a new run whose frame 0 is the selected frame (asks first)",
-        )
-        self.replay = W.Button(
-            description="Replay…",
-            button_style="warning",
-            tooltip="fork at the selected frame and execute the new run (asks first)",
-        )
+        self.fork = W.Button(description="Fork…", button_style="primary", tooltip=_FORK_TIP)
+        self.replay = W.Button(description="Replay…", button_style="warning", tooltip=_REPLAY_TIP)
         for button, name in ((self.rewind, "rewind"), (self.fork, "fork"), (self.replay, "replay")):
             button.add_class(f"stt-{name}")
         self.rewind.on_click(lambda _: model.request_rewind(self.reason.value))
         self.fork.on_click(lambda _: model.request_fork(**self.form()))
         self.replay.on_click(lambda _: model.request_replay(**self.form()))
-        self.replay_note = W.HTML(
-            ""
-            if model.workflow is not None
-            else wrap(f'<div class="stt-muted">{esc(REPLAY_NEEDS_WORKFLOW)}</div>')
-        )
-        self.replay.disabled = model.workflow is None
+        self.replay_note = W.HTML()
         if model.read_only is not None:  # the store refuses them anyway: say so up front
-            for button in (self.rewind, self.fork, self.replay):
-                button.disabled, button.tooltip = True, model.read_only
-            self.replay_note.value = read_only_note(model.read_only)
+            self.rewind.disabled, self.rewind.tooltip = True, model.read_only
 
         wide = {"description_width": "initial"}
         self.reason = W.Text(
@@ -165,10 +152,13 @@ class Actions:
             self.checkpoint_editor.update_preview()  # the "before" is this frame's payload
 
     def update(self) -> None:
-        """Follow the selected frame: node lists and the editor's default payload."""
+        """Follow the selected frame: node lists and the editor's default payload; where the
+        lens's framework branches the run itself, no Fork… or Replay…, and how to branch it."""
         m = self.model
         shown = run_ref(m.run_id, m.short_ids()[m.run_id])
         self.title.value = wrap(f"<h4>Actions at frame {m.frame_no} of run {shown}</h4>")
+        if not self._offer_forks():
+            return
         names = m.node_ids
         kept = [n for n in self.reset.value if n in names]
         self.reset.options = names
@@ -178,6 +168,28 @@ class Actions:
         self.edit_node.options = [_NO_EDIT, *editable]
         self.edit_node.value = current if current in editable else _NO_EDIT
         self._prefill()
+
+    def _offer_forks(self) -> bool:
+        """Offer Fork… and Replay… as the shown run allows, and say why not where it does not
+        (a read-only store, no workflow to replay, a framework that branches the run itself:
+        then no fork form either); False when the form is not shown."""
+        m = self.model
+        branched = m.fork_note()
+        note = m.read_only or branched
+        self.fork.disabled = note is not None
+        self.replay.disabled = note is not None or m.workflow is None
+        self.fork.tooltip = note or _FORK_TIP
+        self.replay.tooltip = note or _REPLAY_TIP
+        for part in (self.reset, self.input, self.edit_node):
+            part.layout.display = "none" if branched is not None else None
+        if m.read_only is not None:
+            self.replay_note.value = read_only_note(m.read_only)
+        elif note is not None or m.workflow is None:
+            why = note or REPLAY_NEEDS_WORKFLOW
+            self.replay_note.value = wrap(f'<div class="stt-muted">{esc(why)}</div>')
+        else:
+            self.replay_note.value = ""
+        return branched is None
 
     def update_undo(self) -> None:
         """Enable Undo rewind when the run has a rewind undo can take back; else disable it,

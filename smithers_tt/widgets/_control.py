@@ -65,7 +65,7 @@ class Control(DebuggerState):
 
     def request_fork(self, **form: Any) -> Pending | None:
         """Validate the fork form and ask for confirmation (see :meth:`fork_options`)."""
-        if self._blocked():
+        if self._blocked() or self._branched_elsewhere():
             return None
         try:
             options = self.fork_options(**form)
@@ -80,7 +80,7 @@ class Control(DebuggerState):
 
     def request_replay(self, **form: Any) -> Pending | None:
         """Validate the form and ask to replay (fork, then execute) from the selected frame."""
-        if self._blocked():
+        if self._blocked() or self._branched_elsewhere():
             return None
         if self.workflow is None:
             self._refuse(REPLAY_NEEDS_WORKFLOW)
@@ -104,6 +104,15 @@ class Control(DebuggerState):
             self._refuse(f"Nothing was done: {self.read_only}.")
             return True
         return self._rewritten()
+
+    def _branched_elsewhere(self) -> bool:
+        """Whether the lens's framework branches this run itself (:meth:`fork_note`): then
+        a fork or replay is refused with how to branch it there, and nothing is done."""
+        note = self.fork_note()
+        if note is None:
+            return False
+        self._refuse(f"Nothing was done: {note}")
+        return True
 
     def _rewritten(self) -> bool:
         """Whether the run's history was rewritten elsewhere since it was read (it is read

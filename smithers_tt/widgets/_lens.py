@@ -58,6 +58,11 @@ class FrameLens(Protocol):
         """The state of each node of :meth:`workflow_graph` at a snapshot, and the nodes the
         snapshot's frame touches: ``{"states": {node: state}, "current": [node, ...]}``."""
 
+    def fork_note(self, snap: Snapshot) -> str | None:
+        """Why the run is not forked or replayed here, and how the framework branches it
+        from the snapshot's frame instead (Fork… and Replay… are then not offered: a fork
+        would be a run the framework cannot read); None: they are."""
+
     def pause(self, run_id: str) -> dict[str, Any] | None:
         """A pause of the run the framework knows (a LangGraph interrupt waiting): a dict
         with ``reason``, ``question`` and ``hint`` (how to continue it), for the Paused

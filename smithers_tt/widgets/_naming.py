@@ -76,6 +76,14 @@ class Naming(DebuggerState):
         found = self._named("graph_state", self.snapshot)
         return found if isinstance(found, dict) else None
 
+    def fork_note(self) -> str | None:
+        """Why the lens's framework branches this run itself, and how, at the selected frame
+        (Fork… and Replay… are not offered), or None."""
+        if self.lens is None or not callable(getattr(self.lens, "fork_note", None)):
+            return None
+        found = self._named("fork_note", self.snapshot)
+        return str(found) if found else None
+
     def short_ids(self) -> dict[str, str]:
         """Each run of the fork tree as the widgets show it: its shortest unique prefix among
         the stored runs (at least 8 characters; the whole id goes on hover). Read once per

@@ -264,3 +264,70 @@ def test_a_langgraph_interrupt_shows_as_a_pause_in_the_debugger(db: st.Database)
     app.invoke(Command(resume="yes"), config)
     bar = debug(saver, "paused", live=False).pause_bar
     assert bar.widget.layout.display == "none"
+
+
+def _config_in(note: str) -> dict:
+    """The config a fork note tells a person to invoke the graph with."""
+    import json
+
+    return json.loads(note.split("with the config ", 1)[1].split(" (or graph.update_state", 1)[0])
+
+
+def test_a_thread_is_branched_in_langgraph_from_the_config_the_debugger_gives(
+    db: st.Database,
+) -> None:
+    """Fork… and Replay… would make a run no saver reads as a thread: the debugger offers
+    neither on a thread, and says instead how LangGraph branches it from the selected
+    frame's checkpoint; that config, invoked, goes on from that checkpoint."""
+    app, config, model, steps = _debugged(db)
+    runs = len(db.runs())
+    model.select_frame(steps[1].frame_no)  # research next
+    note = model.fork_note()
+    assert note is not None and "Rewind… works here" in note
+    branch = _config_in(note)
+    assert branch == {
+        "configurable": {
+            "thread_id": "t",
+            "checkpoint_ns": "",
+            "checkpoint_id": steps[1].checkpoint_id,
+        }
+    }
+    assert model.request_fork() is None and model.request_replay() is None
+    assert model.message.kind == "error" and model.message.text == f"Nothing was done: {note}"
+    assert len(db.runs()) == runs  # no run was made
+    model.select_frame(steps[0].frame_no)  # the note follows the frame
+    assert _config_in(model.fork_note())["configurable"]["checkpoint_id"] == steps[0].checkpoint_id
+    model.select_frame(0)  # before the thread's first checkpoint
+    assert "before the thread's first one" in model.fork_note()
+
+    app.invoke(None, branch)  # LangGraph's branch, in the same thread: research again
+    state = app.get_state(config)
+    assert state.values["notes"] == ["about bees"]  # from before research: noted once
+    assert state.interrupts and state.interrupts[0].value == "ok?"
+    children = [
+        h.config["configurable"]["checkpoint_id"]
+        for h in app.get_state_history(config)
+        if h.parent_config
+        and h.parent_config["configurable"]["checkpoint_id"] == steps[1].checkpoint_id
+    ]
+    assert len(children) == 2 and steps[2].checkpoint_id in children  # the first, and the branch
+
+
+def test_the_debuggers_actions_offer_no_fork_of_a_thread_and_say_why(db: st.Database) -> None:
+    pytest.importorskip("ipywidgets")
+    from smithers_tt.integrations.langgraph_view import debug
+
+    saver = SmithersSaver(db)
+    app = _app(saver)
+    app.invoke({"topic": "<b>bees</b>", "notes": []}, {"configurable": {"thread_id": "t"}})
+    d = debug(saver, "t", live=False)
+    actions = d.actions
+    assert actions.fork.disabled and actions.replay.disabled and not actions.rewind.disabled
+    assert [p.layout.display for p in (actions.reset, actions.input, actions.edit_node)] == [
+        "none"
+    ] * 3
+    newest = supersteps(app, {"configurable": {"thread_id": "t"}})[-1]
+    shown = actions.replay_note.value
+    assert "A LangGraph thread branches in LangGraph" in shown
+    assert f"&quot;checkpoint_id&quot;: &quot;{newest.checkpoint_id}&quot;" in shown
+    assert actions.fork.tooltip == d.model.fork_note()
