@@ -197,7 +197,10 @@ class Inspector:
             self._rows.popitem(last=False)
         more = ""
         if table.total > len(table.keys):
-            more = f'<div class="stt-muted">… {table.total - len(table.keys)} more nodes</div>'
+            more = (
+                f'<div class="stt-muted">… and {table.total - len(table.keys)} older loop '
+                "turns (each node's newest are shown)</div>"
+            )
         return (
             "<table><tr><th>node</th><th>state</th><th>last attempt</th><th>attempts</th>"
             f"<th>output</th></tr>{''.join(rows)}</table>{more}"

@@ -17,7 +17,6 @@ and the answers are the same (tests compare them on every kind of run).
 from __future__ import annotations
 
 import bisect
-import heapq
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -53,7 +52,8 @@ ONE_NODE_KINDS = ("node_state", "cache_hit", "attempt_started", "attempt_finishe
 
 @dataclass
 class NodeTable:
-    """The first rows of the nodes table: (node, iteration) keys in order, how many there
+    """The rows of the nodes table shown: (node, iteration) keys in order (the newest loop
+    turns of every node when they are not all shown: :func:`newest_turns`), how many there
     are in all, and the node and attempt views of the keys shown."""
 
     keys: list[NodeKey]
@@ -62,33 +62,62 @@ class NodeTable:
     attempts: dict[tuple[str, int, int], tt.AttemptView]
 
 
+def newest_turns(keys: Sequence[NodeKey], limit: int) -> list[tuple[int, int]]:
+    """Of sorted (node, iteration) ``keys``, which to show when at most ``limit`` fit: each
+    node's newest iterations, a turn at a time (every node's newest, then every node's one
+    before, ...; the last turn that does not fit whole by node id), as the ranges
+    ``keys[start:stop]`` they make, in key order. A long loop's table then shows where each
+    of its nodes stands, not the first nodes' first iterations."""
+    spans = []  # (start, stop) of each node's keys
+    start, size = 0, len(keys)
+    while start < size:
+        stop = _rank(keys, (keys[start][0], float("inf")))
+        spans.append((start, stop))
+        start = stop
+    counts = [stop - start for start, stop in spans]
+    if sum(counts) <= limit:
+        return spans
+    low, high = 0, max(counts)  # the most whole turns that fit
+    while low < high:
+        turns = (low + high + 1) // 2
+        if sum(min(c, turns) for c in counts) <= limit:
+            low = turns
+        else:
+            high = turns - 1
+    takes = [min(c, low) for c in counts]
+    left = limit - sum(takes)
+    for i, count in enumerate(counts):  # one more of each node that has one, by node id
+        if left and count > low:
+            takes[i], left = takes[i] + 1, left - 1
+    return [(stop - take, stop) for (_, stop), take in zip(spans, takes, strict=True) if take]
+
+
 def node_table(
     snap: Snapshot,
     limit: int,
     keys: tuple[Sequence[NodeKey], Sequence[tuple[str, int, int]]] | None = None,
 ) -> NodeTable:
-    """The nodes table of a folded snapshot (the rows shown only); ``keys``, when known
-    (:meth:`FoldCache.node_keys`), are its sorted (node, iteration) keys and attempt keys,
-    and spare going through every node and attempt."""
+    """The nodes table of a folded snapshot (the rows shown only: :func:`newest_turns`);
+    ``keys``, when known (:meth:`FoldCache.node_keys`), are its sorted (node, iteration) keys
+    and attempt keys, and spare going through every node and attempt."""
     nodes, attempts = snap.nodes, snap.attempts
-    if keys is None:
-        every = set(nodes)
-        every.update(map(node_of, attempts))
-        total = len(every)
-        # not every key sorted (a long loop has thousands); the nodes in their own order
-        # when they are all (seldom otherwise): far fewer steps of the heap than a set's
-        shown = heapq.nsmallest(limit, nodes if total == len(nodes) else every)
+    every: Sequence[NodeKey] = (
+        sorted(set(nodes).union(map(node_of, attempts))) if keys is None else keys[0]
+    )
+    spans = newest_turns(every, limit)
+    shown = [key for start, stop in spans for key in every[start:stop]]
+    picked: dict[tuple[str, int, int], tt.AttemptView] = {}
+    if len(shown) == len(every):
+        picked = dict(attempts)
+    elif keys is None:
+        wanted = set(shown)
+        picked = {k: v for k, v in attempts.items() if k[:2] in wanted}
     else:
-        shown, total = list(keys[0][:limit]), len(keys[0])
-    picked = attempts
-    if total > len(shown):  # the attempts of the keys shown: those up to the last of them
-        node_id, iteration = shown[-1]
-        below = (node_id, iteration + 1)  # (node, iteration, n) < below: up to shown[-1]
-        if keys is None:
-            picked = {k: v for k, v in attempts.items() if k < below}
-        else:
-            picked = {k: attempts[k] for k in keys[1][: _rank(keys[1], below)]}
-    return NodeTable(shown, total, {k: nodes[k] for k in shown if k in nodes}, dict(picked))
+        for start, stop in spans:  # a node's attempts of the iterations shown: one range
+            (node_id, first), (_, last) = every[start], every[stop - 1]
+            lo, hi = _rank(keys[1], (node_id, first)), _rank(keys[1], (node_id, last + 1))
+            picked.update((k, attempts[k]) for k in keys[1][lo:hi])
+    return NodeTable(shown, len(every), {k: nodes[k] for k in shown if k in nodes}, picked)
 
 
 def _rank(items: Any, item: Any) -> int:

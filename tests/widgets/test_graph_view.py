@@ -4,6 +4,8 @@ when the task is clicked."""
 
 from __future__ import annotations
 
+import re
+
 import smithers_tt as st
 from smithers_tt import GenerateRequest, Loop, Workflow
 from smithers_tt.demo import demo_workflow
@@ -86,6 +88,14 @@ def test_the_graph_shows_the_run_switched_to(db: st.Database) -> None:
     assert d.graph.current == [] and d.model.frame().node_id is None  # the run's end
 
 
+def _top_iterations(snap: st.Snapshot) -> dict[str, int]:
+    """Each task's highest iteration with a row (a node row or an attempt) in ``snap``."""
+    top: dict[str, int] = {}
+    for node, iteration in [*snap.nodes, *(key[:2] for key in snap.attempts)]:
+        top[node] = max(top.get(node, 0), iteration)
+    return top
+
+
 def _newest_states(snap: st.Snapshot) -> dict[str, str]:
     """Each task's state in ``snap``: its node row of the highest iteration."""
     newest: dict[str, tuple[int, str]] = {}
@@ -95,11 +105,23 @@ def _newest_states(snap: st.Snapshot) -> dict[str, str]:
     return {k: v for k, (_, v) in newest.items()}
 
 
+def _newest_rows(d: Debugger) -> dict[str, int]:
+    """The inspector's nodes table as a person reads it: each task's highest iteration shown
+    (``plan[41]``, or ``plan`` for iteration 0)."""
+    shown: dict[str, int] = {}
+    for label in re.findall(r"<tr><td>([^<]+)</td>", d.inspector.nodes.value):
+        node, _, iteration = label.partition("[")
+        shown[node] = max(shown.get(node, 0), int(iteration.rstrip("]") or 0))
+    return shown
+
+
 def test_a_long_loops_tasks_keep_their_colours_and_the_table_its_frame(db: st.Database) -> None:
     """A run whose loop made hundreds of (task, iteration) rows, more than the nodes table
     shows: every task is coloured by its newest iteration at the frame shown (the tasks after
-    the first ones by name were drawn as pending), and the frame table opens on the page of
-    the frame shown (it opened on the first page while the newest frame was selected)."""
+    the first ones by name were drawn as pending), the inspector's nodes table shows where
+    every task stands (it showed the first task's first 200 iterations), and the frame table
+    opens on the page of the frame shown (it opened on the first page while the newest frame
+    was selected)."""
     run_id = large_run(db, 20_000)
     snap = db.snapshot(run_id)
     assert len(snap.nodes) > 8 * MAX_TASKS  # rows enough that two tasks fell out of the read
@@ -107,10 +129,14 @@ def test_a_long_loops_tasks_keep_their_colours_and_the_table_its_frame(db: st.Da
     newest = d.model.last_frame
     assert d.model.frame_no == newest
     assert d.graph.states == _newest_states(snap) == dict.fromkeys(NODES, "finished")
+    assert _newest_rows(d) == _top_iterations(snap)
+    assert "older loop turns" in d.inspector.nodes.value
     table = d.frame_table
     assert table.rows.value == newest and newest in [v for _, v in table.rows.options]
     assert table.count.value.endswith(f"page {table.pages}/{table.pages}")
     for n in (17_003, 9_001):
         d.select_frame(n)
-        assert d.graph.states == _newest_states(db.snapshot(run_id, n)), n
+        at = db.snapshot(run_id, n)
+        assert d.graph.states == _newest_states(at), n
+        assert _newest_rows(d) == _top_iterations(at), n
         assert table.rows.value == n, n

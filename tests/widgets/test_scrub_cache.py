@@ -186,11 +186,23 @@ def test_what_the_cache_derives_holds_for_its_snapshots_and_for_snapshots_from_e
         assert cache.node_keys(cache.at(n)) is cache.node_keys(cache.at(n))  # kept
 
 
+def newest_turns_of(every: list[tuple[str, int]], limit: int) -> list[tuple[str, int]]:
+    """The ``limit`` rows a nodes table shows of sorted (node, iteration) keys ``every``:
+    each node's iterations newest first, turn by turn (every node's newest, then every
+    node's one before, ...), a turn's nodes by id; in key order."""
+    turn: dict[tuple[str, int], int] = {}
+    for node_id, iteration in every:
+        newer = sum(1 for n, i in every if n == node_id and i > iteration)
+        turn[(node_id, iteration)] = newer
+    return sorted(sorted(every, key=lambda k: (turn[k], k[0]))[:limit])
+
+
 def _assert_node_table(table: Any, folded: tt.Snapshot, limit: int) -> None:
-    """The nodes table's first ``limit`` rows are those of every (node, iteration) with a
-    node row or an attempt, in key order, with their node rows and all their attempts."""
+    """The nodes table's ``limit`` rows are those :func:`newest_turns_of` every (node,
+    iteration) with a node row or an attempt, in key order, with their node rows and all
+    their attempts."""
     every = sorted(set(folded.nodes) | {key[:2] for key in folded.attempts})
-    shown = every[:limit]
+    shown = newest_turns_of(every, limit)
     assert table.keys == shown and table.total == len(every)
     assert table.nodes == {k: folded.nodes[k] for k in shown if k in folded.nodes}
     assert table.attempts == {k: v for k, v in folded.attempts.items() if k[:2] in shown}

@@ -282,8 +282,10 @@ def live_node_states(engine: Engine, run_id: str) -> dict[str, str]:
 
 
 def live_node_keys(engine: Engine, run_id: str, limit: int) -> tuple[list[NodeKey], int]:
-    """The first ``limit`` (node id, iteration) pairs, in order, with a node row or an attempt
-    at the newest frame, and how many there are."""
+    """The (node id, iteration) pairs with a node row or an attempt at the newest frame that
+    the nodes table shows, in order, and how many there are: all of them when at most
+    ``limit``, else each node's newest iterations, a turn at a time (every node's newest,
+    then every node's one before, ...; the last turn that does not fit whole by node id)."""
 
     def read(conn: Any) -> tuple[list[NodeKey], int]:
         union = (
@@ -293,15 +295,19 @@ def live_node_keys(engine: Engine, run_id: str, limit: int) -> tuple[list[NodeKe
         params = {"run_id": run_id, "limit": limit}
         c = dialect_of(conn).code_point_order
         # the union made once: its size rides on every row of the first ones
+        turns = (
+            "SELECT node_id, iteration, count(*) OVER () AS total, row_number() OVER "  # noqa: S608 (constants)
+            f"(PARTITION BY node_id ORDER BY iteration DESC) AS turn FROM ({union}) k"
+        )
         first = (
-            f"SELECT node_id, iteration, count(*) OVER () FROM ({union}) k "  # noqa: S608 (constants)
-            f"ORDER BY node_id{c}, iteration LIMIT :limit"
+            f"SELECT node_id, iteration, total FROM ({turns}) t "  # noqa: S608 (constants)
+            f"ORDER BY turn, node_id{c} LIMIT :limit"
         )
         rows = run_sql(conn, first, params).fetchall()
         if not rows:  # none at all, or none asked for
             total = run_sql(conn, f"SELECT count(*) FROM ({union}) k", params).scalar_one()  # noqa: S608 (constants)
             return [], int(total)
-        return [(r[0], r[1]) for r in rows], int(rows[0][2])
+        return sorted((r[0], r[1]) for r in rows), int(rows[0][2])
 
     result: tuple[list[NodeKey], int] = _read(engine, read)
     return result
