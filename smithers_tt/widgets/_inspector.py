@@ -190,8 +190,12 @@ class Inspector:
         attempts: dict[tuple[str, int], list[AttemptView]] = {}
         for (node_id, iteration, _), view in sorted(table.attempts.items()):
             attempts.setdefault((node_id, iteration), []).append(view)
-        # in the timeline's order of rows (the graph's), not by name
-        keys = in_task_order(table.keys, m.node_ids, by_iteration=table.total <= MAX_ROWS)
+        # in the timeline's order of rows (the graph's), not by name; a long loop's newest
+        # turns (all it shows of it) the newest first
+        cut = table.total > len(table.keys)
+        keys = in_task_order(table.keys, m.node_ids, by_iteration=cut or table.total <= MAX_ROWS)
+        if cut:
+            keys.sort(key=lambda key: -key[1])  # stable: a turn's tasks stay in graph order
         rows = [self._node_row(key, table.nodes.get(key), attempts.get(key, ())) for key in keys]
         while len(self._rows) > 4 * NODE_ROWS:
             self._rows.popitem(last=False)

@@ -131,6 +131,16 @@ def test_a_long_loops_tasks_keep_their_colours_and_the_table_its_frame(db: st.Da
     assert d.graph.states == _newest_states(snap) == dict.fromkeys(NODES, "finished")
     assert _newest_rows(d) == _top_iterations(snap)
     assert "older loop turns" in d.inspector.nodes.value
+    # the newest turn on top, a turn's tasks in the graph's order
+    rows = [
+        (node, int(it.rstrip("]")))
+        for node, _, it in (
+            label.partition("[")
+            for label in re.findall(r"<tr><td>([^<]+)</td>", d.inspector.nodes.value)[:12]
+        )
+    ]
+    assert rows == sorted(rows, key=lambda r: (-r[1], NODES.index(r[0])))
+    assert rows[0][1] == max(_top_iterations(snap).values()) > rows[-1][1]
     table = d.frame_table
     assert table.rows.value == newest and newest in [v for _, v in table.rows.options]
     assert table.count.value.endswith(f"page {table.pages}/{table.pages}")
