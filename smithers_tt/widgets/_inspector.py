@@ -43,7 +43,9 @@ class Inspector:
         self.budget = PAYLOAD_BUDGET
         self.page: int | None = None  # None: the page of the selected ref
         self.summary = W.HTML()
-        self.nodes = W.HTML()
+        # a long loop's 200 rows scroll in place, the checkpoints and actions below stay near
+        self.nodes = W.HTML(layout=W.Layout(max_height="28em", overflow="auto"))
+        self.nodes.add_class("stt-nodes")
         self.search = W.Text(
             placeholder="search checkpoints (node, purpose, codec, hash)",
             continuous_update=True,
