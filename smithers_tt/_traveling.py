@@ -128,6 +128,9 @@ class Traveling:
             self.store, run_id, node_id, dependents=dependents, force=force, reason=reason
         )
 
-    def timeline(self, run_id: str) -> tt.Timeline:
-        """A run's frames plus the tree of runs forked from the same root."""
-        return tt.timeline(self.store, self.resolve_run_id(run_id))
+    def timeline(
+        self, run_id: str, *, first: int | None = None, last: int | None = None
+    ) -> tt.Timeline:
+        """A run's frames (those numbered ``first`` to ``last`` when given, both included)
+        plus the tree of runs forked from the same root."""
+        return tt.timeline(self.store, self.resolve_run_id(run_id), first=first, last=last)

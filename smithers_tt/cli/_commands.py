@@ -82,16 +82,36 @@ label_option = click.option(
 
 @cli.command()
 @click.argument("run_id")
+@click.option("--from", "first", type=int, metavar="N", help="Frames from N on.")
+@click.option("--to", "last", type=int, metavar="N", help="Frames up to N.")
+@click.option(
+    "--tail", type=click.IntRange(min=1), metavar="N", help="The last N frames (a long run)."
+)
 @pass_ctx
 @handle_errors
-def timeline(ctx: Context, run_id: str) -> None:
+def timeline(
+    ctx: Context, run_id: str, first: int | None, last: int | None, tail: int | None
+) -> None:
     """Frames of a run in order, and the tree of runs forked from the same root.
 
     \b
-    Example:
+    Examples:
       smithers-tt timeline RUN
+      smithers-tt timeline RUN --from 100 --to 200
+      smithers-tt timeline RUN --tail 20
     """
-    tl = ctx.read_db.timeline(run_id)
+    db = ctx.read_db
+    ranged = not (first is None and last is None and tail is None)
+    clock = db.get_run(run_id).record.clock if ranged else None
+    if tail is not None and clock is not None:
+        if first is not None:
+            raise click.UsageError("--tail and --from both say where to start: give one")
+        first = max(0, (clock if last is None else min(last, clock)) - tail + 1)
+    if first is not None and last is not None and first > last:
+        raise click.UsageError(f"--from {first} is after --to {last}")
+    if clock is not None and first is not None and first > clock:
+        raise InvalidArgument(f"run {run_id} has frames 0 to {clock}; there is no frame {first}")
+    tl = db.timeline(run_id, first=first, last=last)
     if ctx.as_json:
         emit_json(
             {
@@ -118,6 +138,13 @@ def timeline(ctx: Context, run_id: str) -> None:
         ],
         flex=["detail"],
     )
+    if clock is not None:
+        shown = (
+            f"frames {tl.frames[0].frame_no} to {tl.frames[-1].frame_no}"
+            if tl.frames
+            else "no frame"
+        )
+        ctx.out.line(f"{shown} of 0 to {clock} shown")
     ctx.out.line()
     ctx.out.title("fork tree")
     depth = {tl.root: 0}

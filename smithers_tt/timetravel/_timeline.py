@@ -125,10 +125,14 @@ def _mark_rewound(tx: Travel, edges: list[ForkEdge]) -> list[ForkEdge]:
     return out
 
 
-def timeline(store: Store, run_id: str) -> Timeline:
-    """Frames of ``run_id`` plus its fork tree."""
+def timeline(
+    store: Store, run_id: str, *, first: int | None = None, last: int | None = None
+) -> Timeline:
+    """Frames of ``run_id`` (those numbered ``first`` to ``last`` when given, both
+    included) plus its fork tree."""
     root, tree = fork_tree(store, run_id)
-    return Timeline(run_id, root, store.frames(run_id, after=-1), tree)
+    after = -1 if first is None else max(first, 0) - 1
+    return Timeline(run_id, root, store.frames(run_id, after=after, upto=last), tree)
 
 
 def timeline_html(t: Timeline) -> str:

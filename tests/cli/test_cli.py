@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import smithers_tt as st
 from smithers_tt.cli import cli
+from smithers_tt.testing import large_run
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -143,3 +145,31 @@ def test_cli_says_an_attempt_handed_another_tasks_checkpoint_started_from_it(
     rows = {line.split()[0]: line.split() for line in out.splitlines() if "#" in line[:12]}
     assert rows["review#1"][2:5] == ["started", "from", "write#1.0"]
     assert rows["research#1"][2] == "fresh"
+
+
+def test_cli_timeline_shows_a_range_of_a_long_runs_frames(tmp_path: Path) -> None:
+    """--from, --to and --tail show part of a history (a long run's tens of thousands of
+    frames are not all printed), and say which part of how many; a range past the run's end
+    or given twice is refused."""
+    db = str(tmp_path / "long.db")
+    with st.connect(db) as opened:
+        run_id = large_run(opened, 300)
+
+    def shown(*args: str) -> list[int]:
+        frames = run_json(db, "timeline", run_id, *args)["frames"]  # type: ignore[index]
+        return [f["frame_no"] for f in frames]
+
+    assert shown() == list(range(300))
+    assert shown("--from", "100", "--to", "104") == [100, 101, 102, 103, 104]
+    assert shown("--tail", "3") == [297, 298, 299]
+    assert shown("--tail", "3", "--to", "10") == [8, 9, 10]
+    assert shown("--to", "1") == [0, 1]
+    code, out = run(db, "timeline", run_id, "--from", "250", "--to", "251")
+    assert code == 0 and "frames 250 to 251 of 0 to 299 shown" in out
+    assert len([line for line in out.splitlines() if line[:3] in ("250", "251")]) == 2
+    code, out = run(db, "timeline", run_id, "--from", "300")
+    assert code == 1 and f"run {run_id} has frames 0 to 299; there is no frame 300" in out
+    code, out = run(db, "timeline", run_id, "--from", "5", "--to", "4")
+    assert code == 2 and "--from 5 is after --to 4" in out
+    code, out = run(db, "timeline", run_id, "--tail", "2", "--from", "1")
+    assert code == 2 and "--tail and --from both say where to start" in out
