@@ -4,6 +4,7 @@ from smithers_tt.cli import (  # noqa: F401  (they register commands)
     _calls,
     _commands,
     _failures,
+    _history,
     _import,
     _lab,
     _maintenance,

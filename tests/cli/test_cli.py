@@ -173,3 +173,24 @@ def test_cli_timeline_shows_a_range_of_a_long_runs_frames(tmp_path: Path) -> Non
     assert code == 2 and "--from 5 is after --to 4" in out
     code, out = run(db, "timeline", run_id, "--tail", "2", "--from", "1")
     assert code == 2 and "--tail and --from both say where to start" in out
+
+
+def test_cli_show_one_nodes_rows_of_a_long_loop(tmp_path: Path) -> None:
+    """--node keeps a loop's one node (every iteration, named write[2]); rows of a loop's
+    turns say which turn; a node the run does not have is refused, naming those it has."""
+    db = str(tmp_path / "loop.db")
+    with st.connect(db) as opened:
+        run_id = large_run(opened, 400)
+    shown = run_json(db, "show", run_id, "--node", "write")
+    assert {n["node_id"] for n in shown["nodes"]} == {"write"}  # type: ignore[index]
+    assert {a["node_id"] for a in shown["attempts"]} == {"write"}  # type: ignore[index]
+    assert {r["node_id"] for r in shown["checkpoints"]} == {"write"}  # type: ignore[index]
+    everything = run_json(db, "show", run_id)
+    whole = [n for n in everything["nodes"] if n["node_id"] == "write"]  # type: ignore[index]
+    assert shown["nodes"] == whole and len(whole) > 2  # type: ignore[index]
+    code, out = run(db, "--wide", "show", run_id, "--node", "write")
+    assert code == 0, out
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith("write")]
+    assert "write[2]" in rows and "write[2]#1" in rows and "write[2]#1.0" in rows
+    code, out = run(db, "show", run_id, "--node", "nope")
+    assert code == 1 and "has no node 'nope'" in out and "'write'" in out
