@@ -215,7 +215,10 @@ class Loading(DebuggerState):
                 with job.turn() as go:
                     if not go:
                         return None
-                    stop = min(upto, max(done + PRELOAD_STEP, job.wanted))
+                    # up to the frame the model waits for and no further, else a step (a
+                    # short first one: a click right after the build waits for it)
+                    size = PRELOAD_STEP if done >= 0 else PRELOAD_STEP // 5
+                    stop = min(upto, job.wanted if job.wanted > done else done + size)
                     step = load_frames(db, run_id, after=done, upto=stop)
                     if not step:
                         break  # rewound elsewhere meanwhile: the model finds it stale

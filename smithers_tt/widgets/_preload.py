@@ -35,9 +35,10 @@ class HistoryRead(Generic[T]):
 
     ``read`` does each step inside ``with job.turn() as go`` (it stops, returning None, when
     ``go`` is false: :meth:`cancel` was called, a debugger closed or switched to another
-    run), says how far it folded with :meth:`reached`, and makes its next step reach
-    :attr:`wanted` at least. The model holds the turn (:meth:`holding`) while it uses what the
-    thread shares, and waits for a frame with :meth:`reach`."""
+    run), says how far it folded with :meth:`reached`, and reads up to :attr:`wanted` in its
+    next step when that is further (the model waits for it). The model holds the turn
+    (:meth:`holding`) while it uses what the thread shares, and waits for a frame with
+    :meth:`reach`."""
 
     def __init__(self, read: Callable[[HistoryRead[T]], T | None]) -> None:
         self._read = read
