@@ -217,7 +217,7 @@ class Loading(DebuggerState):
                         return None
                     # up to the frame the model waits for and no further, else a step (a
                     # short first one: a click right after the build waits for it)
-                    size = PRELOAD_STEP if done >= 0 else PRELOAD_STEP // 5
+                    size = PRELOAD_STEP if done >= 0 else max(1, PRELOAD_STEP // 5)
                     stop = min(upto, job.wanted if job.wanted > done else done + size)
                     step = load_frames(db, run_id, after=done, upto=stop)
                     if not step:

@@ -19,7 +19,7 @@ import pytest
 
 import smithers_tt as st
 from smithers_tt.testing import large_run
-from smithers_tt.widgets import Debugger
+from smithers_tt.widgets import Debugger, DebuggerModel
 from smithers_tt.widgets import _loading as loading
 from smithers_tt.widgets._preload import HistoryRead
 
@@ -130,3 +130,17 @@ def test_a_selection_past_what_was_read_has_the_thread_read_up_to_it_only(
     finally:
         held.set()
         d.close()
+
+
+def test_a_history_read_a_frame_a_step_is_the_whole_history(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step of one frame (the first step is a fifth of a step, at least one frame)."""
+    monkeypatch.setattr(loading, "PRELOAD_AT", 0)
+    monkeypatch.setattr(loading, "PRELOAD_STEP", 1)
+    run_id = large_run(db, 40)
+    model = DebuggerModel(db, run_id)
+    model.read_history_behind()
+    assert model.history_ready(timeout=30) and not model.history_loaded
+    model.select_frame(17)
+    assert model.frames == db.store.frames(run_id) and model.snapshot == db.snapshot(run_id, 17)
