@@ -187,10 +187,11 @@ class Loading(DebuggerState):
         return self._history
 
     def read_history_behind(self) -> None:
-        """Start reading the shown run's history and folding it to the frame before the
-        newest in a thread (:mod:`~smithers_tt.widgets._preload`), if it was opened without it
-        and has ``PRELOAD_AT`` frames or more: the first step back then finds them. Call it
-        once the views are drawn (the thread would slow their drawing down)."""
+        """Start reading and folding the shown run's history in a thread, a step at a time
+        (:mod:`~smithers_tt.widgets._preload`), if it was opened without it and has
+        ``PRELOAD_AT`` frames or more: a selection meanwhile uses what it read, and the first
+        step back once it is done finds it all. Call it once the views are drawn (the thread
+        would slow their drawing down)."""
         if self._newest is None or self._preload is not None:
             return
         upto = self._newest.frame_no
