@@ -99,6 +99,21 @@ def _build(db, run_id: str):  # type: ignore[no-untyped-def]
     return dbg, wall, cpu, time.perf_counter() - built, transactions
 
 
+def _first_select(db, run_id: str, frame: int) -> float:  # type: ignore[no-untyped-def]
+    """Seconds to select ``frame`` right after a build, while a long run's history is still
+    read behind its newest frame (a person who clicks at once); the read is then waited for."""
+    from smithers_tt.widgets import Debugger
+
+    dbg = Debugger(db, run_id, live=False)
+    try:
+        started = time.perf_counter()
+        dbg.select_frame(frame)
+        return time.perf_counter() - started
+    finally:
+        dbg.model.history_ready()
+        dbg.close()
+
+
 def _search(dbg) -> list[float]:  # type: ignore[no-untyped-def]
     """Milliseconds of a kind filter, a text search, and a payload search (cold, then warm)."""
     search = dbg.frame_table.search
@@ -141,6 +156,8 @@ def main() -> None:
                         walls.append(wall)
                         cpus.append(cpu)
                         behind.append(read)
+                    first_old = _first_select(db, runs[n], n // 100)
+                    first_middle = _first_select(db, runs[n], n // 2)
                     figure_bytes = len(pio.to_json(dbg.timeline.figure, validate=False))
                     points = sum(len(t.x) for t in dbg.timeline.figure.data)
                     # the first step back from the newest frame: after the history read
@@ -168,6 +185,8 @@ def main() -> None:
                             statistics.median(cpus),
                             statistics.median(behind),
                             first_step,
+                            first_old * 1000,
+                            first_middle * 1000,
                             statistics.median(steps) * 1000,
                             max(steps) * 1000,
                             max(step_cpus) * 1000,
@@ -195,6 +214,8 @@ def main() -> None:
             "build CPU s",
             "read behind s",
             "first step back s",
+            "first select 1% ms",
+            "first select 50% ms",
             "select frame ms",
             "select max ms",
             "select max CPU ms",
@@ -220,6 +241,8 @@ def main() -> None:
     note("  its history, then reads and folds it in a thread; seconds from the build to its end")
     note("first step back: selecting the frame before the newest once that read is done (a")
     note("  shorter run read its history for its timeline while it was built)")
+    note("first select 1% / 50%: frame n/100 / n/2 selected right after a build (a long run's")
+    note("  history still read behind; the selection waits for the frames up to it only)")
     note("select frame: median (and max) over 20 random frames (inspector, diff, timeline")
     note("  line, slider, frame table row); goal: every selection under 50 ms at 10,000 frames")
     note("payload search reads each checkpoint's content once (then it is cached as text),")

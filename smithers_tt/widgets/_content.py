@@ -45,20 +45,20 @@ class Content(DebuggerState):
 
     def checkpointed_nodes(self) -> list[str]:
         """Ids of the nodes with a checkpoint visible at the selected frame, sorted."""
-        if self._newest is not None:
-            return self._newest.checkpointed()
+        if (newest := self._at_newest) is not None:
+            return newest.checkpointed()
         return sorted({node_id for node_id, _ in self._newest_refs(self.snapshot)})
 
     def status_at(self) -> str:
         """The run's status at the selected frame."""
-        if self._newest is not None:
-            return self._newest.status
+        if (newest := self._at_newest) is not None:
+            return newest.status
         return self.snapshot.status
 
     def node_table(self, limit: int) -> NodeTable:
         """The first ``limit`` rows of the nodes table at the selected frame."""
-        if self._newest is not None:
-            return self._newest.node_table(limit)
+        if (newest := self._at_newest) is not None:
+            return newest.node_table(limit)
         snap = self.snapshot
         return node_table(snap, limit, self._fold.node_keys(snap))
 

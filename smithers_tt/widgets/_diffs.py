@@ -129,7 +129,7 @@ class Diffs(DebuggerState):
                 f"frame 0 of a fork: compared with its parent's frame {before[1]}, "
                 "where it was forked"
             )
-        newest = self._newest
+        newest = self._at_newest
         if (
             before is None
             and newest is not None

@@ -126,9 +126,9 @@ class Forms(DebuggerState):
 
     def newest_ref(self, node_id: str) -> CheckpointRef | None:
         """The newest checkpoint of a node (its newest iteration) at the selected frame."""
-        if self._newest is not None:
-            top = self._newest.top_iteration(node_id)
-            return None if top is None else self._newest.newest_ref((node_id, top))
+        if (newest := self._at_newest) is not None:
+            top = newest.top_iteration(node_id)
+            return None if top is None else newest.newest_ref((node_id, top))
         snap = self.snapshot
         keys = [k for k in snap.refs if k[0] == node_id]
         if not keys:

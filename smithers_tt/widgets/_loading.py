@@ -6,7 +6,8 @@ of a long history behind the newest frame in a thread, and switching to another 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from smithers_tt.widgets._bulk import paused_gc
 from smithers_tt.widgets._frames import JUMP_KINDS, FrameList
 from smithers_tt.widgets._layers import task_order
 from smithers_tt.widgets._newest import NewestView
-from smithers_tt.widgets._preload import HistoryRead
+from smithers_tt.widgets._preload import HistoryRead, SharedFold
 from smithers_tt.widgets._records import RefKey
 from smithers_tt.widgets._scrub import FoldCache
 from smithers_tt.widgets._state import DebuggerState
@@ -31,8 +32,9 @@ LIVE_STATUSES = ("running", "queued")
 PRELOAD_AT = 20_000
 """A run opened on its newest frame with this many frames or more has its history read and
 folded in a thread while it is shown (:mod:`~smithers_tt.widgets._preload`)."""
-PRELOAD_STEP = 10_000
-"""Frames the thread folds between two looks at whether it should stop."""
+PRELOAD_STEP = 2_500
+"""Frames the thread reads and folds in one step (between two turns it gives the model, and
+looks at whether it should stop): a selection waits at most one step for the thread."""
 
 
 def load_frames(
@@ -73,6 +75,16 @@ class _Read:
     fold: FoldCache
     seen: dict[str, None]
     sizes: dict[str, int]
+
+
+@dataclass
+class _Reading:
+    """A history being read behind the newest frame: the rows read so far (frames 0 to
+    ``job.progress``, in order) and their fold, shared with the thread."""
+
+    job: HistoryRead[_Read]
+    rows: list[FrameRow]
+    fold: SharedFold
 
 
 def _check_dense(run_id: str, frames: Sequence[FrameRow]) -> None:
@@ -145,6 +157,20 @@ class Loading(DebuggerState):
             self._nodes_seen = read.seen
             self._sizes.update(read.sizes)
 
+    def _reading(self) -> _Reading | None:
+        """The history the thread reads behind the newest frame, while it reads (None once
+        it has finished: the model takes it over, :meth:`_loaded`)."""
+        reading = self._partial
+        if self._history is not None or reading is None or reading.job.done:
+            return None
+        return reading
+
+    def _holding(self) -> AbstractContextManager[Any]:
+        """Keep the thread reading the history from folding while the block uses what it
+        read (a selection: the snapshots, the inspector and the diff all at once)."""
+        reading = self._reading()
+        return nullcontext() if reading is None else reading.job.holding()
+
     def _loaded(self) -> _History:
         """The run's frames and their fold, read now if they were not yet (the newest frame
         was shown without them: :class:`~smithers_tt.widgets._newest.NewestView`)."""
@@ -161,27 +187,52 @@ class Loading(DebuggerState):
         return self._history
 
     def read_history_behind(self) -> None:
-        """Start reading the shown run's history and folding it to the frame before the
-        newest in a thread (:mod:`~smithers_tt.widgets._preload`), if it was opened without it
-        and has ``PRELOAD_AT`` frames or more: the first step back then finds them. Call it
-        once the views are drawn (the thread would slow their drawing down)."""
+        """Start reading and folding the shown run's history in a thread, a step at a time
+        (:mod:`~smithers_tt.widgets._preload`), if it was opened without it and has
+        ``PRELOAD_AT`` frames or more: a selection meanwhile uses what it read, and the first
+        step back once it is done finds it all. Call it once the views are drawn (the thread
+        would slow their drawing down)."""
         if self._newest is None or self._preload is not None:
             return
         upto = self._newest.frame_no
         if upto + 1 < PRELOAD_AT:
             return
-        db, run_id, base, load = self.db, self.run_id, self._base, self.load
+        db, run_id = self.db, self.run_id
+        rows: list[FrameRow] = []
+        fold = FoldCache(run_id, rows, self.load, self._base)
 
-        def read(cancelled: Callable[[], bool]) -> _Read | None:
-            rows = load_frames(db, run_id, upto=upto)
-            _check_dense(run_id, rows)
-            fold = FoldCache(run_id, rows, load, base)
-            for n in [*range(PRELOAD_STEP, upto - 1, PRELOAD_STEP), max(upto - 1, 0)]:
-                if cancelled():
+        def read(job: HistoryRead[_Read]) -> _Read | None:
+            # the collector paused for the whole read, not step by step: each step would
+            # start it again over what the steps before made (twice the time, measured)
+            with paused_gc():
+                return read_steps(job)
+
+        def read_steps(job: HistoryRead[_Read]) -> _Read | None:
+            done = -1  # frames 0 to done are read and folded (the run has no base frames)
+            while done < upto:
+                # a step at a time, in order, as far as the model waits; read in the turn
+                # too: a selection is not kept waiting long (a step is tens of ms) and has
+                # the interpreter to itself meanwhile (a read beside it doubled its time)
+                with job.turn() as go:
+                    if not go:
+                        return None
+                    # up to the frame the model waits for and no further, else a step (a
+                    # short first one: a click right after the build waits for it)
+                    size = PRELOAD_STEP if done >= 0 else max(1, PRELOAD_STEP // 5)
+                    stop = min(upto, job.wanted if job.wanted > done else done + size)
+                    step = load_frames(db, run_id, after=done, upto=stop)
+                    if not step:
+                        break  # rewound elsewhere meanwhile: the model finds it stale
+                    rows.extend(step)
+                    _check_dense(run_id, rows)
+                    fold.fold_through(rows[-1].frame_no)
+                    done = rows[-1].frame_no
+                    job.reached(done)
+            with job.turn() as go:
+                if not go:
                     return None
-                with paused_gc():
-                    fold.at(n)
-            fold.sorted_ref_keys(fold.at(max(upto - 1, 0)))  # the inspector's first page
+                if not job.asked:  # the inspector's first page at the first step back
+                    fold.sorted_ref_keys(fold.at(max(upto - 1, 0)))
             seen: dict[str, None] = {}
             sizes: dict[str, int] = {}
             note_frames(rows, seen, sizes)
@@ -190,7 +241,9 @@ class Loading(DebuggerState):
                 frames.numbers_of(kinds)
             return _Read(rows, frames, fold, seen, sizes)
 
-        self._preload = HistoryRead(read)
+        job = HistoryRead(read)
+        self._preload = job
+        self._partial = _Reading(job, rows, SharedFold(fold, job, lambda: self._loaded().fold))
 
     def history_ready(self, timeout: float | None = None) -> bool:
         """Wait (at most ``timeout`` seconds) for the history read behind the newest frame
@@ -205,6 +258,14 @@ class Loading(DebuggerState):
         if self._preload is not None:
             self._preload.cancel()  # its thread stops at its next step
             self._preload = None
+        self._partial: _Reading | None = None
+
+    @property
+    def _at_newest(self) -> NewestView | None:
+        """The newest frame's view while that frame is selected (and the history was not
+        taken over; another frame may be selected while the history is read behind it)."""
+        newest = self._newest
+        return newest if newest is not None and self.frame_no == newest.frame_no else None
 
     @property
     def history_loaded(self) -> bool:
@@ -218,8 +279,9 @@ class Loading(DebuggerState):
         return self._loaded().frames
 
     @property
-    def _fold(self) -> FoldCache:
-        return self._loaded().fold
+    def _fold(self) -> FoldCache | SharedFold:
+        reading = self._reading()  # a selection while the history is read: what it read
+        return reading.fold if reading is not None else self._loaded().fold
 
     def _note_frames(self, frames: Iterable[FrameRow]) -> None:
         """Remember content sizes and node ids the frames mention."""
@@ -270,6 +332,9 @@ class Loading(DebuggerState):
         n = self.frame_no if frame_no is None else frame_no
         if self._newest is not None and n == self._newest.frame_no:
             return self._newest.last.frame()
+        reading = self._reading()
+        if reading is not None and n >= 0 and reading.job.reach(n):
+            return reading.rows[n].frame()  # frames 0 to n are read (numbered densely)
         return self.frames[self._index(n)]
 
     @property

@@ -21,7 +21,7 @@ from smithers_tt.widgets._content import Content
 from smithers_tt.widgets._control import Control
 from smithers_tt.widgets._diffs import Diffs
 from smithers_tt.widgets._forms import Forms
-from smithers_tt.widgets._loading import Loading, _Read
+from smithers_tt.widgets._loading import Loading, _Read, _Reading
 from smithers_tt.widgets._naming import Naming
 from smithers_tt.widgets._preload import HistoryRead
 from smithers_tt.widgets._refresh import Refresh
@@ -51,6 +51,7 @@ class DebuggerModel(Loading, Refresh, Content, Naming, Selection, Diffs, Forms, 
         self.pending = None
         self.last_result = None
         self._preload: HistoryRead[_Read] | None = None
+        self._partial: _Reading | None = None
         self.counted_choices: tuple[str, int, Any] | None = None
         """(run, last frame, ``FrameChoices``) the timeline's last figure counted in SQL for
         the frame table's filters (None when it walked the frames instead)."""

@@ -101,18 +101,23 @@ class FoldCache:
         if cached is not None:
             self._snapshots.move_to_end(n)
             return cached
-        try:
-            with paused_gc():
-                self._fold_to(self._index(n) + 1)
-        except Exception:  # a corrupt frame: the fold stopped half-way, start again next time
-            self.clear()
-            raise
+        self.fold_through(n)
         snap, newest, segment = self._rebuild(n)
         self._index_as(snap, newest, segment)
         self._snapshots[n] = snap
         while len(self._snapshots) > SNAPSHOT_CACHE:
             self._snapshots.popitem(last=False)
         return snap
+
+    def fold_through(self, n: int) -> None:
+        """Fold the frames up to frame ``n`` (those not folded yet), without making its
+        snapshot (a read ahead: :mod:`~smithers_tt.widgets._preload`)."""
+        try:
+            with paused_gc():
+                self._fold_to(self._index(n) + 1)
+        except Exception:  # a corrupt frame: the fold stopped half-way, start again next time
+            self.clear()
+            raise
 
     # --- the fold ------------------------------------------------------------------------
 

@@ -42,12 +42,14 @@ class Selection(DebuggerState):
         again first if it changed in the database (:meth:`catch_up`): a frame is never
         selected in a history that is no longer there. What the views read for it (the
         payloads, the model calls, the run) shares one read transaction."""
-        with one_read(self.db):
+        with one_read(self.db), self._holding():
             self.catch_up()
             n = max(self.first_frame, min(int(frame_no), self.last_frame))
             if n == self.frame_no:
                 return
-            self._loaded()  # any frame but the newest is folded from the history
+            reading = self._reading()  # the history is read behind the newest frame
+            if reading is None or not reading.job.reach(n):
+                self._loaded()  # any frame but the newest is folded from the history
             self.frame_no = n
             self._default_ref()
             self._emit("frame", "ref")
@@ -100,7 +102,9 @@ class Selection(DebuggerState):
         """The checkpoint a frame is about: the one it published (a checkpoint frame), else
         the newest of its node, else the newest visible at all (None when none is)."""
         newest = self._newest
-        if newest is not None and frame_no in (None, newest.frame_no):
+        if newest is not None and newest.frame_no == (
+            self.frame_no if frame_no is None else frame_no
+        ):
             return _key_at_newest(newest)
         frame = self.frame(frame_no)
         snap = self.snapshot_at(frame.frame_no)
@@ -151,8 +155,8 @@ class Selection(DebuggerState):
 
     def _visible(self, key: tuple[Any, ...]) -> CheckpointRef | None:
         """The ref of ``key`` visible at the selected frame, or None."""
-        if self._newest is not None and len(key) == 4:
-            return self._newest.ref((str(key[0]), int(key[1]), int(key[2]), int(key[3])))
+        if (newest := self._at_newest) is not None and len(key) == 4:
+            return newest.ref((str(key[0]), int(key[1]), int(key[2]), int(key[3])))
         return self.snapshot.refs.get(key)  # type: ignore[call-overload]
 
     @property
@@ -168,7 +172,7 @@ class Selection(DebuggerState):
         (else the last page: the newest sequences).
         """
         needle = query.strip().lower()
-        if self._newest is not None and not needle:
+        if self._at_newest is not None and not needle:
             return self._newest_ref_page(page, size)
         snap = self.snapshot
         keys = self._fold.sorted_ref_keys(snap)
@@ -188,7 +192,7 @@ class Selection(DebuggerState):
 
     def _newest_ref_page(self, page: int | None, size: int) -> RefPage:
         """:meth:`ref_page` at the newest frame, without a query, read a page at a time."""
-        newest = self._newest
+        newest = self._at_newest
         assert newest is not None
         total = newest.ref_count()
         pages = max(1, -(-total // size))
