@@ -65,8 +65,8 @@ class Content(DebuggerState):
     def node_states(self) -> dict[str, str]:
         """Each node's state at the selected frame, that of its highest iteration with a
         node row (every node, however many iterations a loop ran: the graph's colours)."""
-        if self._newest is not None:
-            return self._newest.node_states()
+        if (newest := self._at_newest) is not None:
+            return newest.node_states()
         states: dict[str, tuple[int, str]] = {}
         for (node_id, iteration), view in self.snapshot.nodes.items():
             if node_id not in states or iteration > states[node_id][0]:
