@@ -142,9 +142,9 @@ def waterfall_html(calls: list[ModelCallRecord], first: int = 1) -> str:
     # the texts wrap (whole, never cut: the stylesheet's overflow-wrap), numbers whole (their
     # columns widen past these widths when they must: the table's layout is not fixed)
     widths = "".join(f'<col style="width:{w}%">' for w in (5, 20, 13, 12, 14, 10, 10, 16))
-    return (
-        f'<table class="stt-waterfall"><colgroup>{widths}</colgroup>'
-        f"<tr>{head}</tr>{''.join(rows)}</table>"
+    return (  # in a box its headings measure themselves against (see the stylesheet)
+        f'<div class="stt-waterfall-box"><table class="stt-waterfall"><colgroup>{widths}'
+        f"</colgroup><tr>{head}</tr>{''.join(rows)}</table></div>"
     )
 
 

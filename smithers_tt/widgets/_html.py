@@ -44,6 +44,9 @@ CSS = """
 .stt th { color: var(--jp-ui-font-color2, #555); font-weight: 600; }
 .stt table.stt-waterfall { width: 100%; }
 .stt-waterfall th, .stt-waterfall td { padding: 2px 4px; overflow-wrap: anywhere; }
+.stt-waterfall-box { container-type: inline-size; }
+.stt-waterfall th { overflow-wrap: normal; }
+@container (max-width: 440px) { .stt-waterfall th { overflow-wrap: anywhere; } }
 .stt-waterfall .stt-call-num { white-space: nowrap; }
 .stt-waterfall tr[data-call] { cursor: pointer; }
 .stt-waterfall tr[data-call]:hover { background: var(--jp-layout-color2, #eee); }

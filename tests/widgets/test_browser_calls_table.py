@@ -1,6 +1,7 @@
 """The model-calls table shows each cell's whole text, in a real browser: no "+927.0 …",
 "(inher…" or "429 HTT…" at any width a debugger is shown at (a newcomer saw those at 848 px),
-and each number on one line (no "+1,19" over "6.0 ms").
+and each number on one line (no "+1,19" over "6.0 ms"), each heading too from 480 px (no
+"token" over "s").
 
 The table the debugger shows for a fork (inherited calls, a failed call, starts a second
 after the first call), in the debugger's stylesheet and JupyterLab's font, drawn by Chromium
@@ -55,7 +56,15 @@ MEASURE = r"""(width) => {
     if (![...lines.values()].some(line => line.includes(number[0])))
       broken.push(td.innerText);
   }
-  return {cut, broken, rows: table.querySelectorAll('tr[data-call]').length,
+  // a heading ("tokens") drawn over two lines ("token" over "s")
+  const split = [];
+  for (const th of table.querySelectorAll('th')) {
+    const range = document.createRange();
+    range.selectNodeContents(th);
+    const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+    if (tops.size > 1) split.push(th.textContent);
+  }
+  return {cut, broken, split, rows: table.querySelectorAll('tr[data-call]').length,
           table: table.getBoundingClientRect().width, box: box.getBoundingClientRect().width,
           texts: [...table.querySelectorAll('tr[data-call] td')].map(td => td.innerText)};
 }"""
@@ -87,6 +96,8 @@ def test_every_cell_of_the_calls_table_shows_its_whole_text(
             assert found["rows"] >= 5, found
             assert found["cut"] == [], f"cut at {width} px: {found['cut']}"
             assert found["broken"] == [], f"numbers split at {width} px: {found['broken']}"
+            if width > 440:  # narrower, a heading may wrap rather than the table overflow
+                assert found["split"] == [], f"headings split at {width} px: {found['split']}"
             assert found["table"] <= found["box"] + 0.5, found  # nothing reaches past the box
             shown = " ".join(found["texts"])
             assert "(inherited)" in shown and "HTTP 429" in shown, found
