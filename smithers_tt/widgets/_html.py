@@ -45,6 +45,8 @@ CSS = """
 .stt table.stt-waterfall { width: 100%; }
 .stt-waterfall th, .stt-waterfall td { padding: 2px 4px; overflow-wrap: anywhere; }
 .stt-waterfall-box { container-type: inline-size; }
+.stt-scrub-line.widget-label { white-space: normal; overflow-wrap: anywhere; height: auto;
+  line-height: 1.4; }
 .stt-waterfall th { overflow-wrap: normal; }
 @container (max-width: 440px) { .stt-waterfall th { overflow-wrap: anywhere; } }
 .stt-waterfall .stt-call-num { white-space: nowrap; }

@@ -46,6 +46,7 @@ class Scrubber:
         )
         self.last = button("▶|", "newest frame", lambda: model.select_frame(model.last_frame))
         self.label = W.Label(layout=W.Layout(width="100%"))
+        self.label.add_class("stt-scrub-line")  # wraps in a narrow cell (see the stylesheet)
         self.widget = W.VBox(
             [
                 W.HBox(

@@ -357,6 +357,12 @@ def _narrow(page: Any) -> None:
                   .filter(b => b.scrollWidth > b.clientWidth + 1).map(b => b.textContent)"""
     )
     assert cut == [], cut  # fork-tree labels wrap instead of ending in "…"
+    line = page.evaluate(  # the scrubber's line ("frame 0 of 17: forked from run ...") whole
+        """() => { const l = document.querySelector('.stt-debugger .stt-scrub-line');
+                   return [l.textContent, l.scrollWidth <= l.clientWidth + 1,
+                           l.scrollHeight <= l.clientHeight + 1]; }"""
+    )
+    assert line[0].startswith("frame 0 of") and line[1:] == [True, True], line
     # the fork's "forking, 0.3 s done" is read whole (the bar used to hide its end)
     progress = page.evaluate(PROGRESS_TEXT)
     assert progress and all(p["cut"] == [] for p in progress), progress
