@@ -118,7 +118,20 @@ class Diffs(DebuggerState):
         """The differences the diff settings ask for (computed here, in Python): with the
         previous frame, frame 0 of a fork is compared with its parent's frame at the fork
         point (the frame it restates), never with itself; frame 0 of any other run has
-        nothing before it, and says so."""
+        nothing before it, and says so; a checkpoint that stored again the content its node
+        had changes nothing, and says that."""
+        result = self._diff()
+        if result.empty and result.note is None and self.diff_mode == "frames":
+            frame = self.frame()
+            if frame.kind == "checkpoint" and self.compare_frame in (None, frame.frame_no - 1):
+                node = self.node_label(frame.node_id or "", frame.iteration or 0)
+                result.note = (
+                    f"no differences: this checkpoint of {node} stored the same content as "
+                    f"its node's checkpoint before it ({(frame.content_hash or '')[:12]})"
+                )
+        return result
+
+    def _diff(self) -> DiffResult:
         note = None
         before = None
         if self.diff_mode == "frames" and self.compare_frame is None and self.frame_no == 0:

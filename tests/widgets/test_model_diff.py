@@ -7,6 +7,8 @@ snapshots (the model trims and caches them; the result must be the same)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 import smithers_tt as st
@@ -431,3 +433,37 @@ def test_frame_0_of_a_fork_compares_with_its_parents_frame_at_the_fork_point(
         assert result.note == "frame 0 of a fork: nothing before it in this run"
         model.set_diff(compare_frame=0)  # frame 0 picked by hand: the same frame, said so
         assert "both sides are the same frame" in (model.diff().note or "")
+
+
+def test_a_checkpoint_that_stores_its_nodes_content_again_says_so(db: st.Database) -> None:
+    """The retried research ends with a turn checkpoint of the same notes as the progress
+    checkpoint before it: the diff with the previous frame is empty, and says why (it read
+    "no differences" alone); a checkpoint whose content changed shows the change, no note;
+    against a frame picked by hand, no such note."""
+    wf, _ = demo_workflow(flaky=True)
+    run = db.run(wf, {"topic": "bee"})
+    frames = run.frames()
+    checkpoints = [f for f in frames if f.kind == "checkpoint"]
+    again = next(
+        f
+        for prev, f in itertools.pairwise(checkpoints)
+        if (prev.node_id, prev.attempt, prev.content_hash) == (f.node_id, f.attempt, f.content_hash)
+        and prev.frame_no == f.frame_no - 1
+    )
+    changed = next(f for f in checkpoints if f.sequence and f.content_hash != again.content_hash)
+    model = DebuggerModel(db, run.id)
+    model.select_frame(again.frame_no)
+    result = model.diff()
+    assert result.empty
+    assert result.note == (
+        f"no differences: this checkpoint of {again.node_id} stored the same content as its "
+        f"node's checkpoint before it ({again.content_hash[:12]})"
+    )
+    model.select_frame(changed.frame_no)
+    result = model.diff()
+    assert not result.empty and result.note is None
+    model.select_frame(again.frame_no)
+    model.set_diff(compare_frame=again.frame_no - 1)
+    assert model.diff().note is not None
+    model.set_diff(compare_frame=0)
+    assert not model.diff().empty
