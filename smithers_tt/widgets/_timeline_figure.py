@@ -262,6 +262,8 @@ def _figure(
             "title": {"text": "time", "standoff": 4},
             "type": "date",
             "automargin": True,
+            # a first label centred near the start reached over the gutter's captions
+            "ticklabeloverflow": "hide past domain",
         }
     else:
         xaxis = {

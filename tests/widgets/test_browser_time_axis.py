@@ -1,5 +1,7 @@
 """The timeline's time axis in a real browser: its title "time" is drawn below the tick labels,
-never over them (a replay shown at 1280 px had "time" over "07:59:20.39").
+never over them (a replay shown at 1280 px had "time" over "07:59:20.39"), and no tick label
+reaches over the breakpoint column's "before" and "after" (the clean run's first label did, at
+400-420 px).
 
 The figure the debugger draws with "time axis" ticked, in JupyterLab's font, plotted by the
 plotly.js that plotly ships (no JupyterLab: the axis is plotly's alone) at widths from narrow
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import plotly
+import pytest
 from plotly.io.json import to_json_plotly
 
 import smithers_tt as st
@@ -32,7 +35,8 @@ DRAW_AND_MEASURE = """async (width) => {
   gd.style.width = width + 'px';
   await Plotly.newPlot(gd, window.fig.data, window.fig.layout, {responsive: true});
   const measure = () => JSON.stringify({width, title: box(gd.querySelector('.g-xtitle text')),
-      ticks: [...gd.querySelectorAll('.xtick text')].map(box).filter(b => b.w > 0)});
+      ticks: [...gd.querySelectorAll('.xtick text')].map(box).filter(b => b.w > 0),
+      captions: [...gd.querySelectorAll('.x2tick text')].map(box).filter(b => b.w > 0)});
   const frame = () => new Promise((done) => requestAnimationFrame(() => done()));
   // What a person sees: the figure once it stops moving. Automargin lays the axis out again
   // after newPlot resolves (tilted labels push the margin, then the title), so a busy machine
@@ -52,11 +56,12 @@ def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return not (a["r"] <= b["l"] or b["r"] <= a["l"] or a["b"] <= b["t"] or b["b"] <= a["t"])
 
 
+@pytest.mark.parametrize("case", ["replay", "clean"])
 def test_the_time_axis_title_is_below_its_tick_labels_at_every_width(
-    tmp_path: Path, demo_copy: Path, browser_chromium: Any
+    tmp_path: Path, demo_copy: Path, browser_chromium: Any, case: str
 ) -> None:
     db = st.connect(f"sqlite:///{demo_copy}")  # build_demo's store, built once per test run
-    (replay,) = db.runs(labels={"case": "replay"})
+    (replay,) = db.runs(labels={"case": case})
     theme = clean_theme({"font": LAB_FONT})
     figure = build_timeline(DebuggerModel(db, replay.id), time_axis=True, theme=theme)
     db.close()
@@ -75,8 +80,12 @@ def test_the_time_axis_title_is_below_its_tick_labels_at_every_width(
             title, ticks = found["title"], found["ticks"]
             assert title["text"] == "time" and len(ticks) >= 2, found
             covered += [(width, t["text"]) for t in ticks if _overlap(title, t)]
+            # nor does a label reach over the breakpoint column's "before" and "after"
+            captions = found["captions"]
+            assert [c["text"] for c in captions] == ["before", "after"], found
+            covered += [(width, t["text"]) for t in ticks for c in captions if _overlap(c, t)]
             if covered and covered[0][0] == width:
                 page.screenshot(path=str(tmp_path / f"time-axis-{width}.png"))
     finally:
         page.close()
-    assert covered == [], f"'time' over tick labels (width, label): {covered}"
+    assert covered == [], f"tick labels under 'time' or a caption (width, label): {covered}"
