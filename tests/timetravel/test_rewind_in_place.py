@@ -77,14 +77,18 @@ def test_rewinds_stacked_in_place_undo_one_by_one_to_exactly_what_each_cut(
     db.rewind(run_id, 2, confirm=True, force=True)
     assert _shape(store.frames(run_id)) == whole[:3]
     assert hidden(db, run_id) == len(whole) - 3
+    marked = "run_id = :r AND hides = :t"
     db.undo_rewind(run_id)
     assert _shape(store.frames(run_id)) == whole[:5]
+    assert count(db, "tt_runs", marked, r=run_id, t=True) == 1  # frames still above
     db.undo_rewind(run_id)
     assert _shape(store.frames(run_id)) == at_10
+    assert count(db, "tt_runs", marked, r=run_id, t=True) == 1
     db.undo_rewind(run_id)
     assert _shape(store.frames(run_id)) == whole
     assert hidden(db, run_id) == 0 and count(db, "tt_rewinds") == 0
-    # The mark left by the undos costs the next frame one delete that finds nothing.
+    # nothing left above the clock: unmarked, the next frame has nothing to delete
+    assert count(db, "tt_runs", "run_id = :r AND hides IS NULL", r=run_id) == 1
     fence = store.claim_run(run_id)
     store.start_attempt(fence, "n")
     assert _shape(store.frames(run_id))[: len(whole)] == whole

@@ -331,9 +331,16 @@ class RewindUndone(Change):
         notify(w, kept.run_id)  # its owner, if any, is fenced out
         m = S.model_calls  # the calls of the frames put back are seen again
         conn.execute(m.update().where(m.c.rewind_id == kept.rewind_id).values(rewind_id=None))
+        f = S.frame_rows  # no frame left above the clock: the mark goes (no delete to come)
+        above = conn.execute(
+            sa.select(f.c.frame_no)
+            .where(f.c.run_id == kept.run_id, f.c.frame_no > kept.from_clock)
+            .limit(1)
+        ).first()
         set_history_end(  # the stored output text, as it was
-            conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error, w.stamp
-        )
+            conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error,
+            w.stamp, hides=None if above is None else False,
+        )  # fmt: skip
         release_rewinds(conn, [kept.rewind_id])
 
 
@@ -369,12 +376,12 @@ def set_history_end(
     error: str | None,
     stamp: int,
     *,
-    hides: bool = False,
+    hides: bool | None = False,
 ) -> None:
     """Put the run row at the end of a history that was cut or restored: its clock at
     ``clock`` with this ending, every owner fenced by a new epoch, no cancel request, no
     lease (what a rewind and its undo both leave); with ``hides`` (a cut), marked as holding
-    frames above its clock (see ``tt_runs.hides``)."""
+    frames above its clock (see ``tt_runs.hides``); with ``hides=None``, unmarked."""
     r = S.runs
     conn.execute(
         r.update()
@@ -389,6 +396,6 @@ def set_history_end(
             lease_owner=None,
             lease_until_ms=None,
             updated_at_ms=stamp,
-            **({"hides": True} if hides else {}),
+            **({"hides": True} if hides else {} if hides is False else {"hides": None}),
         )
     )
