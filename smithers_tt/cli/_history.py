@@ -35,17 +35,20 @@ def timeline(
       smithers-tt timeline RUN --from 100 --to 200
       smithers-tt timeline RUN --tail 20
     """
-    db = ctx.read_db
-    ranged = not (first is None and last is None and tail is None)
-    clock = db.get_run(run_id).record.clock if ranged else None
-    if tail is not None and clock is not None:
-        if first is not None:
-            raise click.UsageError("--tail and --from both say where to start: give one")
-        first = max(0, (clock if last is None else min(last, clock)) - tail + 1)
+    if tail is not None and first is not None:
+        raise click.UsageError("--tail and --from both say where to start: give one")
     if first is not None and last is not None and first > last:
         raise click.UsageError(f"--from {first} is after --to {last}")
-    if clock is not None and first is not None and first > clock:
-        raise InvalidArgument(f"run {run_id} has frames 0 to {clock}; there is no frame {first}")
+    db = ctx.read_db
+    clock = None  # the run's newest frame, read when only part of the history is shown
+    if first is not None or last is not None or tail is not None:
+        clock = db.get_run(run_id).record.clock
+        if tail is not None:
+            first = max(0, (clock if last is None else min(last, clock)) - tail + 1)
+        if first is not None and first > clock:
+            raise InvalidArgument(
+                f"run {run_id} has frames 0 to {clock}; there is no frame {first}"
+            )
     tl = db.timeline(run_id, first=first, last=last)
     if ctx.as_json:
         emit_json(

@@ -29,7 +29,13 @@ from smithers_tt.widgets._timeline_data import (
 )
 from smithers_tt.widgets._timeline_gather import _gather_rows, _gather_sql
 from smithers_tt.widgets._timeline_gutter import GUTTER, breakpoint_gutter, gutter_axis
-from smithers_tt.widgets._words import clock_time, describe_frame, duration, node_label
+from smithers_tt.widgets._words import (
+    began_from,
+    clock_time,
+    describe_frame,
+    duration,
+    node_label,
+)
 
 try:  # optional: speeds up figures of long runs
     import numpy as np
@@ -82,10 +88,9 @@ def _attempt_text(a: _Attempt, end_frame: int | None, compact: bool = False) -> 
             lines.append(f"took {a.took} ({clock_time(a.start_ms)} to {clock_time(a.end_ms)})")
         elif a.end is None and a.start_ms is not None:
             lines.append(f"started {clock_time(a.start_ms)}, still running")
-    if isinstance(a.resumed_from, list) and len(a.resumed_from) == 5:
-        src = a.resumed_from
-        verb = "resumed" if src[1] == a.node_id else "started"  # a task fork: another node's
-        lines.append(f"{verb} from {esc(src[1])} #{esc(src[3])} seq {esc(src[4])}")
+    began = began_from(a.node_id, a.resumed_from)
+    if began is not None:
+        lines.append(esc(began))
     if a.error:
         text = a.error if len(a.error) <= 200 else a.error[:200] + "…"
         lines.append(f"error: {esc(text)}")

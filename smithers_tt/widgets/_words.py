@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from typing import Any
 
 from smithers_tt.store import CheckpointRef, Frame
 from smithers_tt.store.for_widgets import FrameRow
@@ -43,14 +44,13 @@ def describe_frame(frame: Frame | FrameRow) -> str:
             f"{(frame.content_hash or '')[:12]})"
         )
     if kind == "attempt_started":
-        src = data.get("resumed_from")
-        resumed = ""
-        if isinstance(src, list) and len(src) == 5:  # [run, node, iteration, attempt, seq]
-            # a task fork starts from another node's checkpoint, and says so
-            source = f"{src[1]}[{src[2]}]" if src[2] else f"{src[1]}"
-            how = ", resumed" if src[1] == frame.node_id else ""  # else "started from"
-            resumed = f"{how} from {source} #{src[3]} seq {src[4]}"
-        return f"attempt #{frame.attempt} of {where} started{resumed}"
+        began = began_from(frame.node_id, data.get("resumed_from"))
+        attempt = f"attempt #{frame.attempt} of {where}"
+        if began is None:
+            return f"{attempt} started"
+        if began.startswith("resumed"):  # "... started, resumed from research #1 seq 1"
+            return f"{attempt} started, {began}"
+        return f"{attempt} {began}"  # "... started from write #1 seq 0"
     if kind == "attempt_finished":
         error = data.get("error")
         return f"attempt #{frame.attempt} of {where} {frame.state}" + (
@@ -92,6 +92,17 @@ def describe_frame(frame: Frame | FrameRow) -> str:
         said = "" if answer is None else f" with {json.dumps(answer, ensure_ascii=False)}"
         return f"run continued ({data.get('action')}){said}"
     return kind
+
+
+def began_from(node_id: str | None, src: Any) -> str | None:
+    """Where an attempt of ``node_id`` began, from its ``resumed_from`` key ``[run, node,
+    iteration, attempt, seq]``: "resumed from research #1 seq 1" (its own node's checkpoint),
+    "started from write[2] #1 seq 0" (a task fork: another node's); None when it has none."""
+    if not (isinstance(src, list) and len(src) == 5):
+        return None
+    source = f"{src[1]}[{src[2]}]" if src[2] else f"{src[1]}"
+    verb = "resumed" if src[1] == node_id else "started"
+    return f"{verb} from {source} #{src[3]} seq {src[4]}"
 
 
 def clock_time(ms: int | None) -> str:

@@ -339,7 +339,7 @@ class RewindUndone(Change):
         ).first()
         set_history_end(  # the stored output text, as it was
             conn, kept.run_id, kept.from_clock, self.status, kept.output_json, kept.error,
-            w.stamp, hides=None if above is None else False,
+            w.stamp, hides=False if above is None else None,
         )  # fmt: skip
         release_rewinds(conn, [kept.rewind_id])
 
@@ -376,12 +376,12 @@ def set_history_end(
     error: str | None,
     stamp: int,
     *,
-    hides: bool | None = False,
+    hides: bool | None = None,
 ) -> None:
     """Put the run row at the end of a history that was cut or restored: its clock at
     ``clock`` with this ending, every owner fenced by a new epoch, no cancel request, no
-    lease (what a rewind and its undo both leave); with ``hides`` (a cut), marked as holding
-    frames above its clock (see ``tt_runs.hides``); with ``hides=None``, unmarked."""
+    lease (what a rewind and its undo both leave); ``hides`` True (a cut) marks it as holding
+    frames above its clock (see ``tt_runs.hides``), False unmarks it, None leaves the mark."""
     r = S.runs
     conn.execute(
         r.update()
@@ -396,6 +396,6 @@ def set_history_end(
             lease_owner=None,
             lease_until_ms=None,
             updated_at_ms=stamp,
-            **({"hides": True} if hides else {} if hides is False else {"hides": None}),
+            **({} if hides is None else {"hides": True if hides else None}),
         )
     )
