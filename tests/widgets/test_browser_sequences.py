@@ -7,7 +7,8 @@ the fork tree, fork and replay, and (from a paused run) Step and Continue: every
 seeded order (a kind that cannot be done yet is tried once more at the end). After every action
 the test waits until the page agrees with the kernel, or fails with both sides: the plotly
 div's traces (names and point counts), its x range and its selected-frame line, the header's
-run and the scrubber's frame must all be the kernel's (read from the kernel itself over
+run, the scrubber's frame, the slider's value and the inspector's frame and run must all be
+the kernel's (read from the kernel itself over
 JupyterLab's kernel API). One seed runs with Chromium's CPU throttled and a busy neighbour beside
 the kernel, as the defect that this guards against was seen on a loaded machine: from Run All to
 the last action (JupyterLab's own start and page load are not what it is about).
@@ -104,9 +105,15 @@ PAGE_STATE = r"""() => {
   const frame = numbers ? +numbers[1] : null;
   const last = numbers ? +numbers[2] : null;
   const shape = gd && gd.layout && gd.layout.shapes && gd.layout.shapes[0];
+  // the slider's readout, and the inspector's "Frame N · run R" (R whole on hover)
+  const readout = root.querySelector('.stt-slider .widget-readout');
+  const slider = readout ? +readout.textContent.trim() : null;
+  const title = [...root.querySelectorAll('h4')].find(h => /^Frame \d+ · run /.test(h.textContent));
+  const inspector = title ? [+title.textContent.match(/^Frame (\d+)/)[1],
+                             (title.querySelector('.stt-id') || {}).title || null] : null;
   return {
     plots: plots.length,
-    run, frame, last, header,
+    run, frame, last, header, slider, inspector,
     traces: gd && gd.data ? gd.data.map(t => [t.name, t.x ? t.x.length : 0]) : null,
     xrange: gd && gd.layout && gd.layout.xaxis ? gd.layout.xaxis.range : null,
     line: shape ? shape.x0 : null,
@@ -133,6 +140,10 @@ def _disagreements(kernel: dict[str, Any], seen: dict[str, Any] | None) -> list[
     for key in ("run", "frame", "last", "traces", "line"):
         if seen[key] != kernel[key]:
             wrong.append(f"{key}: page {seen[key]!r}, kernel {kernel[key]!r}")
+    if seen["slider"] != kernel["frame"]:
+        wrong.append(f"slider: page {seen['slider']!r}, kernel frame {kernel['frame']!r}")
+    if seen["inspector"] != [kernel["frame"], kernel["run"]]:
+        wrong.append(f"inspector: page {seen['inspector']!r}, kernel {kernel['frame']!r}")
     if kernel["xrange"] is not None and (
         seen["xrange"] is None
         or any(abs(a - b) > 1e-6 for a, b in zip(seen["xrange"], kernel["xrange"], strict=True))
