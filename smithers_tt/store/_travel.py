@@ -41,6 +41,7 @@ from smithers_tt.store.ledger import (
     audit_row,
     fork_row,
     kept_rewinds,
+    new_rewind_id,
     write,
 )
 from smithers_tt.store.reads import TravelReads, corrupt_frame, labels_of
@@ -157,8 +158,14 @@ class Travel:
     fork_rows_read = on("live", LiveWrites.fork_rows_read)
     write_delta = on("rewinds", CutStatements.write_delta)
     write_wide = on("rewinds", CutStatements.write_wide)
+    restore_kept = on("rewinds", CutStatements.restore_kept)
     reset_after = on("rewinds", CutStatements.reset_after)
     cut_live_state = on("rewinds", CutStatements.cut_live_state)
+
+    @staticmethod
+    def new_rewind_id() -> str:
+        """A fresh id for the rewind being made (to keep its live rows under)."""
+        return new_rewind_id()
 
     def clock(self, run_id: str) -> int | None:
         """The run's clock (its newest frame number), or ``None`` when there is no such run."""
@@ -274,14 +281,16 @@ class Travel:
         output: Any = None,
         error: str | None = None,
         kept_ending: bool = False,
+        kept_as: str | None = None,
     ) -> None:
         """Delete the run's frames above ``clock`` and put the run row back to ``clock`` with
         this ending (with ``kept_ending``, its stored output and error stay), fencing every
         owner with a new epoch and clearing cancel request and lease, through the ledger (the
-        end of a rewind; see :class:`~._ledger_travel.Rewound`)."""
+        end of a rewind; see :class:`~._ledger_travel.Rewound`). ``kept_as``: the id
+        :meth:`write_wide` kept the live rows it changed under (the rewind's id)."""
         change = Rewound(
             self._conn, run_id, clock=clock, status=status, output=output, error=error,
-            kept_ending=kept_ending,
+            kept_ending=kept_ending, kept_as=kept_as,
         )  # fmt: skip
         with driver(self._conn) as db:
             write(db, [Entry(run_id, None, [change])], now_ms())

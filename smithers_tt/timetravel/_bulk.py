@@ -62,10 +62,10 @@ class _Row:
     )
 
 
-def other_frames(tx: Travel, run_id: str, upto: int, after: int | None = None) -> Iterator[_Row]:
-    """The frames of ``run_id`` at or below ``upto`` (and above ``after``) except
-    checkpoints, in order, as :func:`apply` reads them (see :meth:`Travel.other_frames`)."""
-    for row in tx.other_frames(run_id, upto, after):
+def other_frames(tx: Travel, run_id: str, upto: int) -> Iterator[_Row]:
+    """The frames of ``run_id`` at or below ``upto`` except checkpoints, in order, as
+    :func:`apply` reads them (see :meth:`Travel.other_frames`)."""
+    for row in tx.other_frames(run_id, upto):
         frame = _Row()
         (
             frame.frame_no,

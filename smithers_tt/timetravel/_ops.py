@@ -153,16 +153,13 @@ def _rewind(
         end = delta.snap if tail.run_level else None
         _set_back(tx, run, frame_no, end, reason)
         return later(run_id, frame_no)
-    wide = (
-        None
-        if exact or later is None
-        else _wide.tail_of(tx, run_id, frame_no, run.clock, undo=False)
-    )
+    wide = None if exact or later is None else _wide.tail_of(tx, run_id, frame_no, run.clock)
     if wide is not None and later is not None:  # half a long run: no fold below the cut
         _cut_forks(tx, run_id, frame_no, force, exact)
-        at_cut = _wide.rewind(tx, run_id, frame_no, wide)
+        kept_as = tx.new_rewind_id()
+        at_cut = _wide.rewind(tx, run_id, frame_no, wide, kept_as)
         end = at_cut if wide.run_level else None
-        _set_back(tx, run, frame_no, end, reason)
+        _set_back(tx, run, frame_no, end, reason, kept_as)
         return later(run_id, frame_no)
     snap = snapshot_at(tx, run_id, frame_no, refs=False, exact=exact)
     _cut_forks(tx, run_id, frame_no, force, exact)
@@ -184,7 +181,12 @@ def _rewind(
 
 
 def _set_back(
-    tx: Travel, run: Any, frame_no: int, end: Snapshot | None, reason: str | None
+    tx: Travel,
+    run: Any,
+    frame_no: int,
+    end: Snapshot | None,
+    reason: str | None,
+    kept_as: str | None = None,
 ) -> None:
     """Set the run row of a rewind that changed only what it touched back to ``frame_no``
     (with ``end``'s ending when a frame above the cut set it, else the stored one) and
@@ -196,6 +198,7 @@ def _set_back(
         output=None if end is None else end.output,
         error=None if end is None else end.error,
         kept_ending=end is None,
+        kept_as=kept_as,
     )
     tx.audit(run.run_id, "rewind", frame_no, owner_id(), {"from_frame": run.clock, **why(reason)})
 
@@ -227,6 +230,11 @@ def undo_rewind(
         if why is not None:
             raise NothingToUndo(f"{why}; nothing was changed", run_id=run_id)
         kept = kept[0]
+        if kept.kept_rows and not exact:  # the rows it changed, as they were: no fold
+            tx.restore_kept(run_id, kept.rewind_id)
+            tx.undo_rewind(kept, _live_status(kept.status))  # releases the kept rows
+            _audit_undo(tx, run_id, kept, reason)
+            return later(run_id, kept.from_clock)
         tx.undo_rewind(kept, _live_status(kept.status))
         tail = None if exact else _delta.tail_of(tx, run_id, kept.to_frame, kept.from_clock)
         if tail is not None:  # only what the frames put back touched changes
@@ -237,12 +245,6 @@ def undo_rewind(
                 _delta.undone(tx, run_id, kept.to_frame, tail),
                 rewind=False,
             )
-            _audit_undo(tx, run_id, kept, reason)
-            return later(run_id, kept.from_clock)
-        wide = (
-            None if exact else _wide.tail_of(tx, run_id, kept.to_frame, kept.from_clock, undo=True)
-        )
-        if wide is not None and _wide.undo(tx, run_id, kept.to_frame, kept.from_clock, wide):
             _audit_undo(tx, run_id, kept, reason)
             return later(run_id, kept.from_clock)
         snap = snapshot_at(tx, run_id, kept.from_clock, refs=False, exact=exact)

@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 
 import smithers_tt as st
-from smithers_tt.errors import CheckpointMissing
 from smithers_tt.store import travel
+from smithers_tt.store.for_timetravel import Travel
 from smithers_tt.testing import large_run
 from smithers_tt.timetravel import _delta, _wide
-from tests.timetravel._support import dump, execute
+from tests._statements import statements
+from tests.store._support import count
+from tests.timetravel._support import execute
 from tests.timetravel.test_rewind_delta import _cuts, _history, _rows
 
 SEEDS = range(6)
@@ -26,19 +28,23 @@ SEEDS = range(6)
 
 @pytest.fixture
 def wide(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every rewind and undo goes the wide way when it can (never the last-k way); the list
-    names each one that did."""
+    """Every rewind goes the wide way when it can (never the last-k way); the list names
+    each rewind that did ("rewind") and each undo that put back what one kept ("undo")."""
     monkeypatch.setattr(_wide, "WIDE_SPAN", 0)
     monkeypatch.setattr(_delta, "MOST_FRAMES", 0)
     taken: list[str] = []
-    for name in ("rewind", "undo"):
-        real = getattr(_wide, name)
+    real_rewind, real_restore = _wide.rewind, Travel.restore_kept
 
-        def spy(*args: Any, _real: Any = real, _name: str = name) -> Any:
-            taken.append(_name)
-            return _real(*args)
+    def rewind(*args: Any) -> Any:
+        taken.append("rewind")
+        return real_rewind(*args)
 
-        monkeypatch.setattr(_wide, name, spy)
+    def restore(self: Travel, *args: Any) -> Any:
+        taken.append("undo")
+        return real_restore(self, *args)
+
+    monkeypatch.setattr(_wide, "rewind", rewind)
+    monkeypatch.setattr(Travel, "restore_kept", restore)
     return taken
 
 
@@ -110,24 +116,45 @@ def _rows_after_full_rewind(db: st.Database, run_id: str, cut: int) -> dict[str,
     return rows
 
 
-def test_a_wide_undo_whose_frames_name_missing_content_refuses_and_changes_nothing(
+def _kept_rows(db: st.Database) -> dict[str, int]:
+    """How many rows each table of what rewinds kept holds."""
+    return {t: count(db, t) for t in ("tt_rewound_nodes", "tt_rewound_attempts", "tt_rewound_refs")}
+
+
+def test_what_a_wide_rewind_keeps_outlives_garbage_collection_and_goes_with_its_rewind(
     db: st.Database, wide: list[str]
 ) -> None:
     run_id = large_run(db, 1_000, payload_bytes=40)
-    frames = db.get_run(run_id).frames()
+    before = _reads(db, run_id)
     db.rewind(run_id, 500, confirm=True)
-    in_use = {r.content_hash for r in db.get_run(run_id).checkpoints()}
-    gone = next(f.content_hash for f in frames[501:] if f.content_hash not in (None, *in_use))
-    execute(db, "DELETE FROM tt_checkpoint_contents WHERE content_hash = :h", h=gone)
-    before = dump(db)
-    with pytest.raises(CheckpointMissing, match="nothing was changed"):
-        db.undo_rewind(run_id)  # the wide copy misses a ref: the full fold names it
-    assert dump(db) == before
+    kept = _kept_rows(db)
+    assert kept["tt_rewound_refs"] == len(before["refs"]) - len(db.get_run(run_id).checkpoints())
+    assert kept["tt_rewound_nodes"] > 0 and kept["tt_rewound_attempts"] > 0
+    db.collect_garbage()  # the frames above the cut pin the content the kept refs read
+    with statements(db) as sent:
+        db.undo_rewind(run_id)
     assert wide == ["rewind", "undo"]
+    # What the rewind kept goes back as it was: nothing folded, no frame read but the probe
+    # for one above the clock (whether the run still hides any).
+    reads = [sql for sql in sent if "tt_frame" in sql]
+    assert len(reads) == 1 and "LIMIT" in reads[0], reads
+    assert _reads(db, run_id) == before
+    assert db.verify().ok  # every ref's content is there
+    assert _kept_rows(db) == dict.fromkeys(kept, 0)  # undone: released
+
+    db.rewind(run_id, 400, confirm=True)
+    db.rewind(run_id, 300, confirm=True)  # stacked: each keeps its own rows
+    assert wide[2:] == ["rewind", "rewind"]
+    db.undo_rewind(run_id)
+    assert _reads(db, run_id)["rows"] == _rows_after_full_rewind(db, run_id, 400)
+    assert _kept_rows(db)["tt_rewound_refs"] > 0  # the first rewind's, still kept
+    db.reset(run_id, "plan")  # a frame on top: no undo reaches that rewind any more
+    db.collect_garbage()  # which releases it, with what it kept
+    assert _kept_rows(db) == dict.fromkeys(kept, 0)
 
 
 def _decided(tail: _wide.WideTail | None) -> Any:
-    """What a wide tail decides (all but the frames an undo folds), or None."""
+    """What a wide tail decides, or None."""
     if tail is None:
         return None
     return (
@@ -137,29 +164,20 @@ def _decided(tail: _wide.WideTail | None) -> Any:
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_a_rewind_reading_only_the_keys_decides_what_reading_the_frames_decides(
+def test_a_frame_above_the_cut_that_names_no_node_sends_the_rewind_to_the_full_fold(
     db: st.Database, seed: int, wide: list[str]
 ) -> None:
-    # A rewind reads the keys of the frames it takes away; an undo reads the same frames
-    # whole (it folds them). Over every cut of random runs (resets above some cuts, which
-    # both refuse), and a frame a key is missing from, both come to the same answer.
     run_id, _ = _history(db, random.Random(seed))
     clock = db.get_run(run_id).record.clock
 
-    def both(cut: int) -> tuple[Any, Any]:
+    def decided(cut: int) -> Any:
         return travel(
             db.store.engine,
-            lambda tx: tuple(
-                _decided(_wide.tail_of(tx, run_id, cut, clock, undo=undo)) for undo in (False, True)
-            ),
+            lambda tx: _decided(_wide.tail_of(tx, run_id, cut, clock)),
             write=False,
         )
 
-    answered = {}
-    for cut in range(clock):
-        by_keys, by_frames = both(cut)
-        assert by_keys == by_frames, cut
-        answered[cut] = by_keys
+    answered = {cut: decided(cut) for cut in range(clock)}
     assert sum(a is not None for a in answered.values()) > clock // 4  # below no reset
     finished = max(
         f.frame_no
@@ -171,5 +189,5 @@ def test_a_rewind_reading_only_the_keys_decides_what_reading_the_frames_decides(
         "UPDATE tt_frame_rows SET node_id = NULL WHERE run_id = :r AND frame_no = :n",
         r=run_id, n=finished,
     )  # fmt: skip
-    assert both(finished - 1) == (None, None)  # a frame above the cut names no node
-    assert both(finished) == (answered[finished],) * 2  # at the cut: not read
+    assert decided(finished - 1) is None  # a frame above the cut names no node
+    assert decided(finished) == answered[finished]  # at the cut: not read

@@ -308,14 +308,50 @@ class Dialect(ABC):
         its primary key) are one of ``keys``, each found by primary key whatever the
         planner knows of the table. By default one statement run for every key
         (``executemany``)."""
+        table_name = conn.dialect.identifier_preparer.format_table(table)
+        head = f"DELETE FROM {table_name} AS t"  # noqa: S608 (schema names)
+        self.keyed(conn, head, (), table, run_id, names, keys)
+
+    def copy_keys(
+        self,
+        conn: Connection,
+        table: sa.Table,
+        into: sa.Table,
+        tag: str,
+        run_id: str,
+        names: Sequence[str],
+        keys: Sequence[Sequence[Any]],
+    ) -> None:
+        """Copy into ``into`` (whose columns are ``tag``'s, then ``table``'s) the rows of
+        ``run_id`` in ``table`` that :meth:`delete_keys` would delete, found the same way."""
+        prep = conn.dialect.identifier_preparer
+        columns = ", ".join(f"t.{prep.quote(c.name)}" for c in table.c)
+        head = (
+            f"{self.insert_head(conn, into, [c.name for c in into.c])}SELECT "  # noqa: S608
+            f"{self.placeholder}, {columns} FROM {prep.format_table(table)} AS t"
+        )
+        self.keyed(conn, head, (tag,), table, run_id, names, keys)
+
+    def keyed(
+        self,
+        conn: Connection,
+        head: str,
+        lead: Sequence[Any],
+        table: sa.Table,
+        run_id: str,
+        names: Sequence[str],
+        keys: Sequence[Sequence[Any]],
+    ) -> None:
+        """``head`` (a statement over ``table`` as ``t``, whose parameters are ``lead``)
+        for the rows of ``run_id`` whose ``names`` are one of ``keys``: by default run once
+        for every key (``executemany``), each row found by primary key."""
         if not keys:
             return
         prep = conn.dialect.identifier_preparer
-        where = " AND ".join(f"{prep.quote(name)} = {self.placeholder}" for name in names)
+        where = " AND ".join(f"t.{prep.quote(name)} = {self.placeholder}" for name in names)
         conn.exec_driver_sql(
-            f"DELETE FROM {prep.format_table(table)} "  # noqa: S608 (schema names)
-            f"WHERE run_id = {self.placeholder} AND {where}",
-            [(run_id, *key) for key in keys],
+            f"{head} WHERE t.run_id = {self.placeholder} AND {where}",  # (schema names)
+            [(*lead, run_id, *key) for key in keys],
         )
 
     @staticmethod

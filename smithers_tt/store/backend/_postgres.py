@@ -212,28 +212,32 @@ class PostgresDialect(Dialect):
             sent += 1
         return sent
 
-    def delete_keys(
+    def keyed(
         self,
         conn: Connection,
+        head: str,
+        lead: Sequence[Any],
         table: sa.Table,
         run_id: str,
         names: Sequence[str],
         keys: Sequence[Sequence[Any]],
     ) -> None:
-        """``DELETE ... USING unnest(...)``: one array parameter per key column, joined on
-        the primary key (up to 10,000 keys a statement)."""
+        """``head`` joined with ``unnest(...)`` of the keys (one array parameter per key
+        column, on the primary key; up to 10,000 keys a statement): ``DELETE ... USING``,
+        ``INSERT ... SELECT ... FROM t, unnest``."""
         prep = conn.dialect.identifier_preparer
         types = (table.c[name].type.compile(dialect=conn.dialect) for name in names)
         arrays = ", ".join(f"%s::{t}[]" for t in types)
         columns = [prep.quote(name) for name in names]
         on = " AND ".join(f"t.{c} = k.{c}" for c in columns)
+        join = "USING" if head.startswith("DELETE") else ","
         sql = (
-            f"DELETE FROM {prep.format_table(table)} t USING unnest({arrays}) "  # noqa: S608
-            f"AS k({', '.join(columns)}) WHERE t.run_id = %s AND {on}"
+            f"{head} {join} unnest({arrays}) AS k({', '.join(columns)}) "
+            f"WHERE t.run_id = %s AND {on}"
         )
         for part in self.chunks(keys, 1, limit=_PG_ROWS):
             conn.exec_driver_sql(
-                sql, (*([key[i] for key in part] for i in range(len(names))), run_id)
+                sql, (*lead, *([key[i] for key in part] for i in range(len(names))), run_id)
             )
 
     def snapshot_read(self, conn: Connection) -> None:

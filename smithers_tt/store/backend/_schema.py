@@ -394,9 +394,35 @@ rewinds = Table(
     Column("output_json", Text, nullable=True),
     Column("error", Text, nullable=True),
     Column("created_at_ms", BigInteger, nullable=False),
+    Column("kept_rows", Boolean, nullable=True),
     ForeignKeyConstraint(["run_id"], ["tt_runs.run_id"], ondelete="CASCADE"),
 )
+"""``kept_rows`` is true when the rewind kept the live rows it deleted or wrote over in the
+three tables below (since 0021; a rewind of half a long run does), so its undo writes them
+back instead of folding the frames it shows again."""
 Index("tt_rewinds_run", rewinds.c.run_id, rewinds.c.created_at_ms)
+
+
+def _kept(name: str, live: Table) -> Table:
+    """A table of the rows of ``live`` a rewind deleted or wrote over, as they were, by
+    ``rewind_id``: the table's own columns, no key, no constraint (nothing refers to these
+    rows; a key's index and per-row checks would cost the rewind more than the copy), read
+    and deleted by rewind (``release_rewinds``)."""
+    kept = Table(
+        name,
+        metadata,
+        Column("rewind_id", ID, nullable=False),
+        *(Column(c.name, c.type, nullable=c.nullable) for c in live.c),
+    )
+    Index(f"{name}_rewind", kept.c.rewind_id)
+    return kept
+
+
+rewound_nodes = _kept("tt_rewound_nodes", nodes)
+rewound_attempts = _kept("tt_rewound_attempts", attempts)
+rewound_refs = _kept("tt_rewound_refs", refs)
+REWOUND_ROWS = ((nodes, rewound_nodes), (attempts, rewound_attempts), (refs, rewound_refs))
+"""Each live table with the table that keeps what a rewind took from it."""
 
 
 # --- model calls (smithers_tt.store._calls) ---------------------------------------------

@@ -66,6 +66,7 @@ from smithers_tt.store.ledger._travel import (
     Rewound,
     fork_row,
     kept_rewinds,
+    new_rewind_id,
     release_rewinds,
     undoable,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "json_or_none",
     "kept_rewinds",
     "key_tuple",
+    "new_rewind_id",
     "open_ends",
     "prune_page",
     "release_rewinds",

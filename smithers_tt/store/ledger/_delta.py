@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 
 from smithers_tt.store.backend import dialect_of
 from smithers_tt.store.backend import schema as S
-from smithers_tt.store.ledger._live import chunks, copy_refs, insert_rows
+from smithers_tt.store.ledger._kept import keep_rows, restore_rows
+from smithers_tt.store.ledger._live import chunks, insert_rows
 from smithers_tt.store.reads import KEYS_PER_STATEMENT, keys_match
 
 NodeKey = tuple[str, int]
@@ -80,46 +81,36 @@ class DeltaWrites:
         nodes_gone: Sequence[NodeKey],
         node_rows: Sequence[dict[str, Any]],
         attempts_gone: Sequence[AttemptKey],
-        fresh_attempts: Sequence[dict[str, Any]],
         kept_attempts: Sequence[dict[str, Any]],
-        refs_up_to: int | None,
-        expected_refs: int = 0,
+        kept_as: str,
     ) -> None:
-        """Change the live rows of ``run_id`` for a rewind to ``cut`` (``refs_up_to`` None)
-        or its undo (the frames above ``cut`` up to ``refs_up_to`` are back), with a
-        statement per thousand rows or fewer, nothing read into Python:
+        """Change the live rows of ``run_id`` for a rewind to ``cut``, with a statement per
+        thousand rows or fewer, nothing read into Python:
 
-        * a rewind deletes every ref pointing at a frame above ``cut``;
+        * the rows it deletes or writes over are kept first, as they are, under ``kept_as``
+          (the rewind's id) for :meth:`restore_kept`;
+        * every ref pointing at a frame above ``cut`` is deleted;
         * ``attempts_gone`` and ``nodes_gone`` (keys) lose their rows;
-        * ``node_rows`` and ``fresh_attempts`` are inserted, ``kept_attempts`` written over
-          the rows of the same keys (in place: their refs stay);
-        * an undo copies the refs of the checkpoint frames it put back (``expected_refs`` of
-          them, each with stored content within the ceiling, else :class:`Refold`);
-        * the ``next_sequence`` of each of ``kept_attempts`` becomes one more than its
-          highest live ref's sequence (``fresh_attempts`` bring their own).
+        * ``node_rows`` are inserted, ``kept_attempts`` written over the rows of the same
+          keys (in place: their refs stay), each ``next_sequence`` one more than its highest
+          live ref's sequence.
         """
         conn = self._conn
         n, a, r = S.nodes, S.attempts, S.refs
         dialect = dialect_of(conn)
-        if refs_up_to is None:
-            conn.execute(r.delete().where(r.c.run_id == run_id, r.c.frame_no > cut))
+        keys = [(x["node_id"], x["iteration"], x["attempt"]) for x in kept_attempts]
+        keep_rows(conn, kept_as, run_id, cut, nodes_gone, [*attempts_gone, *keys])
+        conn.execute(r.delete().where(r.c.run_id == run_id, r.c.frame_no > cut))
         dialect.delete_keys(conn, a, run_id, ["node_id", "iteration", "attempt"], attempts_gone)
         dialect.delete_keys(conn, n, run_id, ["node_id", "iteration"], nodes_gone)
         insert_rows(conn, n, node_rows)
-        insert_rows(conn, a, fresh_attempts)
         self._overwrite(a, kept_attempts)
-        if refs_up_to is not None:
-            copy_refs(
-                conn,
-                "f.run_id = :src_run AND f.kind = 'checkpoint' AND f.frame_no > :src_after "
-                "AND f.frame_no <= :src_upto",
-                {"src_run": run_id, "src_after": cut, "src_upto": refs_up_to},
-                run_id,
-                expected_refs,
-            )
-        self._renumber(
-            run_id, [(x["node_id"], x["iteration"], x["attempt"]) for x in kept_attempts]
-        )
+        self._renumber(run_id, keys)
+
+    def restore_kept(self, run_id: str, rewind_id: str) -> None:
+        """Put back the live rows of ``run_id`` its rewind ``rewind_id`` kept (see
+        :mod:`._kept`), as they were before it."""
+        restore_rows(self._conn, rewind_id, run_id, self._overwrite)
 
     def _delete(
         self,

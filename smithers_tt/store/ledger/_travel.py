@@ -28,6 +28,7 @@ from smithers_tt.errors import InvalidArgument
 from smithers_tt.store._records import Frame
 from smithers_tt.store.backend import Dialect
 from smithers_tt.store.backend import schema as S
+from smithers_tt.store.ledger._kept import drop_kept_rows
 from smithers_tt.store.ledger._write import Change, NewRun, Write, json_or_none, notify
 
 AttemptRow = tuple[str, int, int, str]
@@ -188,9 +189,12 @@ class Rewound(Change):
     with this ending (with ``kept_ending``, the stored output and
     error stay), every owner is fenced with a new epoch, and cancel request and lease are
     cleared (the live state is the caller's projection, written before). Frameless: the audit
-    row records the rewind."""
+    row records the rewind. ``kept_as``: the id the live rows it changed were kept under
+    (:func:`keep`)."""
 
-    __slots__ = ("clock", "conn", "error", "kept_ending", "output", "run_id", "status")
+    __slots__ = (
+        "clock", "conn", "error", "kept_as", "kept_ending", "output", "run_id", "status",
+    )  # fmt: skip
 
     ticks = 0
 
@@ -204,15 +208,16 @@ class Rewound(Change):
         output: Any,
         error: str | None,
         kept_ending: bool = False,
+        kept_as: str | None = None,
     ) -> None:
         self.conn, self.run_id, self.clock = conn, run_id, clock
         self.status, self.output, self.error = status, output, error
-        self.kept_ending = kept_ending
+        self.kept_ending, self.kept_as = kept_ending, kept_as
 
     def apply(self, w: Write, frame_no: int, early: Any) -> None:
         run_id, conn = self.run_id, self.conn
         notify(w, run_id)  # its owner, if any, is fenced out
-        keep(conn, run_id, self.clock, w.stamp)
+        keep(conn, run_id, self.clock, w.stamp, self.kept_as)
         if self.kept_ending:  # no frame above the clock set them: they stay as stored
             output_json, error = S.runs.c.output_json, S.runs.c.error
         else:  # a run's output maps task ids to outputs: one level that is not theirs
@@ -222,12 +227,18 @@ class Rewound(Change):
         )
 
 
-def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
+def new_rewind_id() -> str:
+    """A fresh id for a kept rewind (hex: no waiting model call's mark is)."""
+    return secrets.token_hex(12)
+
+
+def keep(conn: Connection, run_id: str, clock: int, stamp: int, kept_as: str | None = None) -> None:
     """Keep what a rewind of ``run_id`` to ``clock`` removes, for undo: the run row's clock
     and ending (``tt_rewinds``; the frames above ``clock`` stay where they are, hidden by the
     clock the caller sets); the model calls written with those frames stay in place, marked
-    with the rewind (hidden from every read until undone)."""
-    rewind_id = secrets.token_hex(12)
+    with the rewind (hidden from every read until undone). ``kept_as`` is the id the rewind
+    kept the live rows it changed under (``tt_rewinds.kept_rows``), if it did."""
+    rewind_id = new_rewind_id() if kept_as is None else kept_as
     r, rw = S.runs, S.rewinds
     conn.execute(
         rw.insert().from_select(
@@ -236,6 +247,7 @@ def keep(conn: Connection, run_id: str, clock: int, stamp: int) -> None:
                 sa.literal(rewind_id, S.ID), r.c.run_id, r.c.clock,
                 sa.literal(clock, sa.BigInteger), r.c.status, r.c.output_json, r.c.error,
                 sa.literal(stamp, sa.BigInteger),
+                sa.literal(True if kept_as is not None else None, sa.Boolean),
             ).where(r.c.run_id == run_id),
         )
     )  # fmt: skip
@@ -269,6 +281,9 @@ class KeptRewind:
     output_json: str | None
     error: str | None
     created_at_ms: int
+    kept_rows: bool | None = None
+    """The live rows the rewind changed are kept (``tt_rewound_*``): its undo writes them
+    back (``restore_kept``) instead of folding its frames."""
 
 
 NEWEST_FIRST = (S.rewinds.c.created_at_ms.desc(), S.rewinds.c.from_clock.asc())
@@ -308,6 +323,7 @@ def release_rewinds(conn: Connection, rewind_ids: Sequence[str]) -> None:
     rw, m = S.rewinds, S.model_calls
     for part in Dialect.chunks(list(rewind_ids), 1):
         conn.execute(m.delete().where(m.c.rewind_id.in_(list(part))))
+        drop_kept_rows(conn, part)
         conn.execute(rw.delete().where(rw.c.rewind_id.in_(list(part))))
 
 

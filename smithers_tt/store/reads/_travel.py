@@ -200,12 +200,10 @@ class TravelReads:
         ).one()
         return count, low
 
-    def other_frames(
-        self, run_id: str, upto: int, after: int | None = None
-    ) -> Iterator[tuple[Any, ...]]:
-        """Every frame at or below ``upto`` (and above ``after``, when given) except
-        checkpoints, in order, as plain tuples ``(frame_no, kind, node_id, iteration,
-        attempt, state, data, created_at_ms)`` with ``data`` parsed (no per-row objects: a
+    def other_frames(self, run_id: str, upto: int) -> Iterator[tuple[Any, ...]]:
+        """Every frame at or below ``upto`` except checkpoints, in order, as plain tuples
+        ``(frame_no, kind, node_id, iteration, attempt, state, data, created_at_ms)`` with
+        ``data`` parsed (no per-row objects: a
         large run has many of them).
 
         Each row's data is parsed as it is taken, so a fold that fails on an earlier frame
@@ -214,12 +212,11 @@ class TravelReads:
         Raises:
             SnapshotInvalid: a frame's data is not JSON at all.
         """
-        low = "" if after is None else "AND frame_no > :after "
         rows = plain_rows(
             self._conn,
             f"SELECT {_OTHER_COLUMNS} FROM tt_frames WHERE run_id = :run "  # noqa: S608
-            f"AND frame_no <= :upto {low}AND kind <> 'checkpoint' ORDER BY frame_no",
-            {"run": run_id, "upto": upto, "after": after},
+            "AND frame_no <= :upto AND kind <> 'checkpoint' ORDER BY frame_no",
+            {"run": run_id, "upto": upto},
         )
         loads = orjson.loads
         for row in rows:
@@ -268,30 +265,18 @@ class TravelReads:
             ).fetchall(),
         )
 
-    def tail_checkpoints(
-        self, run_id: str, after: int, upto: int, *, checked: bool = True
-    ) -> list[tuple[Any, ...]] | None:
+    def tail_checkpoints(self, run_id: str, after: int, upto: int) -> list[tuple[Any, ...]]:
         """One pass over the checkpoint frames of ``run_id`` above ``after`` and at or below
-        ``upto``, per attempt: ``(node_id, iteration, attempt, frames, malformed, lowest
-        frame number, top sequence)`` (malformed as :meth:`checkpoint_groups` counts it;
-        0 unless ``checked``: frames a rewind takes away need no check).
-
-        ``None`` when PostgreSQL could not read some ``data_json`` as JSON.
-        """
-        conn = self._conn
-        dialect = dialect_of(conn)
-        malformed = _malformed(dialect) if checked else "0"
-        return dialect.unless_cast_fails(
-            conn,
-            lambda: run_sql(
-                conn,
-                "SELECT f.node_id, f.iteration, f.attempt, count(*), "  # noqa: S608
-                f"{malformed}, min(f.frame_no), max(f.sequence) FROM tt_frames f "
-                "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no > :after "
-                "AND f.frame_no <= :upto GROUP BY f.node_id, f.iteration, f.attempt",
-                {"run": run_id, "after": after, "upto": upto},
-            ).fetchall(),
-        )
+        ``upto``, per attempt: ``(node_id, iteration, attempt, frames, lowest frame number,
+        top sequence)`` (frames a rewind takes away: not checked)."""
+        return run_sql(
+            self._conn,
+            "SELECT f.node_id, f.iteration, f.attempt, count(*), min(f.frame_no), "
+            "max(f.sequence) FROM tt_frames f "
+            "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no > :after "
+            "AND f.frame_no <= :upto GROUP BY f.node_id, f.iteration, f.attempt",
+            {"run": run_id, "after": after, "upto": upto},
+        ).fetchall()
 
     def nodes_seen(self, run_id: str, upto: int, pairs: Sequence[NodeKey]) -> set[NodeKey]:
         """Of the ``(node_id, iteration)`` pairs, those with a frame of their own (not a
