@@ -5,8 +5,9 @@ Every operation reads the run's frames, folds them into the snapshot it needs, c
 snapshot is whole (all content stored, sizes within the ceiling, every ref owned by an
 attempt) and only then changes anything, with a bounded number of statements per thousand
 rows. A rewind of the last few frames of a long history, and its undo, read and change only
-what those frames touched instead (:mod:`._delta`), and so do a rewind of many frames of a
-long history and its undo, with the checkpoint frames left in SQL (:mod:`._wide`); a rewind
+what those frames touched instead (:mod:`._delta`), and so does a rewind of many frames of a
+long history, with the checkpoint frames left in SQL (:mod:`._wide`), which keeps the live
+rows it changes so that its undo puts them back without reading a frame; a rewind
 further back in a shorter history keeps the live rows at or below its cut and takes away the
 rest (:func:`._materialize.cut_live_state`). A crash in the middle leaves the transaction
 uncommitted: the run is untouched.
@@ -208,8 +209,9 @@ def undo_rewind(
 ) -> Snapshot:
     """Undo the newest rewind of ``run_id``: its frames come back as they were, the run gets
     back its clock, output and error (a run that was ``running`` comes back ``interrupted``)
-    and the live state is put back to what the frames show (changing only what they touch,
-    :mod:`._delta` and :mod:`._wide`, where those answer); return the restored snapshot.
+    and the live state is put back to what the frames show (the rows a rewind of many frames
+    kept, written back as they were; else changing only what the frames touch, where
+    :mod:`._delta` answers; else from the full fold); return the restored snapshot.
     Under the run's lease like a rewind, one transaction, audited (``undo_rewind``). Calling
     it again undoes the rewind before that one. Once frames are written on top of a rewind,
     neither it nor any rewind before it can be undone (what they removed followed a history
