@@ -78,7 +78,10 @@ def test_the_time_axis_title_is_below_its_tick_labels_at_every_width(
         for width in WIDTHS:
             found = page.evaluate(DRAW_AND_MEASURE, width)
             title, ticks = found["title"], found["ticks"]
-            assert title["text"] == "time" and len(ticks) >= 2, found
+            # At 380-420 px plotly may space the ticks wider than a short run's span and
+            # draw one label (seen for a demo whose replay lasted 0.08 s): what matters here
+            # is that every label drawn clears the title and the captions.
+            assert title["text"] == "time" and ticks, found
             covered += [(width, t["text"]) for t in ticks if _overlap(title, t)]
             # nor does a label reach over the breakpoint column's "before" and "after"
             captions = found["captions"]

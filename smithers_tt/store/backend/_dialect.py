@@ -310,7 +310,7 @@ class Dialect(ABC):
         (``executemany``)."""
         table_name = conn.dialect.identifier_preparer.format_table(table)
         head = f"DELETE FROM {table_name} AS t"  # noqa: S608 (schema names)
-        self.keyed(conn, head, (), table, run_id, names, keys)
+        self.keyed(conn, head, (), table, run_id, names, keys, delete=True)
 
     def copy_keys(
         self,
@@ -330,7 +330,7 @@ class Dialect(ABC):
             f"{self.insert_head(conn, into, [c.name for c in into.c])}SELECT "  # noqa: S608
             f"{self.placeholder}, {columns} FROM {prep.format_table(table)} AS t"
         )
-        self.keyed(conn, head, (tag,), table, run_id, names, keys)
+        self.keyed(conn, head, (tag,), table, run_id, names, keys, delete=False)
 
     def keyed(
         self,
@@ -341,10 +341,13 @@ class Dialect(ABC):
         run_id: str,
         names: Sequence[str],
         keys: Sequence[Sequence[Any]],
+        *,
+        delete: bool,
     ) -> None:
-        """``head`` (a statement over ``table`` as ``t``, whose parameters are ``lead``)
-        for the rows of ``run_id`` whose ``names`` are one of ``keys``: by default run once
-        for every key (``executemany``), each row found by primary key."""
+        """``head`` (a ``DELETE`` when ``delete``, else a ``SELECT``, over ``table`` as
+        ``t``, whose parameters are ``lead``) for the rows of ``run_id`` whose ``names`` are
+        one of ``keys``: by default run once for every key (``executemany``), each row found
+        by primary key."""
         if not keys:
             return
         prep = conn.dialect.identifier_preparer

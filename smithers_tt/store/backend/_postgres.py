@@ -221,16 +221,18 @@ class PostgresDialect(Dialect):
         run_id: str,
         names: Sequence[str],
         keys: Sequence[Sequence[Any]],
+        *,
+        delete: bool,
     ) -> None:
         """``head`` joined with ``unnest(...)`` of the keys (one array parameter per key
         column, on the primary key; up to 10,000 keys a statement): ``DELETE ... USING``,
-        ``INSERT ... SELECT ... FROM t, unnest``."""
+        ``SELECT ... FROM t, unnest``."""
         prep = conn.dialect.identifier_preparer
         types = (table.c[name].type.compile(dialect=conn.dialect) for name in names)
         arrays = ", ".join(f"%s::{t}[]" for t in types)
         columns = [prep.quote(name) for name in names]
         on = " AND ".join(f"t.{c} = k.{c}" for c in columns)
-        join = "USING" if head.startswith("DELETE") else ","
+        join = "USING" if delete else ","
         sql = (
             f"{head} {join} unnest({arrays}) AS k({', '.join(columns)}) "
             f"WHERE t.run_id = %s AND {on}"
