@@ -353,7 +353,7 @@ class Dialect(ABC):
         prep = conn.dialect.identifier_preparer
         where = " AND ".join(f"t.{prep.quote(name)} = {self.placeholder}" for name in names)
         conn.exec_driver_sql(
-            f"{head} WHERE t.run_id = {self.placeholder} AND {where}",  # (schema names)
+            f"{head} WHERE t.run_id = {self.placeholder} AND {where}",  # schema names only
             [(*lead, run_id, *key) for key in keys],
         )
 

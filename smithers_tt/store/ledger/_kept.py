@@ -89,6 +89,8 @@ def restore_rows(
 
 
 def _put_back(conn: Connection, live: sa.Table, kept: sa.Table, rewind_id: str, *also: Any) -> None:
+    """Insert into ``live`` the rows ``kept`` holds under ``rewind_id`` (those ``also``
+    holds for), in one ``INSERT ... SELECT``."""
     names = [c.name for c in live.c]
     conn.execute(
         live.insert().from_select(

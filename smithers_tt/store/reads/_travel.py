@@ -203,8 +203,7 @@ class TravelReads:
     def other_frames(self, run_id: str, upto: int) -> Iterator[tuple[Any, ...]]:
         """Every frame at or below ``upto`` except checkpoints, in order, as plain tuples
         ``(frame_no, kind, node_id, iteration, attempt, state, data, created_at_ms)`` with
-        ``data`` parsed (no per-row objects: a
-        large run has many of them).
+        ``data`` parsed (no per-row objects: a large run has many of them).
 
         Each row's data is parsed as it is taken, so a fold that fails on an earlier frame
         reports that frame first.
