@@ -148,9 +148,11 @@ def test_what_a_wide_rewind_keeps_outlives_garbage_collection_and_goes_with_its_
     db.undo_rewind(run_id)
     assert _reads(db, run_id)["rows"] == _rows_after_full_rewind(db, run_id, 400)
     assert _kept_rows(db)["tt_rewound_refs"] > 0  # the first rewind's, still kept
-    db.reset(run_id, "plan")  # a frame on top: no undo reaches that rewind any more
-    db.collect_garbage()  # which releases it, with what it kept
-    assert _kept_rows(db) == dict.fromkeys(kept, 0)
+    db.reset(run_id, "plan")  # a frame on top: no undo reaches that rewind any more,
+    assert _kept_rows(db) == dict.fromkeys(kept, 0)  # so what it kept goes with that frame
+    assert count(db, "tt_rewinds", run_id=run_id) == 1  # (its row says why: no undo now)
+    db.collect_garbage()  # which releases it
+    assert count(db, "tt_rewinds", run_id=run_id) == 0
 
 
 def _decided(tail: _wide.WideTail | None) -> Any:

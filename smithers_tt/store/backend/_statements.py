@@ -63,6 +63,14 @@ class Statements:
         # next frame is written (see _write.write).
         self.drop_hidden = q("DELETE FROM tt_frame_rows WHERE run_id = ? AND frame_no > ?")
         self.unmark_hidden = q("UPDATE tt_runs SET hides = NULL WHERE run_id = ?")
+        # ... and the live rows its rewinds kept for undo (no undo reaches them any more)
+        self.drop_kept = tuple(
+            q(
+                f"DELETE FROM {kept.name} WHERE rewind_id IN "  # noqa: S608 (schema names)
+                "(SELECT rewind_id FROM tt_rewinds WHERE run_id = ?)"
+            )
+            for _, kept in S.REWOUND_ROWS
+        )
         self.lock_run = q(
             # The suffix is a constant of the dialect, not data.
             "SELECT status, owner_epoch, owner_id, cancel_requested, inherits FROM tt_runs "  # noqa: S608

@@ -303,13 +303,18 @@ HIDES = RunClock._fields.index("hides")
 
 def _drop_hidden(db: Driver, run_id: str, row: RunRow, clock: int) -> RunRow:
     """Delete the frames a rewind left above ``clock`` (the run's clock before this write,
-    whose frames take their numbers) and unmark the run; return its row as it now is.
+    whose frames take their numbers), and the live rows the run's rewinds kept, and unmark
+    the run; return its row as it now is.
 
     What undo could have shown again is gone once the history goes on from the cut
-    (``undoable``: a rewind with frames on top is out of reach), so they are deleted here,
-    by the first write that needs their numbers, instead of by the rewind."""
+    (``undoable``: a rewind with frames on top is out of reach, and so is every rewind before
+    it), so they are deleted here, by the first write that needs their numbers, instead of
+    by the rewind. The rewinds' own rows stay, saying why they cannot be undone, until
+    garbage collection releases them."""
     sql = db.sql
     db.count(sql.drop_hidden, (run_id, clock))
+    for statement in sql.drop_kept:
+        db.count(statement, (run_id,))
     db.count(sql.unmark_hidden, (run_id,))
     return (*row[:HIDES], None, *row[HIDES + 1 :])
 
