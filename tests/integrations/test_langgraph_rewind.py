@@ -82,3 +82,37 @@ def test_a_thread_rewound_and_run_again_keeps_every_value_it_reads_after_gc(
         assert saver.get_tuple(state.config) is not None
     assert app.get_state(CONFIG).values == final
     assert db.verify().ok
+
+
+def test_a_thread_rewound_to_its_middle_the_wide_way_comes_back_whole_on_undo(
+    db: st.Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rewind that keeps the live rows it changes (timetravel._wide, taken here for a short
+    # thread) and the undo that puts them back: LangGraph reads the thread as before.
+    from smithers_tt.store.for_timetravel import Travel
+    from smithers_tt.timetravel import _delta, _wide
+
+    monkeypatch.setattr(_wide, "WIDE_SPAN", 0)
+    monkeypatch.setattr(_delta, "MOST_FRAMES", 0)
+    restored: list[str] = []
+    real = Travel.restore_kept
+    monkeypatch.setattr(
+        Travel, "restore_kept", lambda self, *a: restored.append(a[1]) or real(self, *a)
+    )
+    saver = SmithersSaver(db)
+    app = _graph(8).compile(checkpointer=saver)
+    final = app.invoke({"topic": "t", "notes": [], "count": 0}, CONFIG)
+    run_id = saver.run_id("rw")
+    clock = db.get_run(run_id).record.clock
+    before = list(saver.list(CONFIG))
+    refs = db.get_run(run_id).checkpoints()
+
+    db.rewind(run_id, clock // 2, confirm=True)
+    assert len(_ids(saver)) < len(before)
+    db.undo_rewind(run_id)
+    assert len(restored) == 1  # what the rewind kept, put back
+    assert list(saver.list(CONFIG)) == before  # values, metadata, parents and pending writes
+    assert db.get_run(run_id).checkpoints() == refs
+    assert app.get_state(CONFIG).values == final
+    db.rewind(run_id, clock // 2, confirm=True)
+    assert app.invoke(None, CONFIG) == final  # and it goes on from the cut as before
