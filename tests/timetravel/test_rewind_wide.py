@@ -193,3 +193,25 @@ def test_a_frame_above_the_cut_that_names_no_node_sends_the_rewind_to_the_full_f
     )  # fmt: skip
     assert decided(finished - 1) is None  # a frame above the cut names no node
     assert decided(finished) == answered[finished]  # at the cut: not read
+
+
+def test_verify_pages_through_what_a_rewind_kept_and_names_a_damaged_row(
+    db: st.Database, wide: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from smithers_tt.store import _maintenance
+
+    monkeypatch.setattr(_maintenance, "_ROW_PAGE", 7)  # many pages of kept nodes
+    run_id = large_run(db, 1_000, payload_bytes=40)
+    db.rewind(run_id, 500, confirm=True)
+    assert wide == ["rewind"] and count(db, "tt_rewound_nodes") > 3 * 7
+    assert db.verify().ok
+    execute(
+        db,
+        "UPDATE tt_rewound_nodes SET output_json = '{x' WHERE node_id = 'write' AND "
+        "iteration = (SELECT max(iteration) FROM tt_rewound_nodes WHERE node_id = 'write')",
+    )
+    (found,) = db.verify().damaged
+    assert found.startswith("tt_rewound_nodes.output_json of rewind_id=")
+    db.undo_rewind(run_id)  # the damaged row is live again, and named there
+    (found,) = db.verify().damaged
+    assert found.startswith(f"tt_nodes.output_json of run_id={run_id!r}, node_id='write'")
