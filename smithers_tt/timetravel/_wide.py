@@ -51,8 +51,8 @@ class WideTail:
     """What the frames above a cut touch: ``checkpoints`` is the per-attempt aggregate of
     its checkpoint frames, the rest is read from the keys of the others."""
 
-    checkpoints: dict[AttemptKeyT, tuple[int, int]]
-    """Per attempt: (checkpoint frames above the cut, their top sequence)."""
+    checkpoints: dict[AttemptKeyT, int]
+    """Per attempt: its checkpoint frames above the cut."""
     nodes: set[NodeKey] = field(default_factory=set)
     attempts: set[AttemptKeyT] = field(default_factory=set)
     started: set[AttemptKeyT] = field(default_factory=set)
@@ -69,7 +69,7 @@ class WideTail:
 
     @property
     def ref_count(self) -> int:
-        return sum(n for n, _ in self.checkpoints.values())
+        return sum(self.checkpoints.values())
 
 
 def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> WideTail | None:
@@ -85,9 +85,7 @@ def tail_of(tx: Travel, run_id: str, cut: int, clock: int) -> WideTail | None:
     if span < WIDE_SPAN or span > _snapshot.MAX_SNAPSHOT_ROWS:
         return None
     groups = tx.tail_checkpoints(run_id, cut, clock)
-    if groups is None:
-        return None
-    tail = WideTail({(g[0], g[1], g[2]): (g[3], g[5]) for g in groups})
+    tail = WideTail({(g[0], g[1], g[2]): g[3] for g in groups})
     first_ref = {(g[0], g[1], g[2]): g[4] for g in groups}
     keys = tx.other_frame_keys(run_id, cut, clock)
     if len(keys) + tail.ref_count != clock - cut:

@@ -266,12 +266,12 @@ class TravelReads:
 
     def tail_checkpoints(self, run_id: str, after: int, upto: int) -> list[tuple[Any, ...]]:
         """One pass over the checkpoint frames of ``run_id`` above ``after`` and at or below
-        ``upto``, per attempt: ``(node_id, iteration, attempt, frames, lowest frame number,
-        top sequence)`` (frames a rewind takes away: not checked)."""
+        ``upto``, per attempt: ``(node_id, iteration, attempt, frames, lowest frame number)``
+        (frames a rewind takes away: not checked)."""
         return run_sql(
             self._conn,
-            "SELECT f.node_id, f.iteration, f.attempt, count(*), min(f.frame_no), "
-            "max(f.sequence) FROM tt_frames f "
+            "SELECT f.node_id, f.iteration, f.attempt, count(*), min(f.frame_no) "
+            "FROM tt_frames f "
             "WHERE f.run_id = :run AND f.kind = 'checkpoint' AND f.frame_no > :after "
             "AND f.frame_no <= :upto GROUP BY f.node_id, f.iteration, f.attempt",
             {"run": run_id, "after": after, "upto": upto},
